@@ -1,0 +1,13 @@
+#pragma once
+// One register_* function per command, each in its own file under commands/. A command's callback sets
+// `exit_code`; main() returns it.
+#include <CLI/CLI.hpp>
+
+#include "commands/common_options.h"
+
+namespace pto {
+
+void register_lint_command(CLI::App& app, CommonOptions& common, int& exit_code);
+void register_plan_command(CLI::App& app, CommonOptions& common, int& exit_code);
+
+}  // namespace pto

@@ -1,0 +1,31 @@
+#pragma once
+// Options every command shares (--root, --config, --devices, --device-groups) and the one way commands load
+// the project and its plan, printing load problems the same way everywhere.
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+
+#include "config/project.h"
+#include "plan/plan.h"
+#include "util/exit_code.h"
+
+namespace pto {
+
+struct CommonOptions {
+  LoadOptions load;
+};
+
+void add_common_options(CLI::App& app, CommonOptions& opts);
+void add_device_options(CLI::App& cmd, CommonOptions& opts);
+
+struct LoadedPlan {
+  Project project;
+  Plan plan;
+};
+
+/// Loads the project and builds the plan for `jobs`. On input errors prints them to stderr and returns
+/// nothing (the caller exits 2). Warnings are not printed: `lint` is where they belong.
+std::optional<LoadedPlan> load_plan_or_report(const CommonOptions& opts, const std::vector<std::string>& jobs);
+
+}  // namespace pto

@@ -1,0 +1,56 @@
+#include "commands/commands.h"
+
+#include <filesystem>
+#include <iostream>
+
+#include "config/gha_workflow.h"
+#include "lint/lint.h"
+#include "report/diagnostics_view.h"
+
+namespace pto {
+
+void register_lint_command(CLI::App& app, CommonOptions& common, int& exit_code) {
+  struct Opts {
+    bool strict = false;
+    std::string format = "text";
+    std::vector<std::string> workflows;
+  };
+  auto opts = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("lint", "Validate jobs/, models/, toolchain/ (or GitHub workflow files)");
+  cmd->add_flag("--strict", opts->strict, "Treat warnings (duplicate-step) as errors");
+  cmd->add_option("--format", opts->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--workflow", opts->workflows, "Lint these GitHub Actions workflow files instead");
+  add_device_options(*cmd, common);
+  cmd->footer(
+      "Exit codes: 0 clean (warnings allowed without --strict); 1 lint errors (duplicate-step under --strict, "
+      "inline-toolchain-literal); 2 the files are invalid (YAML, schema, needs, cycles, devices) or unreadable.");
+  cmd->callback([opts, &common, &exit_code] {
+    Diagnostics diags;
+    if (!opts->workflows.empty()) {
+      for (const auto& f : opts->workflows) {
+        Workflow wf = load_workflow(f, f, diags);
+        lint_duplicate_steps(wf, diags);
+        if (std::filesystem::is_regular_file(f)) lint_inline_literals(f, f, diags);
+      }
+    } else {
+      Project project = load_project(common.load, diags);
+      Plan plan = build_plan(project, PlanOptions{}, diags);
+      lint_project_files(project, plan, diags);
+    }
+    if (opts->strict) diags.promote_warnings();
+    diags.sort();
+    if (opts->format == "json") {
+      std::cout << diagnostics_to_json(diags).dump(2) << "\n";
+    } else {
+      std::cout << diagnostics_to_text(diags);
+      int errors = 0, warnings = 0;
+      for (const auto& d : diags.items()) (d.severity == Severity::Error ? errors : warnings)++;
+      std::cerr << "lint: " << errors << " error(s), " << warnings << " warning(s)\n";
+    }
+    exit_code = diags.has_input_errors() ? to_int(ExitCode::BadInput)
+                : diags.has_errors()     ? to_int(ExitCode::Failure)
+                                         : to_int(ExitCode::Success);
+  });
+}
+
+}  // namespace pto

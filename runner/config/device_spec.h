@@ -1,0 +1,21 @@
+#pragma once
+// The `--devices` and `--device-groups` spellings: `8` (ids 0-7), `0-7`, `0,1,4,5`, `0-3,6`; groups `0,1;2,3`.
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pto {
+
+/// Parses a device list; on failure returns nothing and sets `error` to what was wrong.
+std::optional<std::vector<int>> parse_device_spec(const std::string& spec, std::string& error);
+std::optional<std::vector<std::vector<int>>> parse_device_groups(const std::string& spec, std::string& error);
+
+/// Checks groups against ids: every grouped id exists and no id is in two groups. Returns "" when valid.
+std::string check_device_groups(const std::vector<int>& ids, const std::vector<std::vector<int>>& groups);
+
+/// The largest request the pool can ever satisfy: the pool size, or the largest group when groups exist.
+int largest_gang(const std::vector<int>& ids, const std::vector<std::vector<int>>& groups);
+
+std::string join_ids(const std::vector<int>& ids, const char* sep = ",");
+
+}  // namespace pto

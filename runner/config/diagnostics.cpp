@@ -1,0 +1,53 @@
+#include "config/diagnostics.h"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+namespace pto {
+
+bool is_input_error_rule(const std::string& rule) {
+  static const std::set<std::string> lint_rules = {"duplicate-step", "inline-toolchain-literal"};
+  return !lint_rules.count(rule);
+}
+
+void Diagnostics::error(const std::string& file, int line, int col, const std::string& rule,
+                        const std::string& message) {
+  items_.push_back({file, line, col, Severity::Error, rule, message});
+}
+
+void Diagnostics::warning(const std::string& file, int line, int col, const std::string& rule,
+                          const std::string& message) {
+  items_.push_back({file, line, col, Severity::Warning, rule, message});
+}
+
+bool Diagnostics::has_errors() const {
+  return std::any_of(items_.begin(), items_.end(), [](const Diagnostic& d) { return d.severity == Severity::Error; });
+}
+
+bool Diagnostics::has_input_errors() const {
+  return std::any_of(items_.begin(), items_.end(), [](const Diagnostic& d) {
+    return d.severity == Severity::Error && is_input_error_rule(d.rule);
+  });
+}
+
+void Diagnostics::promote_warnings() {
+  for (auto& d : items_) d.severity = Severity::Error;
+}
+
+void Diagnostics::sort() {
+  std::stable_sort(items_.begin(), items_.end(), [](const Diagnostic& a, const Diagnostic& b) {
+    return std::tie(a.file, a.line, a.col) < std::tie(b.file, b.line, b.col);
+  });
+}
+
+std::string format_diagnostic(const Diagnostic& d) {
+  std::string out = d.file;
+  if (d.line > 0) out += ":" + std::to_string(d.line) + ":" + std::to_string(d.col);
+  out += d.severity == Severity::Error ? ": error: " : ": warning: ";
+  out += d.message;
+  out += " [" + d.rule + "]";
+  return out;
+}
+
+}  // namespace pto

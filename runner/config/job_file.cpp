@@ -1,0 +1,258 @@
+#include "config/job_file.h"
+
+#include <regex>
+
+namespace pto {
+
+namespace {
+
+const std::vector<std::string> kJobKeys = {"name",     "needs",    "if",       "env",      "timeout-minutes",
+                                           "continue-on-error",    "strategy", "defaults", "steps",
+                                           "parallel", "toolchain"};
+const std::vector<std::string> kStepKeys = {"name",  "run",     "env",     "if",      "timeout-minutes",
+                                            "continue-on-error", "working-directory", "shell", "devices",
+                                            "retry", "models",  "expected-minutes", "id"};
+
+bool valid_job_name(const std::string& s) {
+  static const std::regex re("[A-Za-z_][A-Za-z0-9_.-]*");
+  return std::regex_match(s, re);
+}
+
+// Pairs of scalar key/values in file order, for matrix include/exclude entries.
+std::optional<std::vector<std::pair<std::string, std::string>>> read_matrix_entry(const YAML::Node& node,
+                                                                                 const std::string& file,
+                                                                                 Diagnostics& diags) {
+  if (!node.IsMap()) {
+    SourceLoc l = loc_of(node);
+    diags.error(file, l.line, l.col, "wrong-type", "matrix include/exclude entries are mappings, got " +
+                                                       describe_node(node));
+    return std::nullopt;
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    if (!it->first.IsScalar() || !it->second.IsScalar()) {
+      SourceLoc l = loc_of(it->second);
+      diags.error(file, l.line, l.col, "wrong-type", "matrix values must be strings or numbers, got " +
+                                                         describe_node(it->second));
+      return std::nullopt;
+    }
+    out.emplace_back(it->first.Scalar(), it->second.Scalar());
+  }
+  return out;
+}
+
+std::optional<MatrixDef> read_matrix(const YAML::Node& node, const std::string& file, Diagnostics& diags) {
+  MatrixDef def;
+  def.loc = loc_of(node);
+  if (!node.IsMap()) {
+    diags.error(file, def.loc.line, def.loc.col, "wrong-type",
+                "strategy.matrix expects a mapping of axes, got " + describe_node(node) +
+                    (node.IsScalar() && is_expression(node.Scalar()) ? " (expressions such as fromJSON are not "
+                                                                       "supported in jobs/)"
+                                                                     : ""));
+    return std::nullopt;
+  }
+  bool ok = true;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const std::string key = it->first.Scalar();
+    const YAML::Node& v = it->second;
+    SourceLoc l = loc_of(v);
+    if (key == "include" || key == "exclude") {
+      if (!v.IsSequence()) {
+        diags.error(file, l.line, l.col, "wrong-type", "strategy.matrix." + key + " expects a list of mappings");
+        ok = false;
+        continue;
+      }
+      for (const auto& e : v) {
+        auto entry = read_matrix_entry(e, file, diags);
+        if (!entry) ok = false;
+        else (key == "include" ? def.include : def.exclude).push_back(*entry);
+      }
+      continue;
+    }
+    if (!v.IsSequence()) {
+      diags.error(file, l.line, l.col, "wrong-type",
+                  "strategy.matrix." + key + " expects a list of values, got " + describe_node(v));
+      ok = false;
+      continue;
+    }
+    std::vector<std::string> values;
+    for (const auto& item : v) {
+      if (!item.IsScalar()) {
+        SourceLoc il = loc_of(item);
+        diags.error(file, il.line, il.col, "wrong-type",
+                    "strategy.matrix." + key + " values must be strings or numbers, got " + describe_node(item));
+        ok = false;
+        continue;
+      }
+      values.push_back(item.Scalar());
+    }
+    if (values.empty()) {
+      diags.error(file, l.line, l.col, "bad-value", "strategy.matrix." + key + " is empty");
+      ok = false;
+    }
+    def.axes.emplace_back(key, std::move(values));
+  }
+  if (!ok) return std::nullopt;
+  if (def.axes.empty() && def.include.empty()) {
+    diags.error(file, def.loc.line, def.loc.col, "bad-value", "strategy.matrix defines no axis and no include");
+    return std::nullopt;
+  }
+  return def;
+}
+
+StepDef read_step(const YAML::Node& node, const std::string& file, Diagnostics& diags) {
+  StepDef s;
+  s.loc = loc_of(node);
+  std::vector<std::string> keys = kStepKeys;
+  MapReader m(node, "step", keys, file, diags);
+  if (!m.is_map()) return s;
+  if (auto v = m.string("name")) s.name = *v;
+  if (auto v = m.string("run")) s.run = *v;
+  if (auto v = m.strings("models", true)) {
+    s.models = *v;
+    YAML::Node mn = m.get("models");
+    if (mn.IsSequence())
+      for (const auto& item : mn) s.model_locs.push_back(loc_of(item));
+    else
+      s.model_locs.assign(s.models.size(), loc_of(mn));
+    if (s.models.empty()) m.error_at(mn, "bad-value", "step: 'models' is empty; name at least one models/NAME.yml");
+  }
+  if (m.has("run") && m.has("models"))
+    m.error_at(m.get("models"), "bad-value", "step: give either 'run' or 'models', not both");
+  else if (!m.has("run") && !m.has("models"))
+    m.error_at(node, "missing-key", "step: needs 'run' (a command) or 'models' (model names)");
+  if (auto v = m.scalar_map("env")) s.env = *v;
+  if (auto v = m.string("if")) {
+    s.if_expr = *v;
+    s.if_loc = loc_of(m.get("if"));
+  }
+  s.timeout_minutes = m.number("timeout-minutes", 0.001, 10080);
+  s.expected_minutes = m.number("expected-minutes", 0, 10080);
+  if (auto v = m.boolean("continue-on-error")) s.continue_on_error = *v;
+  if (auto v = m.string("working-directory")) s.working_directory = *v;
+  if (auto v = m.string("shell")) {
+    s.shell = *v;
+    if (*v != "bash" && *v != "sh")
+      m.error_at(m.get("shell"), "bad-value", "step: 'shell' must be bash or sh, got '" + *v + "'");
+  }
+  if (m.has("devices")) {
+    YAML::Node d = m.get("devices");
+    s.devices_loc = loc_of(d);
+    if (d.IsScalar() && d.Tag() != "!" && !is_expression(d.Scalar())) {
+      if (auto n = m.integer("devices", 0, 1 << 20)) s.devices = std::to_string(*n);
+    } else if (d.IsScalar() && is_expression(d.Scalar())) {
+      s.devices = d.Scalar();  // checked after matrix expansion
+    } else {
+      m.error_at(d, "wrong-type", "step: 'devices' expects a non-negative integer, got " + describe_node(d));
+    }
+  }
+  if (m.has("retry")) s.retry = read_retry(m.get("retry"), file, diags);
+  return s;
+}
+
+}  // namespace
+
+RetryPolicy read_retry(const YAML::Node& node, const std::string& file, Diagnostics& diags) {
+  RetryPolicy r;
+  MapReader m(node, "retry", {"max", "on-exit-codes"}, file, diags);
+  if (!m.is_map()) return r;
+  if (auto v = m.integer("max", 0, 100)) r.max = static_cast<int>(*v);
+  else if (!m.has("max")) m.error_at(node, "missing-key", "retry: required key 'max' is missing");
+  if (m.has("on-exit-codes")) {
+    YAML::Node codes = m.get("on-exit-codes");
+    if (!codes.IsSequence()) {
+      m.error_at(codes, "wrong-type", "retry: 'on-exit-codes' expects a list of integers 1-255");
+    } else {
+      for (const auto& c : codes) {
+        long long n = -1;
+        if (c.IsScalar()) {
+          char* end = nullptr;
+          n = std::strtoll(c.Scalar().c_str(), &end, 10);
+          if (c.Scalar().empty() || *end) n = -1;
+        }
+        if (n < 1 || n > 255) {
+          m.error_at(c, "bad-value", "retry: exit codes are integers 1-255, got " + describe_node(c));
+          continue;
+        }
+        r.on_exit_codes.push_back(static_cast<int>(n));
+      }
+    }
+  }
+  return r;
+}
+
+JobDef load_job_file(const std::string& path, const std::string& display, const std::string& stem,
+                     Diagnostics& diags) {
+  JobDef job;
+  job.file = display;
+  job.name = stem;
+  auto doc = load_yaml_file(path, display, diags);
+  if (!doc) return job;
+  job.loc = loc_of(*doc);
+  job.name_loc = job.loc;
+  MapReader m(*doc, "job", kJobKeys, display, diags);
+  if (!m.is_map()) return job;
+  if (auto v = m.string("name")) {
+    job.name = *v;
+    job.name_loc = loc_of(m.get("name"));
+  }
+  if (!valid_job_name(job.name))
+    m.error_at(m.has("name") ? m.get("name") : *doc, "bad-value",
+               "job name '" + job.name + "' must start with a letter or _ and hold only letters, digits, _ . -");
+  if (job.name == "toolchain")
+    m.error_at(m.has("name") ? m.get("name") : *doc, "bad-value",
+               "job name 'toolchain' is reserved for the PTOAS lead job");
+  if (auto v = m.strings("needs", true)) {
+    job.needs = *v;
+    YAML::Node n = m.get("needs");
+    if (n.IsSequence())
+      for (const auto& item : n) job.needs_locs.push_back(loc_of(item));
+    else
+      job.needs_locs.assign(job.needs.size(), loc_of(n));
+  }
+  if (auto v = m.string("if")) {
+    job.if_expr = *v;
+    job.if_loc = loc_of(m.get("if"));
+  }
+  if (auto v = m.scalar_map("env")) job.env = *v;
+  job.timeout_minutes = m.number("timeout-minutes", 0.001, 10080);
+  if (auto v = m.boolean("continue-on-error")) job.continue_on_error = *v;
+  if (auto v = m.boolean("parallel")) job.parallel = *v;
+  if (auto v = m.string("toolchain")) {
+    if (*v == "ptoas") job.toolchain = true;
+    else m.error_at(m.get("toolchain"), "bad-value", "job: 'toolchain' must be ptoas, got '" + *v + "'");
+  }
+  if (m.has("strategy")) {
+    MapReader s(m.get("strategy"), "strategy", {"matrix", "fail-fast", "max-parallel"}, display, diags);
+    if (s.is_map()) {
+      if (s.has("matrix")) job.matrix = read_matrix(s.get("matrix"), display, diags);
+      if (auto v = s.boolean("fail-fast")) job.fail_fast = *v;
+      if (auto v = s.integer("max-parallel", 1, 1024)) job.max_parallel = static_cast<int>(*v);
+    }
+  }
+  if (m.has("defaults")) {
+    MapReader d(m.get("defaults"), "defaults", {"run"}, display, diags);
+    if (d.is_map() && d.has("run")) {
+      MapReader r(d.get("run"), "defaults.run", {"working-directory", "shell"}, display, diags);
+      if (auto v = r.string("working-directory")) job.default_working_directory = *v;
+      if (auto v = r.string("shell")) {
+        job.default_shell = *v;
+        if (*v != "bash" && *v != "sh")
+          r.error_at(r.get("shell"), "bad-value", "defaults.run: 'shell' must be bash or sh, got '" + *v + "'");
+      }
+    }
+  }
+  YAML::Node steps = m.get("steps");
+  if (!steps.IsDefined()) {
+    m.error_at(*doc, "missing-key", "job: required key 'steps' is missing");
+  } else if (!steps.IsSequence()) {
+    m.error_at(steps, "wrong-type", "job: 'steps' expects a list, got " + describe_node(steps));
+  } else {
+    for (const auto& s : steps) job.steps.push_back(read_step(s, display, diags));
+    if (job.steps.empty()) m.error_at(steps, "bad-value", "job: 'steps' is empty");
+  }
+  return job;
+}
+
+}  // namespace pto

@@ -1,0 +1,77 @@
+#pragma once
+// jobs/NAME.yml: one job per file, in GitHub Actions vocabulary plus pto-runner's keys
+// (step `devices`, `retry`, `models`, `expected-minutes`; job `parallel`, `toolchain`).
+//
+// The loader only checks each file on its own; cross-file checks (needs, cycles, models, pool size) happen
+// in config/project.cpp and plan/plan.cpp, which see every file.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/diagnostics.h"
+#include "config/yaml_map.h"
+
+namespace pto {
+
+struct RetryPolicy {
+  int max = 0;                      // extra attempts after the first
+  std::vector<int> on_exit_codes;   // empty: retry on any non-zero exit
+};
+
+struct StepDef {
+  std::string name;  // may be empty; may hold ${{ matrix.x }}; for `models` steps a template with {model}/{example}
+  std::string run;
+  std::vector<std::string> models;
+  std::vector<SourceLoc> model_locs;
+  std::map<std::string, std::string> env;
+  std::string if_expr;
+  std::optional<double> timeout_minutes;
+  std::optional<double> expected_minutes;
+  bool continue_on_error = false;
+  std::string working_directory;
+  std::string shell;
+  std::string devices;  // an integer literal, a ${{ matrix.x }} expression, or empty (0 / the example's)
+  RetryPolicy retry;
+  SourceLoc loc;
+  SourceLoc devices_loc;
+  SourceLoc if_loc;
+};
+
+struct MatrixDef {
+  std::vector<std::pair<std::string, std::vector<std::string>>> axes;  // in file order
+  std::vector<std::vector<std::pair<std::string, std::string>>> include;
+  std::vector<std::vector<std::pair<std::string, std::string>>> exclude;
+  SourceLoc loc;
+};
+
+struct JobDef {
+  std::string file;
+  std::string name;
+  SourceLoc loc;
+  SourceLoc name_loc;
+  std::vector<std::string> needs;
+  std::vector<SourceLoc> needs_locs;
+  std::string if_expr;
+  SourceLoc if_loc;
+  std::map<std::string, std::string> env;
+  std::optional<double> timeout_minutes;
+  bool continue_on_error = false;
+  std::optional<MatrixDef> matrix;
+  bool fail_fast = true;
+  std::optional<int> max_parallel;
+  std::string default_working_directory;
+  std::string default_shell;
+  bool parallel = false;
+  bool toolchain = false;  // `toolchain: ptoas`
+  std::vector<StepDef> steps;
+};
+
+/// `stem` is the file name without .yml, the job's name when the file sets none.
+JobDef load_job_file(const std::string& path, const std::string& display, const std::string& stem,
+                     Diagnostics& diags);
+
+/// Reads a `retry:` mapping; shared with nothing else but kept apart for its own tests.
+RetryPolicy read_retry(const YAML::Node& node, const std::string& file, Diagnostics& diags);
+
+}  // namespace pto

@@ -1,0 +1,44 @@
+#pragma once
+// models/NAME.yml: one model, its script directory, its command template and its examples.
+//
+// A maintainer adds a model step by adding one line to `examples`; a job's `models: [NAME]` expands to one
+// step per example (see plan/plan.cpp).
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/diagnostics.h"
+#include "config/yaml_map.h"
+
+namespace pto {
+
+struct ModelExample {
+  std::string name;
+  int devices = 1;
+  std::string args;
+  std::optional<double> timeout_minutes;
+  std::optional<double> expected_minutes;
+  std::map<std::string, std::string> env;
+  SourceLoc loc;
+};
+
+struct ModelFile {
+  std::string file;  // display path, e.g. models/deepseek-v4-flash.yml
+  std::string id;    // file stem, the name jobs use in `models:`
+  std::string model;  // display name, e.g. DeepSeek-V4-Flash
+  std::string dir;
+  std::string command;
+  std::optional<double> timeout_minutes;
+  std::optional<double> expected_minutes;
+  std::vector<ModelExample> examples;
+  SourceLoc loc;
+
+  /// The command for one example: {dir}, {example}, {args}, {model}, {devices} filled in.
+  std::string command_for(const ModelExample& ex) const;
+};
+
+ModelFile load_model_file(const std::string& path, const std::string& display, const std::string& id,
+                          Diagnostics& diags);
+
+}  // namespace pto

@@ -1,0 +1,137 @@
+#include "config/project.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "config/device_spec.h"
+#include "config/job_graph.h"
+#include "config/yaml_map.h"
+
+namespace fs = std::filesystem;
+
+namespace pto {
+
+const JobDef* Project::find_job(const std::string& name) const {
+  for (const auto& j : jobs)
+    if (j.name == name) return &j;
+  return nullptr;
+}
+
+std::string apply_device_overrides(RunnerConfig& cfg, const std::string& devices, const std::string& groups) {
+  std::string err;
+  if (!devices.empty()) {
+    auto ids = parse_device_spec(devices, err);
+    if (!ids) return "--devices: " + err;
+    cfg.device_ids = *ids;
+    if (groups.empty() && !check_device_groups(cfg.device_ids, cfg.device_groups).empty())
+      cfg.device_groups.clear();  // runner.yml's groups name cards this run does not have
+  }
+  if (!groups.empty()) {
+    auto g = parse_device_groups(groups, err);
+    if (!g) return "--device-groups: " + err;
+    cfg.device_groups = *g;
+  }
+  std::string problem = check_device_groups(cfg.device_ids, cfg.device_groups);
+  return problem.empty() ? "" : "--device-groups: " + problem;
+}
+
+static std::vector<fs::path> yaml_files(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    auto ext = e.path().extension();
+    if ((ext == ".yml" || ext == ".yaml") && e.is_regular_file()) out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Project load_project(const LoadOptions& opts, Diagnostics& diags) {
+  Project p;
+  p.root = opts.root;
+  const fs::path root(opts.root);
+  if (!fs::is_directory(root)) {
+    diags.error(opts.root, 0, 0, "unreadable", "--root is not a directory");
+    return p;
+  }
+  p.versions = load_versions_env((root / "toolchain/versions.env").string(), "toolchain/versions.env", diags);
+  if (fs::exists(root / "toolchain/ptoas.yml"))
+    p.toolchain = load_toolchain_config((root / "toolchain/ptoas.yml").string(), "toolchain/ptoas.yml", diags);
+  else
+    p.toolchain.file = "(built-in defaults)";
+
+  std::string cfg_path = opts.config_file;
+  if (cfg_path.empty() && fs::exists(root / "runner.yml")) cfg_path = (root / "runner.yml").string();
+  if (!cfg_path.empty()) {
+    std::string display = opts.config_file.empty() ? "runner.yml" : opts.config_file;
+    p.runner = load_runner_config(cfg_path, display, diags);
+  }
+  std::string problem = apply_device_overrides(p.runner, opts.devices_override, opts.device_groups_override);
+  if (!problem.empty()) diags.error("(command line)", 0, 0, "bad-value", problem);
+
+  for (const auto& f : yaml_files(root / "models")) {
+    std::string id = f.stem().string();
+    p.models.emplace(id, load_model_file(f.string(), "models/" + f.filename().string(), id, diags));
+  }
+  for (const auto& f : yaml_files(root / "jobs"))
+    p.jobs.push_back(load_job_file(f.string(), "jobs/" + f.filename().string(), f.stem().string(), diags));
+  if (p.jobs.empty()) diags.error("jobs/", 0, 0, "unreadable", "no job files (jobs/*.yml) under " + opts.root);
+
+  // Cross-file checks.
+  std::map<std::string, const JobDef*> by_name;
+  std::vector<std::string> names;
+  for (const auto& j : p.jobs) {
+    auto [it, fresh] = by_name.emplace(j.name, &j);
+    if (!fresh)
+      diags.error(j.file, j.name_loc.line, j.name_loc.col, "duplicate-key",
+                  "job name '" + j.name + "' is also used by " + it->second->file);
+    names.push_back(j.name);
+  }
+  std::vector<std::string> model_ids;
+  for (const auto& [id, _] : p.models) model_ids.push_back(id);
+
+  std::map<std::string, std::vector<std::string>> graph;
+  for (const auto& j : p.jobs) {
+    auto& deps = graph[j.name];
+    for (std::size_t i = 0; i < j.needs.size(); ++i) {
+      const auto& need = j.needs[i];
+      SourceLoc l = i < j.needs_locs.size() ? j.needs_locs[i] : j.loc;
+      if (need == "toolchain") {
+        diags.error(j.file, l.line, l.col, "unknown-need",
+                    "needs: 'toolchain' is the lead job; declare `toolchain: ptoas` instead of needing it");
+      } else if (!by_name.count(need)) {
+        std::string near = nearest_word(need, names);
+        diags.error(j.file, l.line, l.col, "unknown-need",
+                    "needs: no job named '" + need + "'" + (near.empty() ? "" : "; did you mean '" + near + "'?"));
+      } else if (need == j.name) {
+        diags.error(j.file, l.line, l.col, "cycle", "job '" + j.name + "' needs itself");
+      } else {
+        deps.push_back(need);
+      }
+    }
+    for (const auto& s : j.steps)
+      for (std::size_t i = 0; i < s.models.size(); ++i)
+        if (!p.models.count(s.models[i])) {
+          SourceLoc l = i < s.model_locs.size() ? s.model_locs[i] : s.loc;
+          std::string near = nearest_word(s.models[i], model_ids);
+          diags.error(j.file, l.line, l.col, "unknown-model",
+                      "models: no file models/" + s.models[i] + ".yml" +
+                          (near.empty() ? "" : "; did you mean '" + near + "'?"));
+        }
+  }
+  JobGraphResult order = order_jobs(graph);
+  if (!order.cycle.empty()) {
+    std::string text;
+    for (const auto& n : order.cycle) text += (text.empty() ? "" : " -> ") + n;
+    const JobDef* first = by_name[order.cycle.front()];
+    // Point at the `needs` entry that closes the cycle in the first job.
+    SourceLoc l = first->loc;
+    for (std::size_t i = 0; i < first->needs.size(); ++i)
+      if (first->needs[i] == order.cycle[1] && i < first->needs_locs.size()) l = first->needs_locs[i];
+    diags.error(first->file, l.line, l.col, "cycle", "jobs form a cycle: " + text);
+  }
+  return p;
+}
+
+}  // namespace pto

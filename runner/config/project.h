@@ -1,0 +1,43 @@
+#pragma once
+// The project: every definition file under --root, loaded once into typed structs. Nothing after this reads
+// YAML again.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/diagnostics.h"
+#include "config/job_file.h"
+#include "config/model_file.h"
+#include "config/runner_config.h"
+#include "config/toolchain_config.h"
+#include "config/versions_env.h"
+
+namespace pto {
+
+struct LoadOptions {
+  std::string root = ".";
+  std::string config_file;            // --config; else <root>/runner.yml when it exists
+  std::string devices_override;       // --devices
+  std::string device_groups_override; // --device-groups
+};
+
+struct Project {
+  std::string root;
+  VersionsEnv versions;
+  ToolchainConfig toolchain;
+  RunnerConfig runner;
+  std::vector<JobDef> jobs;                 // by file name
+  std::map<std::string, ModelFile> models;  // by id (file stem)
+
+  const JobDef* find_job(const std::string& name) const;
+};
+
+/// Loads and cross-checks every file; problems go to `diags` (the project is still returned, best effort, so
+/// lint can go on to report more).
+Project load_project(const LoadOptions& opts, Diagnostics& diags);
+
+/// Applies --devices / --device-groups over runner.yml. Returns "" or the problem.
+std::string apply_device_overrides(RunnerConfig& cfg, const std::string& devices, const std::string& groups);
+
+}  // namespace pto

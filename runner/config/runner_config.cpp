@@ -1,0 +1,112 @@
+#include "config/runner_config.h"
+
+#include <cstdlib>
+
+#include "config/device_spec.h"
+#include "config/yaml_map.h"
+
+namespace pto {
+
+std::string expand_home(const std::string& path) {
+  if (path.rfind("~/", 0) == 0) {
+    const char* home = std::getenv("HOME");
+    return std::string(home ? home : "/root") + path.substr(1);
+  }
+  return path;
+}
+
+static std::vector<int> read_int_list(MapReader& m, const std::string& key, int lo, int hi) {
+  std::vector<int> out;
+  YAML::Node list = m.get(key);
+  if (!list.IsDefined()) return out;
+  if (!list.IsSequence()) {
+    m.error_at(list, "wrong-type", m.what() + ": '" + key + "' expects a list of integers");
+    return out;
+  }
+  for (const auto& item : list) {
+    char* end = nullptr;
+    long n = item.IsScalar() ? std::strtol(item.Scalar().c_str(), &end, 10) : -1;
+    if (!item.IsScalar() || item.Scalar().empty() || *end || n < lo || n > hi) {
+      m.error_at(item, "bad-value",
+                 m.what() + ": '" + key + "' items must be integers " + std::to_string(lo) + "-" +
+                     std::to_string(hi) + ", got " + describe_node(item));
+      continue;
+    }
+    out.push_back(static_cast<int>(n));
+  }
+  return out;
+}
+
+RunnerConfig load_runner_config(const std::string& path, const std::string& display, Diagnostics& diags) {
+  RunnerConfig cfg;
+  cfg.file = display;
+  auto doc = load_yaml_file(path, display, diags);
+  if (!doc) return cfg;
+  if (doc->IsNull()) return cfg;  // an empty runner.yml means "all defaults"
+  MapReader m(*doc, "runner.yml",
+              {"devices", "state-dir", "cache-dir", "toolchain-mirror", "listen", "token-file", "health",
+               "kill-grace-seconds"},
+              display, diags);
+  if (!m.is_map()) return cfg;
+  if (m.has("devices")) {
+    MapReader d(m.get("devices"), "devices", {"ids", "groups", "lock-dir"}, display, diags);
+    if (d.is_map()) {
+      if (d.has("ids")) {
+        auto ids = read_int_list(d, "ids", 0, 4095);
+        if (ids.empty()) d.error_at(d.get("ids"), "bad-value", "devices: 'ids' must list at least one card");
+        else cfg.device_ids = ids;
+      }
+      if (d.has("groups")) {
+        YAML::Node groups = d.get("groups");
+        if (!groups.IsSequence()) {
+          d.error_at(groups, "wrong-type", "devices: 'groups' expects a list of lists, e.g. [[0, 1], [2, 3]]");
+        } else {
+          for (const auto& g : groups) {
+            if (!g.IsSequence()) {
+              d.error_at(g, "wrong-type", "devices: each group is a list of card ids, got " + describe_node(g));
+              continue;
+            }
+            std::vector<int> ids;
+            for (const auto& item : g) {
+              char* end = nullptr;
+              long n = item.IsScalar() ? std::strtol(item.Scalar().c_str(), &end, 10) : -1;
+              if (!item.IsScalar() || item.Scalar().empty() || *end || n < 0 || n > 4095)
+                d.error_at(item, "bad-value", "devices: group members are card ids, got " + describe_node(item));
+              else
+                ids.push_back(static_cast<int>(n));
+            }
+            cfg.device_groups.push_back(ids);
+          }
+          std::string problem = check_device_groups(cfg.device_ids, cfg.device_groups);
+          if (!problem.empty()) d.error_at(groups, "bad-value", "devices: " + problem);
+        }
+      }
+      if (auto v = d.string("lock-dir")) cfg.lock_dir = *v;
+    }
+  }
+  if (auto v = m.string("state-dir")) cfg.state_dir = *v;
+  if (auto v = m.string("cache-dir")) cfg.cache_dir = *v;
+  if (auto v = m.string("toolchain-mirror")) cfg.toolchain_mirror = *v;
+  if (auto v = m.string("listen")) {
+    cfg.listen = *v;
+    auto colon = v->rfind(':');
+    if (colon == std::string::npos || colon + 1 == v->size() ||
+        v->find_first_not_of("0123456789", colon + 1) != std::string::npos)
+      m.error_at(m.get("listen"), "bad-value", "'listen' must be ADDRESS:PORT, e.g. 127.0.0.1:8787; got '" + *v + "'");
+  }
+  if (auto v = m.string("token-file")) cfg.token_file = *v;
+  if (auto v = m.number("kill-grace-seconds", 0, 600)) cfg.kill_grace_seconds = *v;
+  if (m.has("health")) {
+    MapReader h(m.get("health"), "health", {"infra-exit-codes", "infra-signals", "check", "drain-after"}, display,
+                diags);
+    if (h.is_map()) {
+      cfg.health.infra_exit_codes = read_int_list(h, "infra-exit-codes", 1, 255);
+      cfg.health.infra_signals = read_int_list(h, "infra-signals", 1, 64);
+      if (auto v = h.string("check")) cfg.health.check = *v;
+      if (auto v = h.integer("drain-after", 1, 1000)) cfg.health.drain_after = static_cast<int>(*v);
+    }
+  }
+  return cfg;
+}
+
+}  // namespace pto

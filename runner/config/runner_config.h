@@ -1,0 +1,42 @@
+#pragma once
+// runner.yml: host settings (cards, lock and state directories, health policy, daemon address). Every key is
+// optional; command-line flags override it (see commands/common_options.cpp).
+#include <string>
+#include <vector>
+
+#include "config/diagnostics.h"
+
+namespace pto {
+
+struct HealthConfig {
+  /// Exit codes that mean "the card or the host failed", not "the test failed" (e.g. a driver error code).
+  std::vector<int> infra_exit_codes;
+  /// Signals that mean the same (e.g. SIGBUS from a dead card).
+  std::vector<int> infra_signals;
+  /// A command run before a card that just saw an infrastructure failure is handed out again; `{device}` is
+  /// replaced by the card id. Non-zero exit counts as one more infrastructure failure.
+  std::string check;
+  /// Consecutive infrastructure failures after which the card is drained.
+  int drain_after = 3;
+};
+
+struct RunnerConfig {
+  std::string file;  // empty when no runner.yml was read
+  std::vector<int> device_ids = {0, 1, 2, 3, 4, 5, 6, 7};
+  std::vector<std::vector<int>> device_groups;
+  std::string lock_dir = "/var/lock/pto-runner";
+  std::string state_dir = ".pto-runner";
+  std::string cache_dir = "~/.cache/pto-runner";
+  std::string toolchain_mirror;
+  std::string listen = "127.0.0.1:8787";
+  std::string token_file;
+  double kill_grace_seconds = 10;
+  HealthConfig health;
+};
+
+RunnerConfig load_runner_config(const std::string& path, const std::string& display, Diagnostics& diags);
+
+/// Expands a leading `~/` with $HOME.
+std::string expand_home(const std::string& path);
+
+}  // namespace pto

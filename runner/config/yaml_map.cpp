@@ -1,0 +1,257 @@
+#include "config/yaml_map.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace pto {
+
+SourceLoc loc_of(const YAML::Node& node) {
+  if (!node.IsDefined()) return {};
+  const YAML::Mark m = node.Mark();
+  if (m.is_null() || m.line < 0) return {};
+  return {m.line + 1, m.column + 1};
+}
+
+std::optional<YAML::Node> parse_yaml_text(const std::string& text, const std::string& display, Diagnostics& diags) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    // yaml-cpp's messages are terse ("end of map not found"); prefix them so the rule is clear.
+    int line = e.mark.is_null() ? 1 : e.mark.line + 1;
+    int col = e.mark.is_null() ? 1 : e.mark.column + 1;
+    diags.error(display, line, col, "yaml-syntax", "invalid YAML: " + e.msg);
+  } catch (const std::exception& e) {
+    diags.error(display, 1, 1, "yaml-syntax", std::string("invalid YAML: ") + e.what());
+  }
+  return std::nullopt;
+}
+
+std::optional<YAML::Node> load_yaml_file(const std::filesystem::path& path, const std::string& display,
+                                         Diagnostics& diags) {
+  std::error_code ec;
+  auto size = std::filesystem::file_size(path, ec);
+  if (ec) {
+    diags.error(display, 0, 0, "unreadable", "cannot read file: " + ec.message());
+    return std::nullopt;
+  }
+  if (size > kMaxYamlBytes) {
+    diags.error(display, 0, 0, "unreadable",
+                "file is " + std::to_string(size) + " bytes; definition files are limited to " +
+                    std::to_string(kMaxYamlBytes) + " bytes");
+    return std::nullopt;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    diags.error(display, 0, 0, "unreadable", "cannot open file");
+    return std::nullopt;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_yaml_text(ss.str(), display, diags);
+}
+
+static std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string nearest_word(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  std::size_t best_d = static_cast<std::size_t>(-1);
+  for (const auto& c : candidates) {
+    std::size_t d = edit_distance(word, c);
+    if (d < best_d) best_d = d, best = c;
+  }
+  std::size_t limit = std::max<std::size_t>(2, word.size() / 3);
+  return best_d <= limit ? best : std::string();
+}
+
+std::string describe_node(const YAML::Node& node) {
+  if (!node.IsDefined() || node.IsNull()) return "nothing";
+  if (node.IsSequence()) return "a list";
+  if (node.IsMap()) return "a mapping";
+  std::string s = node.Scalar();
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return "'" + s + "'";
+}
+
+bool is_expression(const std::string& text) { return text.find("${{") != std::string::npos; }
+
+MapReader::MapReader(const YAML::Node& node, std::string what, std::vector<std::string> allowed,
+                     const std::string& file, Diagnostics& diags)
+    : node_(node), what_(std::move(what)), file_(file), diags_(diags) {
+  is_map_ = node.IsMap();
+  if (!is_map_) {
+    error_at(node, "wrong-type", what_ + ": expected a mapping of keys, got " + describe_node(node));
+    return;
+  }
+  std::set<std::string> seen;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const YAML::Node& k = it->first;
+    if (!k.IsScalar()) {
+      error_at(k, "wrong-type", what_ + ": keys must be plain names, got " + describe_node(k));
+      continue;
+    }
+    const std::string key = k.Scalar();
+    if (!seen.insert(key).second) {
+      error_at(k, "duplicate-key", what_ + ": key '" + key + "' is given twice; YAML keeps only one of them");
+    }
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      std::string msg = "unknown key '" + key + "' in " + what_;
+      std::string near = nearest_word(key, allowed);
+      if (!near.empty()) msg += "; did you mean '" + near + "'?";
+      else {
+        std::string all;
+        for (const auto& a : allowed) all += (all.empty() ? "" : ", ") + a;
+        msg += " (known keys: " + all + ")";
+      }
+      error_at(k, "unknown-key", msg);
+    }
+  }
+}
+
+bool MapReader::has(const std::string& key) const { return is_map_ && node_[key].IsDefined(); }
+
+YAML::Node MapReader::get(const std::string& key) const {
+  if (!is_map_) return YAML::Node(YAML::NodeType::Undefined);
+  return node_[key];
+}
+
+void MapReader::error_at(const YAML::Node& node, const std::string& rule, const std::string& message) {
+  SourceLoc l = loc_of(node);
+  if (l.line == 0) l = loc_of(node_);
+  diags_.error(file_, l.line, l.col, rule, message);
+}
+
+std::optional<std::string> MapReader::string(const std::string& key, bool required) {
+  YAML::Node v = get(key);
+  if (!v.IsDefined()) {
+    if (required && is_map_)
+      error_at(node_, "missing-key", what_ + ": required key '" + key + "' is missing");
+    return std::nullopt;
+  }
+  if (!v.IsScalar()) {
+    error_at(v, "wrong-type", what_ + ": '" + key + "' expects a string, got " + describe_node(v));
+    return std::nullopt;
+  }
+  return v.Scalar();
+}
+
+std::optional<bool> MapReader::boolean(const std::string& key) {
+  YAML::Node v = get(key);
+  if (!v.IsDefined()) return std::nullopt;
+  if (v.IsScalar() && v.Tag() != "!") {
+    if (v.Scalar() == "true") return true;
+    if (v.Scalar() == "false") return false;
+  }
+  error_at(v, "wrong-type", what_ + ": '" + key + "' expects true or false, got " + describe_node(v));
+  return std::nullopt;
+}
+
+std::optional<double> MapReader::number(const std::string& key, double min, double max) {
+  YAML::Node v = get(key);
+  if (!v.IsDefined()) return std::nullopt;
+  if (v.IsScalar() && v.Tag() != "!") {
+    const std::string& s = v.Scalar();
+    char* end = nullptr;
+    double d = std::strtod(s.c_str(), &end);
+    if (!s.empty() && end == s.c_str() + s.size() && std::isfinite(d)) {
+      if (d >= min && d <= max) return d;
+      std::ostringstream os;
+      os << what_ << ": '" << key << "' must be between " << min << " and " << max << ", got " << s;
+      error_at(v, "bad-value", os.str());
+      return std::nullopt;
+    }
+  }
+  error_at(v, "wrong-type", what_ + ": '" + key + "' expects a number, got " + describe_node(v));
+  return std::nullopt;
+}
+
+std::optional<long long> MapReader::integer(const std::string& key, long long min, long long max) {
+  YAML::Node v = get(key);
+  if (!v.IsDefined()) return std::nullopt;
+  if (v.IsScalar() && v.Tag() != "!") {
+    const std::string& s = v.Scalar();
+    char* end = nullptr;
+    errno = 0;
+    long long n = std::strtoll(s.c_str(), &end, 10);
+    if (!s.empty() && end == s.c_str() + s.size() && errno == 0) {
+      if (n >= min && n <= max) return n;
+      error_at(v, "bad-value",
+               what_ + ": '" + key + "' must be between " + std::to_string(min) + " and " + std::to_string(max) +
+                   ", got " + s);
+      return std::nullopt;
+    }
+  }
+  error_at(v, "wrong-type", what_ + ": '" + key + "' expects an integer, got " + describe_node(v));
+  return std::nullopt;
+}
+
+std::optional<std::vector<std::string>> MapReader::strings(const std::string& key, bool allow_scalar) {
+  YAML::Node v = get(key);
+  if (!v.IsDefined()) return std::nullopt;
+  if (v.IsNull()) return std::vector<std::string>{};
+  if (allow_scalar && v.IsScalar()) return std::vector<std::string>{v.Scalar()};
+  if (!v.IsSequence()) {
+    error_at(v, "wrong-type", what_ + ": '" + key + "' expects a list, got " + describe_node(v));
+    return std::nullopt;
+  }
+  std::vector<std::string> out;
+  bool ok = true;
+  for (const auto& item : v) {
+    if (!item.IsScalar()) {
+      error_at(item, "wrong-type", what_ + ": '" + key + "' items must be strings, got " + describe_node(item));
+      ok = false;
+      continue;
+    }
+    out.push_back(item.Scalar());
+  }
+  if (!ok) return std::nullopt;
+  return out;
+}
+
+std::optional<std::map<std::string, std::string>> MapReader::scalar_map(const std::string& key) {
+  YAML::Node v = get(key);
+  if (!v.IsDefined()) return std::nullopt;
+  if (v.IsNull()) return std::map<std::string, std::string>{};
+  if (!v.IsMap()) {
+    error_at(v, "wrong-type", what_ + ": '" + key + "' expects a mapping of NAME: value, got " + describe_node(v));
+    return std::nullopt;
+  }
+  std::map<std::string, std::string> out;
+  bool ok = true;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (!it->first.IsScalar()) {
+      error_at(it->first, "wrong-type", what_ + ": '" + key + "' names must be strings");
+      ok = false;
+      continue;
+    }
+    const std::string name = it->first.Scalar();
+    if (out.count(name)) error_at(it->first, "duplicate-key", what_ + ": '" + key + "." + name + "' is given twice");
+    if (it->second.IsNull()) {
+      out[name] = "";
+    } else if (!it->second.IsScalar()) {
+      error_at(it->second, "wrong-type",
+               what_ + ": '" + key + "." + name + "' expects a string, got " + describe_node(it->second));
+      ok = false;
+    } else {
+      out[name] = it->second.Scalar();
+    }
+  }
+  if (!ok) return std::nullopt;
+  return out;
+}
+
+}  // namespace pto

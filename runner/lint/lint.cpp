@@ -1,0 +1,111 @@
+#include "lint/lint.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+
+namespace fs = std::filesystem;
+
+namespace pto {
+
+namespace {
+
+struct Place {
+  std::string file;
+  int line = 0, col = 0;
+};
+
+// Parses "FILE:LINE:COL" as written by plan.cpp.
+Place parse_place(const std::string& s) {
+  Place p;
+  auto c2 = s.rfind(':');
+  auto c1 = c2 == std::string::npos ? std::string::npos : s.rfind(':', c2 - 1);
+  if (c1 == std::string::npos) {
+    p.file = s;
+    return p;
+  }
+  p.file = s.substr(0, c1);
+  p.line = std::atoi(s.substr(c1 + 1, c2 - c1 - 1).c_str());
+  p.col = std::atoi(s.substr(c2 + 1).c_str());
+  return p;
+}
+
+}  // namespace
+
+void lint_duplicate_steps(const Plan& plan, Diagnostics& diags) {
+  std::set<std::string> seen;  // matrix legs repeat the same finding
+  for (const auto& job : plan.jobs)
+    for (const auto& s : job.steps) {
+      if (!s.deduplicated_from) continue;
+      const PlanStep& first = job.steps[*s.deduplicated_from];
+      // Point at the place that made the copy: a repeated example line, or a repeated `models:` entry / step.
+      const std::string& at = s.source != first.source ? s.source : s.origin;
+      const std::string& orig = s.source != first.source ? first.source : first.origin;
+      Place p = parse_place(at);
+      std::string msg = "step '" + s.name + "' in job '" + job.name + "' does the same work as '" + first.name +
+                        "' at " + orig + "; it will be deduplicated (not run)";
+      if (seen.insert(at + msg).second) diags.warning(p.file, p.line, p.col, "duplicate-step", msg);
+    }
+}
+
+void lint_duplicate_steps(const Workflow& wf, Diagnostics& diags) {
+  for (const auto& job : wf.jobs) {
+    std::map<std::string, const WorkflowStep*> first;
+    for (const auto& s : job.steps) {
+      if (!s.has_body) continue;
+      auto [it, fresh] = first.emplace(s.key, &s);
+      if (fresh) continue;
+      const WorkflowStep& o = *it->second;
+      auto label = [](const WorkflowStep& st) { return st.name.empty() ? std::string("(unnamed)") : "'" + st.name + "'"; };
+      diags.warning(wf.file, s.loc.line, s.loc.col, "duplicate-step",
+                    "step " + label(s) + " in job '" + job.id + "' (line " + std::to_string(s.loc.line) +
+                        ") duplicates step " + label(o) + " at " + wf.file + ":" + std::to_string(o.loc.line) + ":" +
+                        std::to_string(o.loc.col) + " (same run/uses/with/env/working-directory/shell)");
+    }
+  }
+}
+
+void lint_inline_literals(const std::string& path, const std::string& display, Diagnostics& diags) {
+  static const std::regex sha_re(R"(PTOAS_SHA256(_[A-Z0-9]+)?\s*[:=]\s*['"]?[0-9a-f]{64}\b)");
+  static const std::regex checkout_re(R"(git\s+checkout\s+['"]?[0-9a-f]{40}\b)");
+  std::ifstream in(path);
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    // libstdc++'s std::regex recurses per character, so it only ever sees a short window after an anchor
+    // found with find(): a megabyte-long line cannot exhaust the stack.
+    auto scan = [&](const std::string& anchor, const std::regex& re, const char* message) {
+      for (std::size_t pos = line.find(anchor); pos != std::string::npos; pos = line.find(anchor, pos + 1)) {
+        std::string window = line.substr(pos, 160);
+        if (std::regex_search(window, re, std::regex_constants::match_continuous)) {
+          diags.error(display, lineno, static_cast<int>(pos) + 1, "inline-toolchain-literal", message);
+          return;
+        }
+      }
+    };
+    scan("PTOAS_SHA256", sha_re,
+         "PTOAS sha256 written inline; take it from toolchain/versions.env (the lead job exports $PTOAS_SHA256; "
+         "workflows read `pto-runner toolchain outputs`)");
+    scan("git", checkout_re, "commit pinned inline by `git checkout <40 hex>`; keep pins in toolchain/versions.env");
+  }
+}
+
+void lint_project_files(const Project& project, const Plan& plan, Diagnostics& diags) {
+  lint_duplicate_steps(plan, diags);
+  for (const char* dir : {"jobs", "models"}) {
+    std::error_code ec;
+    fs::path d = fs::path(project.root) / dir;
+    if (!fs::is_directory(d, ec)) continue;
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(d, ec))
+      if (e.path().extension() == ".yml" || e.path().extension() == ".yaml") files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files)
+      lint_inline_literals(f.string(), std::string(dir) + "/" + f.filename().string(), diags);
+  }
+}
+
+}  // namespace pto

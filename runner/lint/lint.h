@@ -1,0 +1,24 @@
+#pragma once
+// Lint rules that go beyond loading: `duplicate-step` and `inline-toolchain-literal`, over the project's own
+// definitions and over GitHub Actions workflow files.
+#include <string>
+#include <vector>
+
+#include "config/diagnostics.h"
+#include "config/gha_workflow.h"
+#include "config/project.h"
+#include "plan/plan.h"
+
+namespace pto {
+
+/// Every deduplicated step of the plan, reported where the duplicate is written, naming the original.
+void lint_duplicate_steps(const Plan& plan, Diagnostics& diags);
+void lint_duplicate_steps(const Workflow& wf, Diagnostics& diags);
+
+/// A PTOAS sha256 or a 40-hex `git checkout` written into a file instead of coming from versions.env.
+void lint_inline_literals(const std::string& path, const std::string& display, Diagnostics& diags);
+
+/// Runs every rule over the project under `root` (its jobs/ and models/ files).
+void lint_project_files(const Project& project, const Plan& plan, Diagnostics& diags);
+
+}  // namespace pto

@@ -1,0 +1,28 @@
+// pto-runner: CI orchestration and matrix runner for the PTOAS/pypto NPU CI. See README.md.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "commands/commands.h"
+#include "util/exit_code.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"pto-runner " PTO_RUNNER_VERSION
+               ": runs the NPU CI's jobs/ and models/ with the pinned PTOAS, deduplicated, on NPU card slots"};
+  app.set_version_flag("--version", PTO_RUNNER_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough();  // --root and --config may follow the command name
+  pto::CommonOptions common;
+  pto::add_common_options(app, common);
+  int exit_code = 0;
+  pto::register_lint_command(app, common, exit_code);
+  pto::register_plan_command(app, common, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    // CLI11 returns 0 for --help/--version and its own codes for usage errors; the spec says 2 for bad usage.
+    return rc == 0 ? 0 : pto::to_int(pto::ExitCode::BadInput);
+  }
+  return exit_code;
+}

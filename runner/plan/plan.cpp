@@ -1,0 +1,287 @@
+#include "plan/plan.h"
+
+#include <sys/utsname.h>
+
+#include <algorithm>
+#include <functional>
+#include <set>
+
+#include "config/device_spec.h"
+#include "config/job_graph.h"
+#include "config/yaml_map.h"
+#include "plan/condition.h"
+#include "plan/step_key.h"
+
+namespace pto {
+
+const PlanJob* Plan::find(const std::string& id) const {
+  for (const auto& j : jobs)
+    if (j.id == id) return &j;
+  return nullptr;
+}
+
+int Plan::deduplicated_count() const {
+  int n = 0;
+  for (const auto& j : jobs)
+    for (const auto& s : j.steps) n += s.deduplicated_from.has_value();
+  return n;
+}
+
+std::string host_arch() {
+  struct utsname u {};
+  if (uname(&u) != 0) return "x86_64";
+  std::string m = u.machine;
+  return m == "arm64" ? "aarch64" : m;
+}
+
+namespace {
+
+std::string where(const std::string& file, SourceLoc l) {
+  return file + ":" + std::to_string(l.line) + ":" + std::to_string(l.col);
+}
+
+class Builder {
+ public:
+  Builder(const Project& p, const PlanOptions& o, Diagnostics& d) : project_(p), opts_(o), diags_(d) {}
+
+  Plan build() {
+    Plan plan;
+    plan.ptoas_version = project_.versions.ptoas_version;
+    plan.arch = opts_.arch.empty() ? host_arch() : opts_.arch;
+    plan.pool_size = static_cast<int>(project_.runner.device_ids.size());
+    plan.largest_gang = largest_gang(project_.runner.device_ids, project_.runner.device_groups);
+
+    std::set<std::string> selected = select_jobs();
+    std::map<std::string, std::vector<std::string>> graph;
+    for (const auto& j : project_.jobs)
+      if (selected.count(j.name)) {
+        auto& deps = graph[j.name];
+        for (const auto& n : j.needs)
+          if (selected.count(n)) deps.push_back(n);
+      }
+    JobGraphResult order = order_jobs(graph);
+    if (!order.cycle.empty()) return plan;  // reported by load_project
+
+    bool needs_toolchain = false;
+    for (const auto& name : order.order)
+      if (const JobDef* j = project_.find_job(name); j && j->toolchain) needs_toolchain = true;
+    if (needs_toolchain) plan.jobs.push_back(lead_job(plan));
+
+    for (const auto& name : order.order) {
+      const JobDef* def = project_.find_job(name);
+      if (!def) continue;
+      std::vector<MatrixLeg> legs{{}};
+      if (def->matrix) {
+        MatrixExpansion m = expand_matrix(*def->matrix);
+        if (!m.error.empty()) {
+          diags_.error(def->file, def->matrix->loc.line, def->matrix->loc.col, "matrix-too-large",
+                       "strategy.matrix: " + m.error);
+          continue;
+        }
+        legs = m.legs;
+      }
+      for (const auto& leg : legs) plan.jobs.push_back(job_leg(*def, leg, plan));
+    }
+    return plan;
+  }
+
+ private:
+  std::set<std::string> select_jobs() {
+    std::set<std::string> out;
+    if (opts_.jobs.empty()) {
+      for (const auto& j : project_.jobs) out.insert(j.name);
+      return out;
+    }
+    std::vector<std::string> names;
+    for (const auto& j : project_.jobs) names.push_back(j.name);
+    std::function<void(const std::string&)> add = [&](const std::string& n) {
+      const JobDef* j = project_.find_job(n);
+      if (!j || !out.insert(n).second) return;
+      for (const auto& need : j->needs) add(need);
+    };
+    for (const auto& want : opts_.jobs) {
+      if (!project_.find_job(want)) {
+        std::string near = nearest_word(want, names);
+        diags_.error("(command line)", 0, 0, "unknown-job",
+                     "--job: no job named '" + want + "'" + (near.empty() ? "" : "; did you mean '" + near + "'?"));
+        continue;
+      }
+      add(want);
+    }
+    return out;
+  }
+
+  PlanJob lead_job(const Plan& plan) {
+    PlanJob lead;
+    lead.id = lead.name = "toolchain";
+    lead.file = "toolchain/versions.env";
+    lead.lead = true;
+    PlanStep s;
+    s.name = "Set up PTOAS " + plan.ptoas_version + " (" + plan.arch + ")";
+    s.kind = StepKind::ToolchainSetup;
+    s.run = "pto-runner toolchain setup";
+    s.origin = s.source = "toolchain/versions.env";
+    s.expected_minutes = 0.5;
+    s.key = step_key({s.run, {}, "", "bash", 0, "", "", nullptr});
+    lead.steps.push_back(std::move(s));
+    return lead;
+  }
+
+  // Substitutes ${{ matrix.x }}, reporting the first problem at `loc`.
+  std::string subst(const std::string& text, const MatrixLeg& leg, const std::string& file, SourceLoc loc) {
+    std::string error;
+    std::string out = substitute_matrix(text, leg, error);
+    if (!error.empty()) report_once(file, loc, "bad-value", error);
+    return out;
+  }
+
+  void report_once(const std::string& file, SourceLoc loc, const std::string& rule, const std::string& msg) {
+    // A matrix job repeats its steps per leg; report each problem once.
+    if (reported_.insert(where(file, loc) + rule + msg).second) diags_.error(file, loc.line, loc.col, rule, msg);
+  }
+
+  void check_condition(const std::string& expr, const std::string& file, SourceLoc loc, const char* what) {
+    if (expr.empty()) return;
+    std::string err;
+    int col = 0;
+    if (!Condition::parse(expr, err, &col)) report_once(file, loc, "bad-value", std::string(what) + ": " + err);
+  }
+
+  void check_pool(int devices, const std::string& step_name, const std::string& file, SourceLoc loc,
+                  const Plan& plan) {
+    if (devices <= plan.largest_gang) return;
+    std::string msg;
+    if (devices > plan.pool_size)
+      msg = "step '" + step_name + "' needs " + std::to_string(devices) + " cards; the pool has " +
+            std::to_string(plan.pool_size) + " (" + join_ids(project_.runner.device_ids) + ")";
+    else
+      msg = "step '" + step_name + "' needs " + std::to_string(devices) +
+            " cards from one device group; the largest group has " + std::to_string(plan.largest_gang);
+    report_once(file, loc, "devices-exceed-pool", msg);
+  }
+
+  PlanJob job_leg(const JobDef& def, const MatrixLeg& leg, const Plan& plan) {
+    PlanJob job;
+    job.name = def.name;
+    job.id = leg_display_name(def.name, leg);
+    job.file = def.file;
+    job.matrix = leg;
+    job.needs = def.needs;
+    if (def.toolchain) job.needs.insert(job.needs.begin(), "toolchain");
+    job.if_expr = def.if_expr;
+    check_condition(def.if_expr, def.file, def.if_loc, "if");
+    for (const auto& [k, v] : def.env) job.env[k] = subst(v, leg, def.file, def.loc);
+    job.timeout_minutes = def.timeout_minutes;
+    job.continue_on_error = def.continue_on_error;
+    job.fail_fast = def.fail_fast;
+    job.max_parallel = def.max_parallel.value_or(0);
+    job.parallel = def.parallel;
+    job.toolchain = def.toolchain;
+
+    std::map<std::string, int> first_by_key;
+    auto add = [&](PlanStep s) {
+      s.index = static_cast<int>(job.steps.size());
+      auto [it, fresh] = first_by_key.emplace(s.key, s.index);
+      if (!fresh) s.deduplicated_from = it->second;
+      job.steps.push_back(std::move(s));
+    };
+
+    for (const auto& sd : def.steps) {
+      const std::string wd = subst(sd.working_directory.empty() ? def.default_working_directory
+                                                                : sd.working_directory,
+                                   leg, def.file, sd.loc);
+      const std::string shell = !sd.shell.empty() ? sd.shell : !def.default_shell.empty() ? def.default_shell : "bash";
+      std::map<std::string, std::string> env;
+      for (const auto& [k, v] : sd.env) env[k] = subst(v, leg, def.file, sd.loc);
+      check_condition(sd.if_expr, def.file, sd.if_loc.line ? sd.if_loc : sd.loc, "if");
+
+      std::optional<int> explicit_devices;
+      if (!sd.devices.empty()) {
+        std::string text = subst(sd.devices, leg, def.file, sd.devices_loc);
+        char* end = nullptr;
+        long n = std::strtol(text.c_str(), &end, 10);
+        if (text.empty() || *end || n < 0 || n > (1 << 20))
+          report_once(def.file, sd.devices_loc, "bad-value",
+                      "step: 'devices' must be a non-negative integer, got '" + text + "'");
+        else
+          explicit_devices = static_cast<int>(n);
+      }
+
+      if (sd.models.empty()) {
+        PlanStep s;
+        s.name = subst(sd.name.empty() ? "Run " + first_line(sd.run) : sd.name, leg, def.file, sd.loc);
+        s.run = subst(sd.run, leg, def.file, sd.loc);
+        s.shell = shell;
+        s.working_directory = wd;
+        s.env = env;
+        s.if_expr = sd.if_expr;
+        s.devices = explicit_devices.value_or(0);
+        s.timeout_minutes = sd.timeout_minutes;
+        if (sd.expected_minutes) s.expected_minutes = *sd.expected_minutes, s.expected_defaulted = false;
+        s.continue_on_error = sd.continue_on_error;
+        s.retry = sd.retry;
+        s.origin = s.source = where(def.file, sd.loc);
+        s.key = step_key({s.run, s.env, s.working_directory, s.shell, s.devices, s.if_expr, "", nullptr});
+        check_pool(s.devices, s.name, def.file, sd.devices_loc.line ? sd.devices_loc : sd.loc, plan);
+        add(std::move(s));
+        continue;
+      }
+      for (std::size_t mi = 0; mi < sd.models.size(); ++mi) {
+        auto mit = project_.models.find(sd.models[mi]);
+        if (mit == project_.models.end()) continue;  // reported by load_project
+        const ModelFile& mf = mit->second;
+        SourceLoc entry_loc = mi < sd.model_locs.size() ? sd.model_locs[mi] : sd.loc;
+        for (const auto& ex : mf.examples) {
+          PlanStep s;
+          std::string tmpl = sd.name.empty() ? "Run {model} {example} example" : sd.name;
+          s.name = subst(expand_braces(tmpl, {{"model", mf.model}, {"example", ex.name}, {"dir", mf.dir}}), leg,
+                         def.file, sd.loc);
+          s.run = mf.command_for(ex);
+          s.shell = shell;
+          s.working_directory = wd;
+          s.env = env;
+          for (const auto& [k, v] : ex.env) s.env[k] = v;
+          s.if_expr = sd.if_expr;
+          s.devices = explicit_devices.value_or(ex.devices);
+          s.timeout_minutes = sd.timeout_minutes ? sd.timeout_minutes
+                              : ex.timeout_minutes ? ex.timeout_minutes
+                                                   : mf.timeout_minutes;
+          auto expected = sd.expected_minutes ? sd.expected_minutes
+                          : ex.expected_minutes ? ex.expected_minutes
+                                                : mf.expected_minutes;
+          if (expected) s.expected_minutes = *expected, s.expected_defaulted = false;
+          s.continue_on_error = sd.continue_on_error;
+          s.retry = sd.retry;
+          s.origin = where(def.file, entry_loc);
+          s.source = where(mf.file, ex.loc);
+          s.model = mf.id;
+          s.example = ex.name;
+          s.key = step_key({s.run, s.env, s.working_directory, s.shell, s.devices, s.if_expr, "", nullptr});
+          if (explicit_devices) check_pool(s.devices, s.name, def.file, sd.devices_loc, plan);
+          else check_pool(s.devices, s.name, mf.file, ex.loc, plan);
+          add(std::move(s));
+        }
+      }
+    }
+    return job;
+  }
+
+  static std::string first_line(const std::string& run) {
+    std::string line = run.substr(0, run.find('\n'));
+    if (line.size() > 60) line = line.substr(0, 57) + "...";
+    return line;
+  }
+
+  const Project& project_;
+  const PlanOptions& opts_;
+  Diagnostics& diags_;
+  std::set<std::string> reported_;
+};
+
+}  // namespace
+
+Plan build_plan(const Project& project, const PlanOptions& opts, Diagnostics& diags) {
+  return Builder(project, opts, diags).build();
+}
+
+}  // namespace pto

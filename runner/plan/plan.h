@@ -1,0 +1,84 @@
+#pragma once
+// The Plan: what a run will execute, after the lead job, matrix legs, `models:` expansion and dedupe.
+//
+// build_plan is pure: the same Project in gives the same Plan out, with no process, clock or file access, so
+// `plan`, `lint`, `run` and the daemon all see the same thing and tests need no fixtures on disk.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/diagnostics.h"
+#include "config/job_file.h"
+#include "config/project.h"
+#include "plan/matrix.h"
+
+namespace pto {
+
+/// What the engine does for a step beyond running its command.
+enum class StepKind { Command, ToolchainSetup };
+
+struct PlanStep {
+  int index = 0;  // position in its job
+  std::string name;
+  StepKind kind = StepKind::Command;
+  std::string run;
+  std::string shell = "bash";
+  std::string working_directory;
+  std::map<std::string, std::string> env;  // the step's own env (job env is on the job)
+  std::string if_expr;
+  int devices = 0;
+  std::optional<double> timeout_minutes;
+  double expected_minutes = 1;  // for --simulate; `expected_defaulted` when no file said
+  bool expected_defaulted = true;
+  bool continue_on_error = false;
+  RetryPolicy retry;
+  std::string key;
+  std::optional<int> deduplicated_from;  // index of the earlier step with the same key
+  std::string origin;  // FILE:LINE:COL of the step in its job file (for model steps: its `models:` entry)
+  std::string source;  // where its command is written: the example's line for model steps, else == origin
+  std::string model;   // for model steps: model file id and example name
+  std::string example;
+};
+
+struct PlanJob {
+  std::string id;    // unique in the plan: the name, or `name (leg values)` for a matrix leg
+  std::string name;  // the job's name; `needs` refer to names (all legs of a matrix job)
+  std::string file;
+  MatrixLeg matrix;
+  std::vector<std::string> needs;
+  std::string if_expr;
+  std::map<std::string, std::string> env;
+  std::optional<double> timeout_minutes;
+  bool continue_on_error = false;
+  bool fail_fast = true;
+  int max_parallel = 0;  // 0: unbounded (steps in a parallel job; legs of a matrix job)
+  bool parallel = false;
+  bool toolchain = false;  // receives the lead job's PTOAS_* environment
+  bool lead = false;       // this is the lead job itself
+  std::vector<PlanStep> steps;
+};
+
+struct Plan {
+  std::string ptoas_version;
+  std::string arch;
+  int pool_size = 0;
+  int largest_gang = 0;
+  std::vector<PlanJob> jobs;  // dependency order; the lead job first when present
+
+  const PlanJob* find(const std::string& id) const;
+  int deduplicated_count() const;
+};
+
+struct PlanOptions {
+  std::vector<std::string> jobs;  // --job; empty = every job. Selected jobs bring their needs along.
+  std::string arch;               // default: uname -m
+};
+
+/// Reports selection errors, expression errors, and `devices-exceed-pool`. Expects a project without load
+/// errors, but never crashes on one that has them.
+Plan build_plan(const Project& project, const PlanOptions& opts, Diagnostics& diags);
+
+std::string host_arch();
+
+}  // namespace pto

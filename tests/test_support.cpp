@@ -1,0 +1,87 @@
+#include "test_support.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+namespace pto::test {
+
+TempDir::TempDir() {
+  std::random_device rd;
+  path_ = fs::temp_directory_path() / ("pto-test-" + std::to_string(getpid()) + "-" + std::to_string(rd()));
+  fs::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+fs::path TempDir::write(const std::string& rel, const std::string& content) const {
+  fs::path p = path_ / rel;
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << content;
+  return p;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+CommandResult run_cli(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
+  TempDir io;
+  fs::path out = io.path() / "out", err = io.path() / "err";
+  pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int in = open("/dev/null", O_RDONLY);
+    dup2(in, 0);
+    dup2(o, 1);
+    dup2(e, 2);
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> argv;
+    std::string bin = PTO_RUNNER_BIN;
+    argv.push_back(bin.data());
+    std::vector<std::string> copy = args;
+    for (auto& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(bin.c_str(), argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_file(out);
+  r.err = read_file(err);
+  return r;
+}
+
+std::string valid_versions_env() {
+  return "# PTOAS pin\n"
+         "PTOAS_VERSION=v0.52\n"
+         "PTOAS_SHA256_AARCH64=a64e7ee9753dde1bca0d4c71c0cb6950b4d1f8bdf1c39580b3af3d442bc3fe8b\n"
+         "PTOAS_SHA256_X86_64=d24b81565ec3d3ead4b05d18d62e55d6e5dd56c7cd8dd243f041a6ed14024f75\n";
+}
+
+void write_project(const TempDir& dir, const std::map<std::string, std::string>& jobs,
+                   const std::map<std::string, std::string>& models) {
+  dir.write("toolchain/versions.env", valid_versions_env());
+  for (const auto& [name, text] : jobs) dir.write("jobs/" + name, text);
+  for (const auto& [name, text] : models) dir.write("models/" + name, text);
+}
+
+fs::path source_dir() { return PTO_RUNNER_SOURCE_DIR; }
+
+}  // namespace pto::test
