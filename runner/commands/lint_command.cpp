@@ -6,6 +6,7 @@
 #include "config/gha_workflow.h"
 #include "lint/lint.h"
 #include "report/diagnostics_view.h"
+#include "util/json_text.h"
 
 namespace pto {
 
@@ -40,7 +41,7 @@ void register_lint_command(CLI::App& app, CommonOptions& common, int& exit_code)
     if (opts->strict) diags.promote_warnings();
     diags.sort();
     if (opts->format == "json") {
-      std::cout << diagnostics_to_json(diags).dump(2) << "\n";
+      std::cout << dump_json(diagnostics_to_json(diags), 2) << "\n";
     } else {
       std::cout << diagnostics_to_text(diags);
       int errors = 0, warnings = 0;

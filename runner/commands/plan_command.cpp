@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "report/plan_view.h"
+#include "util/json_text.h"
 
 namespace pto {
 
@@ -23,7 +24,7 @@ void register_plan_command(CLI::App& app, CommonOptions& common, int& exit_code)
       exit_code = to_int(ExitCode::BadInput);
       return;
     }
-    if (opts->format == "json") std::cout << plan_to_json(loaded->plan).dump(2) << "\n";
+    if (opts->format == "json") std::cout << dump_json(plan_to_json(loaded->plan), 2) << "\n";
     else std::cout << plan_to_text(loaded->plan);
     exit_code = 0;
   });

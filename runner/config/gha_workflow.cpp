@@ -3,6 +3,7 @@
 #include <map>
 
 #include "config/job_graph.h"
+#include "util/json_text.h"
 
 namespace pto {
 
@@ -25,23 +26,22 @@ nlohmann::json to_json(const YAML::Node& n) {
 
 std::string scalar_or_empty(const YAML::Node& n) { return n.IsDefined() && n.IsScalar() ? n.Scalar() : ""; }
 
+
 struct RunDefaults {
   std::string working_directory;
   std::string shell;
 };
 
 RunDefaults read_defaults(const YAML::Node& owner, RunDefaults inherited) {
-  YAML::Node d = owner.IsMap() ? owner["defaults"] : YAML::Node();
-  if (d.IsDefined() && d.IsMap() && d["run"].IsDefined() && d["run"].IsMap()) {
-    if (auto wd = scalar_or_empty(d["run"]["working-directory"]); !wd.empty()) inherited.working_directory = wd;
-    if (auto sh = scalar_or_empty(d["run"]["shell"]); !sh.empty()) inherited.shell = sh;
-  }
+  YAML::Node run = child(child(owner, "defaults"), "run");
+  if (auto wd = scalar_or_empty(child(run, "working-directory")); !wd.empty()) inherited.working_directory = wd;
+  if (auto sh = scalar_or_empty(child(run, "shell")); !sh.empty()) inherited.shell = sh;
   return inherited;
 }
 
 }  // namespace
 
-Workflow load_workflow(const std::string& path, const std::string& display, Diagnostics& diags) {
+static Workflow load_workflow_unguarded(const std::string& path, const std::string& display, Diagnostics& diags) {
   Workflow wf;
   wf.file = display;
   auto doc = load_yaml_file(path, display, diags);
@@ -52,7 +52,7 @@ Workflow load_workflow(const std::string& path, const std::string& display, Diag
                 "a workflow is a mapping with 'jobs', got " + describe_node(*doc));
     return wf;
   }
-  YAML::Node jobs = (*doc)["jobs"];
+  YAML::Node jobs = child(*doc, "jobs");
   if (!jobs.IsDefined()) {
     diags.error(display, 1, 1, "missing-key", "workflow: required key 'jobs' is missing");
     return wf;
@@ -74,7 +74,7 @@ Workflow load_workflow(const std::string& path, const std::string& display, Diag
                                                             describe_node(body));
       continue;
     }
-    YAML::Node needs = body["needs"];
+    YAML::Node needs = child(body, "needs");
     if (needs.IsDefined()) {
       if (needs.IsScalar()) {
         job.needs.push_back(needs.Scalar());
@@ -91,7 +91,7 @@ Workflow load_workflow(const std::string& path, const std::string& display, Diag
       }
     }
     RunDefaults defaults = read_defaults(body, wf_defaults);
-    YAML::Node steps = body["steps"];
+    YAML::Node steps = child(body, "steps");
     if (steps.IsDefined() && !steps.IsSequence()) {
       SourceLoc l = loc_of(steps);
       diags.error(display, l.line, l.col, "wrong-type", "job '" + job.id + "': 'steps' expects a list");
@@ -104,20 +104,21 @@ Workflow load_workflow(const std::string& path, const std::string& display, Diag
                       "job '" + job.id + "': each step is a mapping, got " + describe_node(s));
           continue;
         }
-        step.name = scalar_or_empty(s["name"]);
+        step.name = scalar_or_empty(child(s, "name"));
         StepKeyFields f;
-        f.run = scalar_or_empty(s["run"]);
-        f.uses = scalar_or_empty(s["uses"]);
+        f.run = scalar_or_empty(child(s, "run"));
+        f.uses = scalar_or_empty(child(s, "uses"));
         step.has_body = !f.run.empty() || !f.uses.empty();
-        if (s["env"].IsMap())
-          for (auto e = s["env"].begin(); e != s["env"].end(); ++e)
-            f.env[e->first.Scalar()] = e->second.IsScalar() ? e->second.Scalar() : to_json(e->second).dump();
-        f.working_directory = scalar_or_empty(s["working-directory"]);
+        YAML::Node env = child(s, "env");
+        if (env.IsMap())
+          for (auto e = env.begin(); e != env.end(); ++e)
+            f.env[e->first.Scalar()] = e->second.IsScalar() ? e->second.Scalar() : dump_json(to_json(e->second));
+        f.working_directory = scalar_or_empty(child(s, "working-directory"));
         if (f.working_directory.empty() && !f.run.empty()) f.working_directory = defaults.working_directory;
-        f.shell = scalar_or_empty(s["shell"]);
+        f.shell = scalar_or_empty(child(s, "shell"));
         if (f.shell.empty()) f.shell = defaults.shell.empty() ? "bash" : defaults.shell;
-        f.if_expr = scalar_or_empty(s["if"]);
-        if (s["with"].IsDefined()) f.with = to_json(s["with"]);
+        f.if_expr = scalar_or_empty(child(s, "if"));
+        if (child(s, "with").IsDefined()) f.with = to_json(child(s, "with"));
         step.key = step_key(f);
         job.steps.push_back(std::move(step));
       }
@@ -151,6 +152,12 @@ Workflow load_workflow(const std::string& path, const std::string& display, Diag
     diags.error(display, l.line, l.col, "cycle", "jobs form a cycle: " + text);
   }
   return wf;
+}
+
+Workflow load_workflow(const std::string& path, const std::string& display, Diagnostics& diags) {
+  Workflow out; out.file = display;
+  guard_yaml(display, diags, [&] { out = load_workflow_unguarded(path, display, diags); });
+  return out;
 }
 
 }  // namespace pto

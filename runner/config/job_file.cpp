@@ -182,7 +182,7 @@ RetryPolicy read_retry(const YAML::Node& node, const std::string& file, Diagnost
   return r;
 }
 
-JobDef load_job_file(const std::string& path, const std::string& display, const std::string& stem,
+static JobDef load_job_file_unguarded(const std::string& path, const std::string& display, const std::string& stem,
                      Diagnostics& diags) {
   JobDef job;
   job.file = display;
@@ -253,6 +253,13 @@ JobDef load_job_file(const std::string& path, const std::string& display, const 
     if (job.steps.empty()) m.error_at(steps, "bad-value", "job: 'steps' is empty");
   }
   return job;
+}
+
+JobDef load_job_file(const std::string& path, const std::string& display, const std::string& stem,
+                     Diagnostics& diags) {
+  JobDef out; out.file = display; out.name = stem;
+  guard_yaml(display, diags, [&] { out = load_job_file_unguarded(path, display, stem, diags); });
+  return out;
 }
 
 }  // namespace pto

@@ -19,7 +19,7 @@ std::string ModelFile::command_for(const ModelExample& ex) const {
   return cmd;
 }
 
-ModelFile load_model_file(const std::string& path, const std::string& display, const std::string& id,
+static ModelFile load_model_file_unguarded(const std::string& path, const std::string& display, const std::string& id,
                           Diagnostics& diags) {
   ModelFile mf;
   mf.file = display;
@@ -84,6 +84,13 @@ ModelFile load_model_file(const std::string& path, const std::string& display, c
   }
   if (mf.examples.empty()) m.error_at(examples, "bad-value", "model: 'examples' is empty; list at least one");
   return mf;
+}
+
+ModelFile load_model_file(const std::string& path, const std::string& display, const std::string& id,
+                          Diagnostics& diags) {
+  ModelFile out; out.file = display; out.id = id;
+  guard_yaml(display, diags, [&] { out = load_model_file_unguarded(path, display, id, diags); });
+  return out;
 }
 
 }  // namespace pto

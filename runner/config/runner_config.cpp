@@ -37,7 +37,7 @@ static std::vector<int> read_int_list(MapReader& m, const std::string& key, int 
   return out;
 }
 
-RunnerConfig load_runner_config(const std::string& path, const std::string& display, Diagnostics& diags) {
+static RunnerConfig load_runner_config_unguarded(const std::string& path, const std::string& display, Diagnostics& diags) {
   RunnerConfig cfg;
   cfg.file = display;
   auto doc = load_yaml_file(path, display, diags);
@@ -107,6 +107,12 @@ RunnerConfig load_runner_config(const std::string& path, const std::string& disp
     }
   }
   return cfg;
+}
+
+RunnerConfig load_runner_config(const std::string& path, const std::string& display, Diagnostics& diags) {
+  RunnerConfig out; out.file = display;
+  guard_yaml(display, diags, [&] { out = load_runner_config_unguarded(path, display, diags); });
+  return out;
 }
 
 }  // namespace pto

@@ -59,7 +59,7 @@ std::string ToolchainConfig::artifact_url(const std::string& version, const std:
                              {"artifact", artifact_name(version, arch)}});
 }
 
-ToolchainConfig load_toolchain_config(const std::string& path, const std::string& display, Diagnostics& diags) {
+static ToolchainConfig load_toolchain_config_unguarded(const std::string& path, const std::string& display, Diagnostics& diags) {
   ToolchainConfig cfg;
   cfg.file = display;
   auto doc = load_yaml_file(path, display, diags);
@@ -109,6 +109,12 @@ ToolchainConfig load_toolchain_config(const std::string& path, const std::string
   if (auto v = m.integer("max-entries", 1, 10000000)) cfg.max_entries = *v;
   if (auto v = m.integer("retries", 0, 20)) cfg.retries = static_cast<int>(*v);
   return cfg;
+}
+
+ToolchainConfig load_toolchain_config(const std::string& path, const std::string& display, Diagnostics& diags) {
+  ToolchainConfig out; out.file = display;
+  guard_yaml(display, diags, [&] { out = load_toolchain_config_unguarded(path, display, diags); });
+  return out;
 }
 
 }  // namespace pto

@@ -87,6 +87,13 @@ std::string describe_node(const YAML::Node& node) {
   return "'" + s + "'";
 }
 
+YAML::Node child(const YAML::Node& node, const std::string& key) {
+  if (!node.IsDefined() || !node.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+  for (auto it = node.begin(); it != node.end(); ++it)
+    if (it->first.IsScalar() && it->first.Scalar() == key) return it->second;
+  return YAML::Node(YAML::NodeType::Undefined);
+}
+
 bool is_expression(const std::string& text) { return text.find("${{") != std::string::npos; }
 
 MapReader::MapReader(const YAML::Node& node, std::string what, std::vector<std::string> allowed,
@@ -105,6 +112,7 @@ MapReader::MapReader(const YAML::Node& node, std::string what, std::vector<std::
       continue;
     }
     const std::string key = k.Scalar();
+    entries_.emplace(key, it->second);
     if (!seen.insert(key).second) {
       error_at(k, "duplicate-key", what_ + ": key '" + key + "' is given twice; YAML keeps only one of them");
     }
@@ -122,11 +130,11 @@ MapReader::MapReader(const YAML::Node& node, std::string what, std::vector<std::
   }
 }
 
-bool MapReader::has(const std::string& key) const { return is_map_ && node_[key].IsDefined(); }
+bool MapReader::has(const std::string& key) const { return entries_.count(key) > 0; }
 
 YAML::Node MapReader::get(const std::string& key) const {
-  if (!is_map_) return YAML::Node(YAML::NodeType::Undefined);
-  return node_[key];
+  auto it = entries_.find(key);
+  return it == entries_.end() ? YAML::Node(YAML::NodeType::Undefined) : it->second;
 }
 
 void MapReader::error_at(const YAML::Node& node, const std::string& rule, const std::string& message) {

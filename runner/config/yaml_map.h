@@ -38,6 +38,23 @@ std::string nearest_word(const std::string& word, const std::vector<std::string>
 /// A short human description of a node's type and value, for "expected X, got Y" messages.
 std::string describe_node(const YAML::Node& node);
 
+/// `node[key]` that is safe on any node: yaml-cpp's const operator[] returns an *invalid* node for a missing
+/// key, on which IsMap()/IsScalar() throw. This returns an Undefined node instead (and for non-maps).
+YAML::Node child(const YAML::Node& node, const std::string& key);
+
+/// Runs a loader body; any yaml-cpp exception it still throws (an unexpected shape) becomes a located error
+/// instead of terminating the process.
+template <typename F>
+void guard_yaml(const std::string& file, Diagnostics& diags, F&& body) {
+  try {
+    body();
+  } catch (const YAML::Exception& e) {
+    int line = e.mark.is_null() ? 0 : e.mark.line + 1;
+    int col = e.mark.is_null() ? 0 : e.mark.column + 1;
+    diags.error(file, line, col, "wrong-type", "unexpected structure: " + e.msg);
+  }
+}
+
 /// True when a scalar holds a `${{ ... }}` expression, which is resolved after matrix expansion.
 bool is_expression(const std::string& text);
 
@@ -69,6 +86,7 @@ class MapReader {
 
  private:
   YAML::Node node_;
+  std::map<std::string, YAML::Node> entries_;  // first occurrence of each key, indexed once
   std::string what_;
   std::string file_;
   Diagnostics& diags_;

@@ -68,7 +68,7 @@ void lint_duplicate_steps(const Workflow& wf, Diagnostics& diags) {
 }
 
 void lint_inline_literals(const std::string& path, const std::string& display, Diagnostics& diags) {
-  static const std::regex sha_re(R"(PTOAS_SHA256(_[A-Z0-9]+)?\s*[:=]\s*['"]?[0-9a-f]{64}\b)");
+  static const std::regex sha_re(R"(PTOAS_SHA256(_[A-Z0-9_]+)?\s*[:=]\s*['"]?[0-9a-f]{64}\b)");
   static const std::regex checkout_re(R"(git\s+checkout\s+['"]?[0-9a-f]{40}\b)");
   std::ifstream in(path);
   std::string line;

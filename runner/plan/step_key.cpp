@@ -1,20 +1,37 @@
 #include "plan/step_key.h"
 
+#include "util/json_text.h"
 #include "util/sha256.h"
 
 namespace pto {
 
+namespace {
+// Length-prefixed fields: exact for any bytes (no escaping, no UTF-8 assumptions), and unambiguous because
+// every field carries its name and length.
+void field(std::string& out, const char* name, const std::string& value) {
+  out += name;
+  out += '\0';
+  out += std::to_string(value.size());
+  out += '\0';
+  out += value;
+}
+}  // namespace
+
 std::string step_key(const StepKeyFields& f) {
-  nlohmann::json j;  // nlohmann::json objects are std::map-backed: dump() is key-sorted, hence canonical
-  j["run"] = f.run;
-  j["env"] = f.env;
-  j["working-directory"] = f.working_directory;
-  j["shell"] = f.shell.empty() ? "bash" : f.shell;
-  j["devices"] = f.devices;
-  if (!f.if_expr.empty()) j["if"] = f.if_expr;
-  if (!f.uses.empty()) j["uses"] = f.uses;
-  if (!f.with.is_null()) j["with"] = f.with;
-  return sha256_hex(j.dump());
+  std::string canon;
+  field(canon, "run", f.run);
+  for (const auto& [k, v] : f.env) {  // std::map: sorted by name
+    field(canon, "env.name", k);
+    field(canon, "env.value", v);
+  }
+  field(canon, "working-directory", f.working_directory);
+  field(canon, "shell", f.shell.empty() ? "bash" : f.shell);
+  field(canon, "devices", std::to_string(f.devices));
+  if (!f.if_expr.empty()) field(canon, "if", f.if_expr);
+  if (!f.uses.empty()) field(canon, "uses", f.uses);
+  // nlohmann::json objects are std::map-backed: the dump is key-sorted, hence canonical.
+  if (!f.with.is_null()) field(canon, "with", dump_json(f.with));
+  return sha256_hex(canon);
 }
 
 }  // namespace pto

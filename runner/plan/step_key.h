@@ -1,7 +1,7 @@
 #pragma once
 // The canonical step key: what a step does, not what it is called.
 //
-// sha256 over a canonical JSON object (keys sorted, env sorted) of the fields that change behaviour: run,
+// sha256 over a canonical, length-prefixed encoding (env sorted) of the fields that change behaviour: run,
 // env, working-directory, shell, devices, the if: condition, and for GitHub workflow steps uses/with. Two
 // steps of one job with the same key do the same work, so the second is deduplicated (plan) or reported
 // (lint duplicate-step). Timeouts and retries are left out on purpose: a copy with a tweaked timeout is

@@ -1,0 +1,144 @@
+// `pto-runner lint` through the real binary: duplicate-step, inline-toolchain-literal, --strict, --workflow.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "test_support.h"
+
+using namespace pto::test;
+
+namespace {
+
+const char* kWorkflowWithDuplicate = R"(name: ci
+on: [push]
+jobs:
+  models:
+    runs-on: [self-hosted, npu]
+    steps:
+      - uses: actions/checkout@v4
+        with: {fetch-depth: 0}
+      - name: Run moe
+        run: |
+          task-submit --device-num 2 --run "python moe.py --ep 2"
+      - name: Run prefill_attention_csa
+        run: task-submit --device-num 1 --run "python prefill_attention_csa.py"
+      - name: Run prefill_attention_csa again
+        run: task-submit --device-num 1 --run "python prefill_attention_csa.py"
+      - name: Run prefill_attention_csa
+        run: task-submit --device-num 1 --run "python prefill_attention_csa.py"
+        env: {EXTRA: "1"}
+      - uses: actions/checkout@v4
+        with: {fetch-depth: 1}
+)";
+
+int count_rule(const nlohmann::json& j, const std::string& rule) {
+  int n = 0;
+  for (const auto& f : j["findings"]) n += f["rule"] == rule;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("lint --workflow reports two identical steps at both places, whatever their names", "[lint]") {
+  TempDir d;
+  auto wf = d.write("ci.yml", kWorkflowWithDuplicate);
+  CommandResult r = run_cli({"lint", "--workflow", wf.string()});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);  // a warning without --strict
+  CHECK(r.out.find(wf.string() + ":14:9: warning: step 'Run prefill_attention_csa again'") != std::string::npos);
+  CHECK(r.out.find("duplicates step 'Run prefill_attention_csa' at " + wf.string() + ":12:9") != std::string::npos);
+  // Different env, and checkout with different `with`, are different work.
+  auto j = nlohmann::json::parse(run_cli({"lint", "--workflow", wf.string(), "--format", "json"}).out);
+  CHECK(count_rule(j, "duplicate-step") == 1);
+
+  CommandResult strict = run_cli({"lint", "--strict", "--workflow", wf.string()});
+  CHECK(strict.exit_code == 1);
+  CHECK(strict.out.find(":14:9: error: ") != std::string::npos);
+}
+
+TEST_CASE("lint --workflow: the same workflow with one copy removed has no duplicate-step", "[lint]") {
+  std::string text = kWorkflowWithDuplicate;
+  auto start = text.find("      - name: Run prefill_attention_csa again");
+  auto end = text.find("      - name: Run prefill_attention_csa\n", start);
+  text.erase(start, end - start);
+  TempDir d;
+  auto wf = d.write("ci.yml", text);
+  CommandResult r = run_cli({"lint", "--strict", "--workflow", wf.string(), "--format", "json"});
+  INFO(r.out);
+  CHECK(r.exit_code == 0);
+  CHECK(count_rule(nlohmann::json::parse(r.out), "duplicate-step") == 0);
+}
+
+TEST_CASE("lint --workflow loads the 1,400-line incumbent workflow and finds its copy-pasted model step", "[lint]") {
+  auto wf = (source_dir() / "tests/fixtures/workflows/ci-incumbent.yml").string();
+  CommandResult r = run_cli({"lint", "--workflow", wf, "--format", "json"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  REQUIRE(count_rule(j, "duplicate-step") == 1);
+  for (const auto& f : j["findings"])
+    if (f["rule"] == "duplicate-step") CHECK(f["message"].get<std::string>().find("prefill_attention_csa") != std::string::npos);
+}
+
+TEST_CASE("an inline PTOAS sha256 is reported in a job file and in a workflow", "[lint]") {
+  const std::string sha = "d24b81565ec3d3ead4b05d18d62e55d6e5dd56c7cd8dd243f041a6ed14024f75";
+  SECTION("job file") {
+    TempDir d;
+    write_project(d, {{"a.yml", "name: a\nenv:\n  PTOAS_SHA256_X86_64: " + sha + "\nsteps:\n  - run: make\n"}});
+    CommandResult r = run_cli({"lint", "--root", d.str()});
+    CHECK(r.exit_code == 1);
+    CHECK(r.out.find("jobs/a.yml:3:3: error: PTOAS sha256 written inline") != std::string::npos);
+    CHECK(r.out.find("[inline-toolchain-literal]") != std::string::npos);
+  }
+  SECTION("workflow, including a pinned git checkout") {
+    TempDir d;
+    auto wf = d.write("ci.yml", "on: push\njobs:\n  a:\n    steps:\n      - run: |\n          echo PTOAS_SHA256: " + sha +
+                                    "\n          git checkout 0123456789abcdef0123456789abcdef01234567\n");
+    CommandResult r = run_cli({"lint", "--workflow", wf.string(), "--format", "json"});
+    CHECK(r.exit_code == 1);
+    auto j = nlohmann::json::parse(r.out);
+    REQUIRE(count_rule(j, "inline-toolchain-literal") == 2);
+    CHECK(j["findings"][0]["line"] == 6);
+    CHECK(j["findings"][0]["col"] == 16);
+    CHECK(j["findings"][1]["line"] == 7);
+  }
+  SECTION("reading the pin from versions.env is fine") {
+    TempDir d;
+    write_project(d, {{"a.yml", "name: a\ntoolchain: ptoas\nsteps:\n  - run: echo \"$PTOAS_SHA256\"\n"}});
+    CHECK(run_cli({"lint", "--strict", "--root", d.str()}).exit_code == 0);
+  }
+}
+
+TEST_CASE("lint --workflow reports YAML errors, unknown needs and cycles", "[lint]") {
+  TempDir d;
+  auto bad = d.write("bad.yml", "jobs:\n  a:\n    steps: [\n");
+  CommandResult r = run_cli({"lint", "--workflow", bad.string()});
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("[yaml-syntax]") != std::string::npos);
+
+  auto needs = d.write("needs.yml", "jobs:\n  a:\n    needs: [b]\n    steps: []\n  b:\n    needs: c\n    steps: []\n"
+                                    "  c:\n    needs: [a, bild]\n    steps: []\n");
+  r = run_cli({"lint", "--workflow", needs.string()});
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find(needs.string() + ":9:16: error: job 'c' needs 'bild', which is not a job of this workflow") !=
+        std::string::npos);
+  CHECK(r.out.find("jobs form a cycle: a -> b -> c -> a [cycle]") != std::string::npos);
+}
+
+TEST_CASE("the shipped definitions pass lint --strict", "[lint][shipped]") {
+  CommandResult r = run_cli({"lint", "--strict", "--root", source_dir().string()});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.empty());
+}
+
+TEST_CASE("a model example listed twice is a duplicate-step warning pointing at the second line", "[lint]") {
+  TempDir d;
+  write_project(d, {{"m.yml", "name: m\nparallel: true\nsteps:\n  - models: [ds]\n"}},
+                {{"ds.yml", "model: DS\ndir: d\ncommand: python {dir}/{example}.py {args}\nexamples:\n"
+                            "  - {name: moe, devices: 2, args: --ep 2}\n  - {name: csa}\n  - {name: csa}\n"}});
+  CommandResult r = run_cli({"lint", "--root", d.str()});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("models/ds.yml:7:5: warning: step 'Run DS csa example' in job 'm' does the same work as "
+                   "'Run DS csa example' at models/ds.yml:6:5") != std::string::npos);
+  CHECK(run_cli({"lint", "--root", d.str(), "--strict"}).exit_code == 1);
+}
