@@ -1,0 +1,59 @@
+#pragma once
+// Scheduler: pure policy deciding which waiting step gets which cards next, and why the others wait.
+//
+// No clock, no locks, no processes: the engine hands it a snapshot (cards, groups, the queue in submit
+// order) and applies the decision. Policy:
+//   * gang allocation: a request gets all N cards at once, all from one group when groups exist;
+//   * tightest fit: among groups that can serve it now, the one left with the fewest free cards, so whole
+//     groups stay free for multi-card steps;
+//   * submit order with reservations (conservative backfill): a request that cannot start reserves the cards
+//     it will get (free ones and the busy ones expected to free first, in the group closest to satisfying
+//     it). Later requests may only start on cards nobody ahead of them reserved, so a 2-card step is never
+//     starved by a stream of 1-card steps: its reserved free cards only accumulate.
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace pto {
+
+struct SchedCard {
+  int id = 0;
+  bool usable = true;  // false: drained
+  bool free = true;    // usable and neither held by a step nor locked by another process
+  std::string holder;  // who holds it when busy, for waiting reasons
+  /// When the holder is expected to finish (seconds on the engine's clock); unknown = infinity.
+  double busy_until = std::numeric_limits<double>::infinity();
+};
+
+struct SchedRequest {
+  std::uint64_t id = 0;
+  int devices = 1;
+  std::string label;
+};
+
+struct SchedAssignment {
+  std::uint64_t request = 0;
+  std::vector<int> cards;  // ascending
+};
+
+struct ScheduleResult {
+  std::vector<SchedAssignment> start;
+  std::map<std::uint64_t, std::string> waiting_reason;
+  std::map<int, std::uint64_t> reserved;  // card -> request holding the reservation
+  std::vector<std::uint64_t> impossible;  // requests no group can ever serve with the usable cards
+};
+
+/// `groups` may be empty (every card may serve with any other). Cards not in any group serve 1-card requests.
+ScheduleResult schedule(const std::vector<SchedCard>& cards, const std::vector<std::vector<int>>& groups,
+                        const std::vector<SchedRequest>& queue_in_submit_order);
+
+/// Policy variants, for the scheduling-quality benchmark only: plain FIFO (nothing passes a blocked request)
+/// and backfill without reservation (anything that fits starts; multi-card steps can starve).
+enum class SchedPolicy { ReserveAndBackfill, Fifo, GreedyBackfill };
+ScheduleResult schedule_with_policy(SchedPolicy policy, const std::vector<SchedCard>& cards,
+                                    const std::vector<std::vector<int>>& groups,
+                                    const std::vector<SchedRequest>& queue_in_submit_order);
+
+}  // namespace pto
