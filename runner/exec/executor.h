@@ -1,0 +1,60 @@
+#pragma once
+// Executor: the only place that starts, signals and reaps step processes. The engine sees this face only;
+// the local executor runs `bash -e -o pipefail -c RUN`, the simulated one sleeps for the step's expected
+// duration, and a Slurm executor could sit beside them.
+//
+// Every callback runs on the io_context thread that owns the engine, so the engine needs no locks.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace pto {
+
+struct StepLaunch {
+  std::string label;  // "job / step", for messages
+  std::string command;
+  std::string shell = "bash";  // bash (with -e -o pipefail) or sh (-e)
+  std::string working_directory;
+  std::vector<std::string> env;  // KEY=VALUE, complete (nothing else is inherited)
+  std::string log_path;
+  /// Unique per attempt; exported as PTO_RUNNER_STEP_MARK so escaped descendants can be found and killed.
+  std::string marker;
+  double timeout_seconds = 0;  // 0: none
+  double grace_seconds = 10;   // SIGTERM -> SIGKILL
+  double simulated_seconds = 0;
+  /// Called with each complete output line (stdout and stderr merged), for the console.
+  std::function<void(std::string_view)> on_line;
+};
+
+struct StepOutcome {
+  int exit_code = -1;  // -1 when the process was killed by a signal or never started
+  int signal = 0;
+  bool timed_out = false;
+  bool cancelled = false;
+  std::string error;  // the process could not be started
+  int pid = 0;
+  bool ok() const { return exit_code == 0 && signal == 0 && !timed_out && !cancelled && error.empty(); }
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  /// Starts a step; `done` is called once, after every process of the step is gone.
+  virtual std::uint64_t start(StepLaunch launch, std::function<void(const StepOutcome&)> done) = 0;
+  /// Asks a running step to stop (SIGTERM, SIGKILL after the grace period, sweep). `done` still fires.
+  virtual void cancel(std::uint64_t handle) = 0;
+  virtual std::size_t active() const = 0;
+};
+
+std::unique_ptr<Executor> make_local_executor(boost::asio::io_context& io);
+/// Each step sleeps `simulated_seconds` (already scaled by --time-scale) and succeeds.
+std::unique_ptr<Executor> make_simulated_executor(boost::asio::io_context& io);
+
+}  // namespace pto

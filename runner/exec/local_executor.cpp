@@ -1,0 +1,247 @@
+// The local executor: each step is `bash -e -o pipefail -c RUN` in its own process group, its merged
+// stdout/stderr read through a pipe into the step's log file and, line by line, to the console.
+//
+// Ending a step, whatever the cause, is one sequence: SIGTERM to the group (on timeout or cancel), SIGKILL
+// to the group after the grace period, then SIGKILL to every process still carrying the step's marker (the
+// setsid escapees), then wait for the output pipe to close. Only then is `done` called, so the engine never
+// releases a card while a process of the step is still alive.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio.hpp>
+#include <boost/process/v2.hpp>
+#include <array>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <map>
+
+#include "exec/executor.h"
+#include "exec/process_sweep.h"
+
+namespace asio = boost::asio;
+namespace bp = boost::process::v2;
+
+namespace pto {
+
+namespace {
+
+/// Runs in the child between fork and exec: a new process group, default signal dispositions and an empty
+/// signal mask (ignored signals would otherwise survive exec: a step must see SIGPIPE like a shell does).
+struct ChildSetup {
+  template <typename Launcher>
+  bp::error_code on_exec_setup(Launcher&, const bp::filesystem::path&, const char* const*) {
+    if (::setpgid(0, 0) != 0) return bp::error_code(errno, bp::system_category());
+    for (int s = 1; s < NSIG; ++s)
+      if (s != SIGKILL && s != SIGSTOP) ::signal(s, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    return {};
+  }
+};
+
+class LocalExecutor;
+
+class StepProcess : public std::enable_shared_from_this<StepProcess> {
+ public:
+  StepProcess(asio::io_context& io, StepLaunch launch, std::function<void(const StepOutcome&)> done,
+              std::function<void()> on_finished)
+      : io_(io),
+        launch_(std::move(launch)),
+        done_(std::move(done)),
+        on_finished_(std::move(on_finished)),
+        pipe_(io),
+        timeout_(io),
+        grace_(io),
+        eof_wait_(io) {}
+
+  void start() {
+    log_ = std::fopen(launch_.log_path.c_str(), "ab");
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return fail_to_start(std::string("pipe: ") + std::strerror(errno));
+    pipe_.assign(fds[0]);
+    std::vector<std::string> args;
+    if (launch_.shell == "sh") args = {"-e", "-c", launch_.command};
+    else args = {"-e", "-o", "pipefail", "-c", launch_.command};
+    const char* exe = launch_.shell == "sh" ? "/bin/sh" : "/bin/bash";
+    bp::error_code ec;
+    std::vector<std::string> env = launch_.env;
+    env.push_back(std::string(kStepMarkVar) + "=" + launch_.marker);
+    process_.emplace(bp::default_process_launcher()(
+        io_.get_executor(), ec, exe, args, bp::process_stdio{nullptr, fds[1], fds[1]},
+        bp::process_start_dir{launch_.working_directory.empty() ? "." : launch_.working_directory},
+        bp::process_environment{env}, ChildSetup{}));
+    ::close(fds[1]);
+    if (ec) {
+      process_.reset();
+      return fail_to_start("cannot start " + std::string(exe) + " in '" + launch_.working_directory +
+                           "': " + ec.message());
+    }
+    pgid_ = process_->id();
+    outcome_.pid = pgid_;
+    read_output();
+    auto self = shared_from_this();
+    process_->async_wait([self](bp::error_code, int) { self->on_exit(); });
+    if (launch_.timeout_seconds > 0) {
+      timeout_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(launch_.timeout_seconds)));
+      timeout_.async_wait([self](bp::error_code ec) {
+        if (!ec) self->terminate(/*timed_out=*/true);
+      });
+    }
+  }
+
+  void cancel() { terminate(false); }
+
+ private:
+  void fail_to_start(const std::string& why) {
+    outcome_.error = why;
+    if (log_) std::fprintf(log_, "pto-runner: %s\n", why.c_str());
+    auto self = shared_from_this();
+    asio::post(io_, [self] { self->finish(); });
+  }
+
+  void read_output() {
+    auto self = shared_from_this();
+    pipe_.async_read_some(asio::buffer(buf_), [self](bp::error_code ec, std::size_t n) {
+      if (n) self->consume(std::string_view(self->buf_.data(), n));
+      if (ec) {
+        self->pipe_eof_ = true;
+        self->flush_partial_line();
+        self->maybe_finish();
+        return;
+      }
+      self->read_output();
+    });
+  }
+
+  void consume(std::string_view data) {
+    if (log_) std::fwrite(data.data(), 1, data.size(), log_);
+    if (!launch_.on_line) return;
+    partial_.append(data);
+    std::size_t start = 0, nl;
+    while ((nl = partial_.find('\n', start)) != std::string::npos) {
+      launch_.on_line(std::string_view(partial_).substr(start, nl - start));
+      start = nl + 1;
+    }
+    partial_.erase(0, start);
+    if (partial_.size() > 64 * 1024) {  // a line that never ends still reaches the console
+      launch_.on_line(partial_);
+      partial_.clear();
+    }
+  }
+
+  void flush_partial_line() {
+    if (launch_.on_line && !partial_.empty()) launch_.on_line(partial_);
+    partial_.clear();
+  }
+
+  void terminate(bool timed_out) {
+    if (exited_ || terminating_) return;
+    terminating_ = true;
+    (timed_out ? outcome_.timed_out : outcome_.cancelled) = true;
+    if (log_)
+      std::fprintf(log_, "\npto-runner: %s; SIGTERM to process group %d\n",
+                   timed_out ? "timed out" : "cancelled", pgid_);
+    ::kill(-pgid_, SIGTERM);
+    auto self = shared_from_this();
+    grace_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(launch_.grace_seconds)));
+    grace_.async_wait([self](bp::error_code ec) {
+      if (ec || self->exited_) return;
+      if (self->log_) std::fprintf(self->log_, "pto-runner: grace period over; SIGKILL\n");
+      ::kill(-self->pgid_, SIGKILL);
+    });
+  }
+
+  void on_exit() {
+    exited_ = true;
+    timeout_.cancel();
+    grace_.cancel();
+    int status = process_->native_exit_code();
+    if (WIFEXITED(status)) outcome_.exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status)) outcome_.signal = WTERMSIG(status);
+    // Nothing of the step outlives it: the rest of its group, then the escapees that carry its marker.
+    ::kill(-pgid_, SIGKILL);
+    int swept = kill_marked_processes(launch_.marker, SIGKILL);
+    if (swept && log_) std::fprintf(log_, "pto-runner: killed %d leftover process(es) of this step\n", swept);
+    // The pipe closes once the last writer is gone; an unmarked writer must not hold the step forever.
+    auto self = shared_from_this();
+    eof_wait_.expires_after(std::chrono::seconds(2));
+    eof_wait_.async_wait([self](bp::error_code ec) {
+      if (!ec && !self->pipe_eof_) {
+        self->pipe_eof_ = true;
+        self->pipe_.close();
+        self->maybe_finish();
+      }
+    });
+    maybe_finish();
+  }
+
+  void maybe_finish() {
+    if (exited_ && pipe_eof_) finish();
+  }
+
+  void finish() {
+    if (finished_) return;
+    finished_ = true;
+    eof_wait_.cancel();
+    if (log_) std::fclose(log_), log_ = nullptr;
+    auto done = std::move(done_);
+    auto fin = std::move(on_finished_);
+    if (fin) fin();
+    if (done) done(outcome_);
+  }
+
+  asio::io_context& io_;
+  StepLaunch launch_;
+  std::function<void(const StepOutcome&)> done_;
+  std::function<void()> on_finished_;
+  std::optional<bp::process> process_;
+  asio::readable_pipe pipe_;
+  asio::steady_timer timeout_, grace_, eof_wait_;
+  std::array<char, 16384> buf_{};
+  std::string partial_;
+  std::FILE* log_ = nullptr;
+  StepOutcome outcome_;
+  int pgid_ = 0;
+  bool exited_ = false, pipe_eof_ = false, terminating_ = false, finished_ = false;
+};
+
+class LocalExecutor : public Executor {
+ public:
+  explicit LocalExecutor(asio::io_context& io) : io_(io) {}
+  ~LocalExecutor() override {
+    // Never leave a step's processes behind, even when the engine is torn down early.
+    for (auto& [id, p] : running_) p->cancel();
+  }
+
+  std::uint64_t start(StepLaunch launch, std::function<void(const StepOutcome&)> done) override {
+    std::uint64_t id = ++next_;
+    auto p = std::make_shared<StepProcess>(io_, std::move(launch), std::move(done), [this, id] { running_.erase(id); });
+    running_[id] = p;
+    p->start();
+    return id;
+  }
+
+  void cancel(std::uint64_t handle) override {
+    auto it = running_.find(handle);
+    if (it != running_.end()) it->second->cancel();
+  }
+
+  std::size_t active() const override { return running_.size(); }
+
+ private:
+  asio::io_context& io_;
+  std::map<std::uint64_t, std::shared_ptr<StepProcess>> running_;
+  std::uint64_t next_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Executor> make_local_executor(asio::io_context& io) { return std::make_unique<LocalExecutor>(io); }
+
+}  // namespace pto

@@ -1,0 +1,35 @@
+#pragma once
+// CardLock: one NPU card held as an exclusive flock(2) on <lock-dir>/npu-<id>.lock.
+//
+// flock is what lets two runners, or a runner and another tool (task-submit, a person with a script), share a
+// host without sharing a card. The holder writes its pid and label into the file so a waiting step can say
+// who has the card. The kernel drops the lock when the fd closes, including when the holder dies.
+#include <optional>
+#include <string>
+
+namespace pto {
+
+class CardLock {
+ public:
+  /// Non-blocking. On failure returns nothing and, when another process holds it, describes the holder in
+  /// `holder` ("pid 1234 (pypto-ci / moe)"); `error` is set for real errors (lock dir unwritable).
+  static std::optional<CardLock> try_acquire(const std::string& dir, int card, const std::string& label,
+                                             std::string& holder, std::string& error);
+  /// Whether someone else holds the card's lock right now (and who), without keeping it.
+  static bool held_elsewhere(const std::string& dir, int card, std::string& holder);
+  static std::string path_for(const std::string& dir, int card);
+
+  CardLock(CardLock&& o) noexcept : fd_(o.fd_), card_(o.card_) { o.fd_ = -1; }
+  CardLock& operator=(CardLock&& o) noexcept;
+  CardLock(const CardLock&) = delete;
+  CardLock& operator=(const CardLock&) = delete;
+  ~CardLock();
+  int card() const { return card_; }
+
+ private:
+  CardLock(int fd, int card) : fd_(fd), card_(card) {}
+  int fd_ = -1;
+  int card_ = -1;
+};
+
+}  // namespace pto

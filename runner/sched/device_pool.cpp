@@ -1,0 +1,233 @@
+#include "sched/device_pool.h"
+
+#include <unistd.h>
+
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "config/device_spec.h"
+#include "util/json_text.h"
+
+namespace fs = std::filesystem;
+
+namespace pto {
+
+std::string to_string(CardState s) {
+  switch (s) {
+    case CardState::Free: return "free";
+    case CardState::Busy: return "busy";
+    case CardState::Reserved: return "reserved";
+    case CardState::Drained: return "drained";
+  }
+  return "?";
+}
+
+std::string iso_now() {
+  auto now = std::chrono::system_clock::now();
+  std::time_t t = std::chrono::system_clock::to_time_t(now);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  char buf[40];
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+  char out[48];
+  std::snprintf(out, sizeof(out), "%s.%03dZ", buf, static_cast<int>(ms));
+  return out;
+}
+
+std::string resolve_lock_dir(const std::string& configured) {
+  std::error_code ec;
+  fs::create_directories(configured, ec);
+  if (!ec && access(configured.c_str(), W_OK) == 0) return configured;
+  if (configured != "/var/lock/pto-runner") return configured;  // an explicit choice: report its error
+  std::string fallback = "/tmp/pto-runner-locks-" + std::to_string(getuid());
+  fs::create_directories(fallback, ec);
+  return fallback;
+}
+
+DevicePool::DevicePool(const RunnerConfig& cfg, std::string state_dir)
+    : groups_(cfg.device_groups),
+      lock_dir_(resolve_lock_dir(expand_home(cfg.lock_dir))),
+      state_file_(state_dir.empty() ? "" : state_dir + "/devices.json"),
+      drain_after_(cfg.health.drain_after) {
+  for (int id : cfg.device_ids) cards_[id].since = iso_now();
+}
+
+std::string DevicePool::init() {
+  std::error_code ec;
+  fs::create_directories(lock_dir_, ec);
+  if (ec || access(lock_dir_.c_str(), W_OK) != 0)
+    return "cannot use lock directory " + lock_dir_ + ": " + (ec ? ec.message() : "not writable");
+  load_drained();
+  return "";
+}
+
+bool DevicePool::acquire(const std::vector<int>& cards, const std::string& label, double expected_end,
+                         std::string& why) {
+  std::vector<CardLock> got;
+  for (int id : cards) {  // ascending: two runners never deadlock half-way
+    std::string holder, error;
+    auto lock = CardLock::try_acquire(lock_dir_, id, label, holder, error);
+    if (!lock) {
+      if (!error.empty()) why = error;
+      else {
+        cards_[id].outside_holder = holder;
+        why = "card " + std::to_string(id) + " is locked by " + holder;
+      }
+      return false;  // `got` releases what was taken
+    }
+    got.push_back(std::move(*lock));
+  }
+  std::string now = iso_now();
+  for (auto& l : got) {
+    Card& c = cards_[l.card()];
+    c.holder = label;
+    c.outside_holder.clear();
+    c.expected_end = expected_end;
+    c.since = now;
+    c.lock.emplace(std::move(l));
+  }
+  return true;
+}
+
+void DevicePool::release(const std::vector<int>& cards) {
+  std::string now = iso_now();
+  for (int id : cards) {
+    auto it = cards_.find(id);
+    if (it == cards_.end()) continue;
+    it->second.lock.reset();
+    it->second.holder.clear();
+    it->second.since = now;
+  }
+}
+
+bool DevicePool::refresh_outside() {
+  bool freed = false;
+  for (auto& [id, c] : cards_) {
+    if (c.outside_holder.empty()) continue;
+    std::string holder;
+    if (!CardLock::held_elsewhere(lock_dir_, id, holder)) {
+      c.outside_holder.clear();
+      freed = true;
+    } else {
+      c.outside_holder = holder;
+    }
+  }
+  return freed;
+}
+
+bool DevicePool::any_held_outside() const {
+  for (const auto& [id, c] : cards_)
+    if (!c.outside_holder.empty()) return true;
+  return false;
+}
+
+std::vector<SchedCard> DevicePool::snapshot() const {
+  std::vector<SchedCard> out;
+  for (const auto& [id, c] : cards_) {
+    SchedCard s;
+    s.id = id;
+    s.usable = !c.drained;
+    s.free = !c.drained && !c.lock && c.outside_holder.empty();
+    s.holder = c.lock ? c.holder : c.outside_holder;
+    if (c.lock) s.busy_until = c.expected_end;
+    out.push_back(s);
+  }
+  return out;
+}
+
+std::vector<CardStatus> DevicePool::status(const std::map<int, std::uint64_t>& reserved) const {
+  std::vector<CardStatus> out;
+  for (const auto& [id, c] : cards_) {
+    CardStatus s;
+    s.id = id;
+    s.since = c.since;
+    s.drain_reason = c.drain_reason;
+    s.consecutive_infra_failures = c.failures;
+    if (c.drained) s.state = CardState::Drained;
+    else if (c.lock) s.state = CardState::Busy, s.holder = c.holder;
+    else if (!c.outside_holder.empty()) s.state = CardState::Busy, s.holder = c.outside_holder, s.held_outside = true;
+    else if (reserved.count(id)) s.state = CardState::Reserved;
+    for (const auto& g : groups_)
+      if (std::find(g.begin(), g.end(), id) != g.end()) s.group = g;
+    out.push_back(s);
+  }
+  return out;
+}
+
+std::vector<int> DevicePool::record_result(const std::vector<int>& cards, bool infra_failure, const std::string& what) {
+  std::vector<int> drained;
+  for (int id : cards) {
+    auto it = cards_.find(id);
+    if (it == cards_.end()) continue;
+    Card& c = it->second;
+    if (!infra_failure) {
+      c.failures = 0;
+      continue;
+    }
+    if (++c.failures >= drain_after_ && !c.drained) {
+      drain(id, std::to_string(c.failures) + " infrastructure failures in a row (last: " + what + ")");
+      drained.push_back(id);
+    }
+  }
+  return drained;
+}
+
+void DevicePool::drain(int card, const std::string& reason) {
+  auto it = cards_.find(card);
+  if (it == cards_.end()) return;
+  it->second.drained = true;
+  it->second.drain_reason = reason;
+  it->second.since = iso_now();
+  save_drained();
+}
+
+bool DevicePool::undrain(int card) {
+  auto it = cards_.find(card);
+  if (it == cards_.end() || !it->second.drained) return false;
+  it->second.drained = false;
+  it->second.drain_reason.clear();
+  it->second.failures = 0;
+  it->second.since = iso_now();
+  save_drained();
+  return true;
+}
+
+bool DevicePool::is_drained(int card) const {
+  auto it = cards_.find(card);
+  return it != cards_.end() && it->second.drained;
+}
+
+void DevicePool::save_drained() const {
+  if (state_file_.empty()) return;
+  nlohmann::json j = {{"drained", nlohmann::json::object()}};
+  for (const auto& [id, c] : cards_)
+    if (c.drained) j["drained"][std::to_string(id)] = {{"reason", c.drain_reason}, {"since", c.since}};
+  std::error_code ec;
+  fs::create_directories(fs::path(state_file_).parent_path(), ec);
+  std::string tmp = state_file_ + ".tmp." + std::to_string(getpid());
+  { std::ofstream(tmp) << dump_json(j, 2) << "\n"; }
+  fs::rename(tmp, state_file_, ec);  // atomic: a reader never sees half a file
+}
+
+void DevicePool::load_drained() {
+  if (state_file_.empty()) return;
+  std::ifstream in(state_file_);
+  if (!in) return;
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.contains("drained") || !j["drained"].is_object()) return;
+  for (const auto& [key, v] : j["drained"].items()) {
+    char* end = nullptr;
+    long id = std::strtol(key.c_str(), &end, 10);
+    auto it = cards_.find(static_cast<int>(id));
+    if (*end || it == cards_.end()) continue;
+    it->second.drained = true;
+    it->second.drain_reason = v.value("reason", "drained");
+    it->second.since = v.value("since", iso_now());
+  }
+}
+
+}  // namespace pto

@@ -1,0 +1,88 @@
+#pragma once
+// DevicePool: the cards of this host, who holds each, their flock locks, and their health.
+//
+// The pool is the only owner of card state. The engine asks it for a scheduler snapshot, tells it which
+// cards a step got (acquire: flock, all or nothing) and when the step's processes are gone (release).
+// Health: consecutive infrastructure failures per card; at `drain-after` the card is drained with a reason,
+// persisted in <state-dir>/devices.json so the next run (or the daemon after a restart) keeps it out too.
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/runner_config.h"
+#include "sched/card_lock.h"
+#include "sched/scheduler.h"
+
+namespace pto {
+
+enum class CardState { Free, Busy, Reserved, Drained };
+std::string to_string(CardState s);
+
+struct CardStatus {
+  int id = 0;
+  CardState state = CardState::Free;
+  std::string holder;        // step label, or the outside process holding its lock
+  bool held_outside = false;  // locked by another process
+  std::string since;          // ISO time the state began
+  std::string drain_reason;
+  int consecutive_infra_failures = 0;
+  std::vector<int> group;
+};
+
+class DevicePool {
+ public:
+  DevicePool(const RunnerConfig& cfg, std::string state_dir);
+
+  /// Creates the lock dir and loads drained cards. Returns "" or the problem.
+  std::string init();
+
+  /// Locks every card of `cards` (ascending) for `label`, all or nothing. On failure returns false and
+  /// remembers which card another process holds (it is then busy for the scheduler until refresh_outside()).
+  bool acquire(const std::vector<int>& cards, const std::string& label, double expected_end, std::string& why);
+  void release(const std::vector<int>& cards);
+
+  /// Re-checks cards last seen locked by another process. Returns true if any came free.
+  bool refresh_outside();
+  bool any_held_outside() const;
+
+  std::vector<SchedCard> snapshot() const;
+  const std::vector<std::vector<int>>& groups() const { return groups_; }
+  std::vector<CardStatus> status(const std::map<int, std::uint64_t>& reserved = {}) const;
+
+  /// Records a step's end on its cards. Returns the cards this drained.
+  std::vector<int> record_result(const std::vector<int>& cards, bool infra_failure, const std::string& what);
+  void drain(int card, const std::string& reason);
+  bool undrain(int card);
+  bool is_drained(int card) const;
+  bool has_card(int card) const { return cards_.count(card) > 0; }
+  const std::string& lock_dir() const { return lock_dir_; }
+
+ private:
+  struct Card {
+    std::optional<CardLock> lock;
+    std::string holder;
+    std::string outside_holder;
+    double expected_end = 0;
+    std::string since;
+    bool drained = false;
+    std::string drain_reason;
+    int failures = 0;
+  };
+  void save_drained() const;
+  void load_drained();
+
+  std::map<int, Card> cards_;
+  std::vector<std::vector<int>> groups_;
+  std::string lock_dir_;
+  std::string state_file_;
+  int drain_after_ = 3;
+};
+
+/// The lock directory to use: the configured one, or a per-user one under /tmp when the configured default
+/// (/var/lock/pto-runner) cannot be created by this user.
+std::string resolve_lock_dir(const std::string& configured);
+std::string iso_now();
+
+}  // namespace pto
