@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   pto::register_lint_command(app, common, exit_code);
   pto::register_plan_command(app, common, exit_code);
+  pto::register_run_command(app, common, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

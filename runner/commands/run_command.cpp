@@ -1,0 +1,131 @@
+#include <signal.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <filesystem>
+#include <iostream>
+
+#include "commands/commands.h"
+#include "config/device_spec.h"
+#include "engine/dispatcher.h"
+#include "engine/engine.h"
+#include "exec/executor.h"
+#include "report/console.h"
+#include "report/simulation_report.h"
+#include "sched/device_pool.h"
+
+extern char** environ;
+
+namespace fs = std::filesystem;
+
+namespace pto {
+
+std::map<std::string, std::string> process_environment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv = *e;
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
+std::string self_executable() {
+  std::error_code ec;
+  auto p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? "pto-runner" : p.string();
+}
+
+std::string state_dir_for(const Project& project, const std::string& override_dir) {
+  std::string dir = expand_home(override_dir.empty() ? project.runner.state_dir : override_dir);
+  return fs::path(dir).is_absolute() ? dir : (fs::path(project.root) / dir).lexically_normal().string();
+}
+
+void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) {
+  struct Opts {
+    std::vector<std::string> jobs;
+    bool simulate = false;
+    double time_scale = 0.01;
+    std::string lock_dir, state_dir;
+  };
+  auto opts = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("run", "Execute the plan here, in the foreground, until done");
+  cmd->add_option("--job", opts->jobs, "Only these jobs (and the jobs they need)");
+  add_device_options(*cmd, common);
+  cmd->add_flag("--simulate", opts->simulate,
+                "Replace each step by a sleep of its expected duration; print per-card timelines and a summary");
+  cmd->add_option("--time-scale", opts->time_scale,
+                  "With --simulate: real seconds per simulated second (default 0.01: a 20-minute step sleeps 12 s)")
+      ->check(CLI::Range(1e-6, 1e6));
+  cmd->add_option("--lock-dir", opts->lock_dir, "Card lock directory (overrides runner.yml devices.lock-dir)");
+  cmd->add_option("--state-dir", opts->state_dir, "Logs and run state (overrides runner.yml state-dir)");
+  cmd->footer("Exit codes: 0 every job succeeded; 1 a step or job failed; 2 bad input files; 3 infrastructure "
+              "(toolchain, card pool); 130/143 interrupted by SIGINT/SIGTERM after every step was stopped.");
+  cmd->callback([opts, &common, &exit_code] {
+    auto loaded = load_plan_or_report(common, opts->jobs);
+    if (!loaded) {
+      exit_code = to_int(ExitCode::BadInput);
+      return;
+    }
+    RunnerConfig cfg = loaded->project.runner;
+    if (!opts->lock_dir.empty()) cfg.lock_dir = opts->lock_dir;
+    const std::string state_dir = state_dir_for(loaded->project, opts->state_dir);
+
+    boost::asio::io_context io;
+    DevicePool pool(cfg, state_dir);
+    if (std::string err = pool.init(); !err.empty()) {
+      std::cerr << "pto-runner: " << err << "\n";
+      exit_code = to_int(ExitCode::Infrastructure);
+      return;
+    }
+    Dispatcher dispatcher(io, pool);
+    auto executor = opts->simulate ? make_simulated_executor(io) : make_local_executor(io);
+
+    EngineOptions eo;
+    eo.run_id = make_run_id();
+    eo.root = fs::absolute(loaded->project.root).lexically_normal().string();
+    eo.run_dir = state_dir + "/runs/" + eo.run_id;
+    eo.simulate = opts->simulate;
+    eo.time_scale = opts->simulate ? opts->time_scale : 1;
+    eo.kill_grace_seconds = cfg.kill_grace_seconds;
+    eo.base_env = process_environment();
+    eo.self_exe = self_executable();
+    eo.toolchain_args = "--root '" + eo.root + "'" + (common.load.config_file.empty() ? "" : " --config '" + fs::absolute(common.load.config_file).string() + "'");
+    eo.health = cfg.health;
+
+    ConsoleOptions co;
+    const char* gha = std::getenv("GITHUB_ACTIONS");
+    co.github = gha && std::string(gha) == "true";
+    if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY")) co.step_summary = summary;
+    co.stream_output = !opts->simulate;
+    bool sequential = loaded->plan.jobs.size() == 1 && !loaded->plan.jobs[0].parallel;
+    co.prefix_lines = !sequential;
+    ConsoleReporter console(co);
+
+    std::cout << "pto-runner: run " << eo.run_id << ": " << loaded->plan.jobs.size() << " jobs on cards "
+              << join_ids(cfg.device_ids) << (opts->simulate ? " (simulated)" : "") << "; logs in " << eo.run_dir
+              << "\n";
+    std::cout.flush();
+    RunEngine engine(io, loaded->plan, dispatcher, *executor, eo, &console);
+    boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+    std::function<void()> wait_signal = [&] {
+      signals.async_wait([&](boost::system::error_code ec, int sig) {
+        if (ec) return;
+        std::cerr << "\npto-runner: " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
+                  << ": cancelling every step (SIGTERM, then SIGKILL after " << cfg.kill_grace_seconds << " s)\n";
+        engine.cancel(sig);
+        wait_signal();
+      });
+    };
+    wait_signal();
+    engine.set_on_finished([&] { signals.cancel(); });
+    engine.start();
+    io.run();
+    if (opts->simulate)
+      std::cout << simulation_report(engine.record(), engine.plan(), cfg.device_ids, eo.time_scale);
+    exit_code = to_int(engine.result());
+  });
+}
+
+}  // namespace pto

@@ -1,0 +1,141 @@
+#include "engine/dispatcher.h"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+namespace pto {
+
+namespace {
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+struct Dispatcher::Pending {
+  std::uint64_t ticket;
+  int devices;
+  std::string label;
+  double expected_seconds;
+  double queued_at;
+  std::string since;
+  Grant grant;
+  Impossible impossible;
+  std::string reason;
+};
+
+struct Dispatcher::Poller {
+  explicit Poller(boost::asio::io_context& io) : timer(io) {}
+  boost::asio::steady_timer timer;
+  bool armed = false;
+};
+
+Dispatcher::Dispatcher(boost::asio::io_context& io, DevicePool& pool)
+    : io_(io), pool_(pool), poller_(std::make_unique<Poller>(io)) {}
+
+Dispatcher::~Dispatcher() = default;
+
+std::uint64_t Dispatcher::request(int devices, const std::string& label, double expected_seconds, Grant on_grant,
+                                  Impossible on_impossible, std::uint64_t order) {
+  std::uint64_t ticket = ++next_ticket_;
+  std::uint64_t key = order ? order : ticket;
+  auto p = std::make_shared<Pending>(Pending{ticket, devices, label, expected_seconds, now_seconds(), iso_now(),
+                                             std::move(on_grant), std::move(on_impossible), "queued"});
+  pending_[key] = p;
+  order_of_ticket_[ticket] = key;
+  schedule_pump();
+  return ticket;
+}
+
+void Dispatcher::withdraw(std::uint64_t ticket) {
+  auto it = order_of_ticket_.find(ticket);
+  if (it == order_of_ticket_.end()) return;
+  pending_.erase(it->second);
+  order_of_ticket_.erase(it);
+  schedule_pump();
+}
+
+void Dispatcher::release(const std::vector<int>& cards) {
+  pool_.release(cards);
+  // Scheduling right away (not posted): the release-to-next-exec latency is the figure users wait on.
+  pump();
+}
+
+void Dispatcher::poke() { schedule_pump(); }
+
+std::string Dispatcher::waiting_reason(std::uint64_t ticket) const {
+  auto it = order_of_ticket_.find(ticket);
+  if (it == order_of_ticket_.end()) return "";
+  auto p = pending_.find(it->second);
+  return p == pending_.end() ? "" : p->second->reason;
+}
+
+std::vector<QueueEntry> Dispatcher::queue() const {
+  std::vector<QueueEntry> out;
+  double now = now_seconds();
+  for (const auto& [order, p] : pending_)
+    out.push_back({p->ticket, p->label, p->devices, p->reason, now - p->queued_at, p->since});
+  return out;
+}
+
+void Dispatcher::schedule_pump() {
+  if (pump_posted_) return;
+  pump_posted_ = true;
+  boost::asio::post(io_, [this] {
+    pump_posted_ = false;
+    pump();
+  });
+}
+
+void Dispatcher::pump() {
+  // A lock held by another process turns up only when acquiring; then that card counts as busy and the
+  // schedule is recomputed, a bounded number of times (each retry marks at least one more card busy).
+  for (int attempt = 0; attempt < 64 && !pending_.empty(); ++attempt) {
+    std::vector<SchedRequest> queue;
+    for (const auto& [order, p] : pending_) queue.push_back({order, p->devices, p->label});
+    std::vector<SchedCard> cards = pool_.snapshot();
+    double now = now_seconds();
+    for (auto& c : cards)
+      if (!c.free) c.busy_until = c.busy_until > 0 ? c.busy_until : now;
+    ScheduleResult r = schedule(cards, pool_.groups(), queue);
+    reserved_ = r.reserved;
+    for (const auto& [order, reason] : r.waiting_reason) pending_[order]->reason = reason;
+    bool lock_conflict = false;
+    std::vector<std::pair<std::shared_ptr<Pending>, std::vector<int>>> granted;
+    for (const auto& a : r.start) {
+      auto p = pending_[a.request];
+      std::string why;
+      if (!pool_.acquire(a.cards, p->label, now + p->expected_seconds, why)) {
+        p->reason = "waiting: " + why;
+        lock_conflict = true;
+        break;
+      }
+      pending_.erase(a.request);
+      order_of_ticket_.erase(p->ticket);
+      granted.emplace_back(p, a.cards);
+    }
+    std::vector<std::shared_ptr<Pending>> impossible;
+    for (auto order : r.impossible) {
+      auto it = pending_.find(order);
+      if (it == pending_.end()) continue;
+      impossible.push_back(it->second);
+      order_of_ticket_.erase(it->second->ticket);
+      pending_.erase(it);
+    }
+    for (auto& [p, cards] : granted) p->grant(cards);
+    for (auto& p : impossible) p->impossible(p->reason);
+    if (!lock_conflict) break;
+  }
+  if (pool_.any_held_outside() && !poller_->armed && !pending_.empty()) {
+    poller_->armed = true;
+    poller_->timer.expires_after(std::chrono::milliseconds(250));
+    poller_->timer.async_wait([this](boost::system::error_code ec) {
+      poller_->armed = false;
+      if (ec) return;
+      pool_.refresh_outside();
+      pump();
+    });
+  }
+}
+
+}  // namespace pto

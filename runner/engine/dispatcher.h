@@ -1,0 +1,70 @@
+#pragma once
+// Dispatcher: the one queue of device requests on this host, across every run, and the glue between the pure
+// scheduler and the device pool's locks.
+//
+// A step asks for N cards and is called back with them once they are locked; it gives them back (release)
+// only after its processes are gone. Ordering is by ticket, i.e. submit time; a retried step keeps its
+// original ticket number so a retry does not go to the back of the line.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sched/device_pool.h"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace pto {
+
+struct QueueEntry {
+  std::uint64_t ticket = 0;
+  std::string label;
+  int devices = 0;
+  std::string reason;
+  double waited_seconds = 0;
+  std::string since;
+};
+
+class Dispatcher {
+ public:
+  using Grant = std::function<void(const std::vector<int>& cards)>;
+  using Impossible = std::function<void(const std::string& why)>;
+
+  Dispatcher(boost::asio::io_context& io, DevicePool& pool);
+  ~Dispatcher();
+
+  /// Queues a request. `order` keeps an earlier place in line (0: a new place). Returns the ticket.
+  std::uint64_t request(int devices, const std::string& label, double expected_seconds, Grant on_grant,
+                        Impossible on_impossible, std::uint64_t order = 0);
+  void withdraw(std::uint64_t ticket);
+  void release(const std::vector<int>& cards);
+
+  std::string waiting_reason(std::uint64_t ticket) const;
+  std::vector<QueueEntry> queue() const;
+  const std::map<int, std::uint64_t>& reserved() const { return reserved_; }
+  DevicePool& pool() { return pool_; }
+  /// Schedules now (the engine calls this after undrain, for example).
+  void poke();
+
+ private:
+  struct Pending;
+  void pump();
+  void schedule_pump();
+
+  boost::asio::io_context& io_;
+  DevicePool& pool_;
+  std::map<std::uint64_t, std::shared_ptr<Pending>> pending_;  // by order, hence submit time
+  std::map<std::uint64_t, std::uint64_t> order_of_ticket_;
+  std::map<int, std::uint64_t> reserved_;
+  std::uint64_t next_ticket_ = 0;
+  bool pump_posted_ = false;
+  struct Poller;
+  std::unique_ptr<Poller> poller_;  // re-checks cards locked by other processes
+};
+
+}  // namespace pto

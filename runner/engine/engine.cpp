@@ -1,0 +1,532 @@
+#include "engine/engine.h"
+
+#include <signal.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "config/device_spec.h"
+#include "plan/condition.h"
+#include "sched/device_pool.h"
+
+namespace fs = std::filesystem;
+
+namespace pto {
+
+namespace {
+
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+bool has_status_function(const std::string& expr) {
+  if (expr.empty()) return false;
+  std::string err;
+  auto c = Condition::parse(expr, err);
+  return c && c->has_status_function();
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+std::string make_run_id() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", &tm);
+  std::random_device rd;
+  char suffix[8];
+  std::snprintf(suffix, sizeof(suffix), "%04x", rd() & 0xffff);
+  return std::string(buf) + "-" + suffix;
+}
+
+std::string slug(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+    if (ok) out += c;
+    else if (!out.empty() && out.back() != '-') out += '-';
+  }
+  while (!out.empty() && (out.back() == '-' || out.back() == '.')) out.pop_back();
+  if (out.size() > 80) out.resize(80);
+  return out.empty() ? "step" : out;
+}
+
+struct RunEngine::Timers {
+  explicit Timers(boost::asio::io_context& io) : io(io) {}
+  boost::asio::io_context& io;
+  std::map<std::size_t, std::unique_ptr<boost::asio::steady_timer>> job_timeouts;
+};
+
+RunEngine::RunEngine(boost::asio::io_context& io, Plan plan, Dispatcher& dispatcher, Executor& executor,
+                     EngineOptions opts, RunObserver* observer)
+    : io_(io),
+      plan_(std::move(plan)),
+      dispatcher_(dispatcher),
+      executor_(executor),
+      opts_(std::move(opts)),
+      observer_(observer),
+      timers_(std::make_unique<Timers>(io)) {
+  run_.id = opts_.run_id.empty() ? make_run_id() : opts_.run_id;
+  run_.created = iso_now();
+  for (std::size_t j = 0; j < plan_.jobs.size(); ++j) {
+    JobRecord jr;
+    jr.steps.resize(plan_.jobs[j].steps.size());
+    for (auto& s : jr.steps) s.created = run_.created;
+    run_.jobs.push_back(std::move(jr));
+    legs_by_name_[plan_.jobs[j].name].push_back(j);
+  }
+}
+
+RunEngine::~RunEngine() = default;
+
+double RunEngine::now() const { return steady_seconds() - t0_; }
+
+void RunEngine::start() {
+  started_ = true;
+  t0_ = steady_seconds();
+  fs::create_directories(fs::path(opts_.run_dir) / "logs");
+  boost::asio::post(io_, [this] { pump(); });
+}
+
+std::string RunEngine::label(std::size_t job, std::size_t step) const {
+  return plan_.jobs[job].id + " / " + plan_.jobs[job].steps[step].name;
+}
+
+bool RunEngine::needs_done(std::size_t job) const {
+  for (const auto& need : plan_.jobs[job].needs) {
+    auto it = legs_by_name_.find(need);
+    if (it == legs_by_name_.end()) continue;  // not selected in this run
+    for (std::size_t leg : it->second)
+      if (!is_final(run_.jobs[leg].state)) return false;
+  }
+  return true;
+}
+
+bool RunEngine::needs_succeeded(std::size_t job) const {
+  for (const auto& need : plan_.jobs[job].needs) {
+    auto it = legs_by_name_.find(need);
+    if (it == legs_by_name_.end()) continue;
+    for (std::size_t leg : it->second) {
+      const JobRecord& r = run_.jobs[leg];
+      // A failed job with continue-on-error counts as a success for its dependants, as in GitHub Actions.
+      bool ok = r.state == JobState::Succeeded || (r.state == JobState::Failed && plan_.jobs[leg].continue_on_error);
+      if (!ok) return false;
+    }
+  }
+  return true;
+}
+
+void RunEngine::pump() {
+  if (finished_) return;
+  if (in_pump_) {  // a callback re-entered (a grant inside release): finish this pass, then go again
+    pump_again_ = true;
+    return;
+  }
+  in_pump_ = true;
+  do {
+    pump_again_ = false;
+    for (std::size_t j = 0; j < plan_.jobs.size(); ++j) {
+      JobRecord& jr = run_.jobs[j];
+      if (jr.state == JobState::Pending && needs_done(j)) {
+        const PlanJob& pj = plan_.jobs[j];
+        if (run_.cancelled) {
+          skip_job(j, JobState::Cancelled, "the run was cancelled");
+          continue;
+        }
+        if (pj.toolchain) {
+          auto lead = legs_by_name_.find("toolchain");
+          bool lead_ok = lead != legs_by_name_.end() &&
+                         run_.jobs[lead->second.front()].state == JobState::Succeeded;
+          if (!lead_ok) {  // never run against an unverified toolchain, whatever its if: says
+            skip_job(j, JobState::Skipped, "the toolchain lead job did not succeed");
+            continue;
+          }
+        }
+        if (pj.max_parallel > 0 && legs_by_name_[pj.name].size() > 1) {
+          int running = 0;
+          for (std::size_t leg : legs_by_name_[pj.name]) running += run_.jobs[leg].state == JobState::Running;
+          if (running >= pj.max_parallel) continue;
+        }
+        ConditionContext ctx;
+        ctx.any_failed = !needs_succeeded(j);
+        ctx.cancelled = run_.cancelled;
+        for (const auto& [k, v] : pj.matrix) ctx.matrix[k] = v;
+        ctx.env = pj.env;
+        if (!evaluate_condition_text(pj.if_expr, ctx)) {
+          skip_job(j, JobState::Skipped,
+                   pj.if_expr.empty() ? "a job it needs did not succeed" : "if: " + pj.if_expr + " is false");
+          continue;
+        }
+        start_job(j);
+      }
+      if (jr.state == JobState::Running) advance(j);
+    }
+  } while (pump_again_);
+  in_pump_ = false;
+  maybe_finish_run();
+}
+
+void RunEngine::start_job(std::size_t j) {
+  JobRecord& jr = run_.jobs[j];
+  jr.state = JobState::Running;
+  jr.started = iso_now();
+  jr.started_at = now();
+  const PlanJob& pj = plan_.jobs[j];
+  if (pj.timeout_minutes && !opts_.simulate) {
+    auto t = std::make_unique<boost::asio::steady_timer>(io_);
+    t->expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(*pj.timeout_minutes * 60)));
+    t->async_wait([this, j](boost::system::error_code ec) {
+      if (ec || is_final(run_.jobs[j].state)) return;
+      run_.jobs[j].timed_out = true;
+      run_.jobs[j].failed = true;
+      cancel_job(j, "job timeout-minutes reached");
+      pump();
+    });
+    timers_->job_timeouts[j] = std::move(t);
+  }
+}
+
+void RunEngine::skip_job(std::size_t j, JobState state, const std::string& reason) {
+  JobRecord& jr = run_.jobs[j];
+  jr.state = state;
+  jr.reason = reason;
+  jr.finished = iso_now();
+  jr.finished_at = now();
+  for (std::size_t s = 0; s < jr.steps.size(); ++s) {
+    StepRecord& sr = jr.steps[s];
+    if (is_final(sr.state)) continue;
+    sr.state = plan_.jobs[j].steps[s].deduplicated_from ? StepState::Deduplicated
+               : state == JobState::Cancelled          ? StepState::Cancelled
+                                                       : StepState::Skipped;
+    sr.finished = jr.finished;
+  }
+  if (observer_) observer_->on_job_finished(run_, plan_, static_cast<int>(j));
+}
+
+void RunEngine::advance(std::size_t j) {
+  JobRecord& jr = run_.jobs[j];
+  const PlanJob& pj = plan_.jobs[j];
+  auto active = [&] {
+    int n = 0;
+    for (const auto& s : jr.steps) n += s.state == StepState::Waiting || s.state == StepState::Running;
+    return n;
+  };
+  if (!pj.parallel) {
+    // GitHub order: one step after another; after a failure only if: failure()/always() steps run.
+    while (active() == 0 && jr.next_step < jr.steps.size()) {
+      if (try_start_step(j, jr.next_step++)) break;
+    }
+  } else {
+    // Parallel: every plain step at once (bounded by max-parallel and cards); steps whose if: calls a status
+    // function (cleanup, reporting) run after the others, one by one, when their outcome is known.
+    bool plain_done = true;
+    for (std::size_t s = 0; s < jr.steps.size(); ++s)
+      if (!has_status_function(pj.steps[s].if_expr) && !is_final(jr.steps[s].state)) {
+        if (jr.steps[s].state == StepState::Pending) {
+          if (pj.max_parallel > 0 && active() >= pj.max_parallel) {
+            plain_done = false;
+            break;
+          }
+          try_start_step(j, s);
+        }
+        if (!is_final(jr.steps[s].state)) plain_done = false;
+      }
+    if (plain_done && active() == 0)
+      for (std::size_t s = 0; s < jr.steps.size(); ++s)
+        if (jr.steps[s].state == StepState::Pending && try_start_step(j, s)) break;
+  }
+  bool all_final = std::all_of(jr.steps.begin(), jr.steps.end(), [](const StepRecord& s) { return is_final(s.state); });
+  if (all_final) finish_job(j);
+}
+
+// Decides a pending step: deduplicated, skipped, or queued. Returns true when it was queued (it is active).
+bool RunEngine::try_start_step(std::size_t j, std::size_t s) {
+  JobRecord& jr = run_.jobs[j];
+  StepRecord& sr = jr.steps[s];
+  const PlanStep& ps = plan_.jobs[j].steps[s];
+  if (ps.deduplicated_from) {
+    sr.state = StepState::Deduplicated;
+    sr.finished = iso_now();
+    if (observer_) observer_->on_step_finished(run_, plan_, static_cast<int>(j), static_cast<int>(s));
+    return false;
+  }
+  ConditionContext ctx;
+  ctx.any_failed = jr.failed;
+  ctx.cancelled = jr.cancelled || run_.cancelled;
+  for (const auto& [k, v] : plan_.jobs[j].matrix) ctx.matrix[k] = v;
+  ctx.env = plan_.jobs[j].env;
+  for (const auto& [k, v] : ps.env) ctx.env[k] = v;
+  if (jr.cancelled || run_.cancelled || !evaluate_condition_text(ps.if_expr, ctx)) {
+    sr.state = (jr.cancelled || run_.cancelled) ? StepState::Cancelled : StepState::Skipped;
+    sr.finished = iso_now();
+    if (observer_) observer_->on_step_finished(run_, plan_, static_cast<int>(j), static_cast<int>(s));
+    return false;
+  }
+  enqueue(j, s);
+  return true;
+}
+
+void RunEngine::enqueue(std::size_t j, std::size_t s) {
+  StepRecord& sr = run_.jobs[j].steps[s];
+  const PlanStep& ps = plan_.jobs[j].steps[s];
+  sr.state = StepState::Waiting;
+  if (sr.runnable_at < 0) {
+    sr.runnable = iso_now();
+    sr.runnable_at = now();
+  }
+  if (ps.devices == 0) {
+    launch(j, s, {});
+    return;
+  }
+  double expected = ps.expected_minutes * 60 * (opts_.simulate ? opts_.time_scale : 1);
+  sr.wait_reason = "queued for " + std::to_string(ps.devices) + (ps.devices == 1 ? " card" : " cards");
+  sr.ticket = dispatcher_.request(
+      ps.devices, label(j, s), expected,
+      [this, j, s](const std::vector<int>& cards) {
+        run_.jobs[j].steps[s].ticket = 0;
+        launch(j, s, cards);
+      },
+      [this, j, s](const std::string& why) {
+        StepRecord& r = run_.jobs[j].steps[s];
+        r.ticket = 0;
+        r.state = StepState::Failed;
+        r.error = "no cards can serve this step: " + why;
+        r.finished = iso_now();
+        r.finished_at = now();
+        run_.infrastructure_failure = true;
+        run_.infrastructure_problems.push_back(label(j, s) + ": " + r.error);
+        if (!plan_.jobs[j].steps[s].continue_on_error) run_.jobs[j].failed = true;
+        if (observer_) observer_->on_step_finished(run_, plan_, static_cast<int>(j), static_cast<int>(s));
+        pump();
+      },
+      sr.order);
+  if (!sr.order) sr.order = sr.ticket;
+}
+
+std::vector<std::string> RunEngine::step_env(std::size_t j, std::size_t s, const std::vector<int>& cards) const {
+  const PlanJob& pj = plan_.jobs[j];
+  const PlanStep& ps = pj.steps[s];
+  std::map<std::string, std::string> env = opts_.base_env;  // runner -> job -> step -> cards -> toolchain
+  for (const auto& [k, v] : pj.env) env[k] = v;
+  for (const auto& [k, v] : ps.env) env[k] = v;
+  if (!cards.empty()) {
+    env["TASK_DEVICE"] = join_ids(cards);
+    env["DEVICE_ID"] = std::to_string(cards.front());
+  }
+  if (pj.toolchain)
+    for (const auto& [k, v] : run_.toolchain_env) env[k] = v;
+  env["PTO_RUNNER_RUN_ID"] = run_.id;
+  env["PTO_RUNNER_JOB"] = pj.id;
+  env["PTO_RUNNER_STEP"] = ps.name;
+  if (ps.kind == StepKind::ToolchainSetup) env["PTO_RUNNER_OUTPUT_ENV"] = opts_.run_dir + "/toolchain.env";
+  std::vector<std::string> out;
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& cards) {
+  JobRecord& jr = run_.jobs[j];
+  StepRecord& sr = jr.steps[s];
+  const PlanStep& ps = plan_.jobs[j].steps[s];
+  if (jr.cancelled || run_.cancelled) {  // cancelled while waiting for the grant
+    if (!cards.empty()) dispatcher_.release(cards);
+    sr.state = StepState::Cancelled;
+    sr.finished = iso_now();
+    pump();
+    return;
+  }
+  sr.state = StepState::Running;
+  sr.attempt += 1;
+  sr.cards = cards;
+  sr.wait_reason.clear();
+  sr.started = iso_now();
+  sr.started_at = now();
+  sr.exit_code = -1;
+  sr.signal = 0;
+  sr.timed_out = false;
+  fs::path dir = fs::path(opts_.run_dir) / "logs" / (std::to_string(j + 1) + "-" + slug(plan_.jobs[j].id));
+  fs::create_directories(dir);
+  sr.log_path = (dir / (std::to_string(s + 1) + "-" + slug(ps.name) + ".log")).string();
+  if (sr.attempt > 1) {
+    std::ofstream(sr.log_path, std::ios::app) << "\npto-runner: attempt " << sr.attempt << "\n";
+  }
+
+  StepLaunch l;
+  l.label = label(j, s);
+  l.command = ps.run;
+  if (ps.kind == StepKind::ToolchainSetup)
+    l.command = shell_quote(opts_.self_exe) + " toolchain setup " + opts_.toolchain_args +
+                " --output-env \"$PTO_RUNNER_OUTPUT_ENV\"";
+  l.shell = ps.shell;
+  fs::path wd = ps.working_directory.empty() ? fs::path(opts_.root) : fs::path(opts_.root) / ps.working_directory;
+  l.working_directory = wd.lexically_normal().string();
+  if (opts_.simulate) l.working_directory = opts_.root;  // simulated steps never touch the tree
+  l.env = step_env(j, s, cards);
+  l.log_path = sr.log_path;
+  l.marker = run_.id + "/" + std::to_string(j) + "/" + std::to_string(s) + "/" + std::to_string(sr.attempt);
+  if (ps.timeout_minutes) l.timeout_seconds = *ps.timeout_minutes * 60;
+  l.grace_seconds = opts_.kill_grace_seconds;
+  l.simulated_seconds = ps.expected_minutes * 60 * opts_.time_scale;
+  l.on_line = [this, j, s](std::string_view line) {
+    if (observer_) observer_->on_step_output(run_, plan_, static_cast<int>(j), static_cast<int>(s), line);
+  };
+  if (observer_) observer_->on_step_started(run_, plan_, static_cast<int>(j), static_cast<int>(s));
+  sr.handle = executor_.start(std::move(l), [this, j, s](const StepOutcome& o) { on_done(j, s, o); });
+}
+
+void RunEngine::release_cards(const std::vector<int>& cards, bool infra, const std::string& what) {
+  if (cards.empty()) return;
+  std::vector<int> drained = dispatcher_.pool().record_result(cards, infra, what);
+  if (infra && !opts_.health.check.empty() && !opts_.simulate) {
+    // The card saw an infrastructure failure: check it before anyone else gets it.
+    for (int card : cards) {
+      if (dispatcher_.pool().is_drained(card)) continue;
+      std::string cmd = opts_.health.check;
+      for (std::size_t p; (p = cmd.find("{device}")) != std::string::npos;) cmd.replace(p, 8, std::to_string(card));
+      int rc = std::system(cmd.c_str());  // short, bounded by the operator's command; runs before release
+      if (rc != 0) dispatcher_.pool().record_result({card}, true, "health check `" + cmd + "` failed");
+    }
+  }
+  dispatcher_.release(cards);
+}
+
+void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
+  JobRecord& jr = run_.jobs[j];
+  StepRecord& sr = jr.steps[s];
+  const PlanStep& ps = plan_.jobs[j].steps[s];
+  sr.handle = 0;
+  sr.exit_code = o.exit_code;
+  sr.signal = o.signal;
+  sr.timed_out = o.timed_out;
+  sr.error = o.error;
+  sr.finished = iso_now();
+  sr.finished_at = now();
+  sr.intervals.push_back({sr.started_at, sr.finished_at, sr.cards, sr.attempt});
+  bool infra = std::count(opts_.health.infra_exit_codes.begin(), opts_.health.infra_exit_codes.end(), o.exit_code) ||
+               (o.signal && std::count(opts_.health.infra_signals.begin(), opts_.health.infra_signals.end(), o.signal));
+  std::vector<int> cards = sr.cards;
+  if (o.ok()) {
+    sr.state = StepState::Succeeded;
+    if (ps.kind == StepKind::ToolchainSetup) {
+      std::ifstream in(opts_.run_dir + "/toolchain.env");
+      std::string line;
+      while (std::getline(in, line)) {
+        auto eq = line.find('=');
+        if (eq != std::string::npos && eq > 0) run_.toolchain_env[line.substr(0, eq)] = line.substr(eq + 1);
+      }
+    }
+  } else if (o.cancelled || (jr.cancelled && !o.timed_out) || run_.cancelled) {
+    sr.state = StepState::Cancelled;
+  } else {
+    bool retriable = !o.timed_out && o.error.empty() && sr.attempt <= ps.retry.max &&
+                     (ps.retry.on_exit_codes.empty() ||
+                      std::count(ps.retry.on_exit_codes.begin(), ps.retry.on_exit_codes.end(), o.exit_code));
+    if (retriable) {
+      std::ofstream(sr.log_path, std::ios::app) << "pto-runner: exit " << o.exit_code << "; retrying (attempt "
+                                                << sr.attempt + 1 << " of " << ps.retry.max + 1 << ")\n";
+      release_cards(cards, infra, label(j, s));
+      sr.cards.clear();
+      enqueue(j, s);
+      pump();
+      return;
+    }
+    sr.state = o.timed_out ? StepState::TimedOut : StepState::Failed;
+    if (ps.kind == StepKind::ToolchainSetup) {
+      run_.infrastructure_failure = true;
+      run_.infrastructure_problems.push_back("toolchain setup failed; see " + sr.log_path);
+    }
+    if (!ps.continue_on_error) {
+      jr.failed = true;
+      const PlanJob& pj = plan_.jobs[j];
+      if (pj.fail_fast && legs_by_name_[pj.name].size() > 1)
+        for (std::size_t leg : legs_by_name_[pj.name])
+          if (leg != j && !is_final(run_.jobs[leg].state)) {
+            if (run_.jobs[leg].state == JobState::Pending) skip_job(leg, JobState::Cancelled, "fail-fast: " + pj.id + " failed");
+            else cancel_job(leg, "fail-fast: " + pj.id + " failed");
+          }
+    }
+  }
+  release_cards(cards, infra, label(j, s));
+  if (observer_) observer_->on_step_finished(run_, plan_, static_cast<int>(j), static_cast<int>(s));
+  pump();
+}
+
+void RunEngine::cancel_job(std::size_t j, const std::string& reason) {
+  JobRecord& jr = run_.jobs[j];
+  jr.cancelled = true;
+  if (jr.reason.empty()) jr.reason = reason;
+  for (std::size_t s = 0; s < jr.steps.size(); ++s) {
+    StepRecord& sr = jr.steps[s];
+    if (sr.state == StepState::Waiting && sr.ticket) {
+      dispatcher_.withdraw(sr.ticket);
+      sr.ticket = 0;
+      sr.state = StepState::Cancelled;
+      sr.finished = iso_now();
+    } else if (sr.state == StepState::Running && sr.handle) {
+      executor_.cancel(sr.handle);
+    } else if (sr.state == StepState::Pending) {
+      sr.state = plan_.jobs[j].steps[s].deduplicated_from ? StepState::Deduplicated : StepState::Cancelled;
+      sr.finished = iso_now();
+    }
+  }
+}
+
+void RunEngine::finish_job(std::size_t j) {
+  JobRecord& jr = run_.jobs[j];
+  jr.state = jr.timed_out ? JobState::Failed
+             : jr.failed   ? JobState::Failed
+             : jr.cancelled ? JobState::Cancelled
+                            : JobState::Succeeded;
+  jr.finished = iso_now();
+  jr.finished_at = now();
+  timers_->job_timeouts.erase(j);
+  if (observer_) observer_->on_job_finished(run_, plan_, static_cast<int>(j));
+}
+
+void RunEngine::cancel(int signal) {
+  if (finished_ || run_.cancelled) return;
+  run_.cancelled = true;
+  run_.cancel_signal = signal;
+  for (std::size_t j = 0; j < run_.jobs.size(); ++j) {
+    if (run_.jobs[j].state == JobState::Pending) skip_job(j, JobState::Cancelled, "the run was cancelled");
+    else if (run_.jobs[j].state == JobState::Running) cancel_job(j, "the run was cancelled");
+  }
+  pump();
+}
+
+void RunEngine::maybe_finish_run() {
+  if (finished_ || !started_) return;
+  for (const auto& j : run_.jobs)
+    if (!is_final(j.state)) return;
+  // A step is final only after the executor reported its processes gone, so nothing of this run is alive.
+  finished_ = true;
+  run_.finished = iso_now();
+  if (observer_) observer_->on_run_finished(run_, plan_);
+  if (on_finished_) boost::asio::post(io_, on_finished_);
+}
+
+ExitCode RunEngine::result() const {
+  if (run_.cancel_signal == SIGINT) return ExitCode::Interrupted;
+  if (run_.cancel_signal == SIGTERM) return ExitCode::Terminated;
+  if (run_.infrastructure_failure) return ExitCode::Infrastructure;
+  for (std::size_t j = 0; j < run_.jobs.size(); ++j) {
+    JobState s = run_.jobs[j].state;
+    if ((s == JobState::Failed || s == JobState::Cancelled) && !plan_.jobs[j].continue_on_error) return ExitCode::Failure;
+  }
+  return ExitCode::Success;
+}
+
+}  // namespace pto

@@ -1,0 +1,71 @@
+#pragma once
+// The state of one run: every job and step, with the times, cards, exit codes and reasons that the console,
+// the simulation report, the journal and the HTTP status are rendered from. Only the RunEngine writes it.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plan/plan.h"
+
+namespace pto {
+
+enum class StepState { Pending, Waiting, Running, Succeeded, Failed, TimedOut, Cancelled, Skipped, Deduplicated, Interrupted };
+enum class JobState { Pending, Running, Succeeded, Failed, Cancelled, Skipped };
+
+std::string to_string(StepState s);
+std::string to_string(JobState s);
+bool is_final(StepState s);
+bool is_final(JobState s);
+
+/// One execution of a step on its cards (a retried step has several).
+struct Interval {
+  double start = 0, end = 0;  // seconds since the run started (engine clock)
+  std::vector<int> cards;
+  int attempt = 1;
+};
+
+struct StepRecord {
+  StepState state = StepState::Pending;
+  int attempt = 0;
+  std::vector<int> cards;
+  std::string created, runnable, started, finished;  // ISO 8601 UTC
+  double runnable_at = -1, started_at = -1, finished_at = -1;
+  int exit_code = -1;
+  int signal = 0;
+  bool timed_out = false;
+  std::string wait_reason;
+  std::string error;
+  std::string log_path;
+  std::vector<Interval> intervals;
+  // engine bookkeeping
+  std::uint64_t order = 0;   // place in the card queue, kept across retries
+  std::uint64_t ticket = 0;  // current queue ticket while waiting
+  std::uint64_t handle = 0;  // executor handle while running
+};
+
+struct JobRecord {
+  JobState state = JobState::Pending;
+  std::string started, finished;
+  double started_at = -1, finished_at = -1;
+  bool failed = false;     // a step failed (not continue-on-error)
+  bool cancelled = false;  // fail-fast, job timeout, or the run was cancelled
+  bool timed_out = false;
+  std::string reason;      // why skipped/cancelled
+  std::size_t next_step = 0;
+  std::vector<StepRecord> steps;
+};
+
+struct RunRecord {
+  std::string id;
+  std::string created, finished;
+  bool cancelled = false;
+  int cancel_signal = 0;
+  bool infrastructure_failure = false;
+  std::vector<std::string> infrastructure_problems;
+  std::map<std::string, std::string> toolchain_env;  // PTOAS_* from the lead job
+  std::vector<JobRecord> jobs;
+};
+
+}  // namespace pto

@@ -1,0 +1,175 @@
+#include "report/console.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "config/device_spec.h"
+
+namespace pto {
+
+namespace {
+
+std::string duration_text(double seconds) {
+  char buf[32];
+  if (seconds < 0) return "-";
+  if (seconds < 60) std::snprintf(buf, sizeof(buf), "%.1fs", seconds);
+  else std::snprintf(buf, sizeof(buf), "%dm%02ds", static_cast<int>(seconds) / 60, static_cast<int>(seconds) % 60);
+  return buf;
+}
+
+double step_seconds(const StepRecord& s) {
+  return s.started_at >= 0 && s.finished_at >= 0 ? s.finished_at - s.started_at : -1;
+}
+
+// GitHub workflow commands end at a newline and treat % specially.
+std::string escape_workflow_data(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '%') out += "%25";
+    else if (c == '\r') out += "%0D";
+    else if (c == '\n') out += "%0A";
+    else out += c;
+  }
+  return out;
+}
+
+std::string escape_property(const std::string& s) {
+  std::string out;
+  for (char c : escape_workflow_data(s)) {
+    if (c == ':') out += "%3A";
+    else if (c == ',') out += "%2C";
+    else out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string describe_exit(const StepRecord& s) {
+  if (!s.error.empty()) return s.error;
+  if (s.timed_out) return "timed out";
+  if (s.signal) return "signal " + std::to_string(s.signal);
+  if (s.exit_code >= 0) return "exit " + std::to_string(s.exit_code);
+  return "";
+}
+
+void ConsoleReporter::on_step_started(const RunRecord& r, const Plan& p, int job, int step) {
+  if (opts_.github) return;
+  const StepRecord& s = r.jobs[job].steps[step];
+  std::fprintf(opts_.out, "==> %s / %s", p.jobs[job].id.c_str(), p.jobs[job].steps[step].name.c_str());
+  if (!s.cards.empty()) std::fprintf(opts_.out, "  [cards %s]", join_ids(s.cards).c_str());
+  if (s.attempt > 1) std::fprintf(opts_.out, "  (attempt %d)", s.attempt);
+  std::fprintf(opts_.out, "\n");
+  std::fflush(opts_.out);
+}
+
+void ConsoleReporter::on_step_output(const RunRecord&, const Plan& p, int job, int step, std::string_view line) {
+  if (opts_.github || !opts_.stream_output) return;
+  if (opts_.prefix_lines)
+    std::fprintf(opts_.out, "[%s / %s] ", p.jobs[job].id.c_str(), p.jobs[job].steps[step].name.c_str());
+  std::fwrite(line.data(), 1, line.size(), opts_.out);
+  std::fputc('\n', opts_.out);
+}
+
+void ConsoleReporter::on_step_finished(const RunRecord& r, const Plan& p, int job, int step) {
+  const StepRecord& s = r.jobs[job].steps[step];
+  const std::string title = p.jobs[job].id + " / " + p.jobs[job].steps[step].name;
+  if (opts_.github) {
+    if (s.state == StepState::Skipped || s.state == StepState::Deduplicated || s.state == StepState::Cancelled) return;
+    std::fprintf(opts_.out, "::group::%s (%s, %s)\n", escape_workflow_data(title).c_str(), to_string(s.state).c_str(),
+                 duration_text(step_seconds(s)).c_str());
+    std::ifstream log(s.log_path);
+    std::string line;
+    while (std::getline(log, line)) {
+      if (line.rfind("::", 0) == 0) line = " " + line;  // a step must not inject workflow commands
+      std::fprintf(opts_.out, "%s\n", line.c_str());
+    }
+    std::fprintf(opts_.out, "::endgroup::\n");
+    if (s.state == StepState::Failed || s.state == StepState::TimedOut)
+      std::fprintf(opts_.out, "::error title=%s failed::%s\n", escape_property(title).c_str(),
+                   escape_workflow_data(describe_exit(s) + "; log: " + s.log_path).c_str());
+    std::fflush(opts_.out);
+    return;
+  }
+  if (s.state == StepState::Deduplicated) {
+    const auto& from = p.jobs[job].steps[*p.jobs[job].steps[step].deduplicated_from];
+    std::fprintf(opts_.out, "--- %s: deduplicated (same work as '%s'), not run\n", title.c_str(), from.name.c_str());
+  } else if (s.state == StepState::Skipped || (s.state == StepState::Cancelled && s.attempt == 0)) {
+    std::fprintf(opts_.out, "--- %s: %s\n", title.c_str(), to_string(s.state).c_str());
+  } else {
+    std::string detail = describe_exit(s);
+    std::fprintf(opts_.out, "<== %s: %s in %s%s%s\n", title.c_str(), to_string(s.state).c_str(),
+                 duration_text(step_seconds(s)).c_str(), detail.empty() ? "" : " (", detail.empty() ? "" : (detail + ")").c_str());
+    if (s.state == StepState::Failed || s.state == StepState::TimedOut)
+      std::fprintf(opts_.out, "    log: %s\n", s.log_path.c_str());
+  }
+  std::fflush(opts_.out);
+}
+
+void ConsoleReporter::on_job_finished(const RunRecord& r, const Plan& p, int job) {
+  const JobRecord& j = r.jobs[job];
+  if (opts_.github) return;
+  if (j.state == JobState::Skipped || j.state == JobState::Cancelled)
+    std::fprintf(opts_.out, "--- job %s: %s (%s)\n", p.jobs[job].id.c_str(), to_string(j.state).c_str(), j.reason.c_str());
+  std::fflush(opts_.out);
+}
+
+void ConsoleReporter::on_run_finished(const RunRecord& r, const Plan& p) {
+  std::fprintf(opts_.out, "\n%s", final_table(r, p).c_str());
+  for (const auto& problem : r.infrastructure_problems)
+    std::fprintf(opts_.out, "infrastructure: %s\n", problem.c_str());
+  if (opts_.github) {
+    for (const auto& problem : r.infrastructure_problems)
+      std::fprintf(opts_.out, "::error title=pto-runner infrastructure::%s\n", escape_workflow_data(problem).c_str());
+    if (!opts_.step_summary.empty()) std::ofstream(opts_.step_summary, std::ios::app) << markdown_summary(r, p);
+  }
+  std::fflush(opts_.out);
+}
+
+std::string final_table(const RunRecord& r, const Plan& p) {
+  std::vector<std::vector<std::string>> rows = {{"JOB", "STEP", "STATE", "DURATION", "CARDS", "EXIT"}};
+  for (std::size_t j = 0; j < p.jobs.size(); ++j)
+    for (std::size_t s = 0; s < p.jobs[j].steps.size(); ++s) {
+      const StepRecord& sr = r.jobs[j].steps[s];
+      std::string state = to_string(sr.state);
+      if (sr.attempt > 1) state += " (" + std::to_string(sr.attempt) + " attempts)";
+      rows.push_back({p.jobs[j].id, p.jobs[j].steps[s].name, state, duration_text(step_seconds(sr)),
+                      sr.cards.empty() ? "-" : join_ids(sr.cards), describe_exit(sr).empty() ? "-" : describe_exit(sr)});
+    }
+  std::vector<std::size_t> width(6, 0);
+  for (auto& row : rows)
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      if (row[c].size() > 60) row[c] = row[c].substr(0, 57) + "...";
+      width[c] = std::max(width[c], row[c].size());
+    }
+  std::ostringstream os;
+  for (const auto& row : rows) {
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      os << row[c];
+      if (c + 1 < row.size()) os << std::string(width[c] - row[c].size() + 2, ' ');
+    }
+    os << "\n";
+  }
+  return os.str();
+}
+
+std::string markdown_summary(const RunRecord& r, const Plan& p) {
+  auto cell = [](std::string s) {
+    std::string out;
+    for (char c : s) out += c == '|' ? std::string("\\|") : c == '\n' ? std::string(" ") : std::string(1, c);
+    return out;
+  };
+  std::ostringstream os;
+  os << "### pto-runner run " << r.id << "\n\n| Job | Step | State | Duration | Cards | Exit |\n|---|---|---|---|---|---|\n";
+  for (std::size_t j = 0; j < p.jobs.size(); ++j)
+    for (std::size_t s = 0; s < p.jobs[j].steps.size(); ++s) {
+      const StepRecord& sr = r.jobs[j].steps[s];
+      os << "| " << cell(p.jobs[j].id) << " | " << cell(p.jobs[j].steps[s].name) << " | " << to_string(sr.state)
+         << " | " << duration_text(step_seconds(sr)) << " | " << (sr.cards.empty() ? "-" : join_ids(sr.cards)) << " | "
+         << cell(describe_exit(sr).empty() ? "-" : describe_exit(sr)) << " |\n";
+    }
+  os << "\n";
+  return os.str();
+}
+
+}  // namespace pto

@@ -1,0 +1,43 @@
+#pragma once
+// ConsoleReporter: what `pto-runner run` prints while a run goes and when it ends.
+//
+// Plain lines: a start and an end line per step, and the step's output prefixed with `[job / step]` whenever
+// more than one step can run at once (so interleaved output stays attributable). With GITHUB_ACTIONS=true,
+// each finished step's log is printed inside ::group::/::endgroup:: (groups cannot interleave, so output is
+// not streamed then), each failure gets an ::error title=...:: annotation, and a Markdown table of every job
+// and step is appended to $GITHUB_STEP_SUMMARY.
+#include <cstdio>
+#include <string>
+
+#include "engine/engine.h"
+
+namespace pto {
+
+struct ConsoleOptions {
+  bool github = false;          // GITHUB_ACTIONS=true
+  std::string step_summary;     // $GITHUB_STEP_SUMMARY
+  bool stream_output = true;    // false for --simulate
+  bool prefix_lines = true;
+  std::FILE* out = stdout;
+};
+
+class ConsoleReporter : public RunObserver {
+ public:
+  explicit ConsoleReporter(ConsoleOptions opts) : opts_(std::move(opts)) {}
+  void on_step_started(const RunRecord& r, const Plan& p, int job, int step) override;
+  void on_step_output(const RunRecord& r, const Plan& p, int job, int step, std::string_view line) override;
+  void on_step_finished(const RunRecord& r, const Plan& p, int job, int step) override;
+  void on_job_finished(const RunRecord& r, const Plan& p, int job) override;
+  void on_run_finished(const RunRecord& r, const Plan& p) override;
+
+ private:
+  ConsoleOptions opts_;
+};
+
+/// The final table: job, step, state, duration, cards, exit.
+std::string final_table(const RunRecord& r, const Plan& p);
+/// The same as Markdown, for $GITHUB_STEP_SUMMARY.
+std::string markdown_summary(const RunRecord& r, const Plan& p);
+std::string describe_exit(const StepRecord& s);
+
+}  // namespace pto
