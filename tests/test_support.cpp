@@ -9,6 +9,7 @@
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 namespace pto::test {
 
@@ -37,9 +38,13 @@ std::string read_file(const fs::path& p) {
   return ss.str();
 }
 
-CommandResult run_cli(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
-  TempDir io;
-  fs::path out = io.path() / "out", err = io.path() / "err";
+Spawned spawn_cli(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
+  Spawned s;
+  s.io = std::make_shared<TempDir>();
+  s.out = s.io->path() / "out";
+  s.err = s.io->path() / "err";
+  const fs::path& out = s.out;
+  const fs::path& err = s.err;
   pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
@@ -59,13 +64,34 @@ CommandResult run_cli(const std::vector<std::string>& args, const std::map<std::
     execv(bin.c_str(), argv.data());
     _exit(127);
   }
+  s.pid = pid;
+  return s;
+}
+
+CommandResult wait_cli(Spawned& s) {
   int status = 0;
-  waitpid(pid, &status, 0);
+  waitpid(s.pid, &status, 0);
+  const fs::path& out = s.out;
+  const fs::path& err = s.err;
   CommandResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   r.out = read_file(out);
   r.err = read_file(err);
   return r;
+}
+
+CommandResult run_cli(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
+  Spawned s = spawn_cli(args, env);
+  return wait_cli(s);
+}
+
+bool wait_until(const std::function<bool()>& pred, double seconds) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pred();
 }
 
 std::string valid_versions_env() {

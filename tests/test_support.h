@@ -1,6 +1,8 @@
 #pragma once
 // Helpers for tests: temp project trees and running the built pto-runner binary as a user would.
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <map>
 #include <string>
 #include <vector>
@@ -32,6 +34,17 @@ struct CommandResult {
 
 /// Runs the built pto-runner with `args` (no shell), capturing stdout and stderr; `env` is added.
 CommandResult run_cli(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {});
+
+/// A pto-runner started in the background (for signal tests).
+struct Spawned {
+  int pid = -1;
+  fs::path out, err;
+  std::shared_ptr<TempDir> io;
+};
+Spawned spawn_cli(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {});
+CommandResult wait_cli(Spawned& s);
+/// Waits until `pred` holds, polling every 20 ms, for at most `seconds`. Returns whether it held.
+bool wait_until(const std::function<bool()>& pred, double seconds = 20);
 
 /// A valid versions.env with the real v0.52 digests.
 std::string valid_versions_env();

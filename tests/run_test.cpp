@@ -1,0 +1,317 @@
+// `pto-runner run` end to end: real processes, real flock locks, real signals.
+#include <catch2/catch.hpp>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "exec/process_sweep.h"
+#include "sched/card_lock.h"
+#include "test_support.h"
+
+using namespace pto::test;
+
+namespace {
+
+struct Project {
+  TempDir dir;
+  std::string locks() const { return (dir.path() / "locks").string(); }
+  std::string state() const { return (dir.path() / "state").string(); }
+  CommandResult run(std::vector<std::string> extra, std::map<std::string, std::string> env = {}) const {
+    std::vector<std::string> args = {"run", "--root", dir.str(), "--lock-dir", locks(), "--state-dir", state()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_cli(args, env);
+  }
+  Spawned spawn(std::vector<std::string> extra) const {
+    std::vector<std::string> args = {"run", "--root", dir.str(), "--lock-dir", locks(), "--state-dir", state()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return spawn_cli(args);
+  }
+};
+
+// A step that records "<TASK_DEVICE> <start ns> <end ns>" into $REC.
+std::string recording_step(const std::string& name, int devices, double seconds = 0.3) {
+  std::ostringstream os;
+  os << "  - name: " << name << "\n    devices: " << devices << "\n    run: s=$(date +%s%N); sleep " << seconds
+     << "; echo \"$TASK_DEVICE $s $(date +%s%N) " << name << "\" >> \"$REC\"\n";
+  return os.str();
+}
+
+struct Interval {
+  std::set<int> cards;
+  long long start, end;
+  std::string name;
+  std::string devices;
+};
+
+std::vector<Interval> read_intervals(const fs::path& p) {
+  std::vector<Interval> out;
+  std::istringstream in(read_file(p));
+  std::string devices, name;
+  long long s, e;
+  while (in >> devices >> s >> e >> name) {
+    Interval iv{{}, s, e, name, devices};
+    std::stringstream ds(devices);
+    std::string id;
+    while (std::getline(ds, id, ',')) iv.cards.insert(std::stoi(id));
+    out.push_back(iv);
+  }
+  return out;
+}
+
+void check_no_overlap(const std::vector<Interval>& ivs) {
+  for (std::size_t a = 0; a < ivs.size(); ++a)
+    for (std::size_t b = a + 1; b < ivs.size(); ++b) {
+      bool share = false;
+      for (int c : ivs[a].cards) share |= ivs[b].cards.count(c) > 0;
+      if (!share) continue;
+      INFO(ivs[a].name << " and " << ivs[b].name << " share a card");
+      CHECK((ivs[a].end <= ivs[b].start || ivs[b].end <= ivs[a].start));
+    }
+}
+
+bool pid_running(int pid) {
+  if (::kill(pid, 0) != 0) return false;
+  return read_file("/proc/" + std::to_string(pid) + "/stat").find(") Z") == std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("run: two 1-card steps and a 2-card step on 2 cards never overlap on a card", "[run]") {
+  Project p;
+  write_project(p.dir, {{"par.yml", "name: par\nparallel: true\nenv: {REC: " + (p.dir.path() / "rec").string() +
+                                        "}\nsteps:\n" + recording_step("one", 1) + recording_step("two", 1) +
+                                        recording_step("both", 2) + recording_step("three", 1)}});
+  CommandResult r = p.run({"--devices", "2"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  auto ivs = read_intervals(p.dir.path() / "rec");
+  REQUIRE(ivs.size() == 4);
+  check_no_overlap(ivs);
+  for (const auto& iv : ivs)
+    if (iv.name == "both") CHECK(iv.devices == "0,1");
+    else CHECK(iv.cards.size() == 1);
+  // The first two 1-card steps ran at the same time (the pool was used in parallel).
+  CHECK((ivs[0].start < ivs[1].end && ivs[1].start < ivs[0].end));
+}
+
+TEST_CASE("run: with groups 0,1;2,3 a 2-card step never spans groups; 3 cards is a load error", "[run]") {
+  Project p;
+  std::string steps;
+  for (int i = 0; i < 4; ++i) steps += recording_step("pair" + std::to_string(i), 2, 0.2);
+  for (int i = 0; i < 3; ++i) steps += recording_step("single" + std::to_string(i), 1, 0.1);
+  write_project(p.dir, {{"g.yml", "name: g\nparallel: true\nenv: {REC: " + (p.dir.path() / "rec").string() +
+                                      "}\nsteps:\n" + steps}});
+  CommandResult r = p.run({"--devices", "0-3", "--device-groups", "0,1;2,3"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  auto ivs = read_intervals(p.dir.path() / "rec");
+  REQUIRE(ivs.size() == 7);
+  check_no_overlap(ivs);
+  for (const auto& iv : ivs)
+    if (iv.name.rfind("pair", 0) == 0) CHECK((iv.devices == "0,1" || iv.devices == "2,3"));
+
+  Project bad;
+  write_project(bad.dir, {{"g.yml", "name: g\nsteps:\n  - run: 'true'\n    devices: 3\n"}});
+  CommandResult b = bad.run({"--devices", "0-3", "--device-groups", "0,1;2,3"});
+  CHECK(b.exit_code == 2);
+  CHECK(b.err.find("jobs/g.yml:4:14: error: step 'Run true' needs 3 cards from one device group; the largest group "
+                   "has 2 [devices-exceed-pool]") != std::string::npos);
+}
+
+TEST_CASE("run: a timed-out step's SIGTERM-trapping child and setsid grandchild are gone before its card moves on",
+          "[run]") {
+  Project p;
+  auto pidfile = (p.dir.path() / "escapee.pid").string();
+  auto rec = (p.dir.path() / "rec").string();
+  p.dir.write("runner.yml", "kill-grace-seconds: 0.3\n");
+  write_project(p.dir, {{"t.yml", "name: t\nparallel: true\nsteps:\n"
+                                  "  - name: hang\n    devices: 1\n    timeout-minutes: 0.01\n"
+                                  "    run: |\n      trap '' TERM\n      setsid sleep 1000 & echo $! > " + pidfile +
+                                  "\n      echo \"$TASK_DEVICE $(date +%s%N)\" > " + rec + ".hang\n      sleep 1000\n"
+                                  "  - name: next\n    devices: 1\n    run: |\n      test ! -e /proc/$(cat " + pidfile +
+                                  ")/cmdline || grep -q Z /proc/$(cat " + pidfile + ")/stat\n"
+                                  "      echo \"$TASK_DEVICE $(date +%s%N)\" > " + rec + ".next\n"}});
+  CommandResult r = p.run({"--devices", "1"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 1);  // the timed-out step fails the job
+  CHECK(r.out.find("timed_out") != std::string::npos);
+  CHECK(r.out.find("next: succeeded") != std::string::npos);  // and its check that the escapee is gone passed
+  int escapee = std::stoi(read_file(pidfile));
+  CHECK_FALSE(pid_running(escapee));
+  CHECK(read_file(rec + ".hang").substr(0, 2) == "0 ");
+  CHECK(read_file(rec + ".next").substr(0, 2) == "0 ");
+}
+
+TEST_CASE("run: SIGTERM mid-run exits 143 with no process left and no lock held", "[run]") {
+  Project p;
+  auto marks = p.dir.path();
+  write_project(p.dir, {{"s.yml", "name: s\nparallel: true\nsteps:\n"
+                                  "  - {name: a, devices: 1, run: 'echo $$ > " + (marks / "a.pid").string() +
+                                  "; setsid sleep 1000 & echo $! > " + (marks / "a.escapee").string() + "; sleep 1000'}\n"
+                                  "  - {name: b, devices: 1, run: 'trap \"\" TERM; echo $$ > " + (marks / "b.pid").string() +
+                                  "; sleep 1000'}\n"}});
+  p.dir.write("runner.yml", "kill-grace-seconds: 0.5\n");
+  Spawned s = p.spawn({"--devices", "2"});
+  REQUIRE(wait_until([&] {
+    return fs::exists(marks / "a.escapee") && fs::exists(marks / "b.pid") && !read_file(marks / "a.escapee").empty();
+  }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ::kill(s.pid, SIGTERM);
+  CommandResult r = wait_cli(s);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 143);
+  for (const char* f : {"a.pid", "a.escapee", "b.pid"}) CHECK_FALSE(pid_running(std::stoi(read_file(marks / f))));
+  std::string holder;
+  CHECK_FALSE(pto::CardLock::held_elsewhere(p.locks(), 0, holder));
+  CHECK_FALSE(pto::CardLock::held_elsewhere(p.locks(), 1, holder));
+  CHECK(r.out.find("cancelled") != std::string::npos);
+}
+
+TEST_CASE("run: retry follows on-exit-codes", "[run]") {
+  Project p;
+  auto count = (p.dir.path() / "count").string();
+  write_project(p.dir, {{"r.yml", "name: r\nsteps:\n  - name: flaky\n    retry: {max: 3, on-exit-codes: [75]}\n"
+                                  "    run: |\n      n=$(cat " + count + " 2>/dev/null || echo 0); echo $((n+1)) > " + count +
+                                  "\n      [ $n -ge 2 ] || exit 75\n"}});
+  CommandResult r = p.run({});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(read_file(count) == "3\n");
+  CHECK(r.out.find("succeeded (3 attempts)") != std::string::npos);
+
+  Project q;
+  auto count2 = (q.dir.path() / "count").string();
+  write_project(q.dir, {{"r.yml", "name: r\nsteps:\n  - name: broken\n    retry: {max: 3, on-exit-codes: [75]}\n"
+                                  "    run: echo x >> " + count2 + "; exit 1\n"}});
+  CommandResult r2 = q.run({});
+  CHECK(r2.exit_code == 1);
+  CHECK(read_file(count2) == "x\n");  // exit 1 is not retried
+}
+
+TEST_CASE("run: fail-fast cancels the other matrix legs; fail-fast: false lets them finish", "[run]") {
+  for (bool fail_fast : {true, false}) {
+    Project p;
+    auto done = (p.dir.path() / "slow-done").string();
+    write_project(p.dir, {{"m.yml", std::string("name: m\nstrategy:\n  fail-fast: ") + (fail_fast ? "true" : "false") +
+                                        "\n  matrix:\n    leg: [fast, slow]\nsteps:\n"
+                                        "  - run: |\n      if [ ${{ matrix.leg }} = fast ]; then sleep 0.2; exit 1; fi\n"
+                                        "      sleep 2; touch " + done + "\n"}});
+    CommandResult r = p.run({});
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 1);
+    CHECK(fs::exists(done) == !fail_fast);
+  }
+}
+
+TEST_CASE("run: continue-on-error, needs and if: follow GitHub Actions", "[run]") {
+  Project p;
+  auto mark = [&](const std::string& n) { return "touch " + (p.dir.path() / n).string(); };
+  write_project(p.dir, {
+      {"a.yml", "name: a\nsteps:\n  - {run: 'exit 3', continue-on-error: true}\n  - run: " + mark("a2") +
+                    "\n  - {run: 'exit 4'}\n  - {run: " + mark("a-skipped") + "}\n  - {if: failure(), run: " + mark("a-cleanup") + "}\n"},
+      {"b.yml", "name: b\nneeds: a\nsteps:\n  - run: " + mark("b") + "\n"},
+      {"c.yml", "name: c\nneeds: [a]\nif: failure()\nsteps:\n  - run: " + mark("c") + "\n"},
+      {"d.yml", "name: d\nneeds: [b]\nif: always()\nsteps:\n  - run: " + mark("d") + "\n"},
+  });
+  CommandResult r = p.run({});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(fs::exists(p.dir.path() / "a2"));
+  CHECK_FALSE(fs::exists(p.dir.path() / "a-skipped"));
+  CHECK(fs::exists(p.dir.path() / "a-cleanup"));
+  CHECK_FALSE(fs::exists(p.dir.path() / "b"));
+  CHECK(fs::exists(p.dir.path() / "c"));
+  CHECK(fs::exists(p.dir.path() / "d"));
+  CHECK(r.out.find("--- job b: skipped (a job it needs did not succeed)") != std::string::npos);
+}
+
+TEST_CASE("run: a card failing as infrastructure is drained and never handed out again", "[run]") {
+  Project p;
+  p.dir.write("runner.yml", "health: {infra-exit-codes: [42], drain-after: 1}\n");
+  auto rec = (p.dir.path() / "rec").string();
+  write_project(p.dir, {{"h.yml", "name: h\nsteps:\n  - {devices: 1, continue-on-error: true, run: 'echo $TASK_DEVICE >> " +
+                                      rec + "; exit 42'}\n  - {devices: 1, run: 'echo $TASK_DEVICE >> " + rec + "'}\n"
+                                      "  - {devices: 1, run: 'echo again $TASK_DEVICE >> " + rec + "'}\n"}});
+  CommandResult r = p.run({"--devices", "2"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(read_file(rec) == "0\n1\nagain 1\n");
+  std::string state = read_file(fs::path(p.state()) / "devices.json");
+  CHECK(state.find("\"0\"") != std::string::npos);
+  CHECK(state.find("infrastructure failures in a row") != std::string::npos);
+  // The next run keeps card 0 out: a 2-card step can never be served -> infrastructure failure, exit 3.
+  Project& q = p;
+  q.dir.write("jobs/h.yml", "name: h\nsteps:\n  - {devices: 2, run: 'true'}\n");
+  CommandResult r2 = q.run({"--devices", "2"});
+  CHECK(r2.exit_code == 3);
+  CHECK(r2.out.find("needs 2 cards but only 1 usable (1 drained)") != std::string::npos);
+}
+
+TEST_CASE("run: GitHub Actions groups, error annotations and step summary", "[run]") {
+  Project p;
+  auto summary = (p.dir.path() / "summary.md").string();
+  write_project(p.dir, {{"g.yml", "name: g\nsteps:\n  - {name: hello, run: 'echo hello; echo ::set-output name=x::y'}\n"
+                                  "  - {name: broken, run: 'echo nope; exit 5'}\n"}});
+  CommandResult r = p.run({}, {{"GITHUB_ACTIONS", "true"}, {"GITHUB_STEP_SUMMARY", summary}});
+  INFO(r.out);
+  CHECK(r.exit_code == 1);
+  CHECK(r.out.find("::group::g / hello (succeeded") != std::string::npos);
+  CHECK(r.out.find("hello\n ::set-output") != std::string::npos);  // step output cannot inject commands
+  CHECK(r.out.find("::endgroup::") != std::string::npos);
+  CHECK(r.out.find("::error title=g / broken failed::exit 5") != std::string::npos);
+  std::string md = read_file(summary);
+  CHECK(md.find("| Job | Step | State | Duration | Cards | Exit |") != std::string::npos);
+  CHECK(md.find("| g | broken | failed |") != std::string::npos);
+}
+
+TEST_CASE("run: a deduplicated step is not run and is reported", "[run]") {
+  Project p;
+  auto count = (p.dir.path() / "count").string();
+  write_project(p.dir, {{"d.yml", "name: d\nsteps:\n  - {name: first, run: 'echo x >> " + count + "'}\n"
+                                  "  - {name: copy, run: 'echo x >> " + count + "'}\n"}});
+  CommandResult r = p.run({});
+  CHECK(r.exit_code == 0);
+  CHECK(read_file(count) == "x\n");
+  CHECK(r.out.find("d / copy: deduplicated (same work as 'first'), not run") != std::string::npos);
+}
+
+TEST_CASE("run: a card locked by another process is waited for, never shared", "[run]") {
+  Project p;
+  fs::create_directories(p.locks());
+  auto rec = (p.dir.path() / "rec").string();
+  write_project(p.dir, {{"w.yml", "name: w\nsteps:\n  - {devices: 1, run: 'date +%s%N > " + rec + "'}\n"}});
+  // Another tool holds card 0 for a second (flock(1) from util-linux, as task-submit would).
+  auto before = std::chrono::system_clock::now();
+  std::string lock = pto::CardLock::path_for(p.locks(), 0);
+  int pid = fork();
+  if (pid == 0) {
+    execlp("flock", "flock", lock.c_str(), "sleep", "1", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  REQUIRE(wait_until([&] {
+    std::string h;
+    return pto::CardLock::held_elsewhere(p.locks(), 0, h);
+  }, 5));
+  CommandResult r = p.run({"--devices", "1"});
+  int status = 0;
+  waitpid(pid, &status, 0);
+  REQUIRE(r.exit_code == 0);
+  long long started_ns = std::stoll(read_file(rec));
+  long long before_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(before.time_since_epoch()).count();
+  CHECK(started_ns - before_ns >= 900'000'000LL);  // it waited for the outside holder
+}
+
+TEST_CASE("run: the step environment carries cards, run ids, job and step env", "[run]") {
+  Project p;
+  auto out = (p.dir.path() / "env").string();
+  write_project(p.dir, {{"e.yml", "name: e\nenv: {A: job, B: job}\nsteps:\n  - name: show\n    devices: 2\n"
+                                  "    env: {B: step}\n    run: echo \"$TASK_DEVICE|$DEVICE_ID|$A|$B|$PTO_RUNNER_JOB|$PTO_RUNNER_STEP|${PTO_RUNNER_RUN_ID:+set}\" > " + out + "\n"}});
+  CommandResult r = p.run({"--devices", "4,5"});
+  REQUIRE(r.exit_code == 0);
+  CHECK(read_file(out) == "4,5|4|job|step|e|show|set\n");
+}
