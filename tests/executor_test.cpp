@@ -93,7 +93,8 @@ TEST_CASE("executor: timeout kills a SIGTERM-trapping child and its setsid grand
 
 TEST_CASE("executor: background children of a finished step are killed with it", "[exec]") {
   const std::string marker = "bg-" + std::to_string(getpid());
-  auto r = run_step("sleep 1000 & setsid sleep 1000 & echo started", 0, marker);
+  // The pause lets setsid leave the group before bash exits, so only the marker sweep can find it.
+  auto r = run_step("sleep 1000 & setsid sleep 1000 & sleep 0.3; echo started", 0, marker);
   CHECK(r.outcome.ok());
   CHECK(find_marked_processes(marker).empty());
   CHECK(r.log.find("killed") != std::string::npos);
