@@ -3,6 +3,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <limits>
 
 namespace pto {
 
@@ -92,12 +93,10 @@ void Dispatcher::pump() {
   // schedule is recomputed, a bounded number of times (each retry marks at least one more card busy).
   for (int attempt = 0; attempt < 64 && !pending_.empty(); ++attempt) {
     std::vector<SchedRequest> queue;
-    for (const auto& [order, p] : pending_) queue.push_back({order, p->devices, p->label});
+    for (const auto& [order, p] : pending_) queue.push_back({order, p->devices, p->label, p->expected_seconds});
     std::vector<SchedCard> cards = pool_.snapshot();
     double now = now_seconds();
-    for (auto& c : cards)
-      if (!c.free) c.busy_until = c.busy_until > 0 ? c.busy_until : now;
-    ScheduleResult r = schedule(cards, pool_.groups(), queue);
+    ScheduleResult r = schedule(cards, pool_.groups(), queue, now);
     reserved_ = r.reserved;
     for (const auto& [order, reason] : r.waiting_reason) pending_[order]->reason = reason;
     bool lock_conflict = false;
@@ -105,7 +104,8 @@ void Dispatcher::pump() {
     for (const auto& a : r.start) {
       auto p = pending_[a.request];
       std::string why;
-      if (!pool_.acquire(a.cards, p->label, now + p->expected_seconds, why)) {
+      double expected_end = p->expected_seconds > 0 ? now + p->expected_seconds : std::numeric_limits<double>::infinity();
+      if (!pool_.acquire(a.cards, p->label, expected_end, why)) {
         p->reason = "waiting: " + why;
         lock_conflict = true;
         break;

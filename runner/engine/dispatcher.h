@@ -38,7 +38,8 @@ class Dispatcher {
   Dispatcher(boost::asio::io_context& io, DevicePool& pool);
   ~Dispatcher();
 
-  /// Queues a request. `order` keeps an earlier place in line (0: a new place). Returns the ticket.
+  /// Queues a request. `expected_seconds` (0: unknown) lets it backfill before a reservation; `order` keeps
+  /// an earlier place in line (0: a new place). Returns the ticket.
   std::uint64_t request(int devices, const std::string& label, double expected_seconds, Grant on_grant,
                         Impossible on_impossible, std::uint64_t order = 0);
   void withdraw(std::uint64_t ticket);

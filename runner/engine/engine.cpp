@@ -291,7 +291,8 @@ void RunEngine::enqueue(std::size_t j, std::size_t s) {
     launch(j, s, {});
     return;
   }
-  double expected = ps.expected_minutes * 60 * (opts_.simulate ? opts_.time_scale : 1);
+  // A default estimate is no estimate: such a step must not backfill ahead of a reservation.
+  double expected = ps.expected_defaulted ? 0 : ps.expected_minutes * 60 * (opts_.simulate ? opts_.time_scale : 1);
   sr.wait_reason = "queued for " + std::to_string(ps.devices) + (ps.devices == 1 ? " card" : " cards");
   sr.ticket = dispatcher_.request(
       ps.devices, label(j, s), expected,

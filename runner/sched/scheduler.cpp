@@ -1,6 +1,7 @@
 #include "sched/scheduler.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "config/device_spec.h"
@@ -44,16 +45,27 @@ Pool make_pool(const std::vector<SchedCard>& cards, const std::vector<std::vecto
 
 ScheduleResult schedule_with_policy(SchedPolicy policy, const std::vector<SchedCard>& cards,
                                     const std::vector<std::vector<int>>& groups,
-                                    const std::vector<SchedRequest>& queue) {
+                                    const std::vector<SchedRequest>& queue, double now) {
+  constexpr double kUnknown = std::numeric_limits<double>::infinity();
   ScheduleResult out;
   Pool pool = make_pool(cards, groups);
-  std::set<int> taken;  // assigned in this pass
+  std::map<int, double> taken;            // assigned in this pass -> expected end
+  std::map<std::uint64_t, double> shadow;  // reservation -> when its busy cards are expected free (-inf: never backfill)
   bool blocked_ahead = false;
   std::string first_blocked_label;
 
-  auto available = [&](int id) {
+  auto end_of = [&](int id) -> double {  // when a busy card is expected to free up; unknown/overrun = kUnknown
+    if (auto t = taken.find(id); t != taken.end()) return t->second;
+    double u = pool.cards[id].busy_until;
+    return u >= now ? u : kUnknown;  // an overrun estimate says nothing any more
+  };
+  auto available = [&](int id, const SchedRequest& req) {
     const SchedCard& c = pool.cards[id];
-    return c.free && c.usable && !taken.count(id) && !out.reserved.count(id);
+    if (!c.free || !c.usable || taken.count(id)) return false;
+    auto r = out.reserved.find(id);
+    if (r == out.reserved.end()) return true;
+    if (policy != SchedPolicy::ReserveAndBackfill || req.expected_seconds <= 0) return false;
+    return now + req.expected_seconds <= shadow[r->second];
   };
   auto usable_in = [&](const std::vector<int>& g) {
     int n = 0;
@@ -84,15 +96,21 @@ ScheduleResult schedule_with_policy(SchedPolicy policy, const std::vector<SchedC
     int best_left = 0;
     for (const auto* g : candidates) {
       int avail = 0;
-      for (int id : *g) avail += available(id);
+      for (int id : *g) avail += available(id, req);
       if (avail < n) continue;
       int left = avail - n;
       if (!best || left < best_left) best = g, best_left = left;
     }
     if (best) {
       SchedAssignment a{req.id, {}};
-      for (int id : *best)
-        if (available(id) && static_cast<int>(a.cards.size()) < n) a.cards.push_back(id), taken.insert(id);
+      double until = req.expected_seconds > 0 ? now + req.expected_seconds : kUnknown;
+      // Unreserved cards first, so a backfill eats into a reservation only when it has to.
+      for (int pass = 0; pass < 2; ++pass)
+        for (int id : *best)
+          if (static_cast<int>(a.cards.size()) < n && available(id, req) && (pass == 1 || !out.reserved.count(id)) &&
+              !taken.count(id))
+            a.cards.push_back(id), taken[id] = until;
+      std::sort(a.cards.begin(), a.cards.end());
       out.start.push_back(std::move(a));
       continue;
     }
@@ -110,18 +128,18 @@ ScheduleResult schedule_with_policy(SchedPolicy policy, const std::vector<SchedC
     for (const auto* g : candidates) {
       std::vector<int> free_ids, busy_ids;
       for (int id : *g) {
-        if (!pool.cards[id].usable || out.reserved.count(id)) continue;
-        (available(id) ? free_ids : busy_ids).push_back(id);
+        const SchedCard& c = pool.cards[id];
+        if (!c.usable || out.reserved.count(id)) continue;
+        (c.free && !taken.count(id) ? free_ids : busy_ids).push_back(id);
       }
       if (static_cast<int>(free_ids.size() + busy_ids.size()) < n) continue;  // others reserved too much here
-      std::stable_sort(busy_ids.begin(), busy_ids.end(),
-                       [&](int a, int b) { return pool.cards[a].busy_until < pool.cards[b].busy_until; });
+      std::stable_sort(busy_ids.begin(), busy_ids.end(), [&](int a, int b) { return end_of(a) < end_of(b); });
       std::vector<int> pick = free_ids;
-      double ready = 0;
+      double ready = now;
       for (int id : busy_ids) {
         if (static_cast<int>(pick.size()) >= n) break;
         pick.push_back(id);
-        ready = std::max(ready, pool.cards[id].busy_until);
+        ready = std::max(ready, end_of(id));
       }
       int avail = static_cast<int>(free_ids.size());
       if (!target || avail > target_avail || (avail == target_avail && ready < target_ready)) {
@@ -138,6 +156,7 @@ ScheduleResult schedule_with_policy(SchedPolicy policy, const std::vector<SchedC
       continue;
     }
     std::sort(target_pick.begin(), target_pick.end());
+    shadow[req.id] = target_ready == kUnknown ? -kUnknown : target_ready;
     std::vector<int> reserved_free;
     std::map<std::string, std::vector<int>> held_by;
     for (int id : target_pick) {
@@ -154,8 +173,8 @@ ScheduleResult schedule_with_policy(SchedPolicy policy, const std::vector<SchedC
 }
 
 ScheduleResult schedule(const std::vector<SchedCard>& cards, const std::vector<std::vector<int>>& groups,
-                        const std::vector<SchedRequest>& queue) {
-  return schedule_with_policy(SchedPolicy::ReserveAndBackfill, cards, groups, queue);
+                        const std::vector<SchedRequest>& queue, double now) {
+  return schedule_with_policy(SchedPolicy::ReserveAndBackfill, cards, groups, queue, now);
 }
 
 }  // namespace pto

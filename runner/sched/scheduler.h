@@ -8,8 +8,10 @@
 //     groups stay free for multi-card steps;
 //   * submit order with reservations (conservative backfill): a request that cannot start reserves the cards
 //     it will get (free ones and the busy ones expected to free first, in the group closest to satisfying
-//     it). Later requests may only start on cards nobody ahead of them reserved, so a 2-card step is never
-//     starved by a stream of 1-card steps: its reserved free cards only accumulate.
+//     it). Later requests may start on cards nobody ahead of them reserved; on reserved free cards only when
+//     they are expected to finish before the reservation's busy cards free up (its shadow time, as in
+//     Slurm's backfill). A reservation with a busy card of unknown or overrun end allows no backfill at all,
+//     so a 2-card step is never starved by a stream of 1-card steps: wrong estimates stop backfilling.
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -31,6 +33,8 @@ struct SchedRequest {
   std::uint64_t id = 0;
   int devices = 1;
   std::string label;
+  /// Expected run time in seconds; 0 = unknown (such a step never backfills onto reserved cards).
+  double expected_seconds = 0;
 };
 
 struct SchedAssignment {
@@ -46,14 +50,15 @@ struct ScheduleResult {
 };
 
 /// `groups` may be empty (every card may serve with any other). Cards not in any group serve 1-card requests.
+/// `now` is on the same clock as SchedCard::busy_until.
 ScheduleResult schedule(const std::vector<SchedCard>& cards, const std::vector<std::vector<int>>& groups,
-                        const std::vector<SchedRequest>& queue_in_submit_order);
+                        const std::vector<SchedRequest>& queue_in_submit_order, double now = 0);
 
 /// Policy variants, for the scheduling-quality benchmark only: plain FIFO (nothing passes a blocked request)
 /// and backfill without reservation (anything that fits starts; multi-card steps can starve).
 enum class SchedPolicy { ReserveAndBackfill, Fifo, GreedyBackfill };
 ScheduleResult schedule_with_policy(SchedPolicy policy, const std::vector<SchedCard>& cards,
                                     const std::vector<std::vector<int>>& groups,
-                                    const std::vector<SchedRequest>& queue_in_submit_order);
+                                    const std::vector<SchedRequest>& queue_in_submit_order, double now = 0);
 
 }  // namespace pto
