@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <deque>
+#include <limits>
 
 #include "sched/scheduler.h"
 
@@ -158,4 +159,23 @@ TEST_CASE("scheduler: a 2-card step behind a continuous stream of 1-card steps s
   auto g = schedule_with_policy(SchedPolicy::GreedyBackfill, gcs, {}, q);
   REQUIRE(g.start.size() == 1);
   CHECK(g.start[0].request == 2);
+}
+
+TEST_CASE("scheduler: a short step may backfill a reserved card only if it ends before the reservation", "[sched]") {
+  auto cs = cards(2);
+  hold(cs, 0, "long", 100);  // card 0 frees at t=100; the 2-card step reserves cards 0 and 1
+  // now = 10: a 50 s step ends at 60 <= 100, it may use card 1; a 200 s step may not; an unknown one may not.
+  auto r = schedule(cs, {}, {{1, 2, "moe", 600}, {2, 1, "short", 50}}, 10);
+  REQUIRE(r.start.size() == 1);
+  CHECK(r.start[0].request == 2);
+  CHECK(r.start[0].cards == std::vector<int>{1});
+  CHECK(schedule(cs, {}, {{1, 2, "moe", 600}, {2, 1, "long", 200}}, 10).start.empty());
+  CHECK(schedule(cs, {}, {{1, 2, "moe", 600}, {2, 1, "unknown", 0}}, 10).start.empty());
+  // Card 0's holder overran its estimate (now 150 > 100): the reservation's end is unknown, no backfill.
+  CHECK(schedule(cs, {}, {{1, 2, "moe", 600}, {2, 1, "short", 5}}, 150).start.empty());
+  // A holder with no estimate at all also blocks backfill.
+  auto unknown = cards(2);
+  hold(unknown, 0, "no estimate");
+  unknown[0].busy_until = std::numeric_limits<double>::infinity();
+  CHECK(schedule(unknown, {}, {{1, 2, "moe", 600}, {2, 1, "short", 5}}, 10).start.empty());
 }

@@ -67,15 +67,26 @@ void Dispatcher::poke() { schedule_pump(); }
 std::string Dispatcher::waiting_reason(std::uint64_t ticket) const {
   auto it = order_of_ticket_.find(ticket);
   if (it == order_of_ticket_.end()) return "";
-  auto p = pending_.find(it->second);
-  return p == pending_.end() ? "" : p->second->reason;
+  std::size_t position = 0;
+  for (const auto& [order, p] : pending_) {
+    if (order == it->second) return reason_at(*p, position);
+    ++position;
+  }
+  return "";
+}
+
+std::string Dispatcher::reason_at(const Pending& p, std::size_t position) const {
+  if (position < unexamined_from_ && !p.reason.empty()) return p.reason;
+  return "waiting for " + std::to_string(p.devices) + (p.devices == 1 ? " card" : " cards") +
+         ": every card is busy or reserved for " + std::to_string(position) + " step(s) ahead";
 }
 
 std::vector<QueueEntry> Dispatcher::queue() const {
   std::vector<QueueEntry> out;
   double now = now_seconds();
+  std::size_t position = 0;
   for (const auto& [order, p] : pending_)
-    out.push_back({p->ticket, p->label, p->devices, p->reason, now - p->queued_at, p->since});
+    out.push_back({p->ticket, p->label, p->devices, reason_at(*p, position++), now - p->queued_at, p->since});
   return out;
 }
 
@@ -98,7 +109,16 @@ void Dispatcher::pump() {
     double now = now_seconds();
     ScheduleResult r = schedule(cards, pool_.groups(), queue, now);
     reserved_ = r.reserved;
-    for (const auto& [order, reason] : r.waiting_reason) pending_[order]->reason = reason;
+    std::size_t k = 0;
+    for (auto& [order, p] : pending_) {
+      if (k++ < r.examined) {
+        auto it = r.waiting_reason.find(order);
+        if (it != r.waiting_reason.end()) p->reason = std::move(it->second);
+      } else {
+        break;  // the rest keep (or get, via waiting_reason()) the generic reason
+      }
+    }
+    unexamined_from_ = r.examined;
     bool lock_conflict = false;
     std::vector<std::pair<std::shared_ptr<Pending>, std::vector<int>>> granted;
     for (const auto& a : r.start) {

@@ -56,12 +56,14 @@ class Dispatcher {
   struct Pending;
   void pump();
   void schedule_pump();
+  std::string reason_at(const Pending& p, std::size_t position) const;
 
   boost::asio::io_context& io_;
   DevicePool& pool_;
   std::map<std::uint64_t, std::shared_ptr<Pending>> pending_;  // by order, hence submit time
   std::map<std::uint64_t, std::uint64_t> order_of_ticket_;
   std::map<int, std::uint64_t> reserved_;
+  std::size_t unexamined_from_ = 0;  // queue positions the last pass did not reach
   std::uint64_t next_ticket_ = 0;
   bool pump_posted_ = false;
   struct Poller;

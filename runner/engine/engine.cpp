@@ -219,36 +219,44 @@ void RunEngine::skip_job(std::size_t j, JobState state, const std::string& reaso
 void RunEngine::advance(std::size_t j) {
   JobRecord& jr = run_.jobs[j];
   const PlanJob& pj = plan_.jobs[j];
-  auto active = [&] {
-    int n = 0;
-    for (const auto& s : jr.steps) n += s.state == StepState::Waiting || s.state == StepState::Running;
-    return n;
-  };
+  // One pass to count; the loops below keep the count current, so a 1,000-step job stays linear per event.
+  int active = 0;
+  bool all_final = true;
+  for (const auto& s : jr.steps) {
+    active += s.state == StepState::Waiting || s.state == StepState::Running;
+    all_final = all_final && is_final(s.state);
+  }
+  if (all_final) {
+    finish_job(j);
+    return;
+  }
   if (!pj.parallel) {
     // GitHub order: one step after another; after a failure only if: failure()/always() steps run.
-    while (active() == 0 && jr.next_step < jr.steps.size()) {
-      if (try_start_step(j, jr.next_step++)) break;
-    }
+    while (active == 0 && jr.next_step < jr.steps.size())
+      if (try_start_step(j, jr.next_step++)) active = 1;
   } else {
     // Parallel: every plain step at once (bounded by max-parallel and cards); steps whose if: calls a status
     // function (cleanup, reporting) run after the others, one by one, when their outcome is known.
     bool plain_done = true;
-    for (std::size_t s = 0; s < jr.steps.size(); ++s)
-      if (!has_status_function(pj.steps[s].if_expr) && !is_final(jr.steps[s].state)) {
-        if (jr.steps[s].state == StepState::Pending) {
-          if (pj.max_parallel > 0 && active() >= pj.max_parallel) {
-            plain_done = false;
-            break;
-          }
-          try_start_step(j, s);
+    for (std::size_t s = jr.first_unsettled; s < jr.steps.size(); ++s) {
+      if (has_status_function(pj.steps[s].if_expr)) continue;
+      if (jr.steps[s].state == StepState::Pending) {
+        if (pj.max_parallel > 0 && active >= pj.max_parallel) {
+          plain_done = false;
+          break;
         }
-        if (!is_final(jr.steps[s].state)) plain_done = false;
+        if (try_start_step(j, s)) ++active;
       }
-    if (plain_done && active() == 0)
+      if (!is_final(jr.steps[s].state)) plain_done = false;
+    }
+    // Steps before first_unsettled are final; skip them next time.
+    while (jr.first_unsettled < jr.steps.size() && is_final(jr.steps[jr.first_unsettled].state)) ++jr.first_unsettled;
+    if (plain_done && active == 0)
       for (std::size_t s = 0; s < jr.steps.size(); ++s)
         if (jr.steps[s].state == StepState::Pending && try_start_step(j, s)) break;
   }
-  bool all_final = std::all_of(jr.steps.begin(), jr.steps.end(), [](const StepRecord& s) { return is_final(s.state); });
+  all_final = std::all_of(jr.steps.begin() + static_cast<std::ptrdiff_t>(jr.first_unsettled), jr.steps.end(),
+                          [](const StepRecord& s) { return is_final(s.state); });
   if (all_final) finish_job(j);
 }
 

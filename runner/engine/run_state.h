@@ -53,7 +53,8 @@ struct JobRecord {
   bool cancelled = false;  // fail-fast, job timeout, or the run was cancelled
   bool timed_out = false;
   std::string reason;      // why skipped/cancelled
-  std::size_t next_step = 0;
+  std::size_t next_step = 0;        // sequential jobs: the next step to decide
+  std::size_t first_unsettled = 0;  // parallel jobs: every step before it is final
   std::vector<StepRecord> steps;
 };
 

@@ -73,7 +73,18 @@ ScheduleResult schedule_with_policy(SchedPolicy policy, const std::vector<SchedC
     return n;
   };
 
+  // Detailed reasons for the head of the queue; past it, a short one (building a string per queued step per
+  // pass made a 1,000-step queue quadratic).
+  constexpr std::size_t kDetailedReasons = 64;
+  std::size_t blocked_count = 0;
+  auto any_card_free = [&] {
+    for (const auto& [id, c] : pool.cards)
+      if (c.free && c.usable && !taken.count(id)) return true;
+    return false;
+  };
   for (const auto& req : queue) {
+    if (!any_card_free() && (policy != SchedPolicy::ReserveAndBackfill || blocked_count >= kDetailedReasons)) break;
+    ++out.examined;
     const int n = std::max(1, req.devices);
     std::vector<const std::vector<int>*> candidates;
     for (const auto& g : pool.groups)
@@ -114,8 +125,19 @@ ScheduleResult schedule_with_policy(SchedPolicy policy, const std::vector<SchedC
       out.start.push_back(std::move(a));
       continue;
     }
-    if (!blocked_ahead) first_blocked_label = req.label.empty() ? "an earlier step" : req.label;
+    if (!blocked_ahead) first_blocked_label = req.label.empty() ? std::string("an earlier step") : std::string(req.label);
     blocked_ahead = true;
+    if (++blocked_count > kDetailedReasons && !out.reserved.empty() && policy == SchedPolicy::ReserveAndBackfill) {
+      // Still reserve if a group has unreserved cards (no starvation), but skip the prose.
+      bool any_unreserved = false;
+      for (const auto* g : candidates)
+        for (int id : *g) any_unreserved |= pool.cards[id].usable && !out.reserved.count(id);
+      if (!any_unreserved) {
+        out.waiting_reason[req.id] = "waiting for " + cards_word(n) + " behind " +
+                                     std::to_string(blocked_count - 1) + " earlier waiting steps";
+        continue;
+      }
+    }
     if (policy != SchedPolicy::ReserveAndBackfill) {
       out.waiting_reason[req.id] = "waiting for " + cards_word(n) + (pool.grouped ? " in one group" : "");
       continue;

@@ -16,6 +16,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace pto {
@@ -32,7 +33,7 @@ struct SchedCard {
 struct SchedRequest {
   std::uint64_t id = 0;
   int devices = 1;
-  std::string label;
+  std::string_view label;  // must outlive the schedule() call
   /// Expected run time in seconds; 0 = unknown (such a step never backfills onto reserved cards).
   double expected_seconds = 0;
 };
@@ -47,6 +48,9 @@ struct ScheduleResult {
   std::map<std::uint64_t, std::string> waiting_reason;
   std::map<int, std::uint64_t> reserved;  // card -> request holding the reservation
   std::vector<std::uint64_t> impossible;  // requests no group can ever serve with the usable cards
+  /// Requests after this many were not examined: no card was left free, so none of them could start. Their
+  /// reason is "waiting: every card is busy or reserved". (Keeps a pass O(cards), not O(queue), when full.)
+  std::size_t examined = 0;
 };
 
 /// `groups` may be empty (every card may serve with any other). Cards not in any group serve 1-card requests.
