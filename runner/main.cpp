@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   pto::register_lint_command(app, common, exit_code);
   pto::register_plan_command(app, common, exit_code);
   pto::register_run_command(app, common, exit_code);
+  pto::register_toolchain_command(app, common, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -10,5 +10,6 @@ namespace pto {
 void register_lint_command(CLI::App& app, CommonOptions& common, int& exit_code);
 void register_plan_command(CLI::App& app, CommonOptions& common, int& exit_code);
 void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code);
+void register_toolchain_command(CLI::App& app, CommonOptions& common, int& exit_code);
 
 }  // namespace pto

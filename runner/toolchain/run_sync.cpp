@@ -1,0 +1,46 @@
+#include "toolchain/run_sync.h"
+
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <random>
+
+extern char** environ;
+
+namespace pto {
+
+std::string shell_quote_arg(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::vector<std::string> current_environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
+  return env;
+}
+
+SyncResult run_sync(const std::vector<std::string>& argv, const std::vector<std::string>& env, double timeout_seconds,
+                    const std::string& log_path) {
+  boost::asio::io_context io;
+  auto exec = make_local_executor(io);
+  SyncResult r;
+  StepLaunch l;
+  for (const auto& a : argv) l.command += (l.command.empty() ? "" : " ") + shell_quote_arg(a);
+  l.label = argv.empty() ? "" : argv[0];
+  l.env = env;
+  l.log_path = log_path;
+  std::random_device rd;
+  l.marker = "sync-" + std::to_string(getpid()) + "-" + std::to_string(rd());
+  l.timeout_seconds = timeout_seconds;
+  l.grace_seconds = 5;
+  l.on_line = [&](std::string_view line) {
+    if (r.output.size() < (1 << 20)) r.output.append(line).push_back('\n');
+  };
+  exec->start(l, [&](const StepOutcome& o) { r.outcome = o; });
+  io.run();
+  return r;
+}
+
+}  // namespace pto

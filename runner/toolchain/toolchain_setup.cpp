@@ -1,0 +1,244 @@
+#include "toolchain/toolchain_setup.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "sched/device_pool.h"  // iso_now
+#include "toolchain/archive.h"
+#include "toolchain/fetch.h"
+#include "toolchain/locate.h"
+#include "toolchain/run_sync.h"
+#include "util/sha256.h"
+
+namespace fs = std::filesystem;
+
+namespace pto {
+
+namespace {
+
+constexpr const char* kCompleteMarker = ".pto-runner-complete";
+
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd_ >= 0 && ::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      contended_ = true;
+      if (::flock(fd_, LOCK_EX) != 0) ::close(fd_), fd_ = -1;  // wait for the other setup to finish
+    }
+  }
+  ~FileLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool ok() const { return fd_ >= 0; }
+  bool contended() const { return contended_; }
+
+ private:
+  int fd_ = -1;
+  bool contended_ = false;
+};
+
+std::string unique_suffix() {
+  std::random_device rd;
+  return std::to_string(getpid()) + "-" + std::to_string(rd() & 0xffffff);
+}
+
+std::string mirror_source(const std::string& mirror, const std::string& version, const std::string& artifact) {
+  if (mirror.empty()) return "";
+  std::string base = mirror;
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  if (base.rfind("file://", 0) == 0 || base.rfind("http://", 0) == 0 || base.rfind("https://", 0) == 0)
+    return base + "/" + version + "/" + artifact;
+  return "file://" + fs::absolute(base).string() + "/" + version + "/" + artifact;
+}
+
+struct Context {
+  const ToolchainRequest& req;
+  ToolchainState st;
+  std::string key, artifact, url, downloads, install_root, lock_path, log_dir;
+  void log(const std::string& s) const {
+    if (req.log) req.log(s);
+  }
+  ToolchainState fail(const std::string& e) {
+    st.ok = false;
+    st.error = e;
+    return st;
+  }
+};
+
+// Downloads into a temp file, checks the digest, and only then renames to the trusted name.
+bool fetch_verified(Context& c, std::string& error) {
+  std::vector<std::pair<std::string, std::string>> sources;
+  if (std::string m = mirror_source(c.req.mirror, c.st.version, c.artifact); !m.empty()) sources.push_back({"mirror", m});
+  sources.push_back({"release URL", c.url});
+  FetchOptions fo;
+  fo.retries = c.req.config.retries;
+  fo.max_bytes = c.req.config.max_bytes;
+  std::vector<std::string> problems;
+  for (const auto& [what, src] : sources) {
+    std::string tmp = c.st.archive + ".part-" + unique_suffix();
+    c.log("fetching " + src);
+    FetchResult f = fetch_url(src, tmp, fo);
+    if (!f.ok) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      problems.push_back(what + ": " + f.error);
+      continue;
+    }
+    auto digest = sha256_file_hex(tmp);
+    if (!digest || *digest != c.st.sha256) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      problems.push_back(what + ": sha256 mismatch for " + src + ": expected " + c.st.sha256 + " (toolchain/versions.env), got " +
+                         (digest ? *digest : std::string("unreadable")));
+      continue;
+    }
+    std::error_code ec;
+    fs::rename(tmp, c.st.archive, ec);
+    if (ec) {
+      fs::remove(tmp, ec);
+      problems.push_back("cannot move the download to " + c.st.archive + ": " + ec.message());
+      continue;
+    }
+    return true;
+  }
+  error = "cannot fetch PTOAS " + c.st.version + " (" + c.artifact + "):";
+  for (const auto& p : problems) error += "\n  " + p;
+  return false;
+}
+
+bool install(Context& c, std::string& error) {
+  std::error_code ec;
+  fs::remove_all(c.install_root, ec);  // an install without its marker is never trusted
+  if (c.req.config.kind == ArchiveKind::Whl) {
+    // venv scripts embed their absolute path, so the venv is built in place; the marker, written last,
+    // is what makes it trusted.
+    std::string log = c.log_dir + "/install-" + c.key + ".log";
+    SyncResult venv = run_sync({"python3", "-m", "venv", "--system-site-packages", c.install_root}, current_environment(),
+                               600, log);
+    if (!venv.outcome.ok()) {
+      error = "python3 -m venv " + c.install_root + " failed: " + venv.output.substr(0, 2000);
+      fs::remove_all(c.install_root, ec);
+      return false;
+    }
+    SyncResult pip = run_sync({c.install_root + "/bin/python", "-m", "pip", "install", "--no-index", "--no-deps",
+                               "--disable-pip-version-check", c.st.archive},
+                              current_environment(), 600, log);
+    if (!pip.outcome.ok()) {
+      error = "pip install --no-index " + c.st.archive + " failed: " + pip.output.substr(0, 2000);
+      fs::remove_all(c.install_root, ec);
+      return false;
+    }
+  } else {
+    std::string tmp = (fs::path(c.install_root).parent_path() / (".tmp-" + c.key + "-" + unique_suffix())).string();
+    fs::create_directories(tmp, ec);
+    ExtractResult x = extract_archive(c.st.archive, tmp, {c.req.config.max_bytes, c.req.config.max_entries});
+    if (!x.ok) {
+      fs::remove_all(tmp, ec);
+      error = x.error;
+      return false;
+    }
+    fs::rename(tmp, c.install_root, ec);  // atomic: the root appears whole or not at all
+    if (ec) {
+      fs::remove_all(tmp, ec);
+      error = "cannot move the install into " + c.install_root + ": " + ec.message();
+      return false;
+    }
+  }
+  std::string marker_tmp = c.install_root + "/" + kCompleteMarker + ".tmp";
+  std::ofstream(marker_tmp) << c.st.sha256 << "\n";
+  fs::rename(marker_tmp, c.install_root + "/" + kCompleteMarker, ec);
+  return !ec;
+}
+
+ToolchainState run(const ToolchainRequest& req, bool allow_fetch) {
+  Context c{req, {}, {}, {}, {}, {}, {}, {}, {}};
+  c.st.version = req.pin.ptoas_version;
+  c.st.sha256 = req.pin.sha256_for(req.arch);
+  if (c.st.version.empty()) return c.fail("toolchain/versions.env: PTOAS_VERSION is not set");
+  if (c.st.sha256.empty())
+    return c.fail("toolchain/versions.env has no digest for " + req.arch + " (PTOAS_SHA256_" +
+                  (req.arch == "aarch64" ? std::string("AARCH64") : std::string("X86_64")) + ")");
+  c.key = c.st.version + "-" + c.st.sha256.substr(0, 12);
+  c.artifact = req.config.artifact_name(c.st.version, req.arch);
+  c.url = req.config.artifact_url(c.st.version, req.arch);
+  const fs::path base = fs::path(req.cache_dir) / "ptoas";
+  c.downloads = (base / "downloads" / c.st.version).string();
+  c.install_root = (base / c.key).string();
+  c.lock_path = (base / "locks" / (c.key + ".lock")).string();
+  c.log_dir = (base / "logs").string();
+  c.st.archive = c.downloads + "/" + c.artifact;
+  std::error_code ec;
+  for (const auto& d : {c.downloads, (base / "locks").string(), c.log_dir}) fs::create_directories(d, ec);
+  if (ec) return c.fail("cannot create the toolchain cache under " + base.string() + ": " + ec.message());
+
+  FileLock lock(c.lock_path);
+  if (!lock.ok()) return c.fail("cannot lock " + c.lock_path);
+  if (lock.contended()) c.log("another setup of " + c.key + " was in progress; waited for it");
+
+  // Verify on every use: a cached archive that no longer matches is removed, with the install built from it.
+  if (fs::exists(c.st.archive)) {
+    auto digest = sha256_file_hex(c.st.archive);
+    if (digest && *digest == c.st.sha256) {
+      c.st.cache_hit = true;
+    } else {
+      c.log("cached " + c.st.archive + " does not match the pin (sha256 " + (digest ? *digest : "unreadable") +
+            ", expected " + c.st.sha256 + "); removing it");
+      fs::remove(c.st.archive, ec);
+      fs::remove_all(c.install_root, ec);
+    }
+  }
+  if (!c.st.cache_hit) {
+    if (!allow_fetch) return c.fail("PTOAS " + c.st.version + " is not in the cache (" + c.st.archive + "); run `pto-runner toolchain setup`");
+    std::string error;
+    if (!fetch_verified(c, error)) return c.fail(error);
+  }
+  const std::string marker = c.install_root + "/" + kCompleteMarker;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (!fs::exists(marker)) {
+      if (!allow_fetch) return c.fail("PTOAS " + c.st.version + " is not installed at " + c.install_root);
+      c.log("installing " + c.artifact + " into " + c.install_root);
+      std::string error;
+      if (!install(c, error)) return c.fail(error);
+    }
+    c.st.root = c.install_root;
+    LocateResult loc = locate_executable(c.install_root, req.config.probe);
+    if (!loc.ok) {
+      if (attempt == 0 && allow_fetch && c.st.cache_hit) {  // a damaged install from an earlier run: rebuild once
+        fs::remove_all(c.install_root, ec);
+        continue;
+      }
+      return c.fail(loc.error);
+    }
+    c.st.bin = loc.bin;
+    SmokeResult smoke = smoke_check(loc.bin, req.config.smoke, req.pin.version_number(), c.log_dir + "/smoke-" + c.key + ".log");
+    c.st.smoke_output = smoke.output;
+    if (!smoke.ok) {
+      if (attempt == 0 && allow_fetch && c.st.cache_hit) {
+        fs::remove_all(c.install_root, ec);
+        continue;
+      }
+      return c.fail(smoke.error);
+    }
+    c.st.ok = true;
+    c.st.verified_at = iso_now();
+    return c.st;
+  }
+  return c.fail("PTOAS install at " + c.install_root + " keeps failing its checks");
+}
+
+}  // namespace
+
+ToolchainState setup_toolchain(const ToolchainRequest& req) { return run(req, req.allow_fetch); }
+ToolchainState verify_toolchain(const ToolchainRequest& req) { return run(req, false); }
+
+std::vector<std::pair<std::string, std::string>> toolchain_exports(const ToolchainState& s) {
+  return {{"PTOAS_ROOT", s.root}, {"PTOAS_BIN", s.bin}, {"PTOAS_VERSION", s.version}, {"PTOAS_SHA256", s.sha256}};
+}
+
+}  // namespace pto
