@@ -77,7 +77,7 @@ ExtractResult extract_archive(const std::string& archive_path, const std::string
   archive_read_support_format_zip(in.get());
   archive_read_support_filter_all(in.get());
   if (archive_read_open_filename(in.get(), archive_path.c_str(), 1 << 16) != ARCHIVE_OK) {
-    res.error = "cannot read archive " + archive_path + ": " + archive_error_string(in.get());
+    res.error = "archive " + archive_path + " cannot be read (damaged or truncated?): " + archive_error_string(in.get());
     return res;
   }
   std::unique_ptr<archive, WriteFree> out(archive_write_disk_new());
