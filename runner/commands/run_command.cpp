@@ -39,13 +39,15 @@ std::string self_executable() {
 
 std::string state_dir_for(const Project& project, const std::string& override_dir) {
   std::string dir = expand_home(override_dir.empty() ? project.runner.state_dir : override_dir);
-  return fs::path(dir).is_absolute() ? dir : (fs::path(project.root) / dir).lexically_normal().string();
+  // Absolute: steps run in other directories and the lead job writes its outputs here.
+  return fs::path(dir).is_absolute() ? dir : fs::absolute(fs::path(project.root) / dir).lexically_normal().string();
 }
 
 void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) {
   struct Opts {
     std::vector<std::string> jobs;
     bool simulate = false;
+    bool simulate_toolchain = false;
     double time_scale = 0.01;
     std::string lock_dir, state_dir;
   };
@@ -55,6 +57,8 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
   add_device_options(*cmd, common);
   cmd->add_flag("--simulate", opts->simulate,
                 "Replace each step by a sleep of its expected duration; print per-card timelines and a summary");
+  cmd->add_flag("--simulate-toolchain", opts->simulate_toolchain,
+                "With --simulate: sleep instead of setting up PTOAS too (by default the lead job runs for real)");
   cmd->add_option("--time-scale", opts->time_scale,
                   "With --simulate: real seconds per simulated second (default 0.01: a 20-minute step sleeps 12 s)")
       ->check(CLI::Range(1e-6, 1e6));
@@ -81,6 +85,8 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
     }
     Dispatcher dispatcher(io, pool);
     auto executor = opts->simulate ? make_simulated_executor(io) : make_local_executor(io);
+    std::unique_ptr<Executor> lead_executor;
+    if (opts->simulate && !opts->simulate_toolchain) lead_executor = make_local_executor(io);
 
     EngineOptions eo;
     eo.run_id = make_run_id();
@@ -93,6 +99,7 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
     eo.self_exe = self_executable();
     eo.toolchain_args = "--root '" + eo.root + "'" + (common.load.config_file.empty() ? "" : " --config '" + fs::absolute(common.load.config_file).string() + "'");
     eo.health = cfg.health;
+    eo.lead_executor = lead_executor.get();
 
     ConsoleOptions co;
     const char* gha = std::getenv("GITHUB_ACTIONS");

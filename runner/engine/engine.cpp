@@ -382,7 +382,8 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
   l.shell = ps.shell;
   fs::path wd = ps.working_directory.empty() ? fs::path(opts_.root) : fs::path(opts_.root) / ps.working_directory;
   l.working_directory = wd.lexically_normal().string();
-  if (opts_.simulate) l.working_directory = opts_.root;  // simulated steps never touch the tree
+  Executor& exec = ps.kind == StepKind::ToolchainSetup && opts_.lead_executor ? *opts_.lead_executor : executor_;
+  if (opts_.simulate && &exec == &executor_) l.working_directory = opts_.root;  // simulated steps never touch the tree
   l.env = step_env(j, s, cards);
   l.log_path = sr.log_path;
   l.marker = run_.id + "/" + std::to_string(j) + "/" + std::to_string(s) + "/" + std::to_string(sr.attempt);
@@ -393,7 +394,7 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
     if (observer_) observer_->on_step_output(run_, plan_, static_cast<int>(j), static_cast<int>(s), line);
   };
   if (observer_) observer_->on_step_started(run_, plan_, static_cast<int>(j), static_cast<int>(s));
-  sr.handle = executor_.start(std::move(l), [this, j, s](const StepOutcome& o) { on_done(j, s, o); });
+  sr.handle = exec.start(std::move(l), [this, j, s](const StepOutcome& o) { on_done(j, s, o); });
 }
 
 void RunEngine::release_cards(const std::vector<int>& cards, bool infra, const std::string& what) {
@@ -485,7 +486,8 @@ void RunEngine::cancel_job(std::size_t j, const std::string& reason) {
       sr.state = StepState::Cancelled;
       sr.finished = iso_now();
     } else if (sr.state == StepState::Running && sr.handle) {
-      executor_.cancel(sr.handle);
+      bool lead = plan_.jobs[j].steps[s].kind == StepKind::ToolchainSetup && opts_.lead_executor;
+      (lead ? *opts_.lead_executor : executor_).cancel(sr.handle);
     } else if (sr.state == StepState::Pending) {
       sr.state = plan_.jobs[j].steps[s].deduplicated_from ? StepState::Deduplicated : StepState::Cancelled;
       sr.finished = iso_now();

@@ -45,6 +45,8 @@ struct EngineOptions {
   std::string self_exe;                         // for the lead job's `pto-runner toolchain setup`
   std::string toolchain_args;                   // extra arguments for it (--root, --config)
   HealthConfig health;
+  /// Runs the lead job's step when set (under --simulate the toolchain is still set up for real).
+  Executor* lead_executor = nullptr;
 };
 
 class RunEngine {
