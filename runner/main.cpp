@@ -19,6 +19,9 @@ int main(int argc, char** argv) {
   pto::register_plan_command(app, common, exit_code);
   pto::register_run_command(app, common, exit_code);
   pto::register_toolchain_command(app, common, exit_code);
+  pto::register_serve_command(app, common, exit_code);
+  pto::register_submit_command(app, common, exit_code);
+  pto::register_status_command(app, common, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -11,5 +11,8 @@ void register_lint_command(CLI::App& app, CommonOptions& common, int& exit_code)
 void register_plan_command(CLI::App& app, CommonOptions& common, int& exit_code);
 void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code);
 void register_toolchain_command(CLI::App& app, CommonOptions& common, int& exit_code);
+void register_serve_command(CLI::App& app, CommonOptions& common, int& exit_code);
+void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_code);
+void register_status_command(CLI::App& app, CommonOptions& common, int& exit_code);
 
 }  // namespace pto

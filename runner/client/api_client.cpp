@@ -1,0 +1,71 @@
+#include "client/api_client.h"
+
+#include <curl/curl.h>
+
+#include <cstdlib>
+#include <fstream>
+
+namespace pto {
+
+namespace {
+size_t collect(char* data, size_t size, size_t n, void* user) {
+  static_cast<std::string*>(user)->append(data, size * n);
+  return size * n;
+}
+}  // namespace
+
+ApiResponse api_request(const std::string& method, const std::string& url, const std::string& token,
+                        const std::string& body, long timeout_seconds) {
+  ApiResponse r;
+  CURL* curl = curl_easy_init();
+  char errbuf[CURL_ERROR_SIZE] = {0};
+  curl_slist* headers = nullptr;
+  headers = curl_slist_append(headers, "Content-Type: application/json");
+  std::string auth;
+  if (!token.empty()) {
+    auth = "Authorization: Bearer " + token;
+    headers = curl_slist_append(headers, auth.c_str());
+  }
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method.c_str());
+  if (method == "POST") {
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+  }
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &r.body);
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, 10L);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT, timeout_seconds);
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  CURLcode rc = curl_easy_perform(curl);
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &r.status);
+  curl_slist_free_all(headers);
+  curl_easy_cleanup(curl);
+  if (rc != CURLE_OK) {
+    r.error = "cannot reach " + url + ": " + (errbuf[0] ? errbuf : curl_easy_strerror(rc));
+    return r;
+  }
+  r.reached = true;
+  return r;
+}
+
+std::string read_token(const std::string& token_file, std::string& error) {
+  if (!token_file.empty()) {
+    std::ifstream in(token_file);
+    if (!in) {
+      error = "cannot read token file " + token_file;
+      return "";
+    }
+    std::string t;
+    std::getline(in, t);
+    while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+    return t;
+  }
+  const char* env = std::getenv("PTO_RUNNER_TOKEN");
+  return env ? env : "";
+}
+
+}  // namespace pto

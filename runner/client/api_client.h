@@ -1,0 +1,20 @@
+#pragma once
+// The daemon's HTTP API from the client side (`submit`, `status`), over libcurl.
+#include <string>
+
+namespace pto {
+
+struct ApiResponse {
+  bool reached = false;  // false: the server could not be reached (exit 3)
+  long status = 0;
+  std::string body;
+  std::string error;
+};
+
+ApiResponse api_request(const std::string& method, const std::string& url, const std::string& token = "",
+                        const std::string& body = "", long timeout_seconds = 30);
+
+/// The token for mutating calls: --token-file, else $PTO_RUNNER_TOKEN. Empty when neither is set.
+std::string read_token(const std::string& token_file, std::string& error);
+
+}  // namespace pto

@@ -1,0 +1,48 @@
+#include <signal.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <iostream>
+
+#include "commands/commands.h"
+#include "server/daemon.h"
+
+namespace pto {
+
+void register_serve_command(CLI::App& app, CommonOptions& common, int& exit_code) {
+  auto o = std::make_shared<DaemonOptions>();
+  auto* cmd = app.add_subcommand("serve", "The daemon: accept runs over HTTP, execute them, serve status");
+  cmd->add_option("--listen", o->listen, "ADDRESS:PORT (default runner.yml listen, else 127.0.0.1:8787)");
+  add_device_options(*cmd, common);
+  cmd->add_option("--token-file", o->token_file, "Bearer token for POST endpoints (default runner.yml token-file, else "
+                                                 "a token generated in the state dir)");
+  cmd->add_option("--state-dir", o->state_dir, "Journal, logs, drained cards (overrides runner.yml state-dir)");
+  cmd->add_option("--lock-dir", o->lock_dir, "Card lock directory (overrides runner.yml devices.lock-dir)");
+  cmd->add_flag("--simulate", o->simulate, "Steps sleep their expected duration (the lead job still runs for real)");
+  cmd->add_option("--time-scale", o->time_scale, "With --simulate: real seconds per simulated second")->check(CLI::Range(1e-6, 1e6));
+  cmd->footer("Exit codes: 0 after SIGINT/SIGTERM once every run stopped; 2 bad definitions or settings; 3 cannot "
+              "listen, open the journal or use the lock directory.");
+  cmd->callback([o, &common, &exit_code] {
+    o->load = common.load;
+    boost::asio::io_context io;
+    Daemon daemon(io, *o);
+    if (std::string err = daemon.start(); !err.empty()) {
+      std::cerr << "pto-runner serve: " << err << "\n";
+      exit_code = err.find("definitions have errors") != std::string::npos ? to_int(ExitCode::BadInput)
+                                                                           : to_int(ExitCode::Infrastructure);
+      return;
+    }
+    std::cout << "pto-runner serve: listening on http://127.0.0.1:" << daemon.port() << " (status: /api/v1/status)"
+              << "; token file: " << daemon.token_path() << std::endl;
+    boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+    signals.async_wait([&](boost::system::error_code ec, int sig) {
+      if (ec) return;
+      std::cerr << "pto-runner serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ": cancelling active runs\n";
+      daemon.shutdown([&io] { io.stop(); });
+    });
+    io.run();
+    exit_code = 0;
+  });
+}
+
+}  // namespace pto

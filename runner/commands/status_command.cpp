@@ -1,0 +1,73 @@
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "client/api_client.h"
+#include "commands/commands.h"
+#include "util/json_text.h"
+
+namespace pto {
+
+void register_status_command(CLI::App& app, CommonOptions&, int& exit_code) {
+  struct Opts {
+    std::string server = "http://127.0.0.1:8787";
+    std::string format = "text";
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("status", "Print the daemon's status for a person: cards, queue with reasons, runs");
+  cmd->add_option("--server", o->server, "Daemon URL")->capture_default_str();
+  cmd->add_option("--format", o->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  cmd->callback([o, &exit_code] {
+    std::string server = o->server;
+    while (!server.empty() && server.back() == '/') server.pop_back();
+    ApiResponse r = api_request("GET", server + "/api/v1/status");
+    if (!r.reached || r.status != 200) {
+      std::cerr << "pto-runner status: " << (r.reached ? "HTTP " + std::to_string(r.status) : r.error) << "\n";
+      exit_code = to_int(ExitCode::Infrastructure);
+      return;
+    }
+    auto s = nlohmann::json::parse(r.body, nullptr, false);
+    if (s.is_discarded()) {
+      std::cerr << "pto-runner status: the server sent something that is not JSON\n";
+      exit_code = to_int(ExitCode::Infrastructure);
+      return;
+    }
+    if (o->format == "json") {
+      std::cout << dump_json(s, 2) << "\n";
+      exit_code = 0;
+      return;
+    }
+    auto str = [](const nlohmann::json& j, const char* k) {
+      return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : std::string("-");
+    };
+    const auto& t = s["toolchain"];
+    std::printf("pto-runner %s, up %.0fs%s\n", str(s, "version").c_str(), s.value("uptime_seconds", 0.0),
+                s.value("simulate", false) ? " (simulated cards)" : "");
+    std::printf("PTOAS %s: %s%s%s\n", str(t["pin"], "version").c_str(), str(t, "state").c_str(),
+                t["bin"].is_string() ? (" at " + t["bin"].get<std::string>()).c_str() : "",
+                t["last_verified"].is_string() ? (", verified " + t["last_verified"].get<std::string>()).c_str() : "");
+    std::printf("\nCARDS\n");
+    for (const auto& d : s["devices"]) {
+      std::string who = d["holder"].is_object() ? d["holder"].value("label", "") : "";
+      if (d["holder"].is_object() && d["holder"].contains("run")) who += "  (run " + d["holder"]["run"].get<std::string>() + ")";
+      if (d["drain_reason"].is_string()) who = "drained: " + d["drain_reason"].get<std::string>();
+      if (d.contains("reserved_for")) who = "reserved for queue ticket " + std::to_string(d["reserved_for"].get<long long>());
+      std::printf("  %-3d %-9s %s\n", d.value("id", 0), str(d, "state").c_str(), who.c_str());
+    }
+    std::printf("\nQUEUE (%zu waiting)\n", s["queue"].size());
+    for (const auto& q : s["queue"])
+      std::printf("  %-60s %d card(s), %5.0fs: %s\n", str(q, "step").c_str(), q.value("devices", 0),
+                  q.value("wait_seconds", 0.0), str(q, "reason").c_str());
+    std::printf("\nACTIVE RUNS\n");
+    for (const auto& a : s["active_runs"])
+      std::printf("  %s  %d/%d steps finished, %d running, %d waiting\n", str(a, "id").c_str(), a.value("steps_finished", 0),
+                  a.value("steps", 0), a.value("steps_running", 0), a.value("steps_waiting", 0));
+    std::printf("\nRUNS:");
+    for (const auto& [k, v] : s["runs_by_result"].items()) std::printf(" %s %d", k.c_str(), v.get<int>());
+    std::printf("\n");
+    exit_code = 0;
+  });
+}
+
+}  // namespace pto

@@ -1,0 +1,23 @@
+#pragma once
+// The one JSON rendering of runs, jobs and steps: the HTTP API, the journal's records and `submit`'s progress
+// all read this shape.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/run_state.h"
+#include "plan/plan.h"
+
+namespace pto {
+
+/// "3-9": the 1-based job and step numbers, the step's id in URLs.
+std::string step_id(int job, int step);
+
+nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step, double now);
+nlohmann::json job_to_json(const RunRecord& r, const Plan& p, int job, double now, bool with_steps = true);
+/// `state`: queued/running/succeeded/failed/cancelled/interrupted; `result` the exit code it ends with (-1 while running).
+nlohmann::json run_to_json(const RunRecord& r, const Plan& p, const std::string& state, int result, double now);
+/// A finished step's outcome as a counter label: succeeded, failed, timed_out, cancelled, skipped, deduplicated.
+std::string run_state_name(const RunRecord& r, bool finished, int result);
+
+}  // namespace pto

@@ -1,0 +1,256 @@
+// The HTTP API of `pto-runner serve` (SPEC: Daemon). Routing, authentication and the read-only views; the
+// mutations themselves are in daemon.cpp.
+#include <openssl/crypto.h>
+
+#include <fstream>
+#include <regex>
+
+#include "config/device_spec.h"
+#include "report/run_view.h"
+#include "server/daemon.h"
+#include "util/json_text.h"
+
+namespace pto {
+
+namespace {
+
+HttpResponse json_response(int status, const nlohmann::json& j) { return {status, "application/json", dump_json(j)}; }
+HttpResponse not_found(const std::string& what) { return json_response(404, {{"error", what}}); }
+
+}  // namespace
+
+bool Daemon::authorized(const HttpRequest& req) const {
+  const std::string prefix = "Bearer ";
+  if (req.authorization.compare(0, prefix.size(), prefix) != 0) return false;
+  std::string given = req.authorization.substr(prefix.size());
+  // Constant time over the token's length; only the length can leak, and the token is 16+ random characters.
+  if (given.size() != token_.size()) return false;
+  return CRYPTO_memcmp(given.data(), token_.data(), token_.size()) == 0;
+}
+
+HttpResponse Daemon::handle(const HttpRequest& req) {
+  static const std::regex run_re("/api/v1/runs/([0-9]{8}-[0-9]{6}-[0-9a-f]{4})");
+  static const std::regex cancel_re("/api/v1/runs/([0-9]{8}-[0-9]{6}-[0-9a-f]{4})/cancel");
+  static const std::regex log_re("/api/v1/runs/([0-9]{8}-[0-9]{6}-[0-9a-f]{4})/steps/([^/]+)/log");
+  std::smatch m;
+  const std::string& p = req.path;
+  const bool get = req.method == "GET" || req.method == "HEAD";
+  const bool post = req.method == "POST";
+  auto method_not_allowed = [] { return json_response(405, {{"error", "method not allowed"}}); };
+  auto unauthorized = [] {
+    return json_response(401, {{"error", "missing or wrong bearer token (Authorization: Bearer <token from the token file>)"}});
+  };
+
+  if (p == "/healthz") return get ? HttpResponse{200, "text/plain", "ok\n"} : method_not_allowed();
+  if (p == "/metrics") return get ? metrics() : method_not_allowed();
+  if (p == "/api/v1/status") return get ? status() : method_not_allowed();
+  if (p == "/api/v1/runs") {
+    if (get) return runs(req);
+    if (!post) return method_not_allowed();
+    if (!authorized(req)) return unauthorized();
+    return submit(req);
+  }
+  if (std::regex_match(p, m, cancel_re)) {
+    if (!post) return method_not_allowed();
+    if (!authorized(req)) return unauthorized();
+    return cancel(m[1]);
+  }
+  if (std::regex_match(p, m, log_re)) return get ? step_log(m[1], m[2], req) : method_not_allowed();
+  if (std::regex_match(p, m, run_re)) return get ? run(m[1]) : method_not_allowed();
+  return not_found("no such endpoint: " + p);
+}
+
+HttpResponse Daemon::status() {
+  nlohmann::json j;
+  j["version"] = PTO_RUNNER_VERSION;
+  j["started"] = started_iso_;
+  j["uptime_seconds"] = uptime();
+  j["simulate"] = opts_.simulate;
+  const auto& reserved = dispatcher_->reserved();
+  // Holder labels are "job / step"; say which run too.
+  std::map<std::string, std::string> run_of_label;
+  for (const auto& [id, r] : active_)
+    for (std::size_t k = 0; k < r->engine->plan().jobs.size(); ++k)
+      for (const auto& s : r->engine->plan().jobs[k].steps) run_of_label[r->engine->plan().jobs[k].id + " / " + s.name] = id;
+  nlohmann::json devices = nlohmann::json::array();
+  std::map<std::string, int> by_state;
+  for (const auto& c : pool_->status(reserved)) {
+    nlohmann::json d = {{"id", c.id}, {"state", to_string(c.state)}, {"since", c.since}, {"group", c.group}};
+    if (c.state == CardState::Busy) {
+      d["holder"] = {{"label", c.holder}, {"outside", c.held_outside}};
+      if (auto it = run_of_label.find(c.holder); it != run_of_label.end()) d["holder"]["run"] = it->second;
+    } else {
+      d["holder"] = nullptr;
+    }
+    if (c.state == CardState::Reserved) d["reserved_for"] = reserved.at(c.id);
+    d["drain_reason"] = c.drain_reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.drain_reason);
+    d["consecutive_infra_failures"] = c.consecutive_infra_failures;
+    by_state[to_string(c.state)]++;
+    devices.push_back(d);
+  }
+  j["devices"] = devices;
+  j["devices_by_state"] = by_state;
+  nlohmann::json queue = nlohmann::json::array();
+  for (const auto& q : dispatcher_->queue()) {
+    nlohmann::json e = {{"ticket", q.ticket}, {"step", q.label}, {"devices", q.devices}, {"reason", q.reason},
+                        {"wait_seconds", q.waited_seconds}, {"since", q.since}};
+    if (auto it = run_of_label.find(q.label); it != run_of_label.end()) e["run"] = it->second;
+    queue.push_back(e);
+  }
+  j["queue"] = queue;
+  nlohmann::json active = nlohmann::json::array();
+  for (const auto& [id, r] : active_) {
+    const RunRecord& rec = r->engine->record();
+    int running = 0, waiting = 0, done = 0, total = 0;
+    for (const auto& job : rec.jobs)
+      for (const auto& s : job.steps) {
+        ++total;
+        running += s.state == StepState::Running;
+        waiting += s.state == StepState::Waiting;
+        done += is_final(s.state);
+      }
+    active.push_back({{"id", id}, {"created", rec.created}, {"state", rec.cancelled ? "cancelling" : "running"},
+                      {"steps", total}, {"steps_finished", done}, {"steps_running", running}, {"steps_waiting", waiting},
+                      {"url", "/api/v1/runs/" + id}});
+  }
+  j["active_runs"] = active;
+  j["toolchain"] = {{"pin", {{"version", toolchain_.version}, {"sha256", toolchain_.sha256}}},
+                    {"state", toolchain_.state},
+                    {"root", toolchain_.root.empty() ? nlohmann::json(nullptr) : nlohmann::json(toolchain_.root)},
+                    {"bin", toolchain_.bin.empty() ? nlohmann::json(nullptr) : nlohmann::json(toolchain_.bin)},
+                    {"last_verified", toolchain_.last_verified.empty() ? nlohmann::json(nullptr) : nlohmann::json(toolchain_.last_verified)},
+                    {"error", toolchain_.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(toolchain_.error)},
+                    {"run", toolchain_.run.empty() ? nlohmann::json(nullptr) : nlohmann::json(toolchain_.run)}};
+  if (toolchain_.version.empty()) {
+    // Before any lead job ran, show the pin the definitions ask for.
+    Diagnostics d;
+    VersionsEnv pin = load_versions_env(opts_.load.root + "/toolchain/versions.env", "toolchain/versions.env", d);
+    j["toolchain"]["pin"] = {{"version", pin.ptoas_version}, {"sha256", pin.sha256_for(host_arch())}};
+  }
+  auto counts = journal_->runs_by_state();
+  counts["running"] = static_cast<int>(active_.size());
+  j["runs_by_result"] = counts;
+  return json_response(200, j);
+}
+
+HttpResponse Daemon::runs(const HttpRequest& req) {
+  int limit = 50;
+  if (auto it = req.query.find("limit"); it != req.query.end()) {
+    char* end = nullptr;
+    long n = std::strtol(it->second.c_str(), &end, 10);
+    if (it->second.empty() || *end || n < 1 || n > 1000) return json_response(400, {{"error", "limit must be 1-1000"}});
+    limit = static_cast<int>(n);
+  }
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [id, r] : active_)
+    out.push_back({{"id", id}, {"state", "running"}, {"created", r->engine->record().created}, {"finished", nullptr},
+                   {"result", nullptr}, {"request", r->request}});
+  for (const auto& s : journal_->list_runs(limit)) {
+    if (active_.count(s.id)) continue;
+    out.push_back({{"id", s.id}, {"state", s.state}, {"created", s.created},
+                   {"finished", s.finished.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.finished)},
+                   {"result", s.result >= 0 ? nlohmann::json(s.result) : nlohmann::json(nullptr)}, {"request", s.request}});
+  }
+  return json_response(200, {{"runs", out}});
+}
+
+HttpResponse Daemon::run(const std::string& id) {
+  if (auto it = active_.find(id); it != active_.end()) {
+    const RunEngine& e = *it->second->engine;
+    nlohmann::json j = run_to_json(e.record(), e.plan(), e.record().cancelled ? "cancelling" : "running", -1, e.now());
+    // Waiting reasons live in the dispatcher; fill them in for the steps that wait.
+    for (std::size_t k = 0; k < e.plan().jobs.size(); ++k)
+      for (std::size_t s = 0; s < e.plan().jobs[k].steps.size(); ++s) {
+        const StepRecord& sr = e.record().jobs[k].steps[s];
+        if (sr.state == StepState::Waiting && sr.ticket) j["jobs"][k]["steps"][s]["wait_reason"] = dispatcher_->waiting_reason(sr.ticket);
+      }
+    j["request"] = it->second->request;
+    return json_response(200, j);
+  }
+  auto rec = journal_->run_record(id);
+  if (!rec) return not_found("no run " + id);
+  return json_response(200, *rec);
+}
+
+HttpResponse Daemon::step_log(const std::string& id, const std::string& step, const HttpRequest& req) {
+  static const std::regex step_re("([0-9]{1,6})-([0-9]{1,6})");
+  std::smatch m;
+  if (!std::regex_match(step, m, step_re)) return not_found("no step '" + step + "' (step ids look like 3-9)");
+  std::size_t tail = 200;
+  if (auto it = req.query.find("tail"); it != req.query.end()) {
+    char* end = nullptr;
+    long n = std::strtol(it->second.c_str(), &end, 10);
+    if (it->second.empty() || *end || n < 1 || n > 100000) return json_response(400, {{"error", "tail must be 1-100000"}});
+    tail = static_cast<std::size_t>(n);
+  }
+  // The path comes from the run's own record, never from the URL.
+  std::string log_path;
+  std::size_t job = std::stoul(m[1]) - 1, st = std::stoul(m[2]) - 1;
+  if (auto it = active_.find(id); it != active_.end()) {
+    const auto& rec = it->second->engine->record();
+    if (job < rec.jobs.size() && st < rec.jobs[job].steps.size()) log_path = rec.jobs[job].steps[st].log_path;
+    else return not_found("no step " + step + " in run " + id);
+  } else {
+    auto rec = journal_->run_record(id);
+    if (!rec) return not_found("no run " + id);
+    const auto& jobs = (*rec)["jobs"];
+    if (job >= jobs.size() || st >= jobs[job]["steps"].size()) return not_found("no step " + step + " in run " + id);
+    log_path = jobs[job]["steps"][st].value("log_path", "");
+  }
+  if (log_path.empty()) return not_found("step " + step + " has no log yet");
+  std::ifstream in(log_path, std::ios::binary | std::ios::ate);
+  if (!in) return not_found("the log of step " + step + " is gone");
+  // Read backwards in blocks until enough lines are found; logs can be large.
+  std::streamoff size = in.tellg(), pos = size;
+  std::string data;
+  std::size_t lines = 0;
+  while (pos > 0 && lines <= tail) {
+    std::streamoff chunk = std::min<std::streamoff>(64 * 1024, pos);
+    pos -= chunk;
+    std::string block(static_cast<std::size_t>(chunk), '\0');
+    in.seekg(pos);
+    in.read(block.data(), chunk);
+    lines += static_cast<std::size_t>(std::count(block.begin(), block.end(), '\n'));
+    data = block + data;
+  }
+  std::size_t cut = data.size(), seen = 0;
+  if (!data.empty() && data.back() == '\n') --cut;
+  while (cut > 0) {
+    std::size_t nl = data.rfind('\n', cut - 1);
+    if (nl == std::string::npos) {
+      cut = 0;
+      break;
+    }
+    if (++seen == tail) {
+      cut = nl + 1;
+      break;
+    }
+    cut = nl;
+  }
+  return {200, "text/plain; charset=utf-8", data.substr(seen == tail ? cut : 0)};
+}
+
+HttpResponse Daemon::metrics() {
+  std::string out;
+  out += "# HELP pto_runner_cards NPU cards by state\n# TYPE pto_runner_cards gauge\n";
+  std::map<std::string, int> by_state = {{"free", 0}, {"busy", 0}, {"reserved", 0}, {"drained", 0}};
+  for (const auto& c : pool_->status(dispatcher_->reserved())) by_state[to_string(c.state)]++;
+  for (const auto& [s, n] : by_state) out += "pto_runner_cards{state=\"" + s + "\"} " + std::to_string(n) + "\n";
+  out += "# HELP pto_runner_queue_depth Steps waiting for cards\n# TYPE pto_runner_queue_depth gauge\n";
+  out += "pto_runner_queue_depth " + std::to_string(dispatcher_->queue().size()) + "\n";
+  out += "# HELP pto_runner_active_runs Runs in progress\n# TYPE pto_runner_active_runs gauge\n";
+  out += "pto_runner_active_runs " + std::to_string(active_.size()) + "\n";
+  metrics_.wait_seconds.render(out, "pto_runner_wait_seconds", "Time from runnable to started");
+  metrics_.step_seconds.render(out, "pto_runner_step_duration_seconds", "Time from started to finished");
+  out += "# HELP pto_runner_steps_total Finished steps by result\n# TYPE pto_runner_steps_total counter\n";
+  for (const auto& [r, n] : metrics_.steps_by_result)
+    out += "pto_runner_steps_total{result=\"" + r + "\"} " + std::to_string(n) + "\n";
+  out += "# HELP pto_runner_runs_total Finished runs by result since start\n# TYPE pto_runner_runs_total counter\n";
+  for (const auto& [r, n] : metrics_.runs_by_result)
+    out += "pto_runner_runs_total{result=\"" + r + "\"} " + std::to_string(n) + "\n";
+  out += "# HELP pto_runner_uptime_seconds Seconds since the daemon started\n# TYPE pto_runner_uptime_seconds gauge\n";
+  out += "pto_runner_uptime_seconds " + std::to_string(uptime()) + "\n";
+  return {200, "text/plain; version=0.0.4", out};
+}
+
+}  // namespace pto

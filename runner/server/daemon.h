@@ -1,0 +1,94 @@
+#pragma once
+// Daemon: `pto-runner serve`. One io_context thread owns everything: the card pool and its one queue (shared
+// by every run), the executor, the active runs, the journal and the HTTP server. HTTP handlers read that
+// state directly; there are no locks because there is no second thread.
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "config/project.h"
+#include "engine/dispatcher.h"
+#include "engine/engine.h"
+#include "exec/executor.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+#include "store/journal.h"
+
+#include <nlohmann/json.hpp>
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace pto {
+
+struct DaemonOptions {
+  LoadOptions load;
+  std::string listen;       // overrides runner.yml
+  std::string token_file;   // overrides runner.yml; when neither names one, a token is generated in the state dir
+  std::string state_dir;    // overrides runner.yml
+  std::string lock_dir;     // overrides runner.yml
+  bool simulate = false;    // steps sleep their expected duration (the lead job stays real)
+  double time_scale = 0.01;
+  HttpLimits limits;
+};
+
+struct ToolchainStatus {
+  std::string state = "unknown";  // unknown | ready | failed
+  std::string version, sha256, root, bin, last_verified, error, run;
+};
+
+class Daemon {
+ public:
+  Daemon(boost::asio::io_context& io, DaemonOptions opts);
+  ~Daemon();
+  /// Loads host settings, opens the journal, recovers interrupted runs, listens. Returns "" or the error.
+  std::string start();
+  unsigned short port() const;
+  const std::string& token_path() const { return token_path_; }
+  /// Cancels every active run; `done` is posted once they have all stopped.
+  void shutdown(std::function<void()> done);
+
+  HttpResponse handle(const HttpRequest& req);  // server/api.cpp
+
+ private:
+  class JournalObserver;
+  struct ActiveRun {
+    std::unique_ptr<RunObserver> observer;
+    std::unique_ptr<RunEngine> engine;
+    nlohmann::json request;  // jobs, ref, sha and env names (never env values: they may be secrets)
+  };
+  friend class JournalObserver;
+
+  HttpResponse submit(const HttpRequest& req);
+  HttpResponse cancel(const std::string& id);
+  HttpResponse status();
+  HttpResponse runs(const HttpRequest& req);
+  HttpResponse run(const std::string& id);
+  HttpResponse step_log(const std::string& id, const std::string& step, const HttpRequest& req);
+  HttpResponse metrics();
+  bool authorized(const HttpRequest& req) const;
+  void recover();
+  void on_run_finished(const std::string& id);
+  double uptime() const;
+
+  boost::asio::io_context& io_;
+  DaemonOptions opts_;
+  RunnerConfig cfg_;
+  std::string state_dir_, token_path_, token_;
+  std::unique_ptr<Journal> journal_;
+  std::unique_ptr<DevicePool> pool_;
+  std::unique_ptr<Dispatcher> dispatcher_;
+  std::unique_ptr<Executor> executor_, lead_executor_;
+  std::unique_ptr<HttpServer> server_;
+  std::map<std::string, std::unique_ptr<ActiveRun>> active_;
+  Metrics metrics_;
+  ToolchainStatus toolchain_;
+  std::string started_iso_;
+  std::chrono::steady_clock::time_point started_;
+  std::function<void()> on_drained_;
+};
+
+}  // namespace pto

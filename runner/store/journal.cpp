@@ -1,0 +1,182 @@
+#include "store/journal.h"
+
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <stdexcept>
+
+#include "util/json_text.h"
+
+namespace pto {
+
+namespace {
+
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql, -1, &s_, nullptr) != SQLITE_OK)
+      throw std::runtime_error(std::string("journal: ") + sqlite3_errmsg(db));
+  }
+  ~Stmt() { sqlite3_finalize(s_); }
+  Stmt& bind(int i, const std::string& v) {
+    sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& bind(int i, long long v) {
+    sqlite3_bind_int64(s_, i, v);
+    return *this;
+  }
+  bool step() {
+    int rc = sqlite3_step(s_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc != SQLITE_DONE) throw std::runtime_error(std::string("journal: ") + sqlite3_errmsg(db_));
+    return false;
+  }
+  std::string text(int col) const {
+    auto p = sqlite3_column_text(s_, col);
+    return p ? std::string(reinterpret_cast<const char*>(p), static_cast<std::size_t>(sqlite3_column_bytes(s_, col))) : "";
+  }
+  long long integer(int col) const { return sqlite3_column_int64(s_, col); }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* s_ = nullptr;
+};
+
+nlohmann::json parse_or_null(const std::string& s) {
+  auto j = nlohmann::json::parse(s, nullptr, false);
+  return j.is_discarded() ? nlohmann::json() : j;
+}
+
+}  // namespace
+
+std::unique_ptr<Journal> Journal::open(const std::string& path, std::string& error) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  sqlite3* db = nullptr;
+  if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) {
+    error = "cannot open journal " + path + ": " + (db ? sqlite3_errmsg(db) : "out of memory");
+    sqlite3_close(db);
+    return nullptr;
+  }
+  std::unique_ptr<Journal> j(new Journal(db));
+  try {
+    // WAL: readers never block the writer; synchronous=NORMAL: a commit survives a process crash (the case
+    // recovery handles) without an fsync per step transition.
+    j->exec("PRAGMA journal_mode=WAL");
+    j->exec("PRAGMA synchronous=NORMAL");
+    j->exec("PRAGMA busy_timeout=5000");
+    j->exec(
+        "CREATE TABLE IF NOT EXISTS runs(id TEXT PRIMARY KEY, created TEXT NOT NULL, finished TEXT, state TEXT NOT NULL,"
+        " result INTEGER, request TEXT NOT NULL, skeleton TEXT NOT NULL, record TEXT)");
+    j->exec(
+        "CREATE TABLE IF NOT EXISTS events(seq INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, kind TEXT NOT NULL,"
+        " job INTEGER NOT NULL, step INTEGER NOT NULL, data TEXT NOT NULL)");
+    j->exec("CREATE INDEX IF NOT EXISTS events_by_run ON events(run_id, seq)");
+  } catch (const std::exception& e) {
+    error = std::string("journal ") + path + ": " + e.what();
+    return nullptr;
+  }
+  return j;
+}
+
+Journal::~Journal() { sqlite3_close(db_); }
+
+void Journal::exec(const char* sql) const {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    throw std::runtime_error(msg);
+  }
+}
+
+void Journal::run_created(const std::string& id, const std::string& created, const nlohmann::json& request,
+                          const nlohmann::json& skeleton) {
+  Stmt(db_, "INSERT INTO runs(id, created, state, request, skeleton) VALUES(?, ?, 'running', ?, ?)")
+      .bind(1, id)
+      .bind(2, created)
+      .bind(3, dump_json(request))
+      .bind(4, dump_json(skeleton))
+      .step();
+}
+
+void Journal::event(const std::string& run, const std::string& kind, int job, int step, const nlohmann::json& data) {
+  Stmt(db_, "INSERT INTO events(run_id, kind, job, step, data) VALUES(?, ?, ?, ?, ?)")
+      .bind(1, run)
+      .bind(2, kind)
+      .bind(3, job)
+      .bind(4, step)
+      .bind(5, dump_json(data))
+      .step();
+}
+
+void Journal::run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record) {
+  Stmt(db_, "UPDATE runs SET finished = ?, state = ?, result = ?, record = ? WHERE id = ?")
+      .bind(1, record.value("finished", std::string()))
+      .bind(2, state)
+      .bind(3, result)
+      .bind(4, dump_json(record))
+      .bind(5, id)
+      .step();
+  // The final record holds everything the events said; keep the table from growing with history.
+  Stmt(db_, "DELETE FROM events WHERE run_id = ?").bind(1, id).step();
+}
+
+std::vector<RunSummary> Journal::list_runs(int limit) const {
+  std::vector<RunSummary> out;
+  Stmt s(db_, "SELECT id, state, created, COALESCE(finished, ''), COALESCE(result, -1), request FROM runs "
+              "ORDER BY created DESC, id DESC LIMIT ?");
+  s.bind(1, limit);
+  while (s.step())
+    out.push_back({s.text(0), s.text(1), s.text(2), s.text(3), static_cast<int>(s.integer(4)), parse_or_null(s.text(5))});
+  return out;
+}
+
+nlohmann::json Journal::replay(const std::string& id, nlohmann::json record) const {
+  Stmt s(db_, "SELECT kind, job, step, data FROM events WHERE run_id = ? ORDER BY seq");
+  s.bind(1, id);
+  while (s.step()) {
+    auto data = parse_or_null(s.text(3));
+    auto job = static_cast<std::size_t>(s.integer(1));
+    auto step = static_cast<std::size_t>(s.integer(2));
+    if (!record.contains("jobs") || job >= record["jobs"].size()) continue;
+    auto& j = record["jobs"][job];
+    if (s.text(0) == "job") {
+      for (auto& [k, v] : data.items())
+        if (k != "steps") j[k] = v;
+    } else if (j.contains("steps") && step < j["steps"].size()) {
+      j["steps"][step] = data;
+    }
+  }
+  return record;
+}
+
+std::optional<nlohmann::json> Journal::run_record(const std::string& id) const {
+  Stmt s(db_, "SELECT record, skeleton FROM runs WHERE id = ?");
+  s.bind(1, id);
+  if (!s.step()) return std::nullopt;
+  std::string record = s.text(0);
+  if (!record.empty()) return parse_or_null(record);
+  return replay(id, parse_or_null(s.text(1)));
+}
+
+std::vector<nlohmann::json> Journal::unfinished_runs() const {
+  std::vector<std::pair<std::string, std::string>> rows;
+  {
+    Stmt s(db_, "SELECT id, skeleton FROM runs WHERE record IS NULL ORDER BY created");
+    while (s.step()) rows.emplace_back(s.text(0), s.text(1));
+  }
+  std::vector<nlohmann::json> out;
+  for (const auto& [id, skeleton] : rows) out.push_back(replay(id, parse_or_null(skeleton)));
+  return out;
+}
+
+std::map<std::string, int> Journal::runs_by_state() const {
+  std::map<std::string, int> out;
+  Stmt s(db_, "SELECT state, COUNT(*) FROM runs GROUP BY state");
+  while (s.step()) out[s.text(0)] = static_cast<int>(s.integer(1));
+  return out;
+}
+
+}  // namespace pto

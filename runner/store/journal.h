@@ -1,0 +1,50 @@
+#pragma once
+// Journal: every run, job and step transition in SQLite (WAL), so history survives restarts and a crash can
+// be recovered from. Logs stay files; the journal stores their paths.
+//
+// Tables: runs (one row per run: request, plan-shaped skeleton at creation, final record at the end) and
+// events (every transition, carrying the job's or step's whole JSON). A run's state at any moment is its
+// skeleton with its events applied in order, which is exactly what recovery does after a crash.
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+struct sqlite3;
+
+namespace pto {
+
+struct RunSummary {
+  std::string id, state, created, finished;
+  int result = -1;
+  nlohmann::json request;
+};
+
+class Journal {
+ public:
+  static std::unique_ptr<Journal> open(const std::string& path, std::string& error);
+  ~Journal();
+
+  void run_created(const std::string& id, const std::string& created, const nlohmann::json& request,
+                   const nlohmann::json& skeleton);
+  /// `kind` is "job" or "step"; `data` is that job's or step's JSON as the API renders it.
+  void event(const std::string& run, const std::string& kind, int job, int step, const nlohmann::json& data);
+  void run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record);
+
+  std::vector<RunSummary> list_runs(int limit) const;
+  std::optional<nlohmann::json> run_record(const std::string& id) const;
+  /// Runs never marked finished, each rebuilt from its skeleton and events.
+  std::vector<nlohmann::json> unfinished_runs() const;
+  std::map<std::string, int> runs_by_state() const;
+
+ private:
+  explicit Journal(sqlite3* db) : db_(db) {}
+  void exec(const char* sql) const;
+  nlohmann::json replay(const std::string& id, nlohmann::json skeleton) const;
+  sqlite3* db_;
+};
+
+}  // namespace pto
