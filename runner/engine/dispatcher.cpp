@@ -102,6 +102,7 @@ void Dispatcher::schedule_pump() {
 void Dispatcher::pump() {
   // A lock held by another process turns up only when acquiring; then that card counts as busy and the
   // schedule is recomputed, a bounded number of times (each retry marks at least one more card busy).
+  if (pending_.empty()) reserved_.clear();  // nobody waits: nothing is reserved
   for (int attempt = 0; attempt < 64 && !pending_.empty(); ++attempt) {
     std::vector<SchedRequest> queue;
     for (const auto& [order, p] : pending_) queue.push_back({order, p->devices, p->label, p->expected_seconds});
@@ -144,7 +145,9 @@ void Dispatcher::pump() {
     }
     for (auto& [p, cards] : granted) p->grant(cards);
     for (auto& p : impossible) p->impossible(p->reason);
-    if (!lock_conflict) break;
+    // After grants, one more pass: the waiting reasons then name the new holders, not "a step starting now".
+    if (!lock_conflict && granted.empty()) break;
+    if (pending_.empty()) reserved_.clear();
   }
   if (pool_.any_held_outside() && !poller_->armed && !pending_.empty()) {
     poller_->armed = true;

@@ -1,0 +1,321 @@
+// `pto-runner serve`, `submit` and `status` against a real daemon on a loopback port: the status shape, auth,
+// bad requests, concurrency, slow clients, submit's exit codes and cancel, and recovery after SIGKILL.
+#include <arpa/inet.h>
+#include <catch2/catch.hpp>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "client/api_client.h"
+#include "sched/card_lock.h"
+#include "test_support.h"
+
+using namespace pto::test;
+using nlohmann::json;
+
+namespace {
+
+struct Served {
+  TempDir dir;
+  Spawned proc;
+  int port = 0;
+  std::string token;
+  std::string state() const { return (dir.path() / "state").string(); }
+  std::string locks() const { return (dir.path() / "locks").string(); }
+  std::string url(const std::string& path = "") const { return "http://127.0.0.1:" + std::to_string(port) + path; }
+
+  void start(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"serve", "--root", dir.str(), "--listen", "127.0.0.1:0", "--state-dir", state(),
+                                     "--lock-dir", locks(), "--devices", "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    proc = spawn_cli(args);
+    REQUIRE(wait_until([&] { return read_file(proc.out).find("listening on http://127.0.0.1:") != std::string::npos; }, 20));
+    std::string out = read_file(proc.out);
+    port = std::stoi(out.substr(out.find("127.0.0.1:") + 10));
+    token = read_file(dir.path() / "state/token");
+    while (!token.empty() && token.back() == '\n') token.pop_back();
+  }
+  void stop(int sig = SIGTERM) {
+    if (proc.pid > 0) {
+      ::kill(proc.pid, sig);
+      wait_cli(proc);
+      proc.pid = -1;
+    }
+  }
+  ~Served() { stop(); }
+
+  pto::ApiResponse post(const std::string& path, const json& body, const std::string& tok = "use-own") const {
+    return pto::api_request("POST", url(path), tok == "use-own" ? token : tok, body.dump());
+  }
+  json get(const std::string& path) const {
+    auto r = pto::api_request("GET", url(path));
+    REQUIRE(r.reached);
+    INFO(r.body);
+    REQUIRE(r.status == 200);
+    return json::parse(r.body);
+  }
+  json wait_run(const std::string& id, double seconds = 30) const {
+    json run;
+    REQUIRE(wait_until([&] {
+      run = get("/api/v1/runs/" + id);
+      std::string st = run["state"];
+      return st != "running" && st != "cancelling";
+    }, seconds));
+    return run;
+  }
+};
+
+void sleepy_project(const TempDir& d, const std::string& marks) {
+  write_project(d, {{"slow.yml", "name: slow\nparallel: true\nsteps:\n"
+                                 "  - {name: one, devices: 1, expected-minutes: 1, run: 'echo $$ > " + marks + "/one.pid; sleep 1000'}\n"
+                                 "  - {name: two, devices: 1, expected-minutes: 1, run: 'echo $$ > " + marks + "/two.pid; setsid sleep 1000 & echo $! > " + marks + "/two.escapee; sleep 1000'}\n"
+                                 "  - {name: three, devices: 2, run: 'sleep 1000'}\n"},
+                    {"quick.yml", "name: quick\nsteps:\n  - {name: ok, devices: 1, run: 'echo fine'}\n"},
+                    {"broken.yml", "name: broken\nsteps:\n  - {name: bad, devices: 1, run: 'echo going wrong; echo really; exit 4'}\n"}});
+}
+
+bool pid_running(int pid) {
+  if (::kill(pid, 0) != 0) return false;
+  return read_file("/proc/" + std::to_string(pid) + "/stat").find(") Z") == std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("serve: status has every field with the right types, during and after a run", "[daemon]") {
+  Served s;
+  sleepy_project(s.dir, s.dir.str());
+  s.start();
+  auto r = s.post("/api/v1/runs", {{"jobs", {"slow"}}, {"ref", "refs/heads/main"}, {"sha", "abc123"}, {"env", {{"SECRET", "hunter2"}}}});
+  REQUIRE(r.status == 201);
+  std::string id = json::parse(r.body)["id"];
+  REQUIRE(wait_until([&] { return fs::exists(s.dir.path() / "two.escapee"); }));
+  json st = s.get("/api/v1/status");
+  CHECK(st["version"].is_string());
+  CHECK(st["uptime_seconds"].is_number());
+  CHECK(st["toolchain"]["pin"]["version"] == "v0.52");
+  CHECK(st["toolchain"]["state"].is_string());
+  REQUIRE(st["devices"].size() == 2);
+  for (const auto& d : st["devices"]) {
+    CHECK(d["id"].is_number_integer());
+    CHECK(d["state"] == "busy");
+    CHECK(d["holder"]["run"] == id);
+    CHECK(d["holder"]["label"].is_string());
+    CHECK(d["since"].is_string());
+  }
+  REQUIRE(st["queue"].size() == 1);  // `three` waits for both cards
+  CHECK(st["queue"][0]["reason"].get<std::string>().find("waiting for 2 cards") == 0);
+  CHECK(st["queue"][0]["reason"].get<std::string>().find("held by slow / one") != std::string::npos);
+  CHECK(st["queue"][0]["wait_seconds"].is_number());
+  CHECK(st["queue"][0]["run"] == id);
+  REQUIRE(st["active_runs"].size() == 1);
+  CHECK(st["active_runs"][0]["steps_running"] == 2);
+  CHECK(st["runs_by_result"]["running"] == 1);
+  CHECK(st.dump().find("hunter2") == std::string::npos);  // secrets never reach the status
+
+  json run = s.get("/api/v1/runs/" + id);
+  CHECK(run["state"] == "running");
+  const auto& step = run["jobs"][0]["steps"][0];
+  for (const char* k : {"created", "runnable", "started"}) CHECK(step[k].is_string());
+  CHECK(step["finished"].is_null());
+  CHECK(step["cards"].size() == 1);
+  CHECK(step["attempt"] == 1);
+  CHECK(step["log"].get<std::string>() == "/api/v1/runs/" + id + "/steps/1-1/log");
+  CHECK(run["jobs"][0]["steps"][2]["wait_reason"].get<std::string>().find("waiting for 2 cards") == 0);
+  CHECK(run.dump().find("hunter2") == std::string::npos);
+
+  REQUIRE(s.post("/api/v1/runs/" + id + "/cancel", json::object()).status == 202);
+  json done = s.wait_run(id);
+  CHECK(done["state"] == "cancelled");
+  CHECK(done["finished"].is_string());
+  CHECK(done["jobs"][0]["steps"][0]["state"] == "cancelled");
+  CHECK(done["jobs"][0]["steps"][0]["signal"] == SIGTERM);
+  json after = s.get("/api/v1/status");
+  for (const auto& d : after["devices"]) CHECK(d["state"] == "free");
+  CHECK(after["queue"].empty());
+  CHECK(after["runs_by_result"]["cancelled"] == 1);
+  CHECK_FALSE(pid_running(std::stoi(read_file(s.dir.path() / "two.escapee"))));
+  json runs = s.get("/api/v1/runs");
+  CHECK(runs["runs"][0]["id"] == id);
+  CHECK(runs["runs"][0]["request"]["env"] == json::array({"SECRET"}));
+}
+
+TEST_CASE("serve: mutations need the token; bad requests get 400/404/413 and the daemon keeps serving", "[daemon]") {
+  Served s;
+  sleepy_project(s.dir, s.dir.str());
+  s.start();
+  CHECK(s.post("/api/v1/runs", {{"jobs", {"quick"}}}, "").status == 401);
+  CHECK(s.post("/api/v1/runs", {{"jobs", {"quick"}}}, std::string(s.token.size(), 'x')).status == 401);
+  CHECK(s.post("/api/v1/runs", {{"jobs", {"quick"}}}, s.token + "x").status == 401);
+  CHECK(s.get("/api/v1/runs")["runs"].empty());  // nothing happened
+
+  auto malformed = pto::api_request("POST", s.url("/api/v1/runs"), s.token, "{not json");
+  CHECK(malformed.status == 400);
+  auto unknown = s.post("/api/v1/runs", {{"jobs", {"nope"}}});
+  CHECK(unknown.status == 400);
+  CHECK(unknown.body.find("no job named 'nope'") != std::string::npos);
+  CHECK(s.post("/api/v1/runs", {{"jobs", "quick"}}).status == 400);
+  CHECK(s.post("/api/v1/runs", {{"jbos", {"quick"}}}).status == 400);
+  CHECK(s.post("/api/v1/runs", {{"env", {{"BAD NAME", "x"}}}}).status == 400);
+  auto big = pto::api_request("POST", s.url("/api/v1/runs"), s.token, std::string(2 * 1024 * 1024, ' '));
+  CHECK((!big.reached || big.status == 413));
+
+  auto r = s.post("/api/v1/runs", {{"jobs", {"quick"}}});
+  REQUIRE(r.status == 201);
+  std::string id = json::parse(r.body)["id"];
+  s.wait_run(id);
+  for (const char* bad : {"/steps/..%2F..%2Fetc%2Fpasswd/log", "/steps/../../etc/passwd/log", "/steps/1-1%2F..%2F..%2Fx/log",
+                          "/steps/9-9/log", "/steps/0-0/log"}) {
+    auto lr = pto::api_request("GET", s.url("/api/v1/runs/" + id + bad));
+    INFO(bad);
+    CHECK(lr.status == 404);
+    CHECK(lr.body.find("root:") == std::string::npos);
+  }
+  auto log = pto::api_request("GET", s.url("/api/v1/runs/" + id + "/steps/1-1/log?tail=5"));
+  CHECK(log.status == 200);
+  CHECK(log.body == "fine\n");
+  CHECK(pto::api_request("GET", s.url("/api/v1/runs/20990101-000000-abcd")).status == 404);
+  CHECK(pto::api_request("GET", s.url("/nope")).status == 404);
+  CHECK(pto::api_request("DELETE", s.url("/api/v1/status")).status == 405);
+  CHECK(s.post("/api/v1/runs/" + id + "/cancel", json::object()).status == 409);
+  CHECK(pto::api_request("GET", s.url("/healthz")).body == "ok\n");
+  auto metrics = pto::api_request("GET", s.url("/metrics"));
+  CHECK(metrics.body.find("pto_runner_cards{state=\"free\"} 2") != std::string::npos);
+  CHECK(metrics.body.find("pto_runner_steps_total{result=\"succeeded\"} 1") != std::string::npos);
+  CHECK(metrics.body.find("pto_runner_wait_seconds_count 1") != std::string::npos);
+  CHECK(metrics.body.find("pto_runner_step_duration_seconds_bucket{le=\"+Inf\"} 1") != std::string::npos);
+}
+
+TEST_CASE("serve: 200 concurrent pollers are all answered; a byte-a-second client blocks nobody", "[daemon]") {
+  Served s;
+  sleepy_project(s.dir, s.dir.str());
+  s.start();
+  REQUIRE(s.post("/api/v1/runs", {{"jobs", {"slow"}}}).status == 201);
+  // A slow client: connects and sends its headers one byte at a time.
+  int slow = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(s.port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  REQUIRE(connect(slow, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {
+    const char* req = "GET /api/v1/status HTTP/1.1\r\nHost: x\r\n\r\n";
+    for (const char* c = req; *c && !stop; ++c) {
+      if (send(slow, c, 1, MSG_NOSIGNAL) < 0) break;
+      for (int i = 0; i < 10 && !stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  std::atomic<int> ok{0}, failed{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 200; ++c)
+    clients.emplace_back([&] {
+      for (int i = 0; i < 3; ++i) {
+        auto r = pto::api_request("GET", s.url("/api/v1/status"));
+        (r.reached && r.status == 200 && r.body.find("\"devices\"") != std::string::npos ? ok : failed)++;
+      }
+    });
+  for (auto& t : clients) t.join();
+  CHECK(ok == 600);
+  CHECK(failed == 0);
+  // The slow client is still mid-headers: it was not what the others waited on.
+  char probe;
+  CHECK(recv(slow, &probe, 1, MSG_DONTWAIT) < 0);
+  stop = true;
+  trickle.join();
+  close(slow);
+}
+
+TEST_CASE("submit --wait exits with the run's result; 3 when the server is down", "[daemon]") {
+  Served s;
+  sleepy_project(s.dir, s.dir.str());
+  s.start();
+  auto token_file = (s.dir.path() / "state/token").string();
+  CommandResult good = run_cli({"submit", "--server", s.url(), "--token-file", token_file, "--job", "quick", "--wait",
+                                "--poll-interval", "0.1"});
+  INFO(good.out << good.err);
+  CHECK(good.exit_code == 0);
+  CHECK(good.out.find("<== quick / ok: succeeded, exit 0") != std::string::npos);
+
+  CommandResult bad = run_cli({"submit", "--server", s.url(), "--job", "broken", "--wait", "--poll-interval", "0.1"},
+                              {{"PTO_RUNNER_TOKEN", s.token}});
+  INFO(bad.out << bad.err);
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.out.find("<== broken / bad: failed, exit 4") != std::string::npos);
+  CHECK(bad.out.find("going wrong\nreally\n") != std::string::npos);  // the failed step's log tail
+
+  CommandResult refused = run_cli({"submit", "--server", s.url(), "--job", "quick"}, {{"PTO_RUNNER_TOKEN", "wrong-token-value"}});
+  CHECK(refused.exit_code == 2);
+  CHECK(refused.err.find("HTTP 401") != std::string::npos);
+
+  s.stop();
+  CommandResult down = run_cli({"submit", "--server", s.url(), "--token-file", token_file, "--wait"});
+  CHECK(down.exit_code == 3);
+  CHECK(down.err.find("cannot reach") != std::string::npos);
+  CHECK(run_cli({"status", "--server", s.url()}).exit_code == 3);
+}
+
+TEST_CASE("submit: SIGTERM cancels the remote run and frees its cards", "[daemon]") {
+  Served s;
+  sleepy_project(s.dir, s.dir.str());
+  s.start();
+  Spawned sub = spawn_cli({"submit", "--server", s.url(), "--job", "slow", "--wait", "--poll-interval", "0.1"},
+                          {{"PTO_RUNNER_TOKEN", s.token}});
+  REQUIRE(wait_until([&] { return fs::exists(s.dir.path() / "two.escapee") && fs::exists(s.dir.path() / "one.pid"); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ::kill(sub.pid, SIGTERM);
+  CommandResult r = wait_cli(sub);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 143);
+  json st = s.get("/api/v1/status");
+  CHECK(st["active_runs"].empty());
+  for (const auto& d : st["devices"]) CHECK(d["state"] == "free");
+  for (const char* f : {"one.pid", "two.escapee"}) CHECK_FALSE(pid_running(std::stoi(read_file(s.dir.path() / f))));
+  CHECK(s.get("/api/v1/runs")["runs"][0]["state"] == "cancelled");
+  // status for a person says the same
+  CommandResult text = run_cli({"status", "--server", s.url()});
+  CHECK(text.exit_code == 0);
+  CHECK(text.out.find("cancelled 1") != std::string::npos);
+}
+
+TEST_CASE("serve: after SIGKILL and restart, history is intact and the old run is interrupted", "[daemon]") {
+  Served s;
+  sleepy_project(s.dir, s.dir.str());
+  s.start();
+  auto done = s.post("/api/v1/runs", {{"jobs", {"quick"}}});
+  std::string first = json::parse(done.body)["id"];
+  s.wait_run(first);
+  auto r = s.post("/api/v1/runs", {{"jobs", {"slow"}}});
+  std::string id = json::parse(r.body)["id"];
+  REQUIRE(wait_until([&] { return fs::exists(s.dir.path() / "two.escapee") && fs::exists(s.dir.path() / "one.pid"); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  int one = std::stoi(read_file(s.dir.path() / "one.pid"));
+  int escapee = std::stoi(read_file(s.dir.path() / "two.escapee"));
+  s.stop(SIGKILL);
+  CHECK(pid_running(one));  // the old daemon's steps outlived it...
+  s.start();                // ...until the new one recovers
+  CHECK_FALSE(pid_running(one));
+  CHECK_FALSE(pid_running(escapee));
+  json old = s.get("/api/v1/runs/" + id);
+  CHECK(old["state"] == "interrupted");
+  CHECK(old["jobs"][0]["steps"][0]["state"] == "interrupted");
+  CHECK(old["jobs"][0]["steps"][2]["state"] == "cancelled");
+  json hist = s.get("/api/v1/runs/" + first);
+  CHECK(hist["state"] == "succeeded");
+  auto log = pto::api_request("GET", s.url("/api/v1/runs/" + first + "/steps/1-1/log"));
+  CHECK(log.body == "fine\n");
+  json st = s.get("/api/v1/status");
+  for (const auto& d : st["devices"]) CHECK(d["state"] == "free");
+  std::string holder;
+  CHECK_FALSE(pto::CardLock::held_elsewhere(s.locks(), 0, holder));
+  CHECK(st["runs_by_result"]["interrupted"] == 1);
+  // And it works: a new run on the freed cards.
+  auto again = s.post("/api/v1/runs", {{"jobs", {"quick"}}});
+  REQUIRE(again.status == 201);
+  CHECK(s.wait_run(json::parse(again.body)["id"])["state"] == "succeeded");
+}
