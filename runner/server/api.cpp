@@ -43,7 +43,7 @@ HttpResponse Daemon::handle(const HttpRequest& req) {
 
   if (p == "/healthz") return get ? HttpResponse{200, "text/plain", "ok\n"} : method_not_allowed();
   if (p == "/metrics") return get ? metrics() : method_not_allowed();
-  if (p == "/api/v1/status") return get ? status() : method_not_allowed();
+  if (p == "/api/v1/status") return get ? status(req) : method_not_allowed();
   if (p == "/api/v1/runs") {
     if (get) return runs(req);
     if (!post) return method_not_allowed();
@@ -60,7 +60,20 @@ HttpResponse Daemon::handle(const HttpRequest& req) {
   return not_found("no such endpoint: " + p);
 }
 
-HttpResponse Daemon::status() {
+HttpResponse Daemon::status(const HttpRequest& req) {
+  const bool full = req.query.count("queue") && req.query.at("queue") == "all";
+  auto now = std::chrono::steady_clock::now();
+  if (!full && !status_cache_.empty() && now - status_cached_at_ < std::chrono::milliseconds(100))
+    return {200, "application/json", status_cache_};
+  std::string body = dump_json(render_status(full));
+  if (!full) {
+    status_cache_ = body;
+    status_cached_at_ = now;
+  }
+  return {200, "application/json", std::move(body)};
+}
+
+nlohmann::json Daemon::render_status(bool full_queue) {
   nlohmann::json j;
   j["version"] = PTO_RUNNER_VERSION;
   j["started"] = started_iso_;
@@ -91,7 +104,11 @@ HttpResponse Daemon::status() {
   j["devices"] = devices;
   j["devices_by_state"] = by_state;
   nlohmann::json queue = nlohmann::json::array();
-  for (const auto& q : dispatcher_->queue()) {
+  const auto entries = dispatcher_->queue();
+  j["queue_total"] = entries.size();
+  const std::size_t shown = full_queue ? entries.size() : std::min<std::size_t>(entries.size(), 50);
+  for (std::size_t i = 0; i < shown; ++i) {
+    const auto& q = entries[i];
     nlohmann::json e = {{"ticket", q.ticket}, {"step", q.label}, {"devices", q.devices}, {"reason", q.reason},
                         {"wait_seconds", q.waited_seconds}, {"since", q.since}};
     if (auto it = run_of_label.find(q.label); it != run_of_label.end()) e["run"] = it->second;
@@ -130,7 +147,7 @@ HttpResponse Daemon::status() {
   auto counts = journal_->runs_by_state();
   counts["running"] = static_cast<int>(active_.size());
   j["runs_by_result"] = counts;
-  return json_response(200, j);
+  return j;
 }
 
 HttpResponse Daemon::runs(const HttpRequest& req) {

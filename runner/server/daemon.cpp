@@ -25,11 +25,13 @@ class Daemon::JournalObserver : public RunObserver {
  public:
   JournalObserver(Daemon& d) : d_(d) {}
   void on_step_started(const RunRecord& r, const Plan& p, int job, int step) override {
+    d_.status_cache_.clear();  // any transition invalidates the rendered status
     const StepRecord& s = r.jobs[job].steps[step];
     if (s.runnable_at >= 0 && s.started_at >= 0) d_.metrics_.wait_seconds.observe(s.started_at - s.runnable_at);
     journal(r, p, job, step);
   }
   void on_step_finished(const RunRecord& r, const Plan& p, int job, int step) override {
+    d_.status_cache_.clear();
     const StepRecord& s = r.jobs[job].steps[step];
     d_.metrics_.steps_by_result[to_string(s.state)]++;
     if (s.started_at >= 0 && s.finished_at >= 0) d_.metrics_.step_seconds.observe(s.finished_at - s.started_at);
@@ -56,6 +58,7 @@ class Daemon::JournalObserver : public RunObserver {
     journal(r, p, job, step);
   }
   void on_job_finished(const RunRecord& r, const Plan& p, int job) override {
+    d_.status_cache_.clear();
     if (!d_.journal_) return;
     d_.journal_->event(r.id, "job", job, -1, job_to_json(r, p, job, 0, false));
     for (std::size_t s = 0; s < p.jobs[job].steps.size(); ++s)  // steps skipped or cancelled with their job
@@ -248,6 +251,7 @@ HttpResponse Daemon::submit(const HttpRequest& req) {
                         run_to_json(run->engine->record(), run->engine->plan(), "running", -1, 0));
   run->engine->start();
   active_[id] = std::move(run);
+  status_cache_.clear();
   return {201, "application/json", dump_json({{"id", id}, {"url", "/api/v1/runs/" + id}, {"state", "running"}})};
 }
 
@@ -258,12 +262,14 @@ HttpResponse Daemon::cancel(const std::string& id) {
     return {404, "application/json", dump_json({{"error", "no run " + id}})};
   }
   it->second->engine->cancel(0);
+  status_cache_.clear();
   return {202, "application/json", dump_json({{"id", id}, {"state", "cancelling"}})};
 }
 
 void Daemon::on_run_finished(const std::string& id) {
   auto it = active_.find(id);
   if (it == active_.end()) return;
+  status_cache_.clear();
   RunEngine& e = *it->second->engine;
   int result = to_int(e.result());
   std::string state = run_state_name(e.record(), true, result);

@@ -64,7 +64,8 @@ class Daemon {
 
   HttpResponse submit(const HttpRequest& req);
   HttpResponse cancel(const std::string& id);
-  HttpResponse status();
+  HttpResponse status(const HttpRequest& req);
+  nlohmann::json render_status(bool full_queue);
   HttpResponse runs(const HttpRequest& req);
   HttpResponse run(const std::string& id);
   HttpResponse step_log(const std::string& id, const std::string& step, const HttpRequest& req);
@@ -89,6 +90,9 @@ class Daemon {
   std::string started_iso_;
   std::chrono::steady_clock::time_point started_;
   std::function<void()> on_drained_;
+  // The rendered status, reused for 100 ms: hundreds of pollers then cost one rendering per 100 ms.
+  std::string status_cache_;
+  std::chrono::steady_clock::time_point status_cached_at_;
 };
 
 }  // namespace pto
