@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   pto::register_serve_command(app, common, exit_code);
   pto::register_submit_command(app, common, exit_code);
   pto::register_status_command(app, common, exit_code);
+  pto::register_devices_command(app, common, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

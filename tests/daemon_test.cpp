@@ -319,3 +319,22 @@ TEST_CASE("serve: after SIGKILL and restart, history is intact and the old run i
   REQUIRE(again.status == 201);
   CHECK(s.wait_run(json::parse(again.body)["id"])["state"] == "succeeded");
 }
+
+TEST_CASE("serve: cards are drained and returned to service over the API, with the token", "[daemon]") {
+  Served s;
+  sleepy_project(s.dir, s.dir.str());
+  s.start();
+  CHECK(s.post("/api/v1/devices/1/drain", {{"reason", "card 1 fell off the bus"}}, "").status == 401);
+  CHECK(s.post("/api/v1/devices/9/drain", json::object()).status == 404);
+  REQUIRE(s.post("/api/v1/devices/1/drain", {{"reason", "card 1 fell off the bus"}}).status == 200);
+  json st = s.get("/api/v1/status");
+  CHECK(st["devices"][1]["state"] == "drained");
+  CHECK(st["devices"][1]["drain_reason"] == "card 1 fell off the bus");
+  auto r = s.post("/api/v1/runs", {{"jobs", {"quick"}}});
+  json run = s.wait_run(json::parse(r.body)["id"]);
+  CHECK(run["jobs"][0]["steps"][0]["cards"] == json::array({0}));
+  CommandResult cli = run_cli({"devices", "--server", s.url(), "--undrain", "1"}, {{"PTO_RUNNER_TOKEN", s.token}});
+  CHECK(cli.exit_code == 0);
+  CHECK(cli.out.find("1    free") != std::string::npos);
+  CHECK(s.get("/api/v1/status")["devices"][1]["state"] == "free");
+}

@@ -315,3 +315,24 @@ TEST_CASE("run: the step environment carries cards, run ids, job and step env", 
   REQUIRE(r.exit_code == 0);
   CHECK(read_file(out) == "4,5|4|job|step|e|show|set\n");
 }
+
+TEST_CASE("devices: lists cards, drains one with a reason, and returns it to service", "[run]") {
+  Project p;
+  auto rec = (p.dir.path() / "rec").string();
+  write_project(p.dir, {{"d.yml", "name: d\nsteps:\n  - {devices: 1, run: 'echo $TASK_DEVICE >> " + rec + "'}\n"}});
+  std::vector<std::string> base = {"devices", "--root", p.dir.str(), "--devices", "2", "--state-dir", p.state(), "--lock-dir", p.locks()};
+  auto with = [&](std::vector<std::string> extra) {
+    auto a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run_cli(a);
+  };
+  CommandResult drained = with({"--drain", "0", "--reason", "ECC errors on the card"});
+  CHECK(drained.exit_code == 0);
+  CHECK(drained.out.find("0    drained   ECC errors on the card") != std::string::npos);
+  CHECK(drained.out.find("1    free") != std::string::npos);
+  REQUIRE(p.run({"--devices", "2"}).exit_code == 0);
+  CHECK(read_file(rec) == "1\n");  // the drained card is never handed out
+  CommandResult back = with({"--undrain", "0"});
+  CHECK(back.out.find("0    free") != std::string::npos);
+  CHECK(with({"--undrain", "7"}).exit_code == 2);
+}

@@ -50,6 +50,25 @@ HttpResponse Daemon::handle(const HttpRequest& req) {
     if (!authorized(req)) return unauthorized();
     return submit(req);
   }
+  static const std::regex device_re("/api/v1/devices/([0-9]{1,4})/(drain|undrain)");
+  if (std::regex_match(p, m, device_re)) {
+    if (!post) return method_not_allowed();
+    if (!authorized(req)) return unauthorized();
+    int card = std::stoi(m[1]);
+    if (!pool_->has_card(card)) return not_found("no card " + std::string(m[1]));
+    if (m[2] == "undrain") {
+      bool changed = pool_->undrain(card);
+      dispatcher_->poke();
+      status_cache_.clear();
+      return json_response(200, {{"card", card}, {"state", "free"}, {"changed", changed}});
+    }
+    auto body = nlohmann::json::parse(req.body.empty() ? "{}" : req.body, nullptr, false);
+    std::string reason = body.is_object() && body.contains("reason") && body["reason"].is_string()
+                             ? body["reason"].get<std::string>() : "drained by an operator";
+    pool_->drain(card, reason);
+    status_cache_.clear();
+    return json_response(200, {{"card", card}, {"state", "drained"}, {"reason", reason}});
+  }
   if (std::regex_match(p, m, cancel_re)) {
     if (!post) return method_not_allowed();
     if (!authorized(req)) return unauthorized();

@@ -1,0 +1,101 @@
+#include <filesystem>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "client/api_client.h"
+#include "commands/commands.h"
+#include "config/device_spec.h"
+#include "sched/device_pool.h"
+#include "util/json_text.h"
+
+namespace fs = std::filesystem;
+
+namespace pto {
+
+// `devices`: list cards (state, lock holder, drain reason) and drain or return one to service. With
+// --server it asks the daemon (which owns the cards while it runs); without, it works on the state dir's
+// devices.json and the lock directory directly, for hosts that only use `run`.
+void register_devices_command(CLI::App& app, CommonOptions& common, int& exit_code) {
+  struct Opts {
+    std::string server, token_file, state_dir, lock_dir, reason = "drained by an operator";
+    int undrain = -1, drain = -1;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("devices", "List NPU cards with their state and holder; drain one or return it to service");
+  add_device_options(*cmd, common);
+  cmd->add_option("--undrain", o->undrain, "Return this card to service");
+  cmd->add_option("--drain", o->drain, "Take this card out of service");
+  cmd->add_option("--reason", o->reason, "Why, with --drain");
+  cmd->add_option("--server", o->server, "Ask this daemon instead of the local state dir");
+  cmd->add_option("--token-file", o->token_file, "With --server: bearer token file (default $PTO_RUNNER_TOKEN)");
+  cmd->add_option("--state-dir", o->state_dir, "Without --server: the state dir (default runner.yml state-dir)");
+  cmd->add_option("--lock-dir", o->lock_dir, "Without --server: the lock dir (default runner.yml devices.lock-dir)");
+  cmd->callback([o, &common, &exit_code] {
+    if (!o->server.empty()) {
+      std::string server = o->server, err;
+      while (!server.empty() && server.back() == '/') server.pop_back();
+      if (o->drain >= 0 || o->undrain >= 0) {
+        std::string token = read_token(o->token_file, err);
+        int card = o->drain >= 0 ? o->drain : o->undrain;
+        ApiResponse r = api_request("POST", server + "/api/v1/devices/" + std::to_string(card) +
+                                                (o->drain >= 0 ? "/drain" : "/undrain"),
+                                    token, dump_json({{"reason", o->reason}}));
+        if (!r.reached) {
+          std::cerr << "pto-runner devices: " << r.error << "\n";
+          exit_code = to_int(ExitCode::Infrastructure);
+          return;
+        }
+        if (r.status != 200) {
+          std::cerr << "pto-runner devices: HTTP " << r.status << ": " << r.body << "\n";
+          exit_code = r.status == 404 || r.status == 401 ? to_int(ExitCode::BadInput) : to_int(ExitCode::Infrastructure);
+          return;
+        }
+      }
+      ApiResponse r = api_request("GET", server + "/api/v1/status");
+      if (!r.reached || r.status != 200) {
+        std::cerr << "pto-runner devices: " << (r.reached ? "HTTP " + std::to_string(r.status) : r.error) << "\n";
+        exit_code = to_int(ExitCode::Infrastructure);
+        return;
+      }
+      auto s = nlohmann::json::parse(r.body, nullptr, false);
+      for (const auto& d : s["devices"]) {
+        std::string detail = d["holder"].is_object() ? d["holder"].value("label", "") : "";
+        if (d["drain_reason"].is_string()) detail = d["drain_reason"];
+        std::printf("%-4d %-9s %s\n", d.value("id", 0), d.value("state", "?").c_str(), detail.c_str());
+      }
+      exit_code = 0;
+      return;
+    }
+    Diagnostics diags;
+    Project project = load_project(common.load, diags);
+    RunnerConfig cfg = project.runner;
+    if (!o->lock_dir.empty()) cfg.lock_dir = o->lock_dir;
+    std::string sd = expand_home(o->state_dir.empty() ? cfg.state_dir : o->state_dir);
+    if (!fs::path(sd).is_absolute()) sd = fs::absolute(fs::path(project.root) / sd).lexically_normal().string();
+    DevicePool pool(cfg, sd);
+    if (std::string err = pool.init(); !err.empty()) {
+      std::cerr << "pto-runner devices: " << err << "\n";
+      exit_code = to_int(ExitCode::Infrastructure);
+      return;
+    }
+    for (int card : {o->drain, o->undrain})
+      if (card >= 0 && !pool.has_card(card)) {
+        std::cerr << "pto-runner devices: no card " << card << " (cards: " << join_ids(cfg.device_ids) << ")\n";
+        exit_code = to_int(ExitCode::BadInput);
+        return;
+      }
+    if (o->drain >= 0) pool.drain(o->drain, o->reason);
+    if (o->undrain >= 0) pool.undrain(o->undrain);
+    for (const auto& c : pool.status()) {
+      std::string holder;
+      bool locked = CardLock::held_elsewhere(pool.lock_dir(), c.id, holder);
+      std::string state = c.state == CardState::Drained ? "drained" : locked ? "busy" : "free";
+      std::string detail = c.state == CardState::Drained ? c.drain_reason : locked ? holder : "";
+      std::printf("%-4d %-9s %s\n", c.id, state.c_str(), detail.c_str());
+    }
+    exit_code = 0;
+  });
+}
+
+}  // namespace pto
