@@ -338,3 +338,28 @@ TEST_CASE("serve: cards are drained and returned to service over the API, with t
   CHECK(cli.out.find("1    free") != std::string::npos);
   CHECK(s.get("/api/v1/status")["devices"][1]["state"] == "free");
 }
+
+TEST_CASE("serve: a broken job file refuses runs with its findings, and a fix needs no restart", "[daemon]") {
+  Served s;
+  sleepy_project(s.dir, s.dir.str());
+  s.dir.write("jobs/quick.yml", "name: quick\nsteps:\n  - {name: ok, devices: 1, run: 'echo fine', timeout-minute: 1}\n");
+  s.start();
+  auto r = s.post("/api/v1/runs", {{"jobs", {"quick"}}});
+  CHECK(r.status == 400);
+  auto body = json::parse(r.body);
+  REQUIRE(body["findings"].size() == 1);
+  CHECK(body["findings"][0]["file"] == "jobs/quick.yml");
+  CHECK(body["findings"][0]["line"] == 3);
+  CHECK(body["findings"][0]["rule"] == "unknown-key");
+  s.dir.write("jobs/quick.yml", "name: quick\nsteps:\n  - {name: ok, devices: 1, run: 'echo fine', timeout-minutes: 1}\n");
+  auto fixed = s.post("/api/v1/runs", {{"jobs", {"quick"}}});
+  REQUIRE(fixed.status == 201);
+  CHECK(s.wait_run(json::parse(fixed.body)["id"])["state"] == "succeeded");
+  // Bad host settings do stop it from starting.
+  Served bad;
+  sleepy_project(bad.dir, bad.dir.str());
+  bad.dir.write("runner.yml", "listen: nowhere\n");
+  CommandResult r2 = run_cli({"serve", "--root", bad.dir.str(), "--state-dir", bad.state(), "--lock-dir", bad.locks()});
+  CHECK(r2.exit_code == 2);
+  CHECK(r2.err.find("runner.yml:1:9: error: 'listen' must be ADDRESS:PORT") != std::string::npos);
+}

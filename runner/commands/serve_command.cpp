@@ -20,7 +20,7 @@ void register_serve_command(CLI::App& app, CommonOptions& common, int& exit_code
   cmd->add_option("--lock-dir", o->lock_dir, "Card lock directory (overrides runner.yml devices.lock-dir)");
   cmd->add_flag("--simulate", o->simulate, "Steps sleep their expected duration (the lead job still runs for real)");
   cmd->add_option("--time-scale", o->time_scale, "With --simulate: real seconds per simulated second")->check(CLI::Range(1e-6, 1e6));
-  cmd->footer("Exit codes: 0 after SIGINT/SIGTERM once every run stopped; 2 bad definitions or settings; 3 cannot "
+  cmd->footer("Exit codes: 0 after SIGINT/SIGTERM once every run stopped; 2 bad host settings (runner.yml, flags); 3 cannot "
               "listen, open the journal or use the lock directory.");
   cmd->callback([o, &common, &exit_code] {
     o->load = common.load;
@@ -28,8 +28,8 @@ void register_serve_command(CLI::App& app, CommonOptions& common, int& exit_code
     Daemon daemon(io, *o);
     if (std::string err = daemon.start(); !err.empty()) {
       std::cerr << "pto-runner serve: " << err << "\n";
-      exit_code = err.find("definitions have errors") != std::string::npos ? to_int(ExitCode::BadInput)
-                                                                           : to_int(ExitCode::Infrastructure);
+      exit_code = err.find("host settings have errors") != std::string::npos ? to_int(ExitCode::BadInput)
+                                                                             : to_int(ExitCode::Infrastructure);
       return;
     }
     std::cout << "pto-runner serve: listening on http://127.0.0.1:" << daemon.port() << " (status: /api/v1/status)"

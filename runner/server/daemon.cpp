@@ -5,6 +5,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -87,12 +88,18 @@ std::string Daemon::start() {
   started_iso_ = iso_now();
   Diagnostics diags;
   Project project = load_project(opts_.load, diags);  // host settings now; job files again per submitted run
-  if (diags.has_input_errors()) {
-    std::string msg = "the definitions have errors (serve would refuse every run):";
-    for (const auto& d : diags.items())
-      if (d.severity == Severity::Error) msg += "\n" + format_diagnostic(d);
-    return msg;
+  // Host settings must be right to start; a broken job file only makes submissions fail (400, with the
+  // findings) until it is fixed, since every submission reads the definitions again.
+  std::string host_errors, definition_errors;
+  for (const auto& d : diags.items()) {
+    if (d.severity != Severity::Error) continue;
+    bool host = d.file == project.runner.file || d.file == "(command line)" || d.file == opts_.load.root;
+    (host ? host_errors : definition_errors) += "\n" + format_diagnostic(d);
   }
+  if (!host_errors.empty()) return "the host settings have errors:" + host_errors;
+  if (!definition_errors.empty())
+    std::fprintf(stderr, "pto-runner serve: warning: the definitions have errors; runs are refused until they are fixed:%s\n",
+                 definition_errors.c_str());
   cfg_ = project.runner;
   if (!opts_.lock_dir.empty()) cfg_.lock_dir = opts_.lock_dir;
   std::string sd = expand_home(opts_.state_dir.empty() ? cfg_.state_dir : opts_.state_dir);
@@ -204,7 +211,7 @@ HttpResponse Daemon::submit(const HttpRequest& req) {
       env[k] = v.get<std::string>();
     }
   }
-  if (!server_) return {503, "application/json", R"({"error":"shutting down"})"};
+  if (!server_ || shutting_down_) return {503, "application/json", R"({"error":"shutting down"})"};
   // The definitions are read again for every run: a `git pull` of jobs/ takes effect on the next submission.
   Diagnostics diags;
   Project project = load_project(opts_.load, diags);
@@ -282,6 +289,7 @@ void Daemon::on_run_finished(const std::string& id) {
 }
 
 void Daemon::shutdown(std::function<void()> done) {
+  shutting_down_ = true;
   if (server_) server_->stop();
   on_drained_ = std::move(done);
   if (active_.empty()) {

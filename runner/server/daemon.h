@@ -90,6 +90,7 @@ class Daemon {
   std::string started_iso_;
   std::chrono::steady_clock::time_point started_;
   std::function<void()> on_drained_;
+  bool shutting_down_ = false;
   // The rendered status, reused for 100 ms: hundreds of pollers then cost one rendering per 100 ms.
   std::string status_cache_;
   std::chrono::steady_clock::time_point status_cached_at_;
