@@ -9,15 +9,9 @@ command -v wrk >/dev/null || { echo "wrk is missing: scripts/install-deps.sh ins
 WORK=$(mktemp -d)
 cleanup() { [[ -n "${PID:-}" ]] && kill "$PID" 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"; }
 trap cleanup EXIT
-mkdir -p "$WORK/jobs" "$WORK/toolchain"
-cp "$(dirname "$0")/../toolchain/versions.env" "$WORK/toolchain/"
-{ echo "name: many"; echo "parallel: true"; echo "steps:"
-  for i in $(seq 1 1000); do echo "  - {name: s$i, devices: 1, expected-minutes: 2, run: 'true $i'}"; done; } > "$WORK/jobs/many.yml"
-"$BIN" serve --root "$WORK" --simulate --time-scale 0.002 --listen 127.0.0.1:0 --devices 8 \
-  --state-dir "$WORK/state" --lock-dir "$WORK/locks" > "$WORK/serve.out" 2>&1 &
-PID=$!
-for _ in $(seq 1 100); do grep -q "listening on" "$WORK/serve.out" && break; sleep 0.05; done
-PORT=$(sed -n 's/.*127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/serve.out" | head -1)
+source "$(dirname "$0")/daemon_lib.sh"
+make_many_steps "$WORK" 2
+start_daemon "$WORK" 0.002
 "$BIN" submit --server "http://127.0.0.1:$PORT" --token-file "$WORK/state/token" > /dev/null
 sleep 1
 BYTES=$(curl -s "http://127.0.0.1:$PORT/api/v1/status" | wc -c)

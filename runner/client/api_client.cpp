@@ -52,6 +52,25 @@ ApiResponse api_request(const std::string& method, const std::string& url, const
   return r;
 }
 
+std::string trim_server(std::string server) {
+  while (!server.empty() && server.back() == '/') server.pop_back();
+  return server;
+}
+
+bool fetch_status(const std::string& server, nlohmann::json& status, std::string& error) {
+  ApiResponse r = api_request("GET", trim_server(server) + "/api/v1/status");
+  if (!r.reached || r.status != 200) {
+    error = r.reached ? "HTTP " + std::to_string(r.status) + " from " + server : r.error;
+    return false;
+  }
+  status = nlohmann::json::parse(r.body, nullptr, false);
+  if (status.is_discarded()) {
+    error = server + " sent something that is not JSON";
+    return false;
+  }
+  return true;
+}
+
 std::string read_token(const std::string& token_file, std::string& error) {
   if (!token_file.empty()) {
     std::ifstream in(token_file);

@@ -2,6 +2,8 @@
 // The daemon's HTTP API from the client side (`submit`, `status`), over libcurl.
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace pto {
 
 struct ApiResponse {
@@ -13,6 +15,12 @@ struct ApiResponse {
 
 ApiResponse api_request(const std::string& method, const std::string& url, const std::string& token = "",
                         const std::string& body = "", long timeout_seconds = 30);
+
+/// The server URL without trailing slashes.
+std::string trim_server(std::string server);
+
+/// GET /api/v1/status into `status`; on failure returns false with the reason in `error`.
+bool fetch_status(const std::string& server, nlohmann::json& status, std::string& error);
 
 /// The token for mutating calls: --token-file, else $PTO_RUNNER_TOKEN. Empty when neither is set.
 std::string read_token(const std::string& token_file, std::string& error);

@@ -33,8 +33,7 @@ void register_devices_command(CLI::App& app, CommonOptions& common, int& exit_co
   cmd->add_option("--lock-dir", o->lock_dir, "Without --server: the lock dir (default runner.yml devices.lock-dir)");
   cmd->callback([o, &common, &exit_code] {
     if (!o->server.empty()) {
-      std::string server = o->server, err;
-      while (!server.empty() && server.back() == '/') server.pop_back();
+      std::string server = trim_server(o->server), err;
       if (o->drain >= 0 || o->undrain >= 0) {
         std::string token = read_token(o->token_file, err);
         int card = o->drain >= 0 ? o->drain : o->undrain;
@@ -52,13 +51,12 @@ void register_devices_command(CLI::App& app, CommonOptions& common, int& exit_co
           return;
         }
       }
-      ApiResponse r = api_request("GET", server + "/api/v1/status");
-      if (!r.reached || r.status != 200) {
-        std::cerr << "pto-runner devices: " << (r.reached ? "HTTP " + std::to_string(r.status) : r.error) << "\n";
+      nlohmann::json s;
+      if (!fetch_status(server, s, err)) {
+        std::cerr << "pto-runner devices: " << err << "\n";
         exit_code = to_int(ExitCode::Infrastructure);
         return;
       }
-      auto s = nlohmann::json::parse(r.body, nullptr, false);
       for (const auto& d : s["devices"]) {
         std::string detail = d["holder"].is_object() ? d["holder"].value("label", "") : "";
         if (d["drain_reason"].is_string()) detail = d["drain_reason"];

@@ -19,17 +19,10 @@ void register_status_command(CLI::App& app, CommonOptions&, int& exit_code) {
   cmd->add_option("--server", o->server, "Daemon URL")->capture_default_str();
   cmd->add_option("--format", o->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->callback([o, &exit_code] {
-    std::string server = o->server;
-    while (!server.empty() && server.back() == '/') server.pop_back();
-    ApiResponse r = api_request("GET", server + "/api/v1/status");
-    if (!r.reached || r.status != 200) {
-      std::cerr << "pto-runner status: " << (r.reached ? "HTTP " + std::to_string(r.status) : r.error) << "\n";
-      exit_code = to_int(ExitCode::Infrastructure);
-      return;
-    }
-    auto s = nlohmann::json::parse(r.body, nullptr, false);
-    if (s.is_discarded()) {
-      std::cerr << "pto-runner status: the server sent something that is not JSON\n";
+    nlohmann::json s;
+    std::string error;
+    if (!fetch_status(o->server, s, error)) {
+      std::cerr << "pto-runner status: " << error << "\n";
       exit_code = to_int(ExitCode::Infrastructure);
       return;
     }

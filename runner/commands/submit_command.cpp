@@ -52,8 +52,7 @@ void register_submit_command(CLI::App& app, CommonOptions&, int& exit_code) {
   cmd->footer("Exit codes: the run's own (0, 1, 3) with --wait, else 0 once submitted; 2 bad usage or a rejected run; "
               "3 the server cannot be reached; 130/143 after SIGINT/SIGTERM cancelled the remote run.");
   cmd->callback([o, &exit_code] {
-    std::string server = o->server;
-    while (!server.empty() && server.back() == '/') server.pop_back();
+    const std::string server = trim_server(o->server);
     std::string err;
     std::string token = read_token(o->token_file, err);
     if (!err.empty()) {

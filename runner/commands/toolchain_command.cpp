@@ -1,4 +1,5 @@
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iostream>
 
@@ -80,45 +81,32 @@ void register_toolchain_command(CLI::App& app, CommonOptions& common, int& exit_
     sub->add_option("--cache-dir", o->cache_dir, "Download and install cache (default: runner.yml cache-dir)");
     sub->add_option("--mirror", o->mirror, "Directory or file:// URL holding {version}/{artifact}, tried first");
   };
+  // setup, verify and locate differ only in what they do once the request is loaded.
+  auto with_request = [o, &common, &exit_code](std::function<int(const ToolchainRequest&)> act) {
+    return [o, &common, &exit_code, act] {
+      ToolchainRequest req;
+      exit_code = load_request(common, *o, req) ? act(req) : to_int(ExitCode::BadInput);
+    };
+  };
   auto* setup = cmd->add_subcommand("setup", "Fetch (mirror, then URL), verify, install, locate and smoke-check the pin");
   add_opts(setup);
   setup->add_option("--output-env", o->output_env, "Also write PTOAS_ROOT/BIN/VERSION/SHA256 lines to this file");
   setup->footer("Exit codes: 0 ready; 2 bad toolchain files; 3 fetch, digest, install, locate or smoke check failed.");
-  setup->callback([o, &common, &exit_code] {
-    ToolchainRequest req;
-    if (!load_request(common, *o, req)) {
-      exit_code = to_int(ExitCode::BadInput);
-      return;
-    }
-    exit_code = report(setup_toolchain(req), *o);
-  });
+  setup->callback(with_request([o](const ToolchainRequest& req) { return report(setup_toolchain(req), *o); }));
   auto* verify = cmd->add_subcommand("verify", "Re-verify the cached pin (digest, install, locate, smoke); never fetches");
   add_opts(verify);
-  verify->callback([o, &common, &exit_code] {
-    ToolchainRequest req;
-    if (!load_request(common, *o, req)) {
-      exit_code = to_int(ExitCode::BadInput);
-      return;
-    }
-    exit_code = report(verify_toolchain(req), *o);
-  });
+  verify->callback(with_request([o](const ToolchainRequest& req) { return report(verify_toolchain(req), *o); }));
   auto* locate = cmd->add_subcommand("locate", "Print the installed pin's executable (PTOAS_BIN); never fetches");
   add_opts(locate);
-  locate->callback([o, &common, &exit_code] {
-    ToolchainRequest req;
-    if (!load_request(common, *o, req)) {
-      exit_code = to_int(ExitCode::BadInput);
-      return;
-    }
+  locate->callback(with_request([](const ToolchainRequest& req) {
     ToolchainState st = verify_toolchain(req);
     if (!st.ok) {
       std::cerr << "pto-runner toolchain: " << st.error << "\n";
-      exit_code = to_int(ExitCode::Infrastructure);
-      return;
+      return to_int(ExitCode::Infrastructure);
     }
     std::cout << st.bin << "\n";
-    exit_code = 0;
-  });
+    return 0;
+  }));
   auto* outputs = cmd->add_subcommand("outputs", "Print ptoas_version=, ptoas_sha256_aarch64=, ptoas_sha256_x86_64= for $GITHUB_OUTPUT");
   outputs->callback([&common, &exit_code] {
     Diagnostics diags;
