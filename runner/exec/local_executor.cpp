@@ -6,6 +6,7 @@
 // setsid escapees), then wait for the output pipe to close. Only then is `done` called, so the engine never
 // releases a card while a process of the step is still alive.
 #include <fcntl.h>
+#include <spawn.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,20 +29,41 @@ namespace pto {
 
 namespace {
 
-/// Runs in the child between fork and exec: a new process group, default signal dispositions and an empty
-/// signal mask (ignored signals would otherwise survive exec: a step must see SIGPIPE like a shell does).
-struct ChildSetup {
-  template <typename Launcher>
-  bp::error_code on_exec_setup(Launcher&, const bp::filesystem::path&, const char* const*) {
-    if (::setpgid(0, 0) != 0) return bp::error_code(errno, bp::system_category());
-    for (int s = 1; s < NSIG; ++s)
-      if (s != SIGKILL && s != SIGSTOP) ::signal(s, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    return {};
-  }
-};
+/// Starts `argv` with posix_spawn: a new process group, default signal dispositions, an empty signal mask,
+/// stdin from /dev/null, stdout and stderr to `out_fd`, every other descriptor closed, in `cwd`.
+///
+/// Why not Boost.Process's default launcher: it fork()s the runner, and copying then tearing down the
+/// runner's page tables was the largest share of per-step cost (perf, bench/README.md). glibc's posix_spawn
+/// uses vfork semantics. Boost.Process v2 still owns the process from there on (pidfd wait, exit status).
+pid_t spawn_step(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& cwd,
+                 int out_fd, int& error) {
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawnattr_init(&attr);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+  posix_spawn_file_actions_adddup2(&fa, out_fd, 2);
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);  // no lock, socket or journal fd leaks into a step
+  if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
+  sigset_t all, none;
+  sigfillset(&all);
+  sigemptyset(&none);
+  posix_spawnattr_setsigdefault(&attr, &all);  // ignored signals (SIGPIPE) would otherwise survive exec
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+  std::vector<char*> cargv, cenv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  for (const auto& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
+  cenv.push_back(nullptr);
+  pid_t pid = -1;
+  error = posix_spawn(&pid, cargv[0], &fa, &attr, cargv.data(), cenv.data());
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  return error ? -1 : pid;
+}
 
 class LocalExecutor;
 
@@ -59,27 +81,23 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
         eof_wait_(io) {}
 
   void start() {
-    log_ = std::fopen(launch_.log_path.c_str(), "ab");
+    log_ = std::fopen(launch_.log_path.c_str(), "abe");  // e: O_CLOEXEC
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) return fail_to_start(std::string("pipe: ") + std::strerror(errno));
     pipe_.assign(fds[0]);
-    std::vector<std::string> args;
-    if (launch_.shell == "sh") args = {"-e", "-c", launch_.command};
-    else args = {"-e", "-o", "pipefail", "-c", launch_.command};
     const char* exe = launch_.shell == "sh" ? "/bin/sh" : "/bin/bash";
-    bp::error_code ec;
+    std::vector<std::string> argv = {exe, "-e"};
+    if (launch_.shell != "sh") argv.insert(argv.end(), {"-o", "pipefail"});
+    argv.insert(argv.end(), {"-c", launch_.command});
     std::vector<std::string> env = launch_.env;
     env.push_back(std::string(kStepMarkVar) + "=" + launch_.marker);
-    process_.emplace(bp::default_process_launcher()(
-        io_.get_executor(), ec, exe, args, bp::process_stdio{nullptr, fds[1], fds[1]},
-        bp::process_start_dir{launch_.working_directory.empty() ? "." : launch_.working_directory},
-        bp::process_environment{env}, ChildSetup{}));
+    int err = 0;
+    pid_t pid = spawn_step(argv, env, launch_.working_directory.empty() ? "." : launch_.working_directory, fds[1], err);
     ::close(fds[1]);
-    if (ec) {
-      process_.reset();
+    if (pid < 0)
       return fail_to_start("cannot start " + std::string(exe) + " in '" + launch_.working_directory +
-                           "': " + ec.message());
-    }
+                           "': " + std::strerror(err));
+    process_.emplace(io_.get_executor(), pid);
     pgid_ = process_->id();
     outcome_.pid = pgid_;
     read_output();
