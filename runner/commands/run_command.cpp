@@ -108,6 +108,7 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
     co.stream_output = !opts->simulate;
     bool sequential = loaded->plan.jobs.size() == 1 && !loaded->plan.jobs[0].parallel;
     co.prefix_lines = !sequential;
+    co.live = !co.github && ::isatty(STDOUT_FILENO);
     ConsoleReporter console(co);
 
     std::cout << "pto-runner: run " << eo.run_id << ": " << loaded->plan.jobs.size() << " jobs on cards "

@@ -1,5 +1,6 @@
 #include "report/console.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -53,22 +54,58 @@ std::string describe_exit(const StepRecord& s) {
   return "";
 }
 
+void ConsoleReporter::clear_live() {
+  if (!opts_.live || live_lines_ == 0) return;
+  std::fprintf(opts_.out, "\x1b[%dA\x1b[J", live_lines_);  // up over the block, clear to the end of the screen
+  live_lines_ = 0;
+}
+
+void ConsoleReporter::draw_live(const RunRecord& r, const Plan& p) {
+  if (!opts_.live) return;
+  const auto now = std::chrono::steady_clock::now();
+  int shown = 0;
+  for (std::size_t j = 0; j < p.jobs.size(); ++j)
+    for (std::size_t k = 0; k < p.jobs[j].steps.size(); ++k) {
+      const StepRecord& s = r.jobs[j].steps[k];
+      if (s.state != StepState::Running) continue;
+      if (shown == 20) {
+        std::fprintf(opts_.out, "\x1b[2m  ... more running\x1b[0m\n");
+        ++shown;
+        continue;
+      }
+      if (shown > 20) continue;
+      std::string cards = s.cards.empty() ? "" : "  [cards " + join_ids(s.cards) + "]";
+      auto it = started_.find({static_cast<int>(j), static_cast<int>(k)});
+      double elapsed = it == started_.end() ? 0 : std::chrono::duration<double>(now - it->second).count();
+      std::fprintf(opts_.out, "\x1b[2m  running %5.0fs  %s / %s%s\x1b[0m\n", elapsed,
+                   p.jobs[j].id.c_str(), p.jobs[j].steps[k].name.c_str(), cards.c_str());
+      ++shown;
+    }
+  live_lines_ = shown;
+  std::fflush(opts_.out);
+}
+
 void ConsoleReporter::on_step_started(const RunRecord& r, const Plan& p, int job, int step) {
+  started_[{job, step}] = std::chrono::steady_clock::now();
   if (opts_.github) return;
+  clear_live();
   const StepRecord& s = r.jobs[job].steps[step];
   std::fprintf(opts_.out, "==> %s / %s", p.jobs[job].id.c_str(), p.jobs[job].steps[step].name.c_str());
   if (!s.cards.empty()) std::fprintf(opts_.out, "  [cards %s]", join_ids(s.cards).c_str());
   if (s.attempt > 1) std::fprintf(opts_.out, "  (attempt %d)", s.attempt);
   std::fprintf(opts_.out, "\n");
+  draw_live(r, p);
   std::fflush(opts_.out);
 }
 
-void ConsoleReporter::on_step_output(const RunRecord&, const Plan& p, int job, int step, std::string_view line) {
+void ConsoleReporter::on_step_output(const RunRecord& r, const Plan& p, int job, int step, std::string_view line) {
   if (opts_.github || !opts_.stream_output) return;
+  clear_live();
   if (opts_.prefix_lines)
     std::fprintf(opts_.out, "[%s / %s] ", p.jobs[job].id.c_str(), p.jobs[job].steps[step].name.c_str());
   std::fwrite(line.data(), 1, line.size(), opts_.out);
   std::fputc('\n', opts_.out);
+  draw_live(r, p);
 }
 
 void ConsoleReporter::on_step_finished(const RunRecord& r, const Plan& p, int job, int step) {
@@ -91,6 +128,7 @@ void ConsoleReporter::on_step_finished(const RunRecord& r, const Plan& p, int jo
     std::fflush(opts_.out);
     return;
   }
+  clear_live();
   if (s.state == StepState::Deduplicated) {
     const auto& from = p.jobs[job].steps[*p.jobs[job].steps[step].deduplicated_from];
     std::fprintf(opts_.out, "--- %s: deduplicated (same work as '%s'), not run\n", title.c_str(), from.name.c_str());
@@ -103,18 +141,23 @@ void ConsoleReporter::on_step_finished(const RunRecord& r, const Plan& p, int jo
     if (s.state == StepState::Failed || s.state == StepState::TimedOut)
       std::fprintf(opts_.out, "    log: %s\n", s.log_path.c_str());
   }
+  draw_live(r, p);
   std::fflush(opts_.out);
 }
 
 void ConsoleReporter::on_job_finished(const RunRecord& r, const Plan& p, int job) {
   const JobRecord& j = r.jobs[job];
   if (opts_.github) return;
-  if (j.state == JobState::Skipped || j.state == JobState::Cancelled)
+  if (j.state == JobState::Skipped || j.state == JobState::Cancelled) {
+    clear_live();
     std::fprintf(opts_.out, "--- job %s: %s (%s)\n", p.jobs[job].id.c_str(), to_string(j.state).c_str(), j.reason.c_str());
+    draw_live(r, p);
+  }
   std::fflush(opts_.out);
 }
 
 void ConsoleReporter::on_run_finished(const RunRecord& r, const Plan& p) {
+  clear_live();
   std::fprintf(opts_.out, "\n%s", final_table(r, p).c_str());
   for (const auto& problem : r.infrastructure_problems)
     std::fprintf(opts_.out, "infrastructure: %s\n", problem.c_str());

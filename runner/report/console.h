@@ -6,8 +6,11 @@
 // each finished step's log is printed inside ::group::/::endgroup:: (groups cannot interleave, so output is
 // not streamed then), each failure gets an ::error title=...:: annotation, and a Markdown table of every job
 // and step is appended to $GITHUB_STEP_SUMMARY.
+#include <chrono>
 #include <cstdio>
+#include <map>
 #include <string>
+#include <utility>
 
 #include "engine/engine.h"
 
@@ -18,6 +21,8 @@ struct ConsoleOptions {
   std::string step_summary;     // $GITHUB_STEP_SUMMARY
   bool stream_output = true;    // false for --simulate
   bool prefix_lines = true;
+  /// A terminal: keep one live line per running step (elapsed time, cards) below the scrolling output.
+  bool live = false;
   std::FILE* out = stdout;
 };
 
@@ -31,7 +36,11 @@ class ConsoleReporter : public RunObserver {
   void on_run_finished(const RunRecord& r, const Plan& p) override;
 
  private:
+  void clear_live();
+  void draw_live(const RunRecord& r, const Plan& p);
   ConsoleOptions opts_;
+  int live_lines_ = 0;  // lines of the live block currently on screen
+  std::map<std::pair<int, int>, std::chrono::steady_clock::time_point> started_;
 };
 
 /// The final table: job, step, state, duration, cards, exit.
