@@ -336,3 +336,20 @@ TEST_CASE("devices: lists cards, drains one with a reason, and returns it to ser
   CHECK(back.out.find("0    free") != std::string::npos);
   CHECK(with({"--undrain", "7"}).exit_code == 2);
 }
+
+TEST_CASE("run: after an infrastructure failure the health check runs before the card is handed out again", "[run]") {
+  Project p;
+  auto rec = (p.dir.path() / "rec").string();
+  auto checked = (p.dir.path() / "checked").string();
+  // One infrastructure failure plus one failed health check reach drain-after: 2.
+  p.dir.write("runner.yml", "health: {infra-exit-codes: [42], drain-after: 2, check: 'echo {device} >> " + checked +
+                                "; test {device} != 0'}\n");
+  write_project(p.dir, {{"h.yml", "name: h\nsteps:\n  - {devices: 1, continue-on-error: true, run: 'exit 42'}\n"
+                                  "  - {devices: 1, run: 'echo $TASK_DEVICE >> " + rec + "'}\n"}});
+  CommandResult r = p.run({"--devices", "2"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(read_file(checked) == "0\n");  // the check ran for the failed card, with {device} filled in
+  CHECK(read_file(rec) == "1\n");
+  CHECK(read_file(fs::path(p.state()) / "devices.json").find("health check") != std::string::npos);
+}
