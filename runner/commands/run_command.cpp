@@ -100,6 +100,7 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
     eo.toolchain_args = "--root '" + eo.root + "'" + (common.load.config_file.empty() ? "" : " --config '" + fs::absolute(common.load.config_file).string() + "'");
     eo.health = cfg.health;
     eo.lead_executor = lead_executor.get();
+    if (const char* trace = std::getenv("PTO_RUNNER_TRACE")) eo.trace_file = trace;
 
     ConsoleOptions co;
     const char* gha = std::getenv("GITHUB_ACTIONS");

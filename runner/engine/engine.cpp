@@ -395,10 +395,18 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
   };
   if (observer_) observer_->on_step_started(run_, plan_, static_cast<int>(j), static_cast<int>(s));
   sr.handle = exec.start(std::move(l), [this, j, s](const StepOutcome& o) { on_done(j, s, o); });
+  trace("exec", cards);  // the local executor returns once posix_spawn has exec'd the shell
+}
+
+void RunEngine::trace(const char* what, const std::vector<int>& cards) {
+  if (opts_.trace_file.empty() || cards.empty()) return;
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  std::ofstream(opts_.trace_file, std::ios::app) << what << " " << ns << " " << join_ids(cards) << "\n";
 }
 
 void RunEngine::release_cards(const std::vector<int>& cards, bool infra, const std::string& what) {
   if (cards.empty()) return;
+  trace("release", cards);
   std::vector<int> drained = dispatcher_.pool().record_result(cards, infra, what);
   if (infra && !opts_.health.check.empty() && !opts_.simulate) {
     // The card saw an infrastructure failure: check it before anyone else gets it.

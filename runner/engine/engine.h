@@ -47,6 +47,9 @@ struct EngineOptions {
   HealthConfig health;
   /// Runs the lead job's step when set (under --simulate the toolchain is still set up for real).
   Executor* lead_executor = nullptr;
+  /// When set ($PTO_RUNNER_TRACE), "release <ns> <cards>" and "exec <ns> <cards>" lines are appended here, for
+  /// the hand-over latency benchmark (bench/release_latency.sh).
+  std::string trace_file;
 };
 
 class RunEngine {
@@ -98,6 +101,7 @@ class RunEngine {
   bool started_ = false, finished_ = false, in_pump_ = false, pump_again_ = false;
   std::function<void()> on_finished_;
   double t0_ = 0;
+  void trace(const char* what, const std::vector<int>& cards);
 };
 
 /// A new run id: YYYYMMDD-HHMMSS-xxxx (UTC).

@@ -69,9 +69,10 @@ class LocalExecutor;
 
 class StepProcess : public std::enable_shared_from_this<StepProcess> {
  public:
-  StepProcess(asio::io_context& io, StepLaunch launch, std::function<void(const StepOutcome&)> done,
-              std::function<void()> on_finished)
+  StepProcess(asio::io_context& io, asio::thread_pool& sweepers, StepLaunch launch,
+              std::function<void(const StepOutcome&)> done, std::function<void()> on_finished)
       : io_(io),
+        sweepers_(sweepers),
         launch_(std::move(launch)),
         done_(std::move(done)),
         on_finished_(std::move(on_finished)),
@@ -117,6 +118,7 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
  private:
   void fail_to_start(const std::string& why) {
     outcome_.error = why;
+    exited_ = swept_ = pipe_eof_ = true;
     if (log_) std::fprintf(log_, "pto-runner: %s\n", why.c_str());
     auto self = shared_from_this();
     asio::post(io_, [self] { self->finish(); });
@@ -182,12 +184,20 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
     int status = process_->native_exit_code();
     if (WIFEXITED(status)) outcome_.exit_code = WEXITSTATUS(status);
     else if (WIFSIGNALED(status)) outcome_.signal = WTERMSIG(status);
-    // Nothing of the step outlives it: the rest of its group, then the escapees that carry its marker.
+    // Nothing of the step outlives it: the rest of its group, then the escapees that carry its marker. The
+    // /proc scan runs on a worker so the engine thread keeps dispatching other steps meanwhile; this step's
+    // cards are still released only after it (finish() waits for swept_).
     ::kill(-pgid_, SIGKILL);
-    int swept = kill_marked_processes(launch_.marker, SIGKILL);
-    if (swept && log_) std::fprintf(log_, "pto-runner: killed %d leftover process(es) of this step\n", swept);
-    // The pipe closes once the last writer is gone; an unmarked writer must not hold the step forever.
     auto self = shared_from_this();
+    asio::post(sweepers_, [self] {
+      int swept = kill_marked_processes(self->launch_.marker, SIGKILL);
+      asio::post(self->io_, [self, swept] {
+        if (swept && self->log_) std::fprintf(self->log_, "pto-runner: killed %d leftover process(es) of this step\n", swept);
+        self->swept_ = true;
+        self->maybe_finish();
+      });
+    });
+    // The pipe closes once the last writer is gone; an unmarked writer must not hold the step forever.
     eof_wait_.expires_after(std::chrono::seconds(2));
     eof_wait_.async_wait([self](bp::error_code ec) {
       if (!ec && !self->pipe_eof_) {
@@ -200,7 +210,7 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
   }
 
   void maybe_finish() {
-    if (exited_ && pipe_eof_) finish();
+    if (exited_ && swept_ && pipe_eof_) finish();
   }
 
   void finish() {
@@ -215,6 +225,7 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
   }
 
   asio::io_context& io_;
+  asio::thread_pool& sweepers_;
   StepLaunch launch_;
   std::function<void(const StepOutcome&)> done_;
   std::function<void()> on_finished_;
@@ -226,20 +237,22 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
   std::FILE* log_ = nullptr;
   StepOutcome outcome_;
   int pgid_ = 0;
-  bool exited_ = false, pipe_eof_ = false, terminating_ = false, finished_ = false;
+  bool exited_ = false, swept_ = false, pipe_eof_ = false, terminating_ = false, finished_ = false;
 };
 
 class LocalExecutor : public Executor {
  public:
-  explicit LocalExecutor(asio::io_context& io) : io_(io) {}
+  explicit LocalExecutor(asio::io_context& io) : io_(io), sweepers_(2) {}
   ~LocalExecutor() override {
     // Never leave a step's processes behind, even when the engine is torn down early.
     for (auto& [id, p] : running_) p->cancel();
+    sweepers_.join();
   }
 
   std::uint64_t start(StepLaunch launch, std::function<void(const StepOutcome&)> done) override {
     std::uint64_t id = ++next_;
-    auto p = std::make_shared<StepProcess>(io_, std::move(launch), std::move(done), [this, id] { running_.erase(id); });
+    auto p = std::make_shared<StepProcess>(io_, sweepers_, std::move(launch), std::move(done),
+                                           [this, id] { running_.erase(id); });
     running_[id] = p;
     p->start();
     return id;
@@ -254,6 +267,7 @@ class LocalExecutor : public Executor {
 
  private:
   asio::io_context& io_;
+  asio::thread_pool sweepers_;  // /proc scans, off the engine thread
   std::map<std::uint64_t, std::shared_ptr<StepProcess>> running_;
   std::uint64_t next_ = 0;
 };
