@@ -353,3 +353,31 @@ TEST_CASE("run: after an infrastructure failure the health check runs before the
   CHECK(read_file(rec) == "1\n");
   CHECK(read_file(fs::path(p.state()) / "devices.json").find("health check") != std::string::npos);
 }
+
+TEST_CASE("run: max-parallel bounds concurrent matrix legs and concurrent steps of a parallel job", "[run]") {
+  for (const char* kind : {"legs", "steps"}) {
+    DYNAMIC_SECTION(kind) {
+      Project p;
+      auto dir = p.dir.path().string();
+      // Each unit marks itself running, records how many are running, and unmarks itself.
+      std::string body = "touch " + dir + "/run.$$; ls " + dir + " | grep -c ^run >> " + dir + "/peak; sleep 0.3; rm " + dir + "/run.$$";
+      std::string job = std::string(kind) == "legs"
+                            ? "name: m\nstrategy:\n  max-parallel: 2\n  matrix:\n    n: [1, 2, 3, 4, 5]\nsteps:\n  - run: \"" + body + "\"\n"
+                            : "name: m\nparallel: true\nstrategy:\n  max-parallel: 2\nsteps:\n" + [&] {
+                                std::string steps;
+                                for (int i = 0; i < 5; ++i) steps += "  - {name: s" + std::to_string(i) + ", run: \"" + body + " # " + std::to_string(i) + "\"}\n";
+                                return steps;
+                              }();
+      write_project(p.dir, {{"m.yml", job}});
+      CommandResult r = p.run({});
+      INFO(r.out << r.err);
+      REQUIRE(r.exit_code == 0);
+      std::istringstream peaks(read_file(p.dir.path() / "peak"));
+      int n = 0, max = 0, count = 0;
+      while (peaks >> n) max = std::max(max, n), ++count;
+      CHECK(count == 5);
+      CHECK(max <= 2);
+      CHECK(max == 2);  // and the bound is used, not just respected
+    }
+  }
+}

@@ -4,6 +4,9 @@
 #include <boost/asio/signal_set.hpp>
 #include <iostream>
 
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include "commands/commands.h"
 #include "server/daemon.h"
 
@@ -24,6 +27,8 @@ void register_serve_command(CLI::App& app, CommonOptions& common, int& exit_code
               "listen, open the journal or use the lock directory.");
   cmd->callback([o, &common, &exit_code] {
     o->load = common.load;
+    spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");  // the daemon's own event log, on stderr
+    spdlog::set_default_logger(spdlog::stderr_color_mt("serve"));
     boost::asio::io_context io;
     Daemon daemon(io, *o);
     if (std::string err = daemon.start(); !err.empty()) {

@@ -1,6 +1,7 @@
 // The HTTP API of `pto-runner serve` (SPEC: Daemon). Routing, authentication and the read-only views; the
 // mutations themselves are in daemon.cpp.
 #include <openssl/crypto.h>
+#include <spdlog/spdlog.h>
 
 #include <fstream>
 #include <regex>
@@ -58,6 +59,7 @@ HttpResponse Daemon::handle(const HttpRequest& req) {
     if (!pool_->has_card(card)) return not_found("no card " + std::string(m[1]));
     if (m[2] == "undrain") {
       bool changed = pool_->undrain(card);
+      spdlog::info("card {} returned to service by request from {}", card, req.peer);
       dispatcher_->poke();
       status_cache_.clear();
       return json_response(200, {{"card", card}, {"state", "free"}, {"changed", changed}});
@@ -66,6 +68,7 @@ HttpResponse Daemon::handle(const HttpRequest& req) {
     std::string reason = body.is_object() && body.contains("reason") && body["reason"].is_string()
                              ? body["reason"].get<std::string>() : "drained by an operator";
     pool_->drain(card, reason);
+    spdlog::warn("card {} drained by request from {}: {}", card, req.peer, reason);
     status_cache_.clear();
     return json_response(200, {{"card", card}, {"state", "drained"}, {"reason", reason}});
   }

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <random>
 
+#include <spdlog/spdlog.h>
+
 #include "exec/process_sweep.h"
 #include "report/run_view.h"
 #include "sched/device_pool.h"
@@ -179,6 +181,8 @@ void Daemon::recover() {
     run["recovered"] = {{"at", now}, {"processes_killed", killed}};
     journal_->run_finished(id, "interrupted", to_int(ExitCode::Infrastructure), run);
     metrics_.runs_by_result["interrupted"]++;
+    spdlog::warn("recovered run {}: it was active when the daemon stopped; marked interrupted, {} leftover process(es) killed",
+                 id, killed);
   }
 }
 
@@ -257,6 +261,8 @@ HttpResponse Daemon::submit(const HttpRequest& req) {
   journal_->run_created(id, run->engine->record().created, run->request,
                         run_to_json(run->engine->record(), run->engine->plan(), "running", -1, 0));
   run->engine->start();
+  spdlog::info("run {} submitted from {}: {} job(s){}", id, req.peer, plan.jobs.size(),
+               body.contains("sha") ? ", sha " + body["sha"].get<std::string>() : "");
   active_[id] = std::move(run);
   status_cache_.clear();
   return {201, "application/json", dump_json({{"id", id}, {"url", "/api/v1/runs/" + id}, {"state", "running"}})};
@@ -269,6 +275,7 @@ HttpResponse Daemon::cancel(const std::string& id) {
     return {404, "application/json", dump_json({{"error", "no run " + id}})};
   }
   it->second->engine->cancel(0);
+  spdlog::info("run {}: cancel requested", id);
   status_cache_.clear();
   return {202, "application/json", dump_json({{"id", id}, {"state", "cancelling"}})};
 }
@@ -284,6 +291,7 @@ void Daemon::on_run_finished(const std::string& id) {
   record["request"] = it->second->request;
   journal_->run_finished(id, state, result, record);
   metrics_.runs_by_result[state]++;
+  spdlog::info("run {} {} (exit {})", id, state, result);
   active_.erase(it);
   if (active_.empty() && on_drained_) boost::asio::post(io_, std::exchange(on_drained_, nullptr));
 }
