@@ -65,6 +65,7 @@ std::string value_of(const std::string& out, const std::string& key) {
 struct HttpServer {
   int pid = -1;
   int port = 0;
+  int out = -1;  // kept open while the server runs: closing it early can kill it with EPIPE
   explicit HttpServer(const fs::path& root) {
     int fds[2];
     REQUIRE(pipe(fds) == 0);
@@ -77,15 +78,17 @@ struct HttpServer {
       _exit(127);
     }
     close(fds[1]);
-    char buf[32] = {0};
-    ssize_t n = read(fds[0], buf, sizeof(buf) - 1);
-    close(fds[0]);
-    REQUIRE(n > 0);
-    port = std::atoi(buf);
+    out = fds[0];
+    std::string got;
+    char c;
+    while (read(out, &c, 1) == 1 && c != '\n') got += c;  // the whole first line
+    REQUIRE(!got.empty());
+    port = std::atoi(got.c_str());
   }
   ~HttpServer() {
     kill(pid, SIGTERM);
     waitpid(pid, nullptr, 0);
+    close(out);
   }
   std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port) + path; }
 };

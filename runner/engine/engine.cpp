@@ -477,8 +477,9 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
           }
     }
   }
-  release_cards(cards, infra, label(j, s));
+  // Report first, then hand the cards on: the next step's start is announced after this step's end.
   if (observer_) observer_->on_step_finished(run_, plan_, static_cast<int>(j), static_cast<int>(s));
+  release_cards(cards, infra, label(j, s));
   pump();
 }
 
