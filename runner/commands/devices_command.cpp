@@ -69,8 +69,7 @@ void register_devices_command(CLI::App& app, CommonOptions& common, int& exit_co
     Project project = load_project(common.load, diags);
     RunnerConfig cfg = project.runner;
     if (!o->lock_dir.empty()) cfg.lock_dir = o->lock_dir;
-    std::string sd = expand_home(o->state_dir.empty() ? cfg.state_dir : o->state_dir);
-    if (!fs::path(sd).is_absolute()) sd = fs::absolute(fs::path(project.root) / sd).lexically_normal().string();
+    std::string sd = resolve_under_root(project.root, o->state_dir.empty() ? cfg.state_dir : o->state_dir);
     DevicePool pool(cfg, sd);
     if (std::string err = pool.init(); !err.empty()) {
       std::cerr << "pto-runner devices: " << err << "\n";

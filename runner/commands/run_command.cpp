@@ -15,33 +15,9 @@
 #include "report/simulation_report.h"
 #include "sched/device_pool.h"
 
-extern char** environ;
-
 namespace fs = std::filesystem;
 
 namespace pto {
-
-std::map<std::string, std::string> process_environment() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; e && *e; ++e) {
-    std::string kv = *e;
-    auto eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  return env;
-}
-
-std::string self_executable() {
-  std::error_code ec;
-  auto p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? "pto-runner" : p.string();
-}
-
-std::string state_dir_for(const Project& project, const std::string& override_dir) {
-  std::string dir = expand_home(override_dir.empty() ? project.runner.state_dir : override_dir);
-  // Absolute: steps run in other directories and the lead job writes its outputs here.
-  return fs::path(dir).is_absolute() ? dir : fs::absolute(fs::path(project.root) / dir).lexically_normal().string();
-}
 
 void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) {
   struct Opts {
@@ -74,7 +50,8 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
     }
     RunnerConfig cfg = loaded->project.runner;
     if (!opts->lock_dir.empty()) cfg.lock_dir = opts->lock_dir;
-    const std::string state_dir = state_dir_for(loaded->project, opts->state_dir);
+    const std::string state_dir =
+        resolve_under_root(loaded->project.root, opts->state_dir.empty() ? cfg.state_dir : opts->state_dir);
 
     boost::asio::io_context io;
     DevicePool pool(cfg, state_dir);
@@ -88,17 +65,8 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
     std::unique_ptr<Executor> lead_executor;
     if (opts->simulate && !opts->simulate_toolchain) lead_executor = make_local_executor(io);
 
-    EngineOptions eo;
-    eo.run_id = make_run_id();
-    eo.root = fs::absolute(loaded->project.root).lexically_normal().string();
-    eo.run_dir = state_dir + "/runs/" + eo.run_id;
-    eo.simulate = opts->simulate;
-    eo.time_scale = opts->simulate ? opts->time_scale : 1;
-    eo.kill_grace_seconds = cfg.kill_grace_seconds;
-    eo.base_env = process_environment();
-    eo.self_exe = self_executable();
-    eo.toolchain_args = "--root '" + eo.root + "'" + (common.load.config_file.empty() ? "" : " --config '" + fs::absolute(common.load.config_file).string() + "'");
-    eo.health = cfg.health;
+    EngineOptions eo = make_engine_options(loaded->project.root, state_dir, common.load.config_file, cfg, opts->simulate,
+                                           opts->time_scale);
     eo.lead_executor = lead_executor.get();
     if (const char* trace = std::getenv("PTO_RUNNER_TRACE")) eo.trace_file = trace;
 

@@ -37,12 +37,9 @@ bool load_request(const CommonOptions& common, const ToolchainOpts& o, Toolchain
     return false;
   }
   req.arch = o.arch.empty() ? host_arch() : o.arch;
-  std::string cache = expand_home(o.cache_dir.empty() ? runner.cache_dir : o.cache_dir);
-  if (!fs::path(cache).is_absolute()) cache = (fs::absolute(root) / cache).lexically_normal().string();
-  req.cache_dir = cache;
+  req.cache_dir = resolve_under_root(common.load.root, o.cache_dir.empty() ? runner.cache_dir : o.cache_dir);
   req.mirror = o.mirror.empty() ? runner.toolchain_mirror : o.mirror;
-  if (!req.mirror.empty() && req.mirror.find("://") == std::string::npos && !fs::path(req.mirror).is_absolute())
-    req.mirror = (fs::absolute(root) / req.mirror).lexically_normal().string();
+  if (req.mirror.find("://") == std::string::npos) req.mirror = resolve_under_root(common.load.root, req.mirror);
   req.log = [](const std::string& s) { std::cerr << "toolchain: " << s << "\n"; };
   return true;
 }

@@ -17,6 +17,12 @@ const JobDef* Project::find_job(const std::string& name) const {
   return nullptr;
 }
 
+std::string resolve_under_root(const std::string& root, const std::string& path) {
+  if (path.empty()) return path;
+  std::string p = expand_home(path);
+  return fs::path(p).is_absolute() ? p : fs::absolute(fs::path(root) / p).lexically_normal().string();
+}
+
 std::string apply_device_overrides(RunnerConfig& cfg, const std::string& devices, const std::string& groups) {
   std::string err;
   if (!devices.empty()) {

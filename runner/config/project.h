@@ -37,6 +37,10 @@ struct Project {
 /// lint can go on to report more).
 Project load_project(const LoadOptions& opts, Diagnostics& diags);
 
+/// A path from runner.yml or a flag: `~/` expanded, relative paths taken from the project root, made absolute
+/// (steps run in other directories). Empty stays empty.
+std::string resolve_under_root(const std::string& root, const std::string& path);
+
 /// Applies --devices / --device-groups over runner.yml. Returns "" or the problem.
 std::string apply_device_overrides(RunnerConfig& cfg, const std::string& devices, const std::string& groups);
 

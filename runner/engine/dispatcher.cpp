@@ -5,13 +5,9 @@
 #include <boost/asio/steady_timer.hpp>
 #include <limits>
 
-namespace pto {
+#include "util/steady_seconds.h"
 
-namespace {
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-}  // namespace
+namespace pto {
 
 struct Dispatcher::Pending {
   std::uint64_t ticket;
@@ -40,7 +36,7 @@ std::uint64_t Dispatcher::request(int devices, const std::string& label, double 
                                   Impossible on_impossible, std::uint64_t order) {
   std::uint64_t ticket = ++next_ticket_;
   std::uint64_t key = order ? order : ticket;
-  auto p = std::make_shared<Pending>(Pending{ticket, devices, label, expected_seconds, now_seconds(), iso_now(),
+  auto p = std::make_shared<Pending>(Pending{ticket, devices, label, expected_seconds, steady_seconds(), iso_now(),
                                              std::move(on_grant), std::move(on_impossible), "queued"});
   pending_[key] = p;
   order_of_ticket_[ticket] = key;
@@ -83,7 +79,7 @@ std::string Dispatcher::reason_at(const Pending& p, std::size_t position) const 
 
 std::vector<QueueEntry> Dispatcher::queue() const {
   std::vector<QueueEntry> out;
-  double now = now_seconds();
+  double now = steady_seconds();
   std::size_t position = 0;
   for (const auto& [order, p] : pending_)
     out.push_back({p->ticket, p->label, p->devices, reason_at(*p, position++), now - p->queued_at, p->since});
@@ -107,7 +103,7 @@ void Dispatcher::pump() {
     std::vector<SchedRequest> queue;
     for (const auto& [order, p] : pending_) queue.push_back({order, p->devices, p->label, p->expected_seconds});
     std::vector<SchedCard> cards = pool_.snapshot();
-    double now = now_seconds();
+    double now = steady_seconds();
     ScheduleResult r = schedule(cards, pool_.groups(), queue, now);
     reserved_ = r.reserved;
     std::size_t k = 0;

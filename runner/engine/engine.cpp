@@ -13,16 +13,14 @@
 #include "config/device_spec.h"
 #include "plan/condition.h"
 #include "sched/device_pool.h"
+#include "util/process_env.h"
+#include "util/steady_seconds.h"
 
 namespace fs = std::filesystem;
 
 namespace pto {
 
 namespace {
-
-double steady_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 bool has_status_function(const std::string& expr) {
   if (expr.empty()) return false;
@@ -31,13 +29,25 @@ bool has_status_function(const std::string& expr) {
   return c && c->has_status_function();
 }
 
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 }  // namespace
+
+EngineOptions make_engine_options(const std::string& root, const std::string& state_dir, const std::string& config_file,
+                                  const RunnerConfig& cfg, bool simulate, double time_scale,
+                                  const std::string& drop_env_prefix) {
+  EngineOptions eo;
+  eo.run_id = make_run_id();
+  eo.root = fs::absolute(root).lexically_normal().string();
+  eo.run_dir = state_dir + "/runs/" + eo.run_id;
+  eo.simulate = simulate;
+  eo.time_scale = simulate ? time_scale : 1;
+  eo.kill_grace_seconds = cfg.kill_grace_seconds;
+  eo.base_env = environment_map(drop_env_prefix);
+  eo.self_exe = self_executable();
+  eo.toolchain_args =
+      "--root " + shell_quote(eo.root) + (config_file.empty() ? "" : " --config " + shell_quote(fs::absolute(config_file).string()));
+  eo.health = cfg.health;
+  return eo;
+}
 
 std::string make_run_id() {
   std::time_t t = std::time(nullptr);

@@ -104,7 +104,14 @@ class RunEngine {
   void trace(const char* what, const std::vector<int>& cards);
 };
 
-/// A new run id: YYYYMMDD-HHMMSS-xxxx (UTC).
+/// The options every run gets, from the host settings: a new run id and its directory under `state_dir`, the
+/// root made absolute, the runner's environment (names starting with `drop_env_prefix` left out), this binary
+/// and the arguments for the lead job's `toolchain setup`, health policy and kill grace.
+EngineOptions make_engine_options(const std::string& root, const std::string& state_dir, const std::string& config_file,
+                                  const RunnerConfig& cfg, bool simulate, double time_scale,
+                                  const std::string& drop_env_prefix = "");
+
+/// A new run id: YYYYMMDD-HHMMSS-xxxx (UTC), x a hex digit.
 std::string make_run_id();
 /// A file-name-safe form of a job or step name.
 std::string slug(const std::string& s);

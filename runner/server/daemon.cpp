@@ -17,8 +17,6 @@
 #include "sched/device_pool.h"
 #include "util/json_text.h"
 
-extern char** environ;
-
 namespace fs = std::filesystem;
 
 namespace pto {
@@ -104,14 +102,11 @@ std::string Daemon::start() {
                  definition_errors.c_str());
   cfg_ = project.runner;
   if (!opts_.lock_dir.empty()) cfg_.lock_dir = opts_.lock_dir;
-  std::string sd = expand_home(opts_.state_dir.empty() ? cfg_.state_dir : opts_.state_dir);
-  state_dir_ = fs::path(sd).is_absolute() ? sd : fs::absolute(fs::path(project.root) / sd).lexically_normal().string();
+  state_dir_ = resolve_under_root(project.root, opts_.state_dir.empty() ? cfg_.state_dir : opts_.state_dir);
   fs::create_directories(state_dir_);
 
   // Token: the configured file, or one generated on first start and kept (0600) in the state dir.
-  token_path_ = !opts_.token_file.empty() ? opts_.token_file : cfg_.token_file;
-  if (!token_path_.empty() && !fs::path(token_path_).is_absolute())
-    token_path_ = fs::absolute(fs::path(project.root) / token_path_).string();
+  token_path_ = resolve_under_root(project.root, !opts_.token_file.empty() ? opts_.token_file : cfg_.token_file);
   if (token_path_.empty()) {
     token_path_ = state_dir_ + "/token";
     if (!fs::exists(token_path_)) {
@@ -228,26 +223,12 @@ HttpResponse Daemon::submit(const HttpRequest& req) {
         findings.push_back({{"file", d.file}, {"line", d.line}, {"col", d.col}, {"rule", d.rule}, {"message", d.message}});
     return {400, "application/json", dump_json({{"error", "the run cannot be planned"}, {"findings", findings}})};
   }
-  EngineOptions eo;
-  eo.run_id = make_run_id();
-  eo.root = fs::absolute(project.root).lexically_normal().string();
-  eo.run_dir = state_dir_ + "/runs/" + eo.run_id;
-  eo.simulate = opts_.simulate;
-  eo.time_scale = opts_.simulate ? opts_.time_scale : 1;
-  eo.kill_grace_seconds = cfg_.kill_grace_seconds;
-  for (char** e = environ; e && *e; ++e) {
-    std::string kv = *e;
-    auto eq = kv.find('=');
-    if (eq != std::string::npos && kv.compare(0, 11, "PTO_RUNNER_") != 0) eo.base_env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
+  // The daemon's own PTO_RUNNER_* variables (the token among them) never reach steps.
+  EngineOptions eo = make_engine_options(project.root, state_dir_, opts_.load.config_file, cfg_, opts_.simulate,
+                                         opts_.time_scale, "PTO_RUNNER_");
   for (const auto& [k, v] : env) eo.base_env[k] = v;  // runner -> request -> job -> step -> cards -> toolchain
   if (body.contains("ref")) eo.base_env["PTO_RUNNER_REF"] = body["ref"];
   if (body.contains("sha")) eo.base_env["PTO_RUNNER_SHA"] = body["sha"];
-  std::error_code ec;
-  eo.self_exe = fs::read_symlink("/proc/self/exe", ec).string();
-  eo.toolchain_args = "--root '" + eo.root + "'" +
-                      (opts_.load.config_file.empty() ? "" : " --config '" + fs::absolute(opts_.load.config_file).string() + "'");
-  eo.health = cfg_.health;
   eo.lead_executor = lead_executor_.get();
 
   auto run = std::make_unique<ActiveRun>();

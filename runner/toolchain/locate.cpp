@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "toolchain/run_sync.h"
+#include "util/process_env.h"
 
 namespace fs = std::filesystem;
 
@@ -45,7 +46,7 @@ SmokeResult smoke_check(const std::string& bin, const std::vector<std::string>& 
   SmokeResult r;
   std::vector<std::string> argv = {bin};
   argv.insert(argv.end(), args.begin(), args.end());
-  SyncResult s = run_sync(argv, current_environment(), 120, log_path);
+  SyncResult s = run_sync(argv, environment_list(), 120, log_path);
   r.output = s.output;
   std::string cmd;
   for (const auto& a : argv) cmd += (cmd.empty() ? "" : " ") + a;

@@ -5,21 +5,9 @@
 #include <boost/asio/io_context.hpp>
 #include <random>
 
-extern char** environ;
+#include "util/process_env.h"
 
 namespace pto {
-
-std::string shell_quote_arg(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-std::vector<std::string> current_environment() {
-  std::vector<std::string> env;
-  for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
-  return env;
-}
 
 SyncResult run_sync(const std::vector<std::string>& argv, const std::vector<std::string>& env, double timeout_seconds,
                     const std::string& log_path) {
@@ -27,7 +15,7 @@ SyncResult run_sync(const std::vector<std::string>& argv, const std::vector<std:
   auto exec = make_local_executor(io);
   SyncResult r;
   StepLaunch l;
-  for (const auto& a : argv) l.command += (l.command.empty() ? "" : " ") + shell_quote_arg(a);
+  for (const auto& a : argv) l.command += (l.command.empty() ? "" : " ") + shell_quote(a);
   l.label = argv.empty() ? "" : argv[0];
   l.env = env;
   l.log_path = log_path;

@@ -17,7 +17,4 @@ struct SyncResult {
 SyncResult run_sync(const std::vector<std::string>& argv, const std::vector<std::string>& env, double timeout_seconds,
                     const std::string& log_path);
 
-std::vector<std::string> current_environment();
-std::string shell_quote_arg(const std::string& s);
-
 }  // namespace pto

@@ -13,6 +13,7 @@
 #include "toolchain/fetch.h"
 #include "toolchain/locate.h"
 #include "toolchain/run_sync.h"
+#include "util/process_env.h"
 #include "util/sha256.h"
 
 namespace fs = std::filesystem;
@@ -119,7 +120,7 @@ bool install(Context& c, std::string& error) {
     // venv scripts embed their absolute path, so the venv is built in place; the marker, written last,
     // is what makes it trusted.
     std::string log = c.log_dir + "/install-" + c.key + ".log";
-    SyncResult venv = run_sync({"python3", "-m", "venv", "--system-site-packages", c.install_root}, current_environment(),
+    SyncResult venv = run_sync({"python3", "-m", "venv", "--system-site-packages", c.install_root}, environment_list(),
                                600, log);
     if (!venv.outcome.ok()) {
       error = "python3 -m venv " + c.install_root + " failed: " + venv.output.substr(0, 2000);
@@ -128,7 +129,7 @@ bool install(Context& c, std::string& error) {
     }
     SyncResult pip = run_sync({c.install_root + "/bin/python", "-m", "pip", "install", "--no-index", "--no-deps",
                                "--disable-pip-version-check", c.st.archive},
-                              current_environment(), 600, log);
+                              environment_list(), 600, log);
     if (!pip.outcome.ok()) {
       error = "pip install --no-index " + c.st.archive + " failed: " + pip.output.substr(0, 2000);
       fs::remove_all(c.install_root, ec);
