@@ -311,9 +311,13 @@ TEST_CASE("run: the step environment carries cards, run ids, job and step env", 
   auto out = (p.dir.path() / "env").string();
   write_project(p.dir, {{"e.yml", "name: e\nenv: {A: job, B: job}\nsteps:\n  - name: show\n    devices: 2\n"
                                   "    env: {B: step}\n    run: echo \"$TASK_DEVICE|$DEVICE_ID|$A|$B|$PTO_RUNNER_JOB|$PTO_RUNNER_STEP|${PTO_RUNNER_RUN_ID:+set}\" > " + out + "\n"}});
-  CommandResult r = p.run({"--devices", "4,5"});
+  CommandResult r = p.run({"--devices", "4,5"}, {{"PTO_RUNNER_TOKEN", "hunter2"}, {"PTO_RUNNER_JOB", "stale"}, {"KEEP_ME", "yes"}});
   REQUIRE(r.exit_code == 0);
   CHECK(read_file(out) == "4,5|4|job|step|e|show|set\n");
+  // The runner's environment reaches steps, but not an inherited token or another run's ids.
+  write_project(p.dir, {{"e.yml", "name: e\nsteps:\n  - run: echo \"${PTO_RUNNER_TOKEN:-unset} $KEEP_ME\" > " + out + "\n"}});
+  REQUIRE(p.run({}, {{"PTO_RUNNER_TOKEN", "hunter2"}, {"KEEP_ME", "yes"}}).exit_code == 0);
+  CHECK(read_file(out) == "unset yes\n");
 }
 
 TEST_CASE("devices: lists cards, drains one with a reason, and returns it to service", "[run]") {
