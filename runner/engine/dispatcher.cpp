@@ -60,17 +60,6 @@ void Dispatcher::release(const std::vector<int>& cards) {
 
 void Dispatcher::poke() { schedule_pump(); }
 
-std::string Dispatcher::waiting_reason(std::uint64_t ticket) const {
-  auto it = order_of_ticket_.find(ticket);
-  if (it == order_of_ticket_.end()) return "";
-  std::size_t position = 0;
-  for (const auto& [order, p] : pending_) {
-    if (order == it->second) return reason_at(*p, position);
-    ++position;
-  }
-  return "";
-}
-
 std::string Dispatcher::reason_at(const Pending& p, std::size_t position) const {
   if (position < unexamined_from_ && !p.reason.empty()) return p.reason;
   return "waiting for " + std::to_string(p.devices) + (p.devices == 1 ? " card" : " cards") +
@@ -112,7 +101,7 @@ void Dispatcher::pump() {
         auto it = r.waiting_reason.find(order);
         if (it != r.waiting_reason.end()) p->reason = std::move(it->second);
       } else {
-        break;  // the rest keep (or get, via waiting_reason()) the generic reason
+        break;  // the rest get the generic reason from reason_at()
       }
     }
     unexamined_from_ = r.examined;

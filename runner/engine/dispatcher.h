@@ -45,7 +45,6 @@ class Dispatcher {
   void withdraw(std::uint64_t ticket);
   void release(const std::vector<int>& cards);
 
-  std::string waiting_reason(std::uint64_t ticket) const;
   std::vector<QueueEntry> queue() const;
   const std::map<int, std::uint64_t>& reserved() const { return reserved_; }
   DevicePool& pool() { return pool_; }

@@ -197,11 +197,13 @@ HttpResponse Daemon::run(const std::string& id) {
   if (auto it = active_.find(id); it != active_.end()) {
     const RunEngine& e = *it->second->engine;
     nlohmann::json j = run_to_json(e.record(), e.plan(), e.record().cancelled ? "cancelling" : "running", -1, e.now());
-    // Waiting reasons live in the dispatcher; fill them in for the steps that wait.
+    // Waiting reasons live in the dispatcher; fill them in for the steps that wait (one pass over the queue).
+    std::map<std::uint64_t, std::string> reasons;
+    for (auto& q : dispatcher_->queue()) reasons[q.ticket] = std::move(q.reason);
     for (std::size_t k = 0; k < e.plan().jobs.size(); ++k)
       for (std::size_t s = 0; s < e.plan().jobs[k].steps.size(); ++s) {
         const StepRecord& sr = e.record().jobs[k].steps[s];
-        if (sr.state == StepState::Waiting && sr.ticket) j["jobs"][k]["steps"][s]["wait_reason"] = dispatcher_->waiting_reason(sr.ticket);
+        if (sr.state == StepState::Waiting && reasons.count(sr.ticket)) j["jobs"][k]["steps"][s]["wait_reason"] = reasons[sr.ticket];
       }
     j["request"] = it->second->request;
     return json_response(200, j);
