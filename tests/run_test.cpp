@@ -386,3 +386,18 @@ TEST_CASE("run: max-parallel bounds concurrent matrix legs and concurrent steps 
     }
   }
 }
+
+TEST_CASE("run: in a parallel job, if: failure()/always() steps run after the others, with their outcome", "[run]") {
+  Project p;
+  auto d = p.dir.path().string();
+  write_project(p.dir, {{"par.yml", "name: par\nparallel: true\nsteps:\n"
+                                    "  - {name: report, if: always(), run: 'test -e " + d + "/slow && test -e " + d + "/bad && touch " + d + "/report'}\n"
+                                    "  - {name: on-failure, if: failure(), run: 'touch " + d + "/on-failure'}\n"
+                                    "  - {name: slow, run: 'sleep 0.3; touch " + d + "/slow'}\n"
+                                    "  - {name: bad, run: 'touch " + d + "/bad; exit 1'}\n"}});
+  CommandResult r = p.run({});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(fs::exists(p.dir.path() / "report"));      // it ran, and only after both others had finished
+  CHECK(fs::exists(p.dir.path() / "on-failure"));  // it saw the failure of `bad`
+}

@@ -20,17 +20,6 @@ namespace fs = std::filesystem;
 
 namespace pto {
 
-namespace {
-
-bool has_status_function(const std::string& expr) {
-  if (expr.empty()) return false;
-  std::string err;
-  auto c = Condition::parse(expr, err);
-  return c && c->has_status_function();
-}
-
-}  // namespace
-
 EngineOptions make_engine_options(const std::string& root, const std::string& state_dir, const std::string& config_file,
                                   const RunnerConfig& cfg, bool simulate, double time_scale,
                                   const std::string& drop_env_prefix) {
@@ -249,7 +238,7 @@ void RunEngine::advance(std::size_t j) {
     // function (cleanup, reporting) run after the others, one by one, when their outcome is known.
     bool plain_done = true;
     for (std::size_t s = jr.first_unsettled; s < jr.steps.size(); ++s) {
-      if (has_status_function(pj.steps[s].if_expr)) continue;
+      if (pj.steps[s].if_has_status_function) continue;
       if (jr.steps[s].state == StepState::Pending) {
         if (pj.max_parallel > 0 && active >= pj.max_parallel) {
           plain_done = false;

@@ -194,6 +194,11 @@ class Builder {
       std::map<std::string, std::string> env;
       for (const auto& [k, v] : sd.env) env[k] = subst(v, leg, def.file, sd.loc);
       check_condition(sd.if_expr, def.file, sd.if_loc.line ? sd.if_loc : sd.loc, "if");
+      const bool status_fn = [&] {
+        std::string err;
+        auto c = sd.if_expr.empty() ? std::nullopt : Condition::parse(sd.if_expr, err);
+        return c && c->has_status_function();
+      }();
 
       std::optional<int> explicit_devices;
       if (!sd.devices.empty()) {
@@ -215,6 +220,7 @@ class Builder {
         s.working_directory = wd;
         s.env = env;
         s.if_expr = sd.if_expr;
+        s.if_has_status_function = status_fn;
         s.devices = explicit_devices.value_or(0);
         s.timeout_minutes = sd.timeout_minutes;
         if (sd.expected_minutes) s.expected_minutes = *sd.expected_minutes, s.expected_defaulted = false;
@@ -242,6 +248,7 @@ class Builder {
           s.env = env;
           for (const auto& [k, v] : ex.env) s.env[k] = v;
           s.if_expr = sd.if_expr;
+          s.if_has_status_function = status_fn;
           s.devices = explicit_devices.value_or(ex.devices);
           s.timeout_minutes = sd.timeout_minutes ? sd.timeout_minutes
                               : ex.timeout_minutes ? ex.timeout_minutes

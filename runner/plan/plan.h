@@ -27,6 +27,9 @@ struct PlanStep {
   std::string working_directory;
   std::map<std::string, std::string> env;  // the step's own env (job env is on the job)
   std::string if_expr;
+  /// The `if:` calls success()/failure()/always()/cancelled(): in a parallel job such a step is cleanup and
+  /// runs after the others.
+  bool if_has_status_function = false;
   int devices = 0;
   std::optional<double> timeout_minutes;
   double expected_minutes = 1;  // for --simulate; `expected_defaulted` when no file said
