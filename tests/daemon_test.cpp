@@ -77,6 +77,7 @@ void sleepy_project(const TempDir& d, const std::string& marks) {
                                  "  - {name: two, devices: 1, expected-minutes: 1, run: 'echo $$ > " + marks + "/two.pid; setsid sleep 1000 & echo $! > " + marks + "/two.escapee; sleep 1000'}\n"
                                  "  - {name: three, devices: 2, run: 'sleep 1000'}\n"},
                     {"quick.yml", "name: quick\nsteps:\n  - {name: ok, devices: 1, run: 'echo fine'}\n"},
+                    {"quiet.yml", "name: quiet\nsteps:\n  - {name: silent, run: 'true'}\n"},
                     {"broken.yml", "name: broken\nsteps:\n  - {name: bad, devices: 1, run: 'echo going wrong; echo really; exit 4'}\n"}});
 }
 
@@ -189,6 +190,15 @@ TEST_CASE("serve: mutations need the token; bad requests get 400/404/413 and the
   CHECK(metrics.body.find("pto_runner_steps_total{result=\"succeeded\"} 1") != std::string::npos);
   CHECK(metrics.body.find("pto_runner_wait_seconds_count 1") != std::string::npos);
   CHECK(metrics.body.find("pto_runner_step_duration_seconds_bucket{le=\"+Inf\"} 1") != std::string::npos);
+
+  // A step that printed nothing has no log file (it is made on the first output); its log reads as empty.
+  auto quiet = s.post("/api/v1/runs", {{"jobs", {"quiet"}}});
+  REQUIRE(quiet.status == 201);
+  std::string quiet_id = json::parse(quiet.body)["id"];
+  CHECK(s.wait_run(quiet_id)["state"] == "succeeded");
+  auto empty = pto::api_request("GET", s.url("/api/v1/runs/" + quiet_id + "/steps/1-1/log"));
+  CHECK(empty.status == 200);
+  CHECK(empty.body.empty());
 }
 
 TEST_CASE("serve: 200 concurrent pollers are all answered; a byte-a-second client blocks nobody", "[daemon]") {

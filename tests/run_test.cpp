@@ -401,3 +401,23 @@ TEST_CASE("run: in a parallel job, if: failure()/always() steps run after the ot
   CHECK(fs::exists(p.dir.path() / "report"));      // it ran, and only after both others had finished
   CHECK(fs::exists(p.dir.path() / "on-failure"));  // it saw the failure of `bad`
 }
+
+TEST_CASE("run: a silent step that succeeds leaves no log file; a failed one's log says how it ended", "[run]") {
+  Project p;
+  write_project(p.dir, {{"q.yml", "name: q\nsteps:\n  - {name: quiet, run: 'true'}\n  - {name: loud, run: 'echo hi'}\n"
+                                  "  - {name: sulk, run: 'exit 3'}\n"}});
+  CommandResult r = p.run({});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 1);
+  std::vector<fs::path> logs;
+  for (const auto& e : fs::recursive_directory_iterator(p.state()))
+    if (e.path().extension() == ".log") logs.push_back(e.path());
+  std::set<std::string> names;
+  for (const auto& l : logs) names.insert(l.filename().string());
+  CHECK(names == std::set<std::string>{"2-loud.log", "3-sulk.log"});
+  for (const auto& l : logs) {
+    if (l.filename() == "2-loud.log") CHECK(read_file(l) == "hi\n");
+    if (l.filename() == "3-sulk.log") CHECK(read_file(l) == "pto-runner: process completed with exit code 3\n");
+  }
+  CHECK(r.out.find("3-sulk.log") != std::string::npos);  // the failure points at a file that exists
+}

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sched/device_pool.h"
+#include "sched/scheduler.h"
 
 namespace boost::asio {
 class io_context;
@@ -45,8 +46,9 @@ class Dispatcher {
   void withdraw(std::uint64_t ticket);
   void release(const std::vector<int>& cards);
 
-  std::vector<QueueEntry> queue() const;
-  const std::map<int, std::uint64_t>& reserved() const { return reserved_; }
+  /// The waiting steps in order with their reasons, and the reservations (both brought up to date first).
+  std::vector<QueueEntry> queue();
+  const std::map<int, std::uint64_t>& reserved();
   DevicePool& pool() { return pool_; }
   /// Schedules now (the engine calls this after undrain, for example).
   void poke();
@@ -55,6 +57,8 @@ class Dispatcher {
   struct Pending;
   void pump();
   void schedule_pump();
+  ScheduleResult schedule_pending(double now);
+  void refresh_reasons();
   std::string reason_at(const Pending& p, std::size_t position) const;
 
   boost::asio::io_context& io_;
@@ -65,6 +69,7 @@ class Dispatcher {
   std::size_t unexamined_from_ = 0;  // queue positions the last pass did not reach
   std::uint64_t next_ticket_ = 0;
   bool pump_posted_ = false;
+  bool reasons_stale_ = false;
   struct Poller;
   std::unique_ptr<Poller> poller_;  // re-checks cards locked by other processes
 };

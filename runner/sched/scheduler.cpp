@@ -82,8 +82,17 @@ ScheduleResult schedule_with_policy(SchedPolicy policy, const std::vector<SchedC
       if (c.free && c.usable && !taken.count(id)) return true;
     return false;
   };
+  auto every_usable_card_reserved = [&] {
+    for (const auto& [id, c] : pool.cards)
+      if (c.usable && !out.reserved.count(id)) return false;
+    return true;
+  };
   for (const auto& req : queue) {
-    if (!any_card_free() && (policy != SchedPolicy::ReserveAndBackfill || blocked_count >= kDetailedReasons)) break;
+    // With no card left to hand out, what follows can neither start nor reserve anything once every card is
+    // reserved (or after the detailed head): stop, and leave the rest the queue's generic reason.
+    if (!any_card_free() && (policy != SchedPolicy::ReserveAndBackfill || blocked_count >= kDetailedReasons ||
+                             every_usable_card_reserved()))
+      break;
     ++out.examined;
     const int n = std::max(1, req.devices);
     std::vector<const std::vector<int>*> candidates;

@@ -3,6 +3,7 @@
 #include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
 #include <fstream>
 #include <regex>
 
@@ -239,8 +240,11 @@ HttpResponse Daemon::step_log(const std::string& id, const std::string& step, co
     log_path = jobs[job]["steps"][st].value("log_path", "");
   }
   if (log_path.empty()) return not_found("step " + step + " has no log yet");
+  // The executor creates the file on the step's first output: a started step without one printed nothing.
+  std::error_code missing;
+  if (!std::filesystem::exists(log_path, missing) && !missing) return {200, "text/plain; charset=utf-8", ""};
   std::ifstream in(log_path, std::ios::binary | std::ios::ate);
-  if (!in) return not_found("the log of step " + step + " is gone");
+  if (!in) return not_found("the log of step " + step + " cannot be read");
   // Read backwards in blocks until enough lines are found; logs can be large.
   std::streamoff size = in.tellg(), pos = size;
   std::string data;
