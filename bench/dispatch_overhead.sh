@@ -1,33 +1,67 @@
 #!/usr/bin/env bash
-# Dispatch overhead: 1,000 one-card steps of `true` on 8 cards through `pto-runner run`, side by side with
-# `xargs -P 8` running the same 1,000 `bash -e -o pipefail -c` commands. Target: <= 1.5x xargs.
-# Usage: bench/dispatch_overhead.sh [build/pto-runner] [steps]
+# Dispatch overhead: N one-card steps on 8 cards through `pto-runner run`, side by side with `xargs -P 8`
+# running the same `bash -e -o pipefail -c` commands. Target (issue 3a): <= 1.5x xargs for `true`.
+#
+# Two workloads, each in ROUNDS alternating rounds (xargs, runner, xargs, runner, ...), medians printed:
+#   silent:  `true N`    - the issue's workload; xargs writes nothing.
+#   output:  `echo N`    - every step prints a line; xargs redirects each command into its own file, as the
+#                          runner writes each step's log, so both pay for creating one file per step.
+# Usage: bench/dispatch_overhead.sh [build/pto-runner] [steps] [rounds]
 set -euo pipefail
 BIN=$(realpath "${1:-build/pto-runner}")
 N=${2:-1000}
+ROUNDS=${3:-3}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-mkdir -p "$WORK/jobs" "$WORK/toolchain"
-cp "$(dirname "$0")/../toolchain/versions.env" "$WORK/toolchain/"
-{
-  echo "name: many"
-  echo "parallel: true"
-  echo "steps:"
-  # Distinct commands (`true N`) so dedupe does not remove them.
-  for i in $(seq 1 "$N"); do echo "  - {name: s$i, devices: 1, run: 'true $i'}"; done
-} > "$WORK/jobs/many.yml"
 
-t0=$(date +%s.%N)
-seq 1 "$N" | xargs -P 8 -I{} bash -e -o pipefail -c 'true {}'
-t1=$(date +%s.%N)
-"$BIN" run --root "$WORK" --devices 8 --lock-dir "$WORK/locks" --state-dir "$WORK/state" > "$WORK/out.txt"
-t2=$(date +%s.%N)
-grep -c " succeeded " "$WORK/out.txt" > /dev/null
-python3 - "$t0" "$t1" "$t2" "$N" <<'PY'
-import sys
-t0, t1, t2, n = map(float, sys.argv[1:])
-x, p = t1 - t0, t2 - t1
-print(f"steps={int(n)} cards=8")
-print(f"xargs -P 8 (baseline):   {x:.3f} s  ({x / n * 1000:.2f} ms/step)")
-print(f"pto-runner run:          {p:.3f} s  ({p / n * 1000:.2f} ms/step)  = {p / x:.2f}x xargs")
+make_project() {  # $1 = dir, $2 = command word
+  mkdir -p "$1/jobs" "$1/toolchain"
+  cp "$(dirname "$0")/../toolchain/versions.env" "$1/toolchain/"
+  {
+    echo "name: many"
+    echo "parallel: true"
+    echo "steps:"
+    # Distinct commands so dedupe does not remove them.
+    for i in $(seq 1 "$N"); do echo "  - {name: s$i, devices: 1, run: '$2 $i'}"; done
+  } > "$1/jobs/many.yml"
+}
+make_project "$WORK/silent" true
+make_project "$WORK/output" echo
+
+now() { date +%s.%N; }
+results="$WORK/results"
+for round in $(seq 1 "$ROUNDS"); do
+  for kind in silent output; do
+    rm -rf "$WORK/xlogs" && mkdir -p "$WORK/xlogs"
+    t0=$(now)
+    if [ "$kind" = silent ]; then
+      seq 1 "$N" | xargs -P 8 -I{} bash -e -o pipefail -c 'true {}'
+    else
+      seq 1 "$N" | xargs -P 8 -I{} bash -e -o pipefail -c "echo {} > $WORK/xlogs/{}.log"
+    fi
+    t1=$(now)
+    rm -rf "$WORK/$kind/state" "$WORK/$kind/locks"
+    "$BIN" run --root "$WORK/$kind" --devices 8 --lock-dir "$WORK/$kind/locks" --state-dir "$WORK/$kind/state" \
+      > "$WORK/out.txt"
+    t2=$(now)
+    ok=$(grep -c " succeeded " "$WORK/out.txt" || true)
+    [ "$ok" -ge "$N" ] || { echo "run did not succeed: $ok of $N steps" >&2; exit 1; }
+    echo "$kind $t0 $t1 $t2" >> "$results"
+  done
+done
+
+python3 - "$results" "$N" "$ROUNDS" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+n, rounds = int(sys.argv[2]), int(sys.argv[3])
+print(f"steps={n} cards=8 rounds={rounds} (medians; ratio = median of per-round ratios)")
+for kind, what in (("silent", "`true N`"), ("output", "`echo N`, one file per step on both sides")):
+    xs = [float(r[2]) - float(r[1]) for r in rows if r[0] == kind]
+    ps = [float(r[3]) - float(r[2]) for r in rows if r[0] == kind]
+    ratios = [p / x for p, x in zip(ps, xs)]
+    x, p = statistics.median(xs), statistics.median(ps)
+    print(f"{kind:7s} {what}")
+    print(f"  xargs -P 8 (baseline): {x:.3f} s  ({x / n * 1000:.2f} ms/step)")
+    print(f"  pto-runner run:        {p:.3f} s  ({p / n * 1000:.2f} ms/step)  = {statistics.median(ratios):.2f}x xargs"
+          f"  (rounds: {', '.join(f'{r:.2f}' for r in ratios)})")
 PY
