@@ -359,6 +359,39 @@ TEST_CASE("run: after an infrastructure failure the health check runs before the
   CHECK(read_file(fs::path(p.state()) / "devices.json").find("health check") != std::string::npos);
 }
 
+TEST_CASE("run: a health check holds only its own card; other steps go on meanwhile", "[run]") {
+  // The check on card 0 waits until the next step, on card 1, has run: it can only succeed if the engine
+  // keeps dispatching while the check runs. (It gives up after ~10 s, failing, if the engine were blocked.)
+  Project p;
+  auto ran = (p.dir.path() / "ran").string();
+  auto saw = (p.dir.path() / "saw").string();
+  p.dir.write("runner.yml", "health:\n  infra-exit-codes: [42]\n  drain-after: 2\n  check-timeout-seconds: 30\n"
+                            "  check: 'for i in $(seq 200); do [ -f " + ran + " ] && echo {device} > " + saw +
+                                " && exit 0; sleep 0.05; done; exit 1'\n");
+  write_project(p.dir, {{"h.yml", "name: h\nsteps:\n  - {devices: 1, continue-on-error: true, run: 'exit 42'}\n"
+                                  "  - {devices: 1, run: 'echo $TASK_DEVICE > " + ran + "'}\n"}});
+  CommandResult r = p.run({"--devices", "2"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(read_file(ran) == "1\n");  // card 0 was still being checked
+  CHECK(read_file(saw) == "0\n");  // the check of card 0 saw the other step run, then passed
+  CHECK(read_file(fs::path(p.state()) / "devices.json").find("\"0\"") == std::string::npos);  // not drained
+}
+
+TEST_CASE("run: a health check that hangs is killed at its timeout and drains the card", "[run]") {
+  Project p;
+  p.dir.write("runner.yml", "health: {infra-exit-codes: [42], drain-after: 2, check-timeout-seconds: 0.5, "
+                            "check: 'sleep 1000'}\n");
+  write_project(p.dir, {{"h.yml", "name: h\nsteps:\n  - {devices: 1, run: 'exit 42'}\n"}});
+  CommandResult r = p.run({"--devices", "1"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 1);
+  std::string drained = read_file(fs::path(p.state()) / "devices.json");
+  CHECK(drained.find("health check `sleep 1000` failed (timed out") != std::string::npos);
+  std::string holder;
+  CHECK_FALSE(pto::CardLock::held_elsewhere(p.locks(), 0, holder));
+}
+
 TEST_CASE("run: max-parallel bounds concurrent matrix legs and concurrent steps of a parallel job", "[run]") {
   for (const char* kind : {"legs", "steps"}) {
     DYNAMIC_SECTION(kind) {

@@ -97,12 +97,13 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
   if (auto v = m.string("token-file")) cfg.token_file = *v;
   if (auto v = m.number("kill-grace-seconds", 0, 600)) cfg.kill_grace_seconds = *v;
   if (m.has("health")) {
-    MapReader h(m.get("health"), "health", {"infra-exit-codes", "infra-signals", "check", "drain-after"}, display,
+    MapReader h(m.get("health"), "health", {"infra-exit-codes", "infra-signals", "check", "check-timeout-seconds", "drain-after"}, display,
                 diags);
     if (h.is_map()) {
       cfg.health.infra_exit_codes = read_int_list(h, "infra-exit-codes", 1, 255);
       cfg.health.infra_signals = read_int_list(h, "infra-signals", 1, 64);
       if (auto v = h.string("check")) cfg.health.check = *v;
+      if (auto v = h.number("check-timeout-seconds", 0.01, 3600)) cfg.health.check_timeout_seconds = *v;
       if (auto v = h.integer("drain-after", 1, 1000)) cfg.health.drain_after = static_cast<int>(*v);
     }
   }

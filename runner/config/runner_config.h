@@ -16,6 +16,8 @@ struct HealthConfig {
   /// A command run before a card that just saw an infrastructure failure is handed out again; `{device}` is
   /// replaced by the card id. Non-zero exit counts as one more infrastructure failure.
   std::string check;
+  /// The check is killed (and counts as failed) after this long.
+  double check_timeout_seconds = 60;
   /// Consecutive infrastructure failures after which the card is drained.
   int drain_after = 3;
 };

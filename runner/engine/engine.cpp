@@ -406,18 +406,47 @@ void RunEngine::trace(const char* what, const std::vector<int>& cards) {
 void RunEngine::release_cards(const std::vector<int>& cards, bool infra, const std::string& what) {
   if (cards.empty()) return;
   trace("release", cards);
-  std::vector<int> drained = dispatcher_.pool().record_result(cards, infra, what);
-  if (infra && !opts_.health.check.empty() && !opts_.simulate) {
-    // The card saw an infrastructure failure: check it before anyone else gets it.
-    for (int card : cards) {
-      if (dispatcher_.pool().is_drained(card)) continue;
-      std::string cmd = opts_.health.check;
-      for (std::size_t p; (p = cmd.find("{device}")) != std::string::npos;) cmd.replace(p, 8, std::to_string(card));
-      int rc = std::system(cmd.c_str());  // short, bounded by the operator's command; runs before release
-      if (rc != 0) dispatcher_.pool().record_result({card}, true, "health check `" + cmd + "` failed");
-    }
+  dispatcher_.pool().record_result(cards, infra, what);
+  std::vector<int> now;
+  for (int card : cards) {
+    // A card that just saw an infrastructure failure is checked before anyone else gets it; it stays locked
+    // meanwhile. The check is a supervised process like a step, so the engine (and the daemon) keep going.
+    if (infra && !opts_.health.check.empty() && !opts_.simulate && !dispatcher_.pool().is_drained(card))
+      start_health_check(card, what);
+    else
+      now.push_back(card);
   }
-  dispatcher_.release(cards);
+  if (!now.empty()) dispatcher_.release(now);
+}
+
+void RunEngine::start_health_check(int card, const std::string& after) {
+  std::string cmd = opts_.health.check;
+  for (std::size_t p; (p = cmd.find("{device}")) != std::string::npos;) cmd.replace(p, 8, std::to_string(card));
+  dispatcher_.pool().relabel(card, "health check after " + after);
+  StepLaunch l;
+  l.label = "health check of card " + std::to_string(card);
+  l.command = cmd;
+  l.shell = "sh";
+  l.working_directory = opts_.root;
+  for (const auto& [k, v] : opts_.base_env) l.env.push_back(k + "=" + v);
+  l.env.push_back("TASK_DEVICE=" + std::to_string(card));
+  l.env.push_back("DEVICE_ID=" + std::to_string(card));
+  l.env.push_back("PTO_RUNNER_RUN_ID=" + run_.id);
+  l.log_path = opts_.run_dir + "/logs/health-card-" + std::to_string(card) + ".log";
+  l.marker = run_.id + "/health/" + std::to_string(card) + "/" + std::to_string(++health_check_count_);
+  l.timeout_seconds = opts_.health.check_timeout_seconds;
+  l.grace_seconds = opts_.kill_grace_seconds;
+  std::string log = l.log_path;
+  health_checks_[card] = executor_.start(std::move(l), [this, card, cmd, log](const StepOutcome& o) {
+    health_checks_.erase(card);
+    if (!o.ok() && !o.cancelled) {
+      std::string how = o.timed_out ? "timed out" : o.signal ? "killed by signal " + std::to_string(o.signal)
+                                                             : "exit " + std::to_string(o.exit_code);
+      dispatcher_.pool().record_result({card}, true, "health check `" + cmd + "` failed (" + how + "; " + log + ")");
+    }
+    dispatcher_.release({card});
+    pump();  // the run may be waiting only for this
+  });
 }
 
 void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
@@ -523,6 +552,7 @@ void RunEngine::cancel(int signal) {
     if (run_.jobs[j].state == JobState::Pending) skip_job(j, JobState::Cancelled, "the run was cancelled");
     else if (run_.jobs[j].state == JobState::Running) cancel_job(j, "the run was cancelled");
   }
+  for (const auto& [card, handle] : health_checks_) executor_.cancel(handle);  // a cancelled check counts as neither
   pump();
 }
 
@@ -530,6 +560,7 @@ void RunEngine::maybe_finish_run() {
   if (finished_ || !started_) return;
   for (const auto& j : run_.jobs)
     if (!is_final(j.state)) return;
+  if (!health_checks_.empty()) return;  // cards still held by a check; it calls pump() when it ends
   // A step is final only after the executor reported its processes gone, so nothing of this run is alive.
   finished_ = true;
   run_.finished = iso_now();

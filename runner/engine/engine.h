@@ -84,6 +84,7 @@ class RunEngine {
   void finish_job(std::size_t job);
   void cancel_job(std::size_t job, const std::string& reason);
   void release_cards(const std::vector<int>& cards, bool infra, const std::string& label);
+  void start_health_check(int card, const std::string& after);
   std::string label(std::size_t job, std::size_t step) const;
   std::vector<std::string> step_env(std::size_t job, std::size_t step, const std::vector<int>& cards) const;
   void maybe_finish_run();
@@ -100,6 +101,8 @@ class RunEngine {
   std::unique_ptr<Timers> timers_;
   bool started_ = false, finished_ = false, in_pump_ = false, pump_again_ = false;
   std::function<void()> on_finished_;
+  std::map<int, std::uint64_t> health_checks_;  // card -> executor handle of its running health check
+  std::uint64_t health_check_count_ = 0;
   double t0_ = 0;
   void trace(const char* what, const std::vector<int>& cards);
 };

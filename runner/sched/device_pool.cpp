@@ -93,6 +93,10 @@ bool DevicePool::acquire(const std::vector<int>& cards, const std::string& label
   return true;
 }
 
+void DevicePool::relabel(int card, const std::string& label) {
+  if (auto it = cards_.find(card); it != cards_.end() && it->second.lock) it->second.holder = label;
+}
+
 void DevicePool::release(const std::vector<int>& cards) {
   std::string now = iso_now();
   for (int id : cards) {

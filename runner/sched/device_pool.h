@@ -42,6 +42,8 @@ class DevicePool {
   /// remembers which card another process holds (it is then busy for the scheduler until refresh_outside()).
   bool acquire(const std::vector<int>& cards, const std::string& label, double expected_end, std::string& why);
   void release(const std::vector<int>& cards);
+  /// Says who holds a card now (a health check after the step that held it); the lock stays.
+  void relabel(int card, const std::string& label);
 
   /// Re-checks cards last seen locked by another process. Returns true if any came free.
   bool refresh_outside();
