@@ -454,3 +454,15 @@ TEST_CASE("run: a silent step that succeeds leaves no log file; a failed one's l
   }
   CHECK(r.out.find("3-sulk.log") != std::string::npos);  // the failure points at a file that exists
 }
+
+TEST_CASE("run: lock-dir and state-dir in runner.yml are relative to --root, not the current directory", "[run]") {
+  TempDir dir;
+  dir.write("runner.yml", "devices: {ids: [0], lock-dir: host-locks}\nstate-dir: host-state\n");
+  write_project(dir, {{"a.yml", "name: a\nsteps:\n  - {devices: 1, run: 'echo hi'}\n"}});
+  CommandResult r = run_cli({"run", "--root", dir.str()});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(fs::exists(dir.path() / "host-locks" / "npu-0.lock"));
+  CHECK(fs::is_directory(dir.path() / "host-state" / "runs"));
+  CHECK_FALSE(fs::exists(fs::current_path() / "host-locks"));
+}

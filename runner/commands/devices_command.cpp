@@ -68,8 +68,8 @@ void register_devices_command(CLI::App& app, CommonOptions& common, int& exit_co
     Diagnostics diags;
     Project project = load_project(common.load, diags);
     RunnerConfig cfg = project.runner;
-    if (!o->lock_dir.empty()) cfg.lock_dir = o->lock_dir;
-    std::string sd = resolve_under_root(project.root, o->state_dir.empty() ? cfg.state_dir : o->state_dir);
+    resolve_host_dirs(cfg, project.root, o->lock_dir, o->state_dir);
+    const std::string& sd = cfg.state_dir;
     DevicePool pool(cfg, sd);
     if (std::string err = pool.init(); !err.empty()) {
       std::cerr << "pto-runner devices: " << err << "\n";

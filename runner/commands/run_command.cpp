@@ -49,9 +49,8 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
       return;
     }
     RunnerConfig cfg = loaded->project.runner;
-    if (!opts->lock_dir.empty()) cfg.lock_dir = opts->lock_dir;
-    const std::string state_dir =
-        resolve_under_root(loaded->project.root, opts->state_dir.empty() ? cfg.state_dir : opts->state_dir);
+    resolve_host_dirs(cfg, loaded->project.root, opts->lock_dir, opts->state_dir);
+    const std::string state_dir = cfg.state_dir;
 
     boost::asio::io_context io;
     DevicePool pool(cfg, state_dir);

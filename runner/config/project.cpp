@@ -23,6 +23,12 @@ std::string resolve_under_root(const std::string& root, const std::string& path)
   return fs::path(p).is_absolute() ? p : fs::absolute(fs::path(root) / p).lexically_normal().string();
 }
 
+void resolve_host_dirs(RunnerConfig& cfg, const std::string& root, const std::string& lock_dir_flag,
+                       const std::string& state_dir_flag) {
+  cfg.lock_dir = resolve_under_root(root, lock_dir_flag.empty() ? cfg.lock_dir : lock_dir_flag);
+  cfg.state_dir = resolve_under_root(root, state_dir_flag.empty() ? cfg.state_dir : state_dir_flag);
+}
+
 std::string apply_device_overrides(RunnerConfig& cfg, const std::string& devices, const std::string& groups) {
   std::string err;
   if (!devices.empty()) {

@@ -41,6 +41,11 @@ Project load_project(const LoadOptions& opts, Diagnostics& diags);
 /// (steps run in other directories). Empty stays empty.
 std::string resolve_under_root(const std::string& root, const std::string& path);
 
+/// Applies the `--lock-dir`/`--state-dir` flags (empty: keep runner.yml's) and resolves both directories with
+/// resolve_under_root, so `lock-dir: locks` in runner.yml means ROOT/locks whatever the current directory.
+void resolve_host_dirs(RunnerConfig& cfg, const std::string& root, const std::string& lock_dir_flag,
+                       const std::string& state_dir_flag);
+
 /// Applies --devices / --device-groups over runner.yml. Returns "" or the problem.
 std::string apply_device_overrides(RunnerConfig& cfg, const std::string& devices, const std::string& groups);
 

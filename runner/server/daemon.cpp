@@ -101,8 +101,8 @@ std::string Daemon::start() {
     std::fprintf(stderr, "pto-runner serve: warning: the definitions have errors; runs are refused until they are fixed:%s\n",
                  definition_errors.c_str());
   cfg_ = project.runner;
-  if (!opts_.lock_dir.empty()) cfg_.lock_dir = opts_.lock_dir;
-  state_dir_ = resolve_under_root(project.root, opts_.state_dir.empty() ? cfg_.state_dir : opts_.state_dir);
+  resolve_host_dirs(cfg_, project.root, opts_.lock_dir, opts_.state_dir);
+  state_dir_ = cfg_.state_dir;
   fs::create_directories(state_dir_);
 
   // Token: the configured file, or one generated on first start and kept (0600) in the state dir.
