@@ -1,5 +1,9 @@
-# Shared by the daemon benchmarks: a project of 1,000 one-card steps and a simulated daemon on it.
-# make_many_steps DIR EXPECTED_MINUTES; start_daemon DIR TIME_SCALE (sets PID and PORT).
+# Shared by the daemon benchmarks: a work directory removed on exit (with the daemon in it stopped), a project
+# of 1,000 one-card steps, and a simulated daemon on it.
+# Sourcing sets WORK; make_many_steps DIR EXPECTED_MINUTES; start_daemon DIR TIME_SCALE (sets PID and PORT).
+WORK=$(mktemp -d)
+cleanup() { [[ -n "${PID:-}" ]] && kill "$PID" 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"; }
+trap cleanup EXIT
 make_many_steps() {
   mkdir -p "$1/jobs" "$1/toolchain"
   cp "$(dirname "${BASH_SOURCE[0]}")/../toolchain/versions.env" "$1/toolchain/"

@@ -4,9 +4,6 @@
 # Usage: bench/history_rss.sh [build/pto-runner]
 set -euo pipefail
 BIN=$(realpath "${1:-build/pto-runner}")
-WORK=$(mktemp -d)
-cleanup() { [[ -n "${PID:-}" ]] && kill "$PID" 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"; }
-trap cleanup EXIT
 source "$(dirname "$0")/daemon_lib.sh"
 make_many_steps "$WORK" 1
 start_daemon "$WORK" 0.00001

@@ -6,9 +6,6 @@
 set -euo pipefail
 BIN=$(realpath "${1:-build/pto-runner}")
 command -v wrk >/dev/null || { echo "wrk is missing: scripts/install-deps.sh installs it"; exit 2; }
-WORK=$(mktemp -d)
-cleanup() { [[ -n "${PID:-}" ]] && kill "$PID" 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"; }
-trap cleanup EXIT
 source "$(dirname "$0")/daemon_lib.sh"
 make_many_steps "$WORK" 2
 start_daemon "$WORK" 0.002

@@ -81,11 +81,6 @@ void sleepy_project(const TempDir& d, const std::string& marks) {
                     {"broken.yml", "name: broken\nsteps:\n  - {name: bad, devices: 1, run: 'echo going wrong; echo really; exit 4'}\n"}});
 }
 
-bool pid_running(int pid) {
-  if (::kill(pid, 0) != 0) return false;
-  return read_file("/proc/" + std::to_string(pid) + "/stat").find(") Z") == std::string::npos;
-}
-
 }  // namespace
 
 TEST_CASE("serve: status has every field with the right types, during and after a run", "[daemon]") {

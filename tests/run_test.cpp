@@ -74,11 +74,6 @@ void check_no_overlap(const std::vector<Interval>& ivs) {
     }
 }
 
-bool pid_running(int pid) {
-  if (::kill(pid, 0) != 0) return false;
-  return read_file("/proc/" + std::to_string(pid) + "/stat").find(") Z") == std::string::npos;
-}
-
 }  // namespace
 
 TEST_CASE("run: two 1-card steps and a 2-card step on 2 cards never overlap on a card", "[run]") {

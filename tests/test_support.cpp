@@ -1,6 +1,7 @@
 #include "test_support.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,6 +37,11 @@ std::string read_file(const fs::path& p) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+bool pid_running(int pid) {
+  if (::kill(pid, 0) != 0) return false;
+  return read_file("/proc/" + std::to_string(pid) + "/stat").find(") Z") == std::string::npos;
 }
 
 Spawned spawn_cli(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {

@@ -58,4 +58,7 @@ fs::path source_dir();
 
 std::string read_file(const fs::path& p);
 
+/// Whether `pid` is alive (a zombie counts as gone).
+bool pid_running(int pid);
+
 }  // namespace pto::test
