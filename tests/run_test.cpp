@@ -11,6 +11,7 @@
 
 #include "exec/process_sweep.h"
 #include "sched/card_lock.h"
+#include "gha_parser.h"
 #include "test_support.h"
 
 using namespace pto::test;
@@ -250,18 +251,28 @@ TEST_CASE("run: a card failing as infrastructure is drained and never handed out
 TEST_CASE("run: GitHub Actions groups, error annotations and step summary", "[run]") {
   Project p;
   auto summary = (p.dir.path() / "summary.md").string();
-  write_project(p.dir, {{"g.yml", "name: g\nsteps:\n  - {name: hello, run: 'echo hello; echo ::set-output name=x::y'}\n"
-                                  "  - {name: broken, run: 'echo nope; exit 5'}\n"}});
+  p.dir.write("hostile.sh", kHostileStepScript);
+  write_project(p.dir, {{"g.yml", "name: g\nsteps:\n  - {name: hello, run: 'echo hello; sh hostile.sh'}\n"
+                                  "  - {name: 'broken ##[error]n', run: 'echo nope; exit 5'}\n"}});
   CommandResult r = p.run({}, {{"GITHUB_ACTIONS", "true"}, {"GITHUB_STEP_SUMMARY", summary}});
   INFO(r.out);
   CHECK(r.exit_code == 1);
   CHECK(r.out.find("::group::g / hello (succeeded") != std::string::npos);
-  CHECK(r.out.find("hello\n ::set-output") != std::string::npos);  // step output cannot inject commands
-  CHECK(r.out.find("::endgroup::") != std::string::npos);
-  CHECK(r.out.find("::error title=g / broken failed::exit 5") != std::string::npos);
+  CHECK(r.out.find("\n  ::endgroup::\n") != std::string::npos);  // the step's bytes are shown as they are
+  // GitHub's parser accepts only the runner's own commands: groups, blocks and the annotation.
+  std::vector<std::string> names;
+  for (const auto& c : accepted_commands(r.out))
+    if (c.name != "stop-commands" && c.name.size() != 32) names.push_back(c.name + ":" + c.data);
+  REQUIRE(names.size() == 5);
+  CHECK(names[0].rfind("group:g / hello (succeeded", 0) == 0);
+  CHECK(names[1] == "endgroup:");
+  CHECK(names[2].rfind("group:g / broken ##[error]n (failed", 0) == 0);
+  CHECK(names[3] == "endgroup:");
+  CHECK(names[4].rfind("error:exit 5; log: ", 0) == 0);
+  CHECK(r.out.find("::error title=g / broken ##[error]n failed::exit 5") != std::string::npos);
   std::string md = read_file(summary);
   CHECK(md.find("| Job | Step | State | Duration | Cards | Exit |") != std::string::npos);
-  CHECK(md.find("| g | broken | failed |") != std::string::npos);
+  CHECK(md.find("| g | broken ##[error]n | failed |") != std::string::npos);
 }
 
 TEST_CASE("run: a deduplicated step is not run and is reported", "[run]") {

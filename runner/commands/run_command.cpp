@@ -11,6 +11,7 @@
 #include "engine/dispatcher.h"
 #include "engine/engine.h"
 #include "exec/executor.h"
+#include "report/actions_output.h"
 #include "report/console.h"
 #include "report/simulation_report.h"
 #include "sched/device_pool.h"
@@ -71,8 +72,7 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
     if (const char* trace = std::getenv("PTO_RUNNER_TRACE")) eo.trace_file = trace;
 
     ConsoleOptions co;
-    const char* gha = std::getenv("GITHUB_ACTIONS");
-    co.github = gha && std::string(gha) == "true";
+    co.github = inside_github_actions();
     if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY")) co.step_summary = summary;
     co.stream_output = !opts->simulate;
     bool sequential = loaded->plan.jobs.size() == 1 && !loaded->plan.jobs[0].parallel;

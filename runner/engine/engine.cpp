@@ -8,12 +8,12 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <random>
 
 #include "config/device_spec.h"
 #include "plan/condition.h"
 #include "sched/device_pool.h"
 #include "util/process_env.h"
+#include "util/random_hex.h"
 #include "util/steady_seconds.h"
 
 namespace fs = std::filesystem;
@@ -44,10 +44,7 @@ std::string make_run_id() {
   gmtime_r(&t, &tm);
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", &tm);
-  std::random_device rd;
-  char suffix[8];
-  std::snprintf(suffix, sizeof(suffix), "%04x", rd() & 0xffff);
-  return std::string(buf) + "-" + suffix;
+  return std::string(buf) + "-" + random_hex(2);
 }
 
 std::string slug(const std::string& s) {

@@ -22,28 +22,6 @@ double step_seconds(const StepRecord& s) {
   return s.started_at >= 0 && s.finished_at >= 0 ? s.finished_at - s.started_at : -1;
 }
 
-// GitHub workflow commands end at a newline and treat % specially.
-std::string escape_workflow_data(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '%') out += "%25";
-    else if (c == '\r') out += "%0D";
-    else if (c == '\n') out += "%0A";
-    else out += c;
-  }
-  return out;
-}
-
-std::string escape_property(const std::string& s) {
-  std::string out;
-  for (char c : escape_workflow_data(s)) {
-    if (c == ':') out += "%3A";
-    else if (c == ',') out += "%2C";
-    else out += c;
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string describe_exit(const StepRecord& s) {
@@ -113,18 +91,17 @@ void ConsoleReporter::on_step_finished(const RunRecord& r, const Plan& p, int jo
   const std::string title = p.jobs[job].id + " / " + p.jobs[job].steps[step].name;
   if (opts_.github) {
     if (s.state == StepState::Skipped || s.state == StepState::Deduplicated || s.state == StepState::Cancelled) return;
-    std::fprintf(opts_.out, "::group::%s (%s, %s)\n", escape_workflow_data(title).c_str(), to_string(s.state).c_str(),
-                 duration_text(step_seconds(s)).c_str());
-    std::ifstream log(s.log_path);
-    std::string line;
-    while (std::getline(log, line)) {
-      if (line.rfind("::", 0) == 0) line = " " + line;  // a step must not inject workflow commands
-      std::fprintf(opts_.out, "%s\n", line.c_str());
+    actions_.group(title + " (" + to_string(s.state) + ", " + duration_text(step_seconds(s)) + ")");
+    {
+      // The log as it is, every byte inert: a step must not inject workflow commands.
+      ActionsOutput::Block block(actions_);
+      std::ifstream log(s.log_path, std::ios::binary);
+      char buf[64 * 1024];
+      while (log.read(buf, sizeof(buf)) || log.gcount() > 0) block.write({buf, static_cast<std::size_t>(log.gcount())});
     }
-    std::fprintf(opts_.out, "::endgroup::\n");
+    actions_.endgroup();
     if (s.state == StepState::Failed || s.state == StepState::TimedOut)
-      std::fprintf(opts_.out, "::error title=%s failed::%s\n", escape_property(title).c_str(),
-                   escape_workflow_data(describe_exit(s) + "; log: " + s.log_path).c_str());
+      actions_.command("error", {{"title", title + " failed"}}, describe_exit(s) + "; log: " + s.log_path);
     std::fflush(opts_.out);
     return;
   }
@@ -158,12 +135,13 @@ void ConsoleReporter::on_job_finished(const RunRecord& r, const Plan& p, int job
 
 void ConsoleReporter::on_run_finished(const RunRecord& r, const Plan& p) {
   clear_live();
-  std::fprintf(opts_.out, "\n%s", final_table(r, p).c_str());
-  for (const auto& problem : r.infrastructure_problems)
-    std::fprintf(opts_.out, "infrastructure: %s\n", problem.c_str());
+  // Step and job names come from the definitions under test: inert text inside Actions too.
+  std::string text = "\n" + final_table(r, p);
+  for (const auto& problem : r.infrastructure_problems) text += "infrastructure: " + problem + "\n";
+  actions_.text(text);
   if (opts_.github) {
     for (const auto& problem : r.infrastructure_problems)
-      std::fprintf(opts_.out, "::error title=pto-runner infrastructure::%s\n", escape_workflow_data(problem).c_str());
+      actions_.command("error", {{"title", "pto-runner infrastructure"}}, problem);
     if (!opts_.step_summary.empty()) std::ofstream(opts_.step_summary, std::ios::app) << markdown_summary(r, p);
   }
   std::fflush(opts_.out);

@@ -4,7 +4,7 @@
 // Plain lines: a start and an end line per step, and the step's output prefixed with `[job / step]` whenever
 // more than one step can run at once (so interleaved output stays attributable). With GITHUB_ACTIONS=true,
 // each finished step's log is printed inside ::group::/::endgroup:: (groups cannot interleave, so output is
-// not streamed then), each failure gets an ::error title=...:: annotation, and a Markdown table of every job
+// not streamed then) as inert text (report/actions_output), each failure gets an ::error title=...:: annotation, and a Markdown table of every job
 // and step is appended to $GITHUB_STEP_SUMMARY.
 #include <chrono>
 #include <cstdio>
@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "engine/engine.h"
+#include "report/actions_output.h"
 
 namespace pto {
 
@@ -28,7 +29,7 @@ struct ConsoleOptions {
 
 class ConsoleReporter : public RunObserver {
  public:
-  explicit ConsoleReporter(ConsoleOptions opts) : opts_(std::move(opts)) {}
+  explicit ConsoleReporter(ConsoleOptions opts) : opts_(std::move(opts)), actions_(opts_.out, opts_.github) {}
   void on_step_started(const RunRecord& r, const Plan& p, int job, int step) override;
   void on_step_output(const RunRecord& r, const Plan& p, int job, int step, std::string_view line) override;
   void on_step_finished(const RunRecord& r, const Plan& p, int job, int step) override;
@@ -39,6 +40,7 @@ class ConsoleReporter : public RunObserver {
   void clear_live();
   void draw_live(const RunRecord& r, const Plan& p);
   ConsoleOptions opts_;
+  ActionsOutput actions_;
   int live_lines_ = 0;  // lines of the live block currently on screen
   std::map<std::pair<int, int>, std::chrono::steady_clock::time_point> started_;
 };

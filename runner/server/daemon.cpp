@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <random>
 
 #include <spdlog/spdlog.h>
 
@@ -16,6 +15,7 @@
 #include "report/run_view.h"
 #include "sched/device_pool.h"
 #include "util/json_text.h"
+#include "util/random_hex.h"
 
 namespace fs = std::filesystem;
 
@@ -110,10 +110,7 @@ std::string Daemon::start() {
   if (token_path_.empty()) {
     token_path_ = state_dir_ + "/token";
     if (!fs::exists(token_path_)) {
-      std::random_device rd;
-      char buf[65];
-      for (int i = 0; i < 32; ++i) std::snprintf(buf + 2 * i, 3, "%02x", rd() & 0xff);
-      std::ofstream(token_path_) << buf << "\n";
+      std::ofstream(token_path_) << random_hex(32) << "\n";
       ::chmod(token_path_.c_str(), 0600);
     }
   }

@@ -3,9 +3,9 @@
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
-#include <random>
 
 #include "util/process_env.h"
+#include "util/random_hex.h"
 
 namespace pto {
 
@@ -19,8 +19,7 @@ SyncResult run_sync(const std::vector<std::string>& argv, const std::vector<std:
   l.label = argv.empty() ? "" : argv[0];
   l.env = env;
   l.log_path = log_path;
-  std::random_device rd;
-  l.marker = "sync-" + std::to_string(getpid()) + "-" + std::to_string(rd());
+  l.marker = "sync-" + std::to_string(getpid()) + "-" + random_hex(8);
   l.timeout_seconds = timeout_seconds;
   l.grace_seconds = 5;
   l.on_line = [&](std::string_view line) {

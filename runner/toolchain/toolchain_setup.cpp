@@ -6,7 +6,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <random>
 
 #include "sched/device_pool.h"  // iso_now
 #include "toolchain/archive.h"
@@ -14,6 +13,7 @@
 #include "toolchain/locate.h"
 #include "toolchain/run_sync.h"
 #include "util/process_env.h"
+#include "util/random_hex.h"
 #include "util/sha256.h"
 
 namespace fs = std::filesystem;
@@ -45,8 +45,7 @@ class FileLock {
 };
 
 std::string unique_suffix() {
-  std::random_device rd;
-  return std::to_string(getpid()) + "-" + std::to_string(rd() & 0xffffff);
+  return std::to_string(getpid()) + "-" + random_hex(4);
 }
 
 std::string mirror_source(const std::string& mirror, const std::string& version, const std::string& artifact) {
