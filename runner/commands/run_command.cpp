@@ -66,7 +66,7 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
     if (opts->simulate && !opts->simulate_toolchain) lead_executor = make_local_executor(io);
 
     // Inherited PTO_RUNNER_* (a submit token, another run's ids) never reach steps; the engine sets its own.
-    EngineOptions eo = make_engine_options(loaded->project.root, state_dir, common.load.config_file, cfg, opts->simulate,
+    EngineOptions eo = make_engine_options(loaded->project.root, state_dir, cfg, opts->simulate,
                                            opts->time_scale, "PTO_RUNNER_");
     eo.lead_executor = lead_executor.get();
     if (const char* trace = std::getenv("PTO_RUNNER_TRACE")) eo.trace_file = trace;

@@ -27,9 +27,11 @@ bool load_request(const CommonOptions& common, const ToolchainOpts& o, Toolchain
   req.pin = load_versions_env((root / "toolchain/versions.env").string(), "toolchain/versions.env", diags);
   if (fs::exists(root / "toolchain/ptoas.yml"))
     req.config = load_toolchain_config((root / "toolchain/ptoas.yml").string(), "toolchain/ptoas.yml", diags);
+  // The lead job of a run gets --cache-dir (and --mirror) from the host settings the engine already loaded;
+  // then runner.yml is not read: under a commit under test, ROOT/runner.yml belongs to the pull request.
   RunnerConfig runner;
   std::string cfg = common.load.config_file;
-  if (cfg.empty() && fs::exists(root / "runner.yml")) cfg = (root / "runner.yml").string();
+  if (cfg.empty() && o.cache_dir.empty() && fs::exists(root / "runner.yml")) cfg = (root / "runner.yml").string();
   if (!cfg.empty()) runner = load_runner_config(cfg, cfg, diags);
   if (diags.has_errors()) {
     diags.sort();

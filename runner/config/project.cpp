@@ -73,14 +73,18 @@ Project load_project(const LoadOptions& opts, Diagnostics& diags) {
   else
     p.toolchain.file = "(built-in defaults)";
 
-  std::string cfg_path = opts.config_file;
-  if (cfg_path.empty() && fs::exists(root / "runner.yml")) cfg_path = (root / "runner.yml").string();
-  if (!cfg_path.empty()) {
-    std::string display = opts.config_file.empty() ? "runner.yml" : opts.config_file;
-    p.runner = load_runner_config(cfg_path, display, diags);
+  if (opts.host) {
+    p.runner = *opts.host;
+  } else {
+    std::string cfg_path = opts.config_file;
+    if (cfg_path.empty() && fs::exists(root / "runner.yml")) cfg_path = (root / "runner.yml").string();
+    if (!cfg_path.empty()) {
+      std::string display = opts.config_file.empty() ? "runner.yml" : opts.config_file;
+      p.runner = load_runner_config(cfg_path, display, diags);
+    }
+    std::string problem = apply_device_overrides(p.runner, opts.devices_override, opts.device_groups_override);
+    if (!problem.empty()) diags.error("(command line)", 0, 0, "bad-value", problem);
   }
-  std::string problem = apply_device_overrides(p.runner, opts.devices_override, opts.device_groups_override);
-  if (!problem.empty()) diags.error("(command line)", 0, 0, "bad-value", problem);
 
   for (const auto& f : yaml_files(root / "models")) {
     std::string id = f.stem().string();

@@ -20,6 +20,9 @@ struct LoadOptions {
   std::string config_file;            // --config; else <root>/runner.yml when it exists
   std::string devices_override;       // --devices
   std::string device_groups_override; // --device-groups
+  /// The host's settings, already loaded: used instead of ROOT/runner.yml. A daemon loading a commit under
+  /// test sets it, so a pull request's own runner.yml never changes the host (its cards, tokens, paths).
+  std::optional<RunnerConfig> host;
 };
 
 struct Project {

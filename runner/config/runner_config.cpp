@@ -45,7 +45,7 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
   if (doc->IsNull()) return cfg;  // an empty runner.yml means "all defaults"
   MapReader m(*doc, "runner.yml",
               {"devices", "state-dir", "cache-dir", "toolchain-mirror", "listen", "token-file", "health",
-               "kill-grace-seconds"},
+               "kill-grace-seconds", "source", "retention"},
               display, diags);
   if (!m.is_map()) return cfg;
   if (m.has("devices")) {
@@ -105,6 +105,29 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
       if (auto v = h.string("check")) cfg.health.check = *v;
       if (auto v = h.number("check-timeout-seconds", 0.01, 3600)) cfg.health.check_timeout_seconds = *v;
       if (auto v = h.integer("drain-after", 1, 1000)) cfg.health.drain_after = static_cast<int>(*v);
+    }
+  }
+  if (m.has("source")) {
+    MapReader s(m.get("source"), "source",
+                {"repo", "mirror", "submodules", "lock-timeout-seconds", "fetch-timeout-seconds", "keep-worktrees"},
+                display, diags);
+    if (s.is_map()) {
+      if (auto v = s.string("repo")) cfg.source.repo = *v;
+      else s.error_at(m.get("source"), "missing-key", "source: 'repo' (a git URL or path) is required");
+      if (cfg.source.repo.empty() && s.has("repo")) s.error_at(s.get("repo"), "bad-value", "source: 'repo' is empty");
+      if (cfg.source.repo.rfind("-", 0) == 0) s.error_at(s.get("repo"), "bad-value", "source: 'repo' cannot start with '-'");
+      if (auto v = s.string("mirror")) cfg.source.mirror = *v;
+      if (auto v = s.boolean("submodules")) cfg.source.submodules = *v;
+      if (auto v = s.number("lock-timeout-seconds", 0, 86400)) cfg.source.lock_timeout_seconds = *v;
+      if (auto v = s.number("fetch-timeout-seconds", 1, 86400)) cfg.source.fetch_timeout_seconds = *v;
+      if (auto v = s.integer("keep-worktrees", 0, 100000)) cfg.source.keep_worktrees = static_cast<int>(*v);
+    }
+  }
+  if (m.has("retention")) {
+    MapReader r(m.get("retention"), "retention", {"max-runs", "max-age-days"}, display, diags);
+    if (r.is_map()) {
+      if (auto v = r.integer("max-runs", 0, 10000000)) cfg.retention.max_runs = static_cast<int>(*v);
+      if (auto v = r.number("max-age-days", 0, 36500)) cfg.retention.max_age_days = *v;
     }
   }
   return cfg;

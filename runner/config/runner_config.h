@@ -22,6 +22,28 @@ struct HealthConfig {
   int drain_after = 3;
 };
 
+/// `source:` — where the commits under test come from. With a repo set, every daemon run is a run of one
+/// commit, checked out into its own worktree from a bare mirror (source/git_mirror).
+struct SourceConfig {
+  std::string repo;    // URL or path; empty: runs use --root as before
+  std::string mirror;  // the bare mirror; default <state-dir>/source.git
+  bool submodules = true;
+  /// Another fetch into the same mirror holds its lock; give up after this long.
+  double lock_timeout_seconds = 300;
+  double fetch_timeout_seconds = 1800;
+  /// Worktrees of this many most recent finished runs are kept (for a look at what ran); older ones are
+  /// removed, their logs and records stay until `retention` prunes the run.
+  int keep_worktrees = 10;
+  bool configured() const { return !repo.empty(); }
+};
+
+/// `retention:` — finished runs (record, logs, worktree) older than `max_age_days` or beyond the newest
+/// `max_runs` are pruned at start and after each run. 0 disables a bound.
+struct RetentionConfig {
+  int max_runs = 2000;
+  double max_age_days = 90;
+};
+
 struct RunnerConfig {
   std::string file;  // empty when no runner.yml was read
   std::vector<int> device_ids = {0, 1, 2, 3, 4, 5, 6, 7};
@@ -34,6 +56,8 @@ struct RunnerConfig {
   std::string token_file;
   double kill_grace_seconds = 10;
   HealthConfig health;
+  SourceConfig source;
+  RetentionConfig retention;
 };
 
 RunnerConfig load_runner_config(const std::string& path, const std::string& display, Diagnostics& diags);

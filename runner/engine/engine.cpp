@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "config/device_spec.h"
+#include "config/project.h"
 #include "plan/condition.h"
 #include "sched/device_pool.h"
 #include "util/process_env.h"
@@ -20,8 +21,7 @@ namespace fs = std::filesystem;
 
 namespace pto {
 
-EngineOptions make_engine_options(const std::string& root, const std::string& state_dir, const std::string& config_file,
-                                  const RunnerConfig& cfg, bool simulate, double time_scale,
+EngineOptions make_engine_options(const std::string& root, const std::string& state_dir, const RunnerConfig& cfg, bool simulate, double time_scale,
                                   const std::string& drop_env_prefix) {
   EngineOptions eo;
   eo.run_id = make_run_id();
@@ -32,8 +32,12 @@ EngineOptions make_engine_options(const std::string& root, const std::string& st
   eo.kill_grace_seconds = cfg.kill_grace_seconds;
   eo.base_env = environment_map(drop_env_prefix);
   eo.self_exe = self_executable();
-  eo.toolchain_args =
-      "--root " + shell_quote(eo.root) + (config_file.empty() ? "" : " --config " + shell_quote(fs::absolute(config_file).string()));
+  // The lead job's host settings, resolved here once: it then reads nothing of the host from ROOT.
+  eo.toolchain_args = "--cache-dir " + shell_quote(resolve_under_root(eo.root, cfg.cache_dir));
+  if (!cfg.toolchain_mirror.empty())
+    eo.toolchain_args += " --mirror " + shell_quote(cfg.toolchain_mirror.find("://") == std::string::npos
+                                                        ? resolve_under_root(eo.root, cfg.toolchain_mirror)
+                                                        : cfg.toolchain_mirror);
   eo.health = cfg.health;
   return eo;
 }
@@ -373,7 +377,7 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
   l.label = label(j, s);
   l.command = ps.run;
   if (ps.kind == StepKind::ToolchainSetup)
-    l.command = shell_quote(opts_.self_exe) + " toolchain setup " + opts_.toolchain_args +
+    l.command = shell_quote(opts_.self_exe) + " --root " + shell_quote(opts_.root) + " toolchain setup " + opts_.toolchain_args +
                 " --output-env \"$PTO_RUNNER_OUTPUT_ENV\"";
   l.shell = ps.shell;
   fs::path wd = ps.working_directory.empty() ? fs::path(opts_.root) : fs::path(opts_.root) / ps.working_directory;

@@ -43,7 +43,7 @@ struct EngineOptions {
   double kill_grace_seconds = 10;
   std::map<std::string, std::string> base_env;  // the runner's environment, first in the merge
   std::string self_exe;                         // for the lead job's `pto-runner toolchain setup`
-  std::string toolchain_args;                   // extra arguments for it (--root, --config)
+  std::string toolchain_args;                   // its host settings (--cache-dir, --mirror); --root is `root`
   HealthConfig health;
   /// Runs the lead job's step when set (under --simulate the toolchain is still set up for real).
   Executor* lead_executor = nullptr;
@@ -109,9 +109,8 @@ class RunEngine {
 
 /// The options every run gets, from the host settings: a new run id and its directory under `state_dir`, the
 /// root made absolute, the runner's environment (names starting with `drop_env_prefix` left out), this binary
-/// and the arguments for the lead job's `toolchain setup`, health policy and kill grace.
-EngineOptions make_engine_options(const std::string& root, const std::string& state_dir, const std::string& config_file,
-                                  const RunnerConfig& cfg, bool simulate, double time_scale,
+/// and the host settings for the lead job's `toolchain setup`, health policy and kill grace.
+EngineOptions make_engine_options(const std::string& root, const std::string& state_dir, const RunnerConfig& cfg, bool simulate, double time_scale,
                                   const std::string& drop_env_prefix = "");
 
 /// A new run id: YYYYMMDD-HHMMSS-xxxx (UTC), x a hex digit.

@@ -3,6 +3,8 @@
 #include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -10,13 +12,15 @@
 #include "config/device_spec.h"
 #include "report/run_view.h"
 #include "server/daemon.h"
+#include "server/log_slice.h"
 #include "util/json_text.h"
 
 namespace pto {
 
 namespace {
 
-HttpResponse json_response(int status, const nlohmann::json& j) { return {status, "application/json", dump_json(j)}; }
+HttpResponse json_response(int status, const nlohmann::json& j) { return {status, "application/json", dump_json(j), {}}; }
+const char* kUnauthorized = "missing or wrong bearer token (Authorization: Bearer <token from the token file>)";
 HttpResponse not_found(const std::string& what) { return json_response(404, {{"error", what}}); }
 
 }  // namespace
@@ -30,7 +34,20 @@ bool Daemon::authorized(const HttpRequest& req) const {
   return CRYPTO_memcmp(given.data(), token_.data(), token_.size()) == 0;
 }
 
-HttpResponse Daemon::handle(const HttpRequest& req) {
+void Daemon::handle(const HttpRequest& req, HttpServer::Respond respond) {
+  // Submissions and logs answer later (git, file reads on the workers); the rest is answered now.
+  static const std::regex log_re("/api/v1/runs/([0-9]{8}-[0-9]{6}-[0-9a-f]{4})/steps/([^/]+)/log");
+  std::smatch m;
+  const bool get = req.method == "GET" || req.method == "HEAD";
+  if (req.path == "/api/v1/runs" && req.method == "POST") {
+    if (!authorized(req)) return respond(json_response(401, {{"error", kUnauthorized}}));
+    return submit(req, std::move(respond));
+  }
+  if (get && std::regex_match(req.path, m, log_re)) return step_log(m[1], m[2], req, std::move(respond));
+  respond(route(req));
+}
+
+HttpResponse Daemon::route(const HttpRequest& req) {
   static const std::regex run_re("/api/v1/runs/([0-9]{8}-[0-9]{6}-[0-9a-f]{4})");
   static const std::regex cancel_re("/api/v1/runs/([0-9]{8}-[0-9]{6}-[0-9a-f]{4})/cancel");
   static const std::regex log_re("/api/v1/runs/([0-9]{8}-[0-9]{6}-[0-9a-f]{4})/steps/([^/]+)/log");
@@ -39,19 +56,12 @@ HttpResponse Daemon::handle(const HttpRequest& req) {
   const bool get = req.method == "GET" || req.method == "HEAD";
   const bool post = req.method == "POST";
   auto method_not_allowed = [] { return json_response(405, {{"error", "method not allowed"}}); };
-  auto unauthorized = [] {
-    return json_response(401, {{"error", "missing or wrong bearer token (Authorization: Bearer <token from the token file>)"}});
-  };
+  auto unauthorized = [] { return json_response(401, {{"error", kUnauthorized}}); };
 
-  if (p == "/healthz") return get ? HttpResponse{200, "text/plain", "ok\n"} : method_not_allowed();
+  if (p == "/healthz") return get ? HttpResponse{200, "text/plain", "ok\n", {}} : method_not_allowed();
   if (p == "/metrics") return get ? metrics() : method_not_allowed();
   if (p == "/api/v1/status") return get ? status(req) : method_not_allowed();
-  if (p == "/api/v1/runs") {
-    if (get) return runs(req);
-    if (!post) return method_not_allowed();
-    if (!authorized(req)) return unauthorized();
-    return submit(req);
-  }
+  if (p == "/api/v1/runs") return get ? runs(req) : method_not_allowed();
   static const std::regex device_re("/api/v1/devices/([0-9]{1,4})/(drain|undrain)");
   if (std::regex_match(p, m, device_re)) {
     if (!post) return method_not_allowed();
@@ -78,7 +88,7 @@ HttpResponse Daemon::handle(const HttpRequest& req) {
     if (!authorized(req)) return unauthorized();
     return cancel(m[1]);
   }
-  if (std::regex_match(p, m, log_re)) return get ? step_log(m[1], m[2], req) : method_not_allowed();
+  if (std::regex_match(p, m, log_re)) return method_not_allowed();
   if (std::regex_match(p, m, run_re)) return get ? run(m[1]) : method_not_allowed();
   return not_found("no such endpoint: " + p);
 }
@@ -87,13 +97,13 @@ HttpResponse Daemon::status(const HttpRequest& req) {
   const bool full = req.query.count("queue") && req.query.at("queue") == "all";
   auto now = std::chrono::steady_clock::now();
   if (!full && !status_cache_.empty() && now - status_cached_at_ < std::chrono::milliseconds(100))
-    return {200, "application/json", status_cache_};
+    return {200, "application/json", status_cache_, {}};
   std::string body = dump_json(render_status(full));
   if (!full) {
     status_cache_ = body;
     status_cached_at_ = now;
   }
-  return {200, "application/json", std::move(body)};
+  return {200, "application/json", std::move(body), {}};
 }
 
 nlohmann::json Daemon::render_status(bool full_queue) {
@@ -214,65 +224,53 @@ HttpResponse Daemon::run(const std::string& id) {
   return json_response(200, *rec);
 }
 
-HttpResponse Daemon::step_log(const std::string& id, const std::string& step, const HttpRequest& req) {
+void Daemon::step_log(const std::string& id, const std::string& step, const HttpRequest& req, HttpServer::Respond respond) {
   static const std::regex step_re("([0-9]{1,6})-([0-9]{1,6})");
   std::smatch m;
-  if (!std::regex_match(step, m, step_re)) return not_found("no step '" + step + "' (step ids look like 3-9)");
-  std::size_t tail = 200;
-  if (auto it = req.query.find("tail"); it != req.query.end()) {
+  if (!std::regex_match(step, m, step_re)) return respond(not_found("no step '" + step + "' (step ids look like 3-9)"));
+  // ?tail=N lines (default 200) from the end, or ?offset=N[&bytes=M] for paging and following; either way one
+  // read of at most 1 MiB, on a worker thread.
+  auto number = [&](const char* key, std::uint64_t lo, std::uint64_t hi, std::optional<std::uint64_t>& out) {
+    auto it = req.query.find(key);
+    if (it == req.query.end()) return true;
     char* end = nullptr;
-    long n = std::strtol(it->second.c_str(), &end, 10);
-    if (it->second.empty() || *end || n < 1 || n > 100000) return json_response(400, {{"error", "tail must be 1-100000"}});
-    tail = static_cast<std::size_t>(n);
-  }
+    unsigned long long n = std::strtoull(it->second.c_str(), &end, 10);
+    if (it->second.empty() || *end || it->second[0] == '-' || n < lo || n > hi) return false;
+    out = n;
+    return true;
+  };
+  std::optional<std::uint64_t> tail, offset, bytes;
+  if (!number("tail", 1, 100000, tail)) return respond(json_response(400, {{"error", "tail must be 1-100000"}}));
+  if (!number("offset", 0, UINT64_MAX / 2, offset))
+    return respond(json_response(400, {{"error", "offset must be a byte offset >= 0"}}));
+  if (!number("bytes", 1, kMaxLogRead, bytes))
+    return respond(json_response(400, {{"error", "bytes must be 1-" + std::to_string(kMaxLogRead)}}));
+  if (tail && offset) return respond(json_response(400, {{"error", "give tail or offset, not both"}}));
   // The path comes from the run's own record, never from the URL.
   std::string log_path;
   std::size_t job = std::stoul(m[1]) - 1, st = std::stoul(m[2]) - 1;
   if (auto it = active_.find(id); it != active_.end()) {
     const auto& rec = it->second->engine->record();
     if (job < rec.jobs.size() && st < rec.jobs[job].steps.size()) log_path = rec.jobs[job].steps[st].log_path;
-    else return not_found("no step " + step + " in run " + id);
+    else return respond(not_found("no step " + step + " in run " + id));
   } else {
     auto rec = journal_->run_record(id);
-    if (!rec) return not_found("no run " + id);
+    if (!rec) return respond(not_found("no run " + id));
     const auto& jobs = (*rec)["jobs"];
-    if (job >= jobs.size() || st >= jobs[job]["steps"].size()) return not_found("no step " + step + " in run " + id);
+    if (job >= jobs.size() || st >= jobs[job]["steps"].size()) return respond(not_found("no step " + step + " in run " + id));
     log_path = jobs[job]["steps"][st].value("log_path", "");
   }
-  if (log_path.empty()) return not_found("step " + step + " has no log yet");
-  // The executor creates the file on the step's first output: a started step without one printed nothing.
-  std::error_code missing;
-  if (!std::filesystem::exists(log_path, missing) && !missing) return {200, "text/plain; charset=utf-8", ""};
-  std::ifstream in(log_path, std::ios::binary | std::ios::ate);
-  if (!in) return not_found("the log of step " + step + " cannot be read");
-  // Read backwards in blocks until enough lines are found; logs can be large.
-  std::streamoff size = in.tellg(), pos = size;
-  std::string data;
-  std::size_t lines = 0;
-  while (pos > 0 && lines <= tail) {
-    std::streamoff chunk = std::min<std::streamoff>(64 * 1024, pos);
-    pos -= chunk;
-    std::string block(static_cast<std::size_t>(chunk), '\0');
-    in.seekg(pos);
-    in.read(block.data(), chunk);
-    lines += static_cast<std::size_t>(std::count(block.begin(), block.end(), '\n'));
-    data = block + data;
-  }
-  std::size_t cut = data.size(), seen = 0;
-  if (!data.empty() && data.back() == '\n') --cut;
-  while (cut > 0) {
-    std::size_t nl = data.rfind('\n', cut - 1);
-    if (nl == std::string::npos) {
-      cut = 0;
-      break;
-    }
-    if (++seen == tail) {
-      cut = nl + 1;
-      break;
-    }
-    cut = nl;
-  }
-  return {200, "text/plain; charset=utf-8", data.substr(seen == tail ? cut : 0)};
+  if (log_path.empty()) return respond(not_found("step " + step + " has no log yet"));
+  boost::asio::post(*workers_, [log_path, step, tail, offset, bytes, respond] {
+    LogSlice s = offset ? read_log_range(log_path, *offset, bytes.value_or(64 * 1024))
+                        : read_log_tail(log_path, tail.value_or(200), bytes.value_or(kMaxLogRead));
+    if (!s.error.empty()) return respond(not_found("the log of step " + step + " cannot be read: " + s.error));
+    // The executor creates the file on the step's first output: a started step without one printed nothing.
+    HttpResponse r{200, "text/plain; charset=utf-8", std::move(s.data), {}};
+    r.headers = {{"X-Log-Size", std::to_string(s.size)}, {"X-Log-Start", std::to_string(s.start)},
+                 {"X-Log-End", std::to_string(s.end)}};
+    respond(std::move(r));
+  });
 }
 
 HttpResponse Daemon::metrics() {
@@ -295,7 +293,7 @@ HttpResponse Daemon::metrics() {
     out += "pto_runner_runs_total{result=\"" + r + "\"} " + std::to_string(n) + "\n";
   out += "# HELP pto_runner_uptime_seconds Seconds since the daemon started\n# TYPE pto_runner_uptime_seconds gauge\n";
   out += "pto_runner_uptime_seconds " + std::to_string(uptime()) + "\n";
-  return {200, "text/plain; version=0.0.4", out};
+  return {200, "text/plain; version=0.0.4", out, {}};
 }
 
 }  // namespace pto

@@ -5,9 +5,11 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include <spdlog/spdlog.h>
 
@@ -77,7 +79,9 @@ class Daemon::JournalObserver : public RunObserver {
 };
 
 Daemon::Daemon(boost::asio::io_context& io, DaemonOptions opts) : io_(io), opts_(std::move(opts)) {}
-Daemon::~Daemon() = default;
+Daemon::~Daemon() {
+  if (workers_) workers_->join();  // a checkout in progress finishes (it is bounded by the fetch timeout)
+}
 
 double Daemon::uptime() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
@@ -120,6 +124,17 @@ std::string Daemon::start() {
   while (!token_.empty() && std::isspace(static_cast<unsigned char>(token_.back()))) token_.pop_back();
   if (token_.size() < 16) return "token file " + token_path_ + " holds fewer than 16 characters";
 
+  workers_ = std::make_unique<boost::asio::thread_pool>(4);
+  if (cfg_.source.configured()) {
+    SourceConfig src = cfg_.source;
+    src.mirror = src.mirror.empty() ? state_dir_ + "/source.git" : resolve_under_root(project.root, src.mirror);
+    // A repository given as a path is taken from --root like every other path; URLs stay as they are.
+    if (src.repo.find("://") == std::string::npos && src.repo.find('@') == std::string::npos)
+      src.repo = resolve_under_root(project.root, src.repo);
+    cfg_.source = src;
+    mirror_ = std::make_unique<GitMirror>(src);
+  }
+
   std::string error;
   journal_ = Journal::open(state_dir_ + "/journal.sqlite", error);
   if (!journal_) return error;
@@ -134,7 +149,8 @@ std::string Daemon::start() {
   unsigned short port = 0;
   std::string listen = opts_.listen.empty() ? cfg_.listen : opts_.listen;
   if (!split_listen(listen, address, port)) return "bad listen address '" + listen + "' (want ADDRESS:PORT)";
-  server_ = std::make_unique<HttpServer>(io_, [this](const HttpRequest& r) { return handle(r); }, opts_.limits);
+  server_ = std::make_unique<HttpServer>(
+      io_, [this](const HttpRequest& r, HttpServer::Respond respond) { handle(r, std::move(respond)); }, opts_.limits);
   return server_->listen(address, port);
 }
 
@@ -178,84 +194,180 @@ void Daemon::recover() {
   }
 }
 
-HttpResponse Daemon::submit(const HttpRequest& req) {
-  auto bad = [](const std::string& field, const std::string& why) {
-    return HttpResponse{400, "application/json", dump_json({{"error", why}, {"field", field}})};
-  };
-  nlohmann::json body = nlohmann::json::parse(req.body.empty() ? "{}" : req.body, nullptr, false);
-  if (body.is_discarded()) return bad("", "the body is not valid JSON");
-  if (!body.is_object()) return bad("", "the body must be a JSON object {\"jobs\": [...], \"ref\", \"sha\", \"env\"}");
-  for (const auto& [k, v] : body.items())
-    if (k != "jobs" && k != "ref" && k != "sha" && k != "env") return bad(k, "unknown field '" + k + "'");
+struct Daemon::Submission {
   std::vector<std::string> jobs;
+  std::string ref, sha;
+  std::map<std::string, std::string> env;
+  nlohmann::json github;  // where the submission came from in GitHub Actions, with run_url
+};
+
+namespace {
+
+HttpResponse bad_request(const std::string& field, const std::string& why) {
+  return {400, "application/json", dump_json({{"error", why}, {"field", field}}), {}};
+}
+
+bool matches(const std::string& s, const char* pattern) { return std::regex_match(s, std::regex(pattern)); }
+
+// The body of POST /api/v1/runs, checked field by field; every refusal names its field.
+std::optional<HttpResponse> parse_submission(const std::string& text, Daemon::Submission& s) {
+  nlohmann::json body = nlohmann::json::parse(text.empty() ? "{}" : text, nullptr, false);
+  if (body.is_discarded()) return bad_request("", "the body is not valid JSON");
+  if (!body.is_object()) return bad_request("", "the body must be a JSON object {\"jobs\": [...], \"ref\", \"sha\", \"env\", \"github\"}");
+  for (const auto& [k, v] : body.items())
+    if (k != "jobs" && k != "ref" && k != "sha" && k != "env" && k != "github") return bad_request(k, "unknown field '" + k + "'");
   if (body.contains("jobs")) {
-    if (!body["jobs"].is_array()) return bad("jobs", "jobs must be a list of job names");
+    if (!body["jobs"].is_array()) return bad_request("jobs", "jobs must be a list of job names");
     for (const auto& j : body["jobs"]) {
-      if (!j.is_string()) return bad("jobs", "jobs must be a list of job names");
-      jobs.push_back(j.get<std::string>());
+      if (!j.is_string()) return bad_request("jobs", "jobs must be a list of job names");
+      s.jobs.push_back(j.get<std::string>());
     }
   }
   for (const char* f : {"ref", "sha"})
-    if (body.contains(f) && !body[f].is_string()) return bad(f, std::string(f) + " must be a string");
-  std::map<std::string, std::string> env;
+    if (body.contains(f) && !body[f].is_string()) return bad_request(f, std::string(f) + " must be a string");
+  s.ref = body.value("ref", "");
+  s.sha = body.value("sha", "");
   if (body.contains("env")) {
-    if (!body["env"].is_object()) return bad("env", "env must be an object of NAME: \"value\"");
+    if (!body["env"].is_object()) return bad_request("env", "env must be an object of NAME: \"value\"");
     for (const auto& [k, v] : body["env"].items()) {
-      bool name_ok = !k.empty() && k.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos &&
-                     !std::isdigit(static_cast<unsigned char>(k[0]));
-      if (!name_ok || !v.is_string()) return bad("env." + k, "env entries are NAME: \"value\" with NAME like [A-Za-z_][A-Za-z0-9_]*");
-      env[k] = v.get<std::string>();
+      if (!matches(k, "[A-Za-z_][A-Za-z0-9_]*") || !v.is_string())
+        return bad_request("env." + k, "env entries are NAME: \"value\" with NAME like [A-Za-z_][A-Za-z0-9_]*");
+      s.env[k] = v.get<std::string>();
     }
   }
-  if (!server_ || shutting_down_) return {503, "application/json", R"({"error":"shutting down"})"};
-  // The definitions are read again for every run: a `git pull` of jobs/ takes effect on the next submission.
-  Diagnostics diags;
-  Project project = load_project(opts_.load, diags);
+  if (body.contains("github")) {
+    // Only shown and linked, never run; still checked so the status page links where it says.
+    static const std::map<std::string, const char*> fields = {
+        {"repository", "[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}"}, {"run_id", "[0-9]{1,20}"},
+        {"run_attempt", "[0-9]{1,6}"}, {"server_url", "https?://[A-Za-z0-9.:-]{1,200}"},
+        {"workflow", "[^\\x00-\\x1f]{0,200}"}, {"event_name", "[a-z_]{1,50}"}, {"actor", "[A-Za-z0-9_.\\[\\]-]{1,100}"}};
+    if (!body["github"].is_object()) return bad_request("github", "github must be an object");
+    s.github = nlohmann::json::object();
+    for (const auto& [k, v] : body["github"].items()) {
+      auto it = fields.find(k);
+      if (it == fields.end()) return bad_request("github." + k, "unknown field 'github." + k + "'");
+      if (!v.is_string() || !matches(v.get<std::string>(), it->second))
+        return bad_request("github." + k, "github." + k + " must be a string like " + it->second);
+      s.github[k] = v;
+    }
+    if (s.github.contains("server_url") && s.github.contains("repository") && s.github.contains("run_id"))
+      s.github["run_url"] = s.github["server_url"].get<std::string>() + "/" + s.github["repository"].get<std::string>() +
+                            "/actions/runs/" + s.github["run_id"].get<std::string>();
+  }
+  return std::nullopt;
+}
+
+HttpResponse source_refusal(const SourceResult& r, const std::string& sha) {
+  switch (r.error) {
+    case SourceError::BadCommit:
+    case SourceError::UnknownCommit:
+      return {400, "application/json", dump_json({{"error", r.message}, {"field", "sha"}, {"sha", sha}}), {}};
+    default:  // unreachable repository, busy mirror, disk: the infrastructure, not the request
+      return {503, "application/json", dump_json({{"error", r.message}, {"source", true}}), {}};
+  }
+}
+
+}  // namespace
+
+void Daemon::submit(const HttpRequest& req, HttpServer::Respond respond) {
+  auto s = std::make_shared<Submission>();
+  if (auto refused = parse_submission(req.body, *s)) return respond(*refused);
+  if (!server_ || shutting_down_) return respond({503, "application/json", R"({"error":"shutting down"})", {}});
+  // The daemon's own PTO_RUNNER_* variables (the token among them) never reach steps.
+  EngineOptions eo = make_engine_options(opts_.load.root, state_dir_, cfg_, opts_.simulate, opts_.time_scale, "PTO_RUNNER_");
+  if (!mirror_) {
+    // The definitions are read again for every run: a `git pull` of jobs/ takes effect on the next submission.
+    Diagnostics diags;
+    Project project = load_project(opts_.load, diags);
+    return respond(start_run(std::move(eo), *s, std::move(project), std::move(diags), req.peer));
+  }
+  if (s->sha.empty()) return respond(bad_request("sha", "sha is required: this daemon runs commits of " + cfg_.source.repo));
+  // A run of one commit: fetch and check out into the run's own worktree, load its definitions (with the
+  // host's settings, never the commit's runner.yml), then plan and start here, on the engine thread.
+  const std::string src = eo.run_dir + "/src";
+  boost::asio::post(*workers_, [this, s, eo = std::move(eo), src, respond, host = cfg_, peer = req.peer]() mutable {
+    SourceResult got = mirror_->checkout(s->sha, src);
+    auto project = std::make_shared<Project>();
+    auto diags = std::make_shared<Diagnostics>();
+    if (got.ok()) {
+      LoadOptions lo;
+      lo.root = src;
+      lo.host = host;
+      *project = load_project(lo, *diags);
+    }
+    boost::asio::post(io_, [this, s, eo = std::move(eo), src, respond, peer, got, project, diags]() mutable {
+      if (!got.ok()) {
+        spdlog::warn("run refused: commit {}: {}", s->sha, got.message);
+        remove_run_dir(eo.run_dir);
+        return respond(source_refusal(got, s->sha));
+      }
+      eo.root = src;
+      HttpResponse r = start_run(std::move(eo), *s, std::move(*project), std::move(*diags), peer);
+      if (r.status != 201) remove_run_dir(src.substr(0, src.size() - 4));
+      respond(std::move(r));
+    });
+  });
+}
+
+void Daemon::remove_run_dir(const std::string& run_dir) {
+  boost::asio::post(*workers_, [this, run_dir] {
+    if (mirror_ && fs::exists(run_dir + "/src")) mirror_->remove(run_dir + "/src");
+    std::error_code ec;
+    fs::remove_all(run_dir, ec);
+  });
+}
+
+HttpResponse Daemon::start_run(EngineOptions eo, const Submission& s, Project project, Diagnostics diags,
+                               const std::string& peer) {
+  if (shutting_down_) return {503, "application/json", R"({"error":"shutting down"})", {}};
   Plan plan;
-  if (!diags.has_input_errors()) plan = build_plan(project, PlanOptions{jobs, ""}, diags);
+  if (!diags.has_input_errors()) plan = build_plan(project, PlanOptions{s.jobs, ""}, diags);
   if (diags.has_input_errors()) {
+    diags.sort();
     nlohmann::json findings = nlohmann::json::array();
     for (const auto& d : diags.items())
       if (d.severity == Severity::Error)
         findings.push_back({{"file", d.file}, {"line", d.line}, {"col", d.col}, {"rule", d.rule}, {"message", d.message}});
-    return {400, "application/json", dump_json({{"error", "the run cannot be planned"}, {"findings", findings}})};
+    nlohmann::json body = {{"error", "the run cannot be planned"}, {"findings", findings}};
+    if (!s.sha.empty()) body["sha"] = s.sha;
+    return {400, "application/json", dump_json(body), {}};
   }
-  // The daemon's own PTO_RUNNER_* variables (the token among them) never reach steps.
-  EngineOptions eo = make_engine_options(project.root, state_dir_, opts_.load.config_file, cfg_, opts_.simulate,
-                                         opts_.time_scale, "PTO_RUNNER_");
-  for (const auto& [k, v] : env) eo.base_env[k] = v;  // runner -> request -> job -> step -> cards -> toolchain
-  if (body.contains("ref")) eo.base_env["PTO_RUNNER_REF"] = body["ref"];
-  if (body.contains("sha")) eo.base_env["PTO_RUNNER_SHA"] = body["sha"];
+  for (const auto& [k, v] : s.env) eo.base_env[k] = v;  // runner -> request -> job -> step -> cards -> toolchain
+  if (!s.ref.empty()) eo.base_env["PTO_RUNNER_REF"] = s.ref;
+  if (!s.sha.empty()) eo.base_env["PTO_RUNNER_SHA"] = s.sha;
   eo.lead_executor = lead_executor_.get();
 
   auto run = std::make_unique<ActiveRun>();
   // The request is journaled without env values: they may hold secrets.
   nlohmann::json env_names = nlohmann::json::array();
-  for (const auto& [k, v] : env) env_names.push_back(k);
-  run->request = {{"jobs", jobs}, {"ref", body.value("ref", "")}, {"sha", body.value("sha", "")}, {"env", env_names}};
+  for (const auto& [k, v] : s.env) env_names.push_back(k);
+  run->request = {{"jobs", s.jobs}, {"ref", s.ref}, {"sha", s.sha}, {"env", env_names}};
+  if (!s.github.is_null()) run->request["github"] = s.github;
+  if (mirror_) run->request["source"] = {{"repo", cfg_.source.repo}, {"worktree", eo.root}};
   run->observer = std::make_unique<JournalObserver>(*this);
-  run->engine = std::make_unique<RunEngine>(io_, plan, *dispatcher_, *executor_, eo, run->observer.get());
   const std::string id = eo.run_id;
-  journal_->run_created(id, run->engine->record().created, run->request,
-                        run_to_json(run->engine->record(), run->engine->plan(), "running", -1, 0));
+  run->engine = std::make_unique<RunEngine>(io_, std::move(plan), *dispatcher_, *executor_, std::move(eo), run->observer.get());
+  nlohmann::json skeleton = run_to_json(run->engine->record(), run->engine->plan(), "running", -1, 0);
+  skeleton["request"] = run->request;
+  journal_->run_created(id, run->engine->record().created, run->request, skeleton);
   run->engine->start();
-  spdlog::info("run {} submitted from {}: {} job(s){}", id, req.peer, plan.jobs.size(),
-               body.contains("sha") ? ", sha " + body["sha"].get<std::string>() : "");
+  spdlog::info("run {} submitted from {}: {} job(s){}", id, peer, run->engine->plan().jobs.size(),
+               s.sha.empty() ? "" : ", sha " + s.sha);
   active_[id] = std::move(run);
   status_cache_.clear();
-  return {201, "application/json", dump_json({{"id", id}, {"url", "/api/v1/runs/" + id}, {"state", "running"}})};
+  return {201, "application/json", dump_json({{"id", id}, {"url", "/api/v1/runs/" + id}, {"state", "running"}}), {}};
 }
 
 HttpResponse Daemon::cancel(const std::string& id) {
   auto it = active_.find(id);
   if (it == active_.end()) {
-    if (journal_->run_record(id)) return {409, "application/json", dump_json({{"error", "run " + id + " has already finished"}})};
-    return {404, "application/json", dump_json({{"error", "no run " + id}})};
+    if (journal_->run_record(id)) return {409, "application/json", dump_json({{"error", "run " + id + " has already finished"}}), {}};
+    return {404, "application/json", dump_json({{"error", "no run " + id}}), {}};
   }
   it->second->engine->cancel(0);
   spdlog::info("run {}: cancel requested", id);
   status_cache_.clear();
-  return {202, "application/json", dump_json({{"id", id}, {"state", "cancelling"}})};
+  return {202, "application/json", dump_json({{"id", id}, {"state", "cancelling"}}), {}};
 }
 
 void Daemon::on_run_finished(const std::string& id) {

@@ -14,12 +14,14 @@
 #include "exec/executor.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
+#include "source/git_mirror.h"
 #include "store/journal.h"
 
 #include <nlohmann/json.hpp>
 
 namespace boost::asio {
 class io_context;
+class thread_pool;
 }
 
 namespace pto {
@@ -51,24 +53,29 @@ class Daemon {
   /// Cancels every active run; `done` is posted once they have all stopped.
   void shutdown(std::function<void()> done);
 
-  HttpResponse handle(const HttpRequest& req);  // server/api.cpp
+  void handle(const HttpRequest& req, HttpServer::Respond respond);  // server/api.cpp
+  struct Submission;  // a checked POST /api/v1/runs body
 
  private:
   class JournalObserver;
   struct ActiveRun {
     std::unique_ptr<RunObserver> observer;
     std::unique_ptr<RunEngine> engine;
-    nlohmann::json request;  // jobs, ref, sha and env names (never env values: they may be secrets)
+    nlohmann::json request;  // jobs, ref, sha, github, source and env names (never env values: they may be secrets)
   };
   friend class JournalObserver;
 
-  HttpResponse submit(const HttpRequest& req);
+  void submit(const HttpRequest& req, HttpServer::Respond respond);
+  /// Plans and starts a run whose definitions are loaded (in `root`, or a commit's worktree).
+  HttpResponse start_run(EngineOptions eo, const Submission& s, Project project, Diagnostics diags, const std::string& peer);
+  void remove_run_dir(const std::string& run_dir);
+  HttpResponse route(const HttpRequest& req);  // every request answered at once
   HttpResponse cancel(const std::string& id);
   HttpResponse status(const HttpRequest& req);
   nlohmann::json render_status(bool full_queue);
   HttpResponse runs(const HttpRequest& req);
   HttpResponse run(const std::string& id);
-  HttpResponse step_log(const std::string& id, const std::string& step, const HttpRequest& req);
+  void step_log(const std::string& id, const std::string& step, const HttpRequest& req, HttpServer::Respond respond);
   HttpResponse metrics();
   bool authorized(const HttpRequest& req) const;
   void recover();
@@ -84,6 +91,9 @@ class Daemon {
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<Executor> executor_, lead_executor_;
   std::unique_ptr<HttpServer> server_;
+  // Blocking work (git, log reads) runs here so no request can stall the engine thread.
+  std::unique_ptr<boost::asio::thread_pool> workers_;
+  std::unique_ptr<GitMirror> mirror_;  // with runner.yml `source:`
   std::map<std::string, std::unique_ptr<ActiveRun>> active_;
   Metrics metrics_;
   ToolchainStatus toolchain_;

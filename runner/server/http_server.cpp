@@ -3,6 +3,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <atomic>
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -78,7 +79,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void start(bool over_capacity) {
     if (over_capacity) {
-      HttpResponse r{503, "application/json", R"({"error":"too many connections"})"};
+      HttpResponse r{503, "application/json", R"({"error":"too many connections"})", {}};
       send(r, false);
       return;
     }
@@ -100,9 +101,9 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::operation_aborted ||
         ec == asio::error::connection_reset || ec == asio::error::eof)
       return close();
-    if (ec == http::error::header_limit) return send({431, "application/json", R"({"error":"request headers too large"})"}, false);
-    if (ec == http::error::body_limit) return send({413, "application/json", R"({"error":"request body too large"})"}, false);
-    if (ec) return send({400, "application/json", R"({"error":"malformed HTTP request"})"}, false);
+    if (ec == http::error::header_limit) return send({431, "application/json", R"({"error":"request headers too large"})", {}}, false);
+    if (ec == http::error::body_limit) return send({413, "application/json", R"({"error":"request body too large"})", {}}, false);
+    if (ec) return send({400, "application/json", R"({"error":"malformed HTTP request"})", {}}, false);
     auto& req = parser_->get();
     HttpRequest r;
     r.method = std::string(req.method_string());
@@ -125,13 +126,18 @@ class Session : public std::enable_shared_from_this<Session> {
     r.body = std::move(req.body());
     r.peer = peer_;
     bool keep = req.keep_alive();
-    HttpResponse resp;
+    // No read is pending until the answer is sent, so a pipelined request waits its turn.
+    auto self = shared_from_this();
+    auto answered = std::make_shared<std::atomic<bool>>(false);
+    HttpServer::Respond respond = [self, keep, answered](HttpResponse resp) {
+      if (answered->exchange(true)) return;
+      asio::post(self->stream_.get_executor(), [self, keep, resp = std::move(resp)] { self->send(resp, keep); });
+    };
     try {
-      resp = server_->handler(r);
+      server_->handler(r, respond);
     } catch (const std::exception& e) {
-      resp = {500, "application/json", std::string(R"({"error":"internal error"})")};
+      respond({500, "application/json", std::string(R"({"error":"internal error"})"), {}});
     }
-    send(resp, keep);
   }
 
   void send(const HttpResponse& r, bool keep_alive) {
@@ -139,6 +145,7 @@ class Session : public std::enable_shared_from_this<Session> {
     res->set(http::field::server, "pto-runner/" PTO_RUNNER_VERSION);
     res->set(http::field::content_type, r.content_type);
     res->set(http::field::cache_control, "no-store");
+    for (const auto& [k, v] : r.headers) res->set(k, v);
     res->keep_alive(keep_alive);
     res->body() = r.body;
     res->prepare_payload();

@@ -4,12 +4,14 @@
 // It owns transport concerns only: keep-alive, a deadline for reading each request (a client trickling its
 // headers one byte a second is dropped when it passes, without holding anyone else up), caps on header and
 // body size (431/413), a cap on open connections (503 past it), and 400 for anything that does not parse.
-// What a request means is the handler's business (server/api.cpp).
+// What a request means is the handler's business (server/api.cpp); it may answer later, from another thread.
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace boost::asio {
 class io_context;
@@ -31,6 +33,7 @@ struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // beyond Content-Type and Cache-Control
 };
 
 struct HttpLimits {
@@ -42,7 +45,10 @@ struct HttpLimits {
 
 class HttpServer {
  public:
-  using Handler = std::function<HttpResponse(const HttpRequest&)>;
+  /// Answers a request exactly once, from any thread (the answer is posted to the server's thread). Slow
+  /// work (a git fetch, a large log) is done elsewhere and answered later; the connection waits meanwhile.
+  using Respond = std::function<void(HttpResponse)>;
+  using Handler = std::function<void(const HttpRequest&, Respond)>;
   HttpServer(boost::asio::io_context& io, Handler handler, HttpLimits limits = {});
   ~HttpServer();
   /// Binds and listens. Returns "" or the error. `port` 0 picks a free port (see port()).

@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "toolchain/run_sync.h"
+#include "exec/run_sync.h"
 #include "util/process_env.h"
 
 namespace fs = std::filesystem;

@@ -11,7 +11,7 @@
 #include "toolchain/archive.h"
 #include "toolchain/fetch.h"
 #include "toolchain/locate.h"
-#include "toolchain/run_sync.h"
+#include "exec/run_sync.h"
 #include "util/process_env.h"
 #include "util/random_hex.h"
 #include "util/sha256.h"

@@ -1,4 +1,4 @@
-#include "toolchain/run_sync.h"
+#include "exec/run_sync.h"
 
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
 #pragma once
-// Running one command to completion from synchronous code (the toolchain's smoke check, venv and pip), with
+// Running one command to completion from synchronous code (the toolchain's smoke check, venv and pip, git), with
 // the same supervision as a step: own process group, timeout, SIGTERM then SIGKILL, sweep of escapees.
 #include <string>
 #include <vector>

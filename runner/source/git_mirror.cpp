@@ -1,0 +1,149 @@
+#include "source/git_mirror.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "exec/run_sync.h"
+#include "util/process_env.h"
+
+namespace fs = std::filesystem;
+
+namespace pto {
+
+namespace {
+
+// git with a fixed, quiet environment: no prompts for credentials (a CI daemon has nobody to answer), no
+// pager, and submodules over file:// allowed (test repositories and local mirrors are paths).
+SyncResult git(const std::vector<std::string>& args, double timeout_seconds) {
+  std::vector<std::string> argv = {"git", "-c", "protocol.file.allow=always", "-c", "advice.detachedHead=false"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<std::string> env = environment_list();
+  env.push_back("GIT_TERMINAL_PROMPT=0");
+  env.push_back("GIT_ASKPASS=true");
+  env.push_back("GIT_PAGER=cat");
+  return run_sync(argv, env, timeout_seconds, "/dev/null");
+}
+
+std::string last_lines(const std::string& output, std::size_t max = 400) {
+  std::string s = output;
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  if (s.size() > max) s = "..." + s.substr(s.size() - max);
+  return s;
+}
+
+/// flock on MIRROR.lock, polled until the timeout; the holder's pid is written into the file.
+class MirrorLock {
+ public:
+  MirrorLock(const std::string& path, double timeout_seconds) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) {
+      error_ = "cannot open the mirror lock " + path + ": " + std::strerror(errno);
+      return;
+    }
+    auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
+    while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      if (std::chrono::steady_clock::now() >= until) {
+        char buf[64] = {0};
+        ssize_t n = ::pread(fd_, buf, sizeof(buf) - 1, 0);
+        std::string holder = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "";
+        while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+        error_ = "the source mirror is locked by another fetch (" + (holder.empty() ? std::string("holder unknown") : holder) +
+                 ", lock " + path + ") for more than " + std::to_string(static_cast<int>(timeout_seconds)) + " s";
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    std::string me = "pid " + std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, me.data(), me.size(), 0);
+    locked_ = true;
+  }
+  ~MirrorLock() {
+    if (fd_ >= 0) ::close(fd_);  // closing drops the flock
+  }
+  bool locked() const { return locked_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  int fd_ = -1;
+  bool locked_ = false;
+  std::string error_;
+};
+
+}  // namespace
+
+bool is_full_sha(const std::string& s) {
+  return (s.size() == 40 || s.size() == 64) && s.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+GitMirror::GitMirror(SourceConfig cfg) : cfg_(std::move(cfg)) {}
+
+SourceResult GitMirror::ensure_commit(const std::string& sha) {
+  const double t = cfg_.fetch_timeout_seconds;
+  if (!fs::exists(fs::path(cfg_.mirror) / "HEAD")) {
+    // Created here, empty, then fetched like any other commit: "first use" costs one fetch, not a full clone
+    // before the first answer.
+    std::error_code ec;
+    fs::create_directories(cfg_.mirror, ec);
+    SyncResult init = git({"init", "--quiet", "--bare", cfg_.mirror}, 60);
+    if (!init.outcome.ok()) return {SourceError::Failed, "cannot create the source mirror " + cfg_.mirror + ": " + last_lines(init.output)};
+  }
+  const std::string gd = "--git-dir=" + cfg_.mirror;
+  auto has = [&] { return git({gd, "cat-file", "-e", sha + "^{commit}"}, 60).outcome.ok(); };
+  if (has()) return {};  // fetches only what is missing
+  SyncResult f = git({gd, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", cfg_.repo, sha}, t);
+  if (f.outcome.ok() && has()) return {};
+  // The server may refuse a bare sha: is it reachable at all, and does any branch or pull request have it?
+  SyncResult ls = git({"ls-remote", "--heads", cfg_.repo}, t);
+  if (!ls.outcome.ok())
+    return {SourceError::Unreachable, "cannot reach the source repository " + cfg_.repo + ": " + last_lines(ls.output)};
+  SyncResult all = git({gd, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--prune", cfg_.repo,
+                        "+refs/heads/*:refs/heads/*", "+refs/pull/*/head:refs/pull/*/head"}, t);
+  if (has()) return {};
+  if (!all.outcome.ok() && all.output.find("refs/pull") == std::string::npos)
+    return {SourceError::Failed, "fetching from " + cfg_.repo + " failed: " + last_lines(all.output)};
+  return {SourceError::UnknownCommit, "commit " + sha + " does not exist in " + cfg_.repo};
+}
+
+SourceResult GitMirror::checkout(const std::string& sha, const std::string& dir) {
+  if (!is_full_sha(sha)) return {SourceError::BadCommit, "sha '" + sha + "' is not a full commit id (40 hex digits)"};
+  std::error_code ec;
+  fs::create_directories(fs::path(cfg_.mirror).parent_path(), ec);
+  MirrorLock lock(cfg_.mirror + ".lock", cfg_.lock_timeout_seconds);
+  if (!lock.locked()) return {SourceError::Busy, lock.error()};
+  SourceResult r = ensure_commit(sha);
+  if (!r.ok()) return r;
+  fs::create_directories(fs::path(dir).parent_path(), ec);
+  SyncResult add = git({"--git-dir=" + cfg_.mirror, "worktree", "add", "--quiet", "--detach", dir, sha}, cfg_.fetch_timeout_seconds);
+  if (!add.outcome.ok()) {
+    std::error_code rm;
+    fs::remove_all(dir, rm);
+    git({"--git-dir=" + cfg_.mirror, "worktree", "prune"}, 300);
+    return {SourceError::Failed, "cannot check out " + sha + " into " + dir + ": " + last_lines(add.output)};
+  }
+  if (cfg_.submodules && fs::exists(fs::path(dir) / ".gitmodules")) {
+    SyncResult sub = git({"-C", dir, "submodule", "update", "--init", "--recursive", "--quiet"}, cfg_.fetch_timeout_seconds);
+    if (!sub.outcome.ok()) {
+      git({"--git-dir=" + cfg_.mirror, "worktree", "remove", "--force", "--force", dir}, 300);
+      std::error_code rm;
+      fs::remove_all(dir, rm);
+      return {SourceError::Unreachable, "cannot fetch the submodules of " + sha + ": " + last_lines(sub.output)};
+    }
+  }
+  return {};
+}
+
+void GitMirror::remove(const std::string& dir) {
+  MirrorLock lock(cfg_.mirror + ".lock", cfg_.lock_timeout_seconds);
+  git({"--git-dir=" + cfg_.mirror, "worktree", "remove", "--force", "--force", dir}, 300);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  git({"--git-dir=" + cfg_.mirror, "worktree", "prune"}, 300);
+}
+
+}  // namespace pto
