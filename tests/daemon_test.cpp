@@ -14,62 +14,13 @@
 
 #include "client/api_client.h"
 #include "sched/card_lock.h"
+#include "served_daemon.h"
 #include "test_support.h"
 
 using namespace pto::test;
 using nlohmann::json;
 
 namespace {
-
-struct Served {
-  TempDir dir;
-  Spawned proc;
-  int port = 0;
-  std::string token;
-  std::string state() const { return (dir.path() / "state").string(); }
-  std::string locks() const { return (dir.path() / "locks").string(); }
-  std::string url(const std::string& path = "") const { return "http://127.0.0.1:" + std::to_string(port) + path; }
-
-  void start(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"serve", "--root", dir.str(), "--listen", "127.0.0.1:0", "--state-dir", state(),
-                                     "--lock-dir", locks(), "--devices", "2"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    proc = spawn_cli(args);
-    REQUIRE(wait_until([&] { return read_file(proc.out).find("listening on http://127.0.0.1:") != std::string::npos; }, 20));
-    std::string out = read_file(proc.out);
-    port = std::stoi(out.substr(out.find("127.0.0.1:") + 10));
-    token = read_file(dir.path() / "state/token");
-    while (!token.empty() && token.back() == '\n') token.pop_back();
-  }
-  void stop(int sig = SIGTERM) {
-    if (proc.pid > 0) {
-      ::kill(proc.pid, sig);
-      wait_cli(proc);
-      proc.pid = -1;
-    }
-  }
-  ~Served() { stop(); }
-
-  pto::ApiResponse post(const std::string& path, const json& body, const std::string& tok = "use-own") const {
-    return pto::api_request("POST", url(path), tok == "use-own" ? token : tok, body.dump());
-  }
-  json get(const std::string& path) const {
-    auto r = pto::api_request("GET", url(path));
-    REQUIRE(r.reached);
-    INFO(r.body);
-    REQUIRE(r.status == 200);
-    return json::parse(r.body);
-  }
-  json wait_run(const std::string& id, double seconds = 30) const {
-    json run;
-    REQUIRE(wait_until([&] {
-      run = get("/api/v1/runs/" + id);
-      std::string st = run["state"];
-      return st != "running" && st != "cancelling";
-    }, seconds));
-    return run;
-  }
-};
 
 void sleepy_project(const TempDir& d, const std::string& marks) {
   write_project(d, {{"slow.yml", "name: slow\nparallel: true\nsteps:\n"

@@ -116,4 +116,15 @@ void write_project(const TempDir& dir, const std::map<std::string, std::string>&
 
 fs::path source_dir() { return PTO_RUNNER_SOURCE_DIR; }
 
+int sh(const std::string& cmd, std::string* out) {
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  std::string text;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) text.append(buf, n);
+  int status = ::pclose(p);
+  if (out) *out = text;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 }  // namespace pto::test

@@ -58,6 +58,9 @@ fs::path source_dir();
 
 std::string read_file(const fs::path& p);
 
+/// Runs `cmd` with /bin/sh; returns its exit status, and its stdout in `out` when given.
+int sh(const std::string& cmd, std::string* out = nullptr);
+
 /// Whether `pid` is alive (a zombie counts as gone).
 bool pid_running(int pid);
 

@@ -12,6 +12,18 @@ size_t collect(char* data, size_t size, size_t n, void* user) {
   static_cast<std::string*>(user)->append(data, size * n);
   return size * n;
 }
+size_t header_line(char* data, size_t size, size_t n, void* user) {
+  std::string line(data, size * n);
+  auto colon = line.find(':');
+  if (colon != std::string::npos) {
+    std::string name = line.substr(0, colon), value = line.substr(colon + 1);
+    for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    while (!value.empty() && std::isspace(static_cast<unsigned char>(value.front()))) value.erase(0, 1);
+    while (!value.empty() && std::isspace(static_cast<unsigned char>(value.back()))) value.pop_back();
+    (*static_cast<std::map<std::string, std::string>*>(user))[name] = value;
+  }
+  return size * n;
+}
 }  // namespace
 
 ApiResponse api_request(const std::string& method, const std::string& url, const std::string& token,
@@ -36,6 +48,8 @@ ApiResponse api_request(const std::string& method, const std::string& url, const
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect);
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &r.body);
+  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, header_line);
+  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &r.headers);
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, 10L);
   curl_easy_setopt(curl, CURLOPT_TIMEOUT, timeout_seconds);

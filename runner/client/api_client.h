@@ -1,5 +1,6 @@
 #pragma once
 // The daemon's HTTP API from the client side (`submit`, `status`), over libcurl.
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +12,11 @@ struct ApiResponse {
   long status = 0;
   std::string body;
   std::string error;
+  std::map<std::string, std::string> headers;  // names in lower case
+  std::string header(const std::string& lower_name) const {
+    auto it = headers.find(lower_name);
+    return it == headers.end() ? "" : it->second;
+  }
 };
 
 ApiResponse api_request(const std::string& method, const std::string& url, const std::string& token = "",

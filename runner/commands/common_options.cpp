@@ -1,5 +1,7 @@
 #include "commands/common_options.h"
 
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "report/diagnostics_view.h"
@@ -16,6 +18,32 @@ void add_device_options(CLI::App& cmd, CommonOptions& opts) {
   cmd.add_option("--devices", opts.load.devices_override, "NPU cards: 8 (ids 0-7), 0-7, or 0,1,4,5");
   cmd.add_option("--device-groups", opts.load.device_groups_override,
                  "Cards that may serve one multi-card step together, e.g. \"0,1;2,3\"");
+}
+
+std::string server_url(const std::string& flag, const CommonOptions& opts) {
+  std::string url = flag;
+  if (url.empty())
+    if (const char* env = std::getenv("PTO_RUNNER_SERVER")) url = env;
+  if (url.empty()) {
+    std::string cfg = opts.load.config_file;
+    if (cfg.empty() && std::filesystem::exists(std::filesystem::path(opts.load.root) / "runner.yml"))
+      cfg = (std::filesystem::path(opts.load.root) / "runner.yml").string();
+    std::string listen = RunnerConfig{}.listen;
+    if (!cfg.empty()) {
+      Diagnostics ignored;  // a broken runner.yml is the daemon's problem; fall back to the default address
+      RunnerConfig rc = load_runner_config(cfg, cfg, ignored);
+      if (!ignored.has_errors()) listen = rc.listen;
+    }
+    std::string address;
+    unsigned short port = 0;
+    auto colon = listen.rfind(':');
+    address = listen.substr(0, colon);
+    port = static_cast<unsigned short>(std::atoi(listen.substr(colon + 1).c_str()));
+    if (address == "0.0.0.0" || address == "::" || address == "[::]" || address.empty()) address = "127.0.0.1";
+    url = "http://" + address + ":" + std::to_string(port);
+  }
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  return url;
 }
 
 std::optional<LoadedPlan> load_plan_or_report(const CommonOptions& opts, const std::vector<std::string>& jobs) {

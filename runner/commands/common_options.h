@@ -24,6 +24,10 @@ struct LoadedPlan {
   Plan plan;
 };
 
+/// The daemon to talk to: --server, else $PTO_RUNNER_SERVER, else runner.yml `listen` (of --config or
+/// ROOT/runner.yml; a wildcard address means this host), else http://127.0.0.1:8787. No trailing slash.
+std::string server_url(const std::string& flag, const CommonOptions& opts);
+
 /// Loads the project and builds the plan for `jobs`. On input errors prints them to stderr and returns
 /// nothing (the caller exits 2). Warnings are not printed: `lint` is where they belong.
 std::optional<LoadedPlan> load_plan_or_report(const CommonOptions& opts, const std::vector<std::string>& jobs);

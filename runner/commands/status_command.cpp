@@ -9,19 +9,20 @@
 
 namespace pto {
 
-void register_status_command(CLI::App& app, CommonOptions&, int& exit_code) {
+void register_status_command(CLI::App& app, CommonOptions& common, int& exit_code) {
   struct Opts {
-    std::string server = "http://127.0.0.1:8787";
+    std::string server;
     std::string format = "text";
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("status", "Print the daemon's status for a person: cards, queue with reasons, runs");
-  cmd->add_option("--server", o->server, "Daemon URL")->capture_default_str();
+  cmd->add_option("--server", o->server, "Daemon URL (default $PTO_RUNNER_SERVER, else runner.yml listen, else "
+                                         "http://127.0.0.1:8787)");
   cmd->add_option("--format", o->format, "text or json")->check(CLI::IsMember({"text", "json"}));
-  cmd->callback([o, &exit_code] {
+  cmd->callback([o, &common, &exit_code] {
     nlohmann::json s;
     std::string error;
-    if (!fetch_status(o->server, s, error)) {
+    if (!fetch_status(server_url(o->server, common), s, error)) {
       std::cerr << "pto-runner status: " << error << "\n";
       exit_code = to_int(ExitCode::Infrastructure);
       return;

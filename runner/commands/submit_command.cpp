@@ -1,7 +1,12 @@
+// `pto-runner submit`: the GitHub Actions client. It submits a run (of a commit, when the daemon has a
+// `source`), follows it, prints progress and failed steps' log tails, writes the step summary, and exits with
+// the run's result. Inside Actions, every byte that came from a step or a definition file is printed as
+// inert text (report/actions_output) and the runner's own output is workflow commands.
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <thread>
@@ -10,6 +15,8 @@
 
 #include "client/api_client.h"
 #include "commands/commands.h"
+#include "report/actions_output.h"
+#include "report/run_view.h"
 #include "util/json_text.h"
 
 namespace pto {
@@ -19,40 +26,103 @@ namespace {
 volatile sig_atomic_t g_signal = 0;
 void on_signal(int sig) { g_signal = sig; }
 
-std::string describe(const nlohmann::json& s) {
-  std::string out = s.value("state", "?");
-  if (s.contains("exit_code") && !s["exit_code"].is_null()) out += ", exit " + std::to_string(s["exit_code"].get<int>());
-  if (s.contains("signal") && !s["signal"].is_null()) out += ", signal " + std::to_string(s["signal"].get<int>());
-  if (s.contains("error") && !s["error"].is_null()) out += ", " + s["error"].get<std::string>();
-  return out;
+std::string env_or(const char* name, const std::string& fallback = "") {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
 }
+
+std::string title_of(const nlohmann::json& job, const nlohmann::json& step) {
+  return job.value("id", "") + " / " + step.value("name", "");
+}
+
+std::string cards_of(const nlohmann::json& step) {
+  std::string cards;
+  for (const auto& c : step["cards"]) cards += (cards.empty() ? "" : ",") + std::to_string(c.get<int>());
+  return cards;
+}
+
+// Where the run comes from in GitHub Actions, so the daemon's status links back to it.
+nlohmann::json github_context() {
+  static const std::pair<const char*, const char*> vars[] = {
+      {"repository", "GITHUB_REPOSITORY"}, {"run_id", "GITHUB_RUN_ID"},       {"run_attempt", "GITHUB_RUN_ATTEMPT"},
+      {"server_url", "GITHUB_SERVER_URL"}, {"workflow", "GITHUB_WORKFLOW"},   {"event_name", "GITHUB_EVENT_NAME"},
+      {"actor", "GITHUB_ACTOR"}};
+  nlohmann::json g = nlohmann::json::object();
+  for (const auto& [field, var] : vars)
+    if (std::string v = env_or(var); !v.empty()) g[field] = v;
+  return g;
+}
+
+/// Follows the live output of running steps through the offset-based log API: complete lines only, each
+/// prefixed `[job / step]`; a partial line waits for its end (or the step's).
+class LogFollower {
+ public:
+  LogFollower(std::string server, std::string run) : server_(std::move(server)), run_(std::move(run)) {}
+  /// New lines of `step` (running or just finished) since the last call.
+  void poll(const nlohmann::json& job, const nlohmann::json& step, bool finished, std::string& out) {
+    const std::string id = step.value("id", "");
+    Tail& t = tails_[id];
+    for (int pages = 0; pages < 16; ++pages) {  // at most 16 MiB per step and poll
+      ApiResponse r = api_request("GET", server_ + "/api/v1/runs/" + run_ + "/steps/" + id + "/log?offset=" +
+                                             std::to_string(t.offset) + "&bytes=1048576");
+      if (!r.reached || r.status != 200) return;
+      std::string end = r.header("x-log-end");
+      if (end.empty() || r.body.empty()) break;
+      t.offset = std::stoull(end);
+      t.partial += r.body;
+      if (r.body.size() < 1048576) break;
+    }
+    const std::string prefix = "[" + title_of(job, step) + "] ";
+    std::size_t from = 0;
+    for (std::size_t nl; (nl = t.partial.find('\n', from)) != std::string::npos; from = nl + 1)
+      out += prefix + t.partial.substr(from, nl + 1 - from);
+    t.partial.erase(0, from);
+    if (finished && !t.partial.empty()) {
+      out += prefix + t.partial + "\n";
+      t.partial.clear();
+    }
+  }
+
+ private:
+  struct Tail {
+    std::uint64_t offset = 0;
+    std::string partial;
+  };
+  std::string server_, run_;
+  std::map<std::string, Tail> tails_;
+};
 
 }  // namespace
 
-void register_submit_command(CLI::App& app, CommonOptions&, int& exit_code) {
+void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_code) {
   struct Opts {
     std::string server, token_file, ref, sha;
     std::vector<std::string> jobs, env;
-    bool wait = false;
-    double poll = 1.0;
+    bool wait = false, follow = false;
+    double poll = 1.0, heartbeat = 300;
     int tail = 40;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("submit", "The GitHub Actions client: submit a run to a daemon, stream its progress, exit "
                                            "with its result; SIGINT/SIGTERM cancels the remote run");
-  cmd->add_option("--server", o->server, "Daemon URL, e.g. http://127.0.0.1:8787")->required();
+  cmd->add_option("--server", o->server, "Daemon URL (default $PTO_RUNNER_SERVER, else runner.yml listen)");
   cmd->add_option("--job", o->jobs, "Only these jobs (and the jobs they need)");
   cmd->add_flag("--wait", o->wait, "Follow the run to its end and exit with its result");
+  cmd->add_flag("--follow", o->follow, "With --wait: stream running steps' output live, prefixed [job / step]");
   cmd->add_option("--token-file", o->token_file, "Bearer token file (default: $PTO_RUNNER_TOKEN)");
   cmd->add_option("--ref", o->ref, "Git ref under test (default $GITHUB_REF)");
-  cmd->add_option("--sha", o->sha, "Commit under test (default $GITHUB_SHA)");
+  cmd->add_option("--sha", o->sha, "Commit under test (default $GITHUB_SHA); required by a daemon with a source");
   cmd->add_option("--env", o->env, "NAME=value added to every step's environment (repeatable)");
   cmd->add_option("--poll-interval", o->poll, "Seconds between progress polls")->check(CLI::Range(0.05, 60.0));
+  cmd->add_option("--heartbeat", o->heartbeat, "Without --follow: seconds between 'still running' lines for long steps")
+      ->check(CLI::Range(1.0, 86400.0));
   cmd->add_option("--log-tail", o->tail, "Lines of each failed step's log to print")->check(CLI::Range(0, 100000));
-  cmd->footer("Exit codes: the run's own (0, 1, 3) with --wait, else 0 once submitted; 2 bad usage or a rejected run; "
-              "3 the server cannot be reached; 130/143 after SIGINT/SIGTERM cancelled the remote run.");
-  cmd->callback([o, &exit_code] {
-    const std::string server = trim_server(o->server);
+  cmd->footer("Exit codes: the run's own (0, 1, 3) with --wait, else 0 once submitted; 2 bad usage, a rejected run or "
+              "a commit whose definitions do not load (its findings are printed, as annotations inside Actions); 3 the "
+              "server or the source repository cannot be reached; 130/143 after SIGINT/SIGTERM cancelled the remote run.");
+  cmd->callback([o, &common, &exit_code] {
+    ActionsOutput out(stdout, inside_github_actions());
+    const std::string server = server_url(o->server, common);
     std::string err;
     std::string token = read_token(o->token_file, err);
     if (!err.empty()) {
@@ -61,10 +131,9 @@ void register_submit_command(CLI::App& app, CommonOptions&, int& exit_code) {
       return;
     }
     nlohmann::json body = {{"jobs", o->jobs}};
-    const char* gh_ref = std::getenv("GITHUB_REF");
-    const char* gh_sha = std::getenv("GITHUB_SHA");
-    if (!o->ref.empty() || gh_ref) body["ref"] = o->ref.empty() ? gh_ref : o->ref;
-    if (!o->sha.empty() || gh_sha) body["sha"] = o->sha.empty() ? gh_sha : o->sha;
+    if (std::string ref = o->ref.empty() ? env_or("GITHUB_REF") : o->ref; !ref.empty()) body["ref"] = ref;
+    if (std::string sha = o->sha.empty() ? env_or("GITHUB_SHA") : o->sha; !sha.empty()) body["sha"] = sha;
+    if (nlohmann::json g = github_context(); !g.empty()) body["github"] = g;
     if (!o->env.empty()) {
       body["env"] = nlohmann::json::object();
       for (const auto& kv : o->env) {
@@ -77,15 +146,31 @@ void register_submit_command(CLI::App& app, CommonOptions&, int& exit_code) {
         body["env"][kv.substr(0, eq)] = kv.substr(eq + 1);
       }
     }
-    ApiResponse r = api_request("POST", server + "/api/v1/runs", token, dump_json(body));
+    // A daemon with a source fetches and checks out the commit before it answers: give it time.
+    ApiResponse r = api_request("POST", server + "/api/v1/runs", token, dump_json(body), 3600);
     if (!r.reached) {
       std::cerr << "pto-runner submit: " << r.error << "\n";
       exit_code = to_int(ExitCode::Infrastructure);
       return;
     }
     auto reply = nlohmann::json::parse(r.body, nullptr, false);
-    if (r.status != 201 || reply.is_discarded()) {
-      std::cerr << "pto-runner submit: the server refused the run (HTTP " << r.status << "): " << r.body << "\n";
+    if (r.status != 201 || reply.is_discarded() || !reply.is_object()) {
+      // The commit's own definition problems, each at its place in the pull request's files.
+      if (r.status == 400 && reply.is_object() && reply.contains("findings") && reply["findings"].is_array()) {
+        std::string lines;
+        for (const auto& f : reply["findings"]) {
+          std::string file = f.value("file", ""), message = f.value("message", "") + " [" + f.value("rule", "") + "]";
+          int line = f.value("line", 0), col = f.value("col", 0);
+          if (out.github())
+            out.command("error", {{"file", file}, {"line", std::to_string(line)}, {"col", std::to_string(col)}}, message);
+          else
+            lines += file + ":" + std::to_string(line) + ":" + std::to_string(col) + ": error: " + message + "\n";
+        }
+        out.text(lines + "pto-runner submit: the run was refused: " + std::to_string(reply["findings"].size()) +
+                 " problem(s) in the definitions" + (reply.contains("sha") ? " of commit " + reply.value("sha", "") : "") + "\n");
+      } else {
+        out.text("pto-runner submit: the server refused the run (HTTP " + std::to_string(r.status) + "): " + r.body + "\n");
+      }
       exit_code = r.status == 401 || r.status == 400 ? to_int(ExitCode::BadInput) : to_int(ExitCode::Infrastructure);
       return;
     }
@@ -100,8 +185,9 @@ void register_submit_command(CLI::App& app, CommonOptions&, int& exit_code) {
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, nullptr);
     sigaction(SIGTERM, &sa, nullptr);
-    const bool github = std::getenv("GITHUB_ACTIONS") && std::string(std::getenv("GITHUB_ACTIONS")) == "true";
     std::map<std::string, std::string> last;
+    std::map<std::string, std::chrono::steady_clock::time_point> running_since, last_beat;
+    LogFollower follower(server, id);
     bool cancel_sent = false;
     auto unreachable_since = std::chrono::steady_clock::now();
     bool unreachable = false;
@@ -130,21 +216,35 @@ void register_submit_command(CLI::App& app, CommonOptions&, int& exit_code) {
         unreachable = false;
         run = nlohmann::json::parse(g.body, nullptr, false);
         if (!run.is_discarded()) {
+          // One block per poll: state changes, live lines, heartbeats.
+          std::string text;
+          const auto now = std::chrono::steady_clock::now();
           for (const auto& job : run["jobs"])
             for (const auto& s : job["steps"]) {
               std::string key = s.value("id", ""), state = s.value("state", "");
-              if (last[key] == state) continue;
+              bool changed = last[key] != state;
+              bool was_running = last[key] == "running";
               last[key] = state;
-              std::string title = job.value("id", "") + " / " + s.value("name", "");
+              if (o->follow && (state == "running" || (was_running && changed))) follower.poll(job, s, state != "running", text);
+              if (!changed) {
+                if (state == "running" && !o->follow && now - last_beat[key] >= std::chrono::duration<double>(o->heartbeat)) {
+                  last_beat[key] = now;
+                  double secs = std::chrono::duration<double>(now - running_since[key]).count();
+                  text += "... " + title_of(job, s) + ": still running after " + format_duration(secs) +
+                          (cards_of(s).empty() ? "" : " [cards " + cards_of(s) + "]") + "\n";
+                }
+                continue;
+              }
               if (state == "running") {
-                std::string cards;
-                for (const auto& c : s["cards"]) cards += (cards.empty() ? "" : ",") + std::to_string(c.get<int>());
-                std::cout << "==> " << title << (cards.empty() ? "" : "  [cards " + cards + "]") << "\n";
+                running_since[key] = last_beat[key] = now;
+                text += "==> " + title_of(job, s) + (cards_of(s).empty() ? "" : "  [cards " + cards_of(s) + "]") + "\n";
               } else if (state != "pending" && state != "waiting") {
-                std::cout << "<== " << title << ": " << describe(s) << "\n";
+                std::string end = describe_step_end(s);
+                text += "<== " + title_of(job, s) + ": " + state + (end.empty() ? "" : ", " + end) + "\n";
               }
             }
-          std::cout.flush();
+          if (!text.empty()) out.text(text);
+          std::fflush(stdout);
           std::string st = run.value("state", "");
           if (st != "running" && st != "cancelling") break;
         }
@@ -156,13 +256,23 @@ void register_submit_command(CLI::App& app, CommonOptions&, int& exit_code) {
       for (const auto& s : job["steps"]) {
         std::string state = s.value("state", "");
         if (state != "failed" && state != "timed_out") continue;
-        std::string title = job.value("id", "") + " / " + s.value("name", "");
+        const std::string title = title_of(job, s), end = describe_step_end(s);
         ApiResponse lg = api_request("GET", server + "/api/v1/runs/" + id + "/steps/" + s.value("id", "") + "/log?tail=" +
                                                 std::to_string(std::max(1, o->tail)));
-        std::cout << (github ? "::group::" : "--- ") << title << " (" << describe(s) << "), last lines of its log\n";
-        if (lg.reached && lg.status == 200) std::cout << lg.body;
-        if (github) std::cout << "::endgroup::\n::error title=" << title << " failed::" << describe(s) << "\n";
+        std::string heading = title + " (" + state + (end.empty() ? "" : ", " + end) + "), last lines of its log";
+        if (out.github()) out.group(heading);
+        else std::cout << "--- " << heading << "\n";
+        std::cout.flush();
+        if (lg.reached && lg.status == 200) out.text(lg.body);
+        out.endgroup();
+        out.command("error", {{"title", title + " failed"}}, state + (end.empty() ? "" : ", " + end));
       }
+    if (std::string summary = env_or("GITHUB_STEP_SUMMARY"); !summary.empty() && out.github()) {
+      std::string md = markdown_summary(run);
+      if (run.contains("request") && run["request"].contains("sha") && !run["request"]["sha"].get<std::string>().empty())
+        md = "Commit `" + run["request"]["sha"].get<std::string>() + "` on " + server + "\n\n" + md;
+      std::ofstream(summary, std::ios::app) << md;
+    }
     std::cout << "run " << id << ": " << run.value("state", "?") << "\n";
     if (cancel_sent) {
       exit_code = g_signal == SIGINT ? to_int(ExitCode::Interrupted) : to_int(ExitCode::Terminated);

@@ -5,18 +5,13 @@
 #include <sstream>
 
 #include "config/device_spec.h"
+#include "report/run_view.h"
 
 namespace pto {
 
 namespace {
 
-std::string duration_text(double seconds) {
-  char buf[32];
-  if (seconds < 0) return "-";
-  if (seconds < 60) std::snprintf(buf, sizeof(buf), "%.1fs", seconds);
-  else std::snprintf(buf, sizeof(buf), "%dm%02ds", static_cast<int>(seconds) / 60, static_cast<int>(seconds) % 60);
-  return buf;
-}
+std::string duration_text(double seconds) { return format_duration(seconds); }
 
 double step_seconds(const StepRecord& s) {
   return s.started_at >= 0 && s.finished_at >= 0 ? s.finished_at - s.started_at : -1;
@@ -142,7 +137,7 @@ void ConsoleReporter::on_run_finished(const RunRecord& r, const Plan& p) {
   if (opts_.github) {
     for (const auto& problem : r.infrastructure_problems)
       actions_.command("error", {{"title", "pto-runner infrastructure"}}, problem);
-    if (!opts_.step_summary.empty()) std::ofstream(opts_.step_summary, std::ios::app) << markdown_summary(r, p);
+    if (!opts_.step_summary.empty()) std::ofstream(opts_.step_summary, std::ios::app) << markdown_summary(run_to_json(r, p, "", -1, 0));
   }
   std::fflush(opts_.out);
 }
@@ -171,25 +166,6 @@ std::string final_table(const RunRecord& r, const Plan& p) {
     }
     os << "\n";
   }
-  return os.str();
-}
-
-std::string markdown_summary(const RunRecord& r, const Plan& p) {
-  auto cell = [](std::string s) {
-    std::string out;
-    for (char c : s) out += c == '|' ? std::string("\\|") : c == '\n' ? std::string(" ") : std::string(1, c);
-    return out;
-  };
-  std::ostringstream os;
-  os << "### pto-runner run " << r.id << "\n\n| Job | Step | State | Duration | Cards | Exit |\n|---|---|---|---|---|---|\n";
-  for (std::size_t j = 0; j < p.jobs.size(); ++j)
-    for (std::size_t s = 0; s < p.jobs[j].steps.size(); ++s) {
-      const StepRecord& sr = r.jobs[j].steps[s];
-      os << "| " << cell(p.jobs[j].id) << " | " << cell(p.jobs[j].steps[s].name) << " | " << to_string(sr.state)
-         << " | " << duration_text(step_seconds(sr)) << " | " << (sr.cards.empty() ? "-" : join_ids(sr.cards)) << " | "
-         << cell(describe_exit(sr).empty() ? "-" : describe_exit(sr)) << " |\n";
-    }
-  os << "\n";
   return os.str();
 }
 

@@ -47,8 +47,6 @@ class ConsoleReporter : public RunObserver {
 
 /// The final table: job, step, state, duration, cards, exit.
 std::string final_table(const RunRecord& r, const Plan& p);
-/// The same as Markdown, for $GITHUB_STEP_SUMMARY.
-std::string markdown_summary(const RunRecord& r, const Plan& p);
 std::string describe_exit(const StepRecord& s);
 
 }  // namespace pto

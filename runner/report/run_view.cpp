@@ -58,6 +58,43 @@ nlohmann::json job_to_json(const RunRecord& r, const Plan& p, int job, double no
   return j;
 }
 
+std::string describe_step_end(const nlohmann::json& s) {
+  if (s.contains("error") && s["error"].is_string()) return s["error"].get<std::string>();
+  if (s.value("timed_out", false)) return "timed out";
+  if (s.contains("signal") && s["signal"].is_number()) return "signal " + std::to_string(s["signal"].get<int>());
+  if (s.contains("exit_code") && s["exit_code"].is_number()) return "exit " + std::to_string(s["exit_code"].get<int>());
+  return "";
+}
+
+std::string format_duration(double seconds) {
+  char buf[32];
+  if (seconds < 0) return "-";
+  if (seconds < 60) std::snprintf(buf, sizeof(buf), "%.1fs", seconds);
+  else std::snprintf(buf, sizeof(buf), "%dm%02ds", static_cast<int>(seconds) / 60, static_cast<int>(seconds) % 60);
+  return buf;
+}
+
+std::string markdown_summary(const nlohmann::json& run) {
+  auto cell = [](const std::string& s) {
+    std::string out;
+    for (char c : s) out += c == '|' ? std::string("\\|") : c == '\n' || c == '\r' ? std::string(" ") : std::string(1, c);
+    return out;
+  };
+  std::string out = "### pto-runner run " + run.value("id", "") + "\n\n| Job | Step | State | Duration | Cards | Exit |\n"
+                    "|---|---|---|---|---|---|\n";
+  for (const auto& job : run["jobs"])
+    for (const auto& s : job["steps"]) {
+      std::string cards;
+      for (const auto& c : s["cards"]) cards += (cards.empty() ? "" : ",") + std::to_string(c.get<int>());
+      std::string exit = describe_step_end(s);
+      bool ran = !s["started"].is_null();
+      out += "| " + cell(job.value("id", "")) + " | " + cell(s.value("name", "")) + " | " + s.value("state", "") + " | " +
+             (ran ? format_duration(s.value("duration_seconds", 0.0)) : "-") + " | " + (cards.empty() ? "-" : cards) +
+             " | " + cell(exit.empty() ? "-" : exit) + " |\n";
+    }
+  return out + "\n";
+}
+
 std::string run_state_name(const RunRecord& r, bool finished, int result) {
   if (!finished) return "running";
   if (r.cancelled) return "cancelled";

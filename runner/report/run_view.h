@@ -17,6 +17,14 @@ nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step
 nlohmann::json job_to_json(const RunRecord& r, const Plan& p, int job, double now, bool with_steps = true);
 /// `state`: queued/running/succeeded/failed/cancelled/interrupted; `result` the exit code it ends with (-1 while running).
 nlohmann::json run_to_json(const RunRecord& r, const Plan& p, const std::string& state, int result, double now);
+/// How a step ended from its JSON: "exit 3", "signal 9", "timed out", the error, or "" (not run).
+std::string describe_step_end(const nlohmann::json& step);
+/// 0.4s, 12.0s, 3m05s; "-" for a negative duration (never started).
+std::string format_duration(double seconds);
+/// The Markdown table of every job and step for $GITHUB_STEP_SUMMARY, from a run's JSON (so `run` and
+/// `submit` write the same summary).
+std::string markdown_summary(const nlohmann::json& run);
+
 /// A finished step's outcome as a counter label: succeeded, failed, timed_out, cancelled, skipped, deduplicated.
 std::string run_state_name(const RunRecord& r, bool finished, int result);
 

@@ -101,7 +101,7 @@ std::string Daemon::start() {
     (host ? host_errors : definition_errors) += "\n" + format_diagnostic(d);
   }
   if (!host_errors.empty()) return "the host settings have errors:" + host_errors;
-  if (!definition_errors.empty())
+  if (!definition_errors.empty() && !project.runner.source.configured())
     std::fprintf(stderr, "pto-runner serve: warning: the definitions have errors; runs are refused until they are fixed:%s\n",
                  definition_errors.c_str());
   cfg_ = project.runner;
@@ -320,8 +320,8 @@ void Daemon::remove_run_dir(const std::string& run_dir) {
 HttpResponse Daemon::start_run(EngineOptions eo, const Submission& s, Project project, Diagnostics diags,
                                const std::string& peer) {
   if (shutting_down_) return {503, "application/json", R"({"error":"shutting down"})", {}};
-  Plan plan;
-  if (!diags.has_input_errors()) plan = build_plan(project, PlanOptions{s.jobs, ""}, diags);
+  // Planned even after load errors (as lint does) so every finding, the pool check's among them, is answered.
+  Plan plan = build_plan(project, PlanOptions{s.jobs, ""}, diags);
   if (diags.has_input_errors()) {
     diags.sort();
     nlohmann::json findings = nlohmann::json::array();

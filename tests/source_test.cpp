@@ -1,0 +1,225 @@
+// Runs of the commit under test (runner.yml `source:`): a bare mirror, one worktree per run, definitions read
+// from the commit with the host's settings, and clear refusals. Real git repositories made here; no network.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "served_daemon.h"
+#include "test_support.h"
+
+using namespace pto::test;
+
+namespace {
+
+/// A git repository laid out as a project, committed to step by step.
+struct SourceRepo {
+  TempDir dir;
+  std::string path() const { return (dir.path() / "repo").string(); }
+  SourceRepo() {
+    REQUIRE(sh("git init -q -b main " + path()) == 0);
+    write("toolchain/versions.env", valid_versions_env());
+  }
+  void write(const std::string& rel, const std::string& content) const { dir.write("repo/" + rel, content); }
+  void remove(const std::string& rel) const { fs::remove(fs::path(path()) / rel); }
+  std::string commit(const std::string& message) const {
+    std::string sha;
+    REQUIRE(sh("cd " + path() + " && git add -A && git -c user.name=t -c user.email=t@example.com commit -q -m '" +
+               message + "' && git rev-parse HEAD", &sha) == 0);
+    while (!sha.empty() && sha.back() == '\n') sha.pop_back();
+    return sha;
+  }
+};
+
+// Each model example records where it ran and what it saw into $OUT/<example>-<run id>.
+const char* kModelsJob = "name: models\nparallel: true\nsteps:\n  - models: [m]\n";
+std::string model_file(const std::vector<std::string>& examples) {
+  std::string s = "model: M\ndir: ex\ncommand: sh {dir}/{example}.sh\nexamples:\n";
+  for (const auto& e : examples) s += "  - {name: " + e + "}\n";
+  return s;
+}
+const char* kExampleScript = "{ pwd; ls ex; } > \"$OUT/$(basename \"$0\" .sh)-$PTO_RUNNER_RUN_ID\"\n";
+
+struct SourceDaemon {
+  SourceRepo repo;
+  Served served;
+  std::string out() const { return (served.dir.path() / "out").string(); }
+  void start(const std::string& source_extra = "", const std::string& repo_path = "") {
+    fs::create_directories(out());
+    served.dir.write("runner.yml", "source:\n  repo: " + (repo_path.empty() ? repo.path() : repo_path) + "\n" + source_extra);
+    served.start();
+  }
+  pto::ApiResponse submit(const std::string& sha) const {
+    return served.post("/api/v1/runs", {{"sha", sha}, {"ref", "refs/pull/1/merge"}, {"env", {{"OUT", out()}}}});
+  }
+  std::vector<std::string> run_dirs() const {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(served.state() + "/runs", ec)) out.push_back(e.path().filename().string());
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("source: two commits submitted at once each run their own definitions in their own worktree", "[source]") {
+  SourceDaemon d;
+  d.repo.write("jobs/models.yml", kModelsJob);
+  d.repo.write("models/m.yml", model_file({"a"}));
+  d.repo.write("ex/a.sh", kExampleScript);
+  const std::string base = d.repo.commit("base");
+  // The second pull request adds a model example.
+  d.repo.write("models/m.yml", model_file({"a", "b"}));
+  d.repo.write("ex/b.sh", kExampleScript);
+  const std::string added = d.repo.commit("add example b");
+  d.start();
+
+  pto::ApiResponse ra, rb;
+  std::thread ta([&] { ra = d.submit(base); });
+  std::thread tb([&] { rb = d.submit(added); });
+  ta.join();
+  tb.join();
+  INFO(ra.body << "\n" << rb.body);
+  REQUIRE(ra.status == 201);
+  REQUIRE(rb.status == 201);
+  std::string ida = json::parse(ra.body)["id"], idb = json::parse(rb.body)["id"];
+  CHECK(d.served.wait_run(ida)["state"] == "succeeded");
+  json runb = d.served.wait_run(idb);
+  CHECK(runb["state"] == "succeeded");
+  CHECK(runb["request"]["sha"] == added);
+  CHECK(runb["request"]["source"]["worktree"] == d.served.state() + "/runs/" + idb + "/src");
+
+  const fs::path out(d.out());
+  // The new example runs only in the run of the commit that adds it.
+  CHECK(fs::exists(out / ("a-" + ida)));
+  CHECK_FALSE(fs::exists(out / ("b-" + ida)));
+  CHECK(fs::exists(out / ("a-" + idb)));
+  CHECK(fs::exists(out / ("b-" + idb)));
+  // Each step ran in its run's worktree and saw that commit's files only.
+  CHECK(read_file(out / ("a-" + ida)) == d.served.state() + "/runs/" + ida + "/src\na.sh\n");
+  CHECK(read_file(out / ("b-" + idb)) == d.served.state() + "/runs/" + idb + "/src\na.sh\nb.sh\n");
+}
+
+TEST_CASE("source: a commit already in the mirror needs no fetch", "[source]") {
+  SourceDaemon d;
+  d.repo.write("jobs/models.yml", kModelsJob);
+  d.repo.write("models/m.yml", model_file({"a"}));
+  d.repo.write("ex/a.sh", kExampleScript);
+  const std::string sha = d.repo.commit("base");
+  d.start();
+  auto first = d.submit(sha);
+  REQUIRE(first.status == 201);
+  d.served.wait_run(json::parse(first.body)["id"]);
+  // The repository goes away: the second run of the same commit is served from the mirror.
+  fs::rename(d.repo.path(), d.repo.path() + ".gone");
+  auto second = d.submit(sha);
+  INFO(second.body);
+  REQUIRE(second.status == 201);
+  CHECK(d.served.wait_run(json::parse(second.body)["id"])["state"] == "succeeded");
+}
+
+TEST_CASE("source: a commit whose definitions do not load is refused with its findings", "[source]") {
+  SourceDaemon d;
+  d.repo.write("jobs/ok.yml", "name: ok\nsteps:\n  - run: 'true'\n");
+  const std::string good = d.repo.commit("good");
+  d.repo.write("jobs/bad.yml", "name: bad\nsteps:\n  - run: 'true'\n    devicez: 1\n");
+  d.repo.write("jobs/big.yml", "name: big\nsteps:\n  - run: 'true'\n    devices: 3\n");
+  const std::string broken = d.repo.commit("broken");
+  d.start();
+
+  auto r = d.submit(broken);
+  REQUIRE(r.status == 400);
+  json body = json::parse(r.body);
+  CHECK(body["sha"] == broken);
+  REQUIRE(body["findings"].size() == 2);
+  CHECK(body["findings"][0]["file"] == "jobs/bad.yml");
+  CHECK(body["findings"][0]["line"] == 4);
+  CHECK(body["findings"][0]["col"] == 5);
+  CHECK(body["findings"][0]["rule"] == "unknown-key");
+  // The host's pool (2 cards) is checked against the commit's requests, with lint's message.
+  CHECK(body["findings"][1]["file"] == "jobs/big.yml");
+  CHECK(body["findings"][1]["rule"] == "devices-exceed-pool");
+  CHECK(body["findings"][1]["message"] == "step 'Run true' needs 3 cards; the pool has 2 (0,1)");
+  // Nothing of the refused run stays: no run directory, no worktree in the mirror.
+  REQUIRE(wait_until([&] { return d.run_dirs().empty(); }, 10));
+  std::string worktrees;
+  sh("git --git-dir=" + d.served.state() + "/source.git worktree list", &worktrees);
+  CHECK(std::count(worktrees.begin(), worktrees.end(), '\n') == 1);  // the bare mirror itself
+
+  // submit inside GitHub Actions: each finding as an annotation at its place, exit 2.
+  auto sub = run_cli({"submit", "--server", d.served.url(), "--sha", broken, "--wait"},
+                     {{"GITHUB_ACTIONS", "true"}, {"PTO_RUNNER_TOKEN", d.served.token}});
+  INFO(sub.out << sub.err);
+  CHECK(sub.exit_code == 2);
+  CHECK(sub.out.find("::error file=jobs/bad.yml,line=4,col=5::unknown key 'devicez' in step; did you mean 'devices'? [unknown-key]\n") != std::string::npos);
+  CHECK(sub.out.find("::error file=jobs/big.yml,line=4,col=14::step 'Run true' needs 3 cards; the pool has 2 (0,1) "
+                     "[devices-exceed-pool]") != std::string::npos);
+  // The good commit of the same repository still runs.
+  auto ok = d.submit(good);
+  REQUIRE(ok.status == 201);
+  CHECK(d.served.wait_run(json::parse(ok.body)["id"])["state"] == "succeeded");
+
+  // lint against the host's settings gives the same finding locally.
+  d.repo.remove("jobs/bad.yml");
+  d.served.dir.write("devices.yml", "devices: {ids: [0, 1]}\n");
+  auto lint = run_cli({"--root", d.repo.path(), "--config", (d.served.dir.path() / "devices.yml").string(), "lint"});
+  CHECK(lint.exit_code == 2);
+  CHECK(lint.out.find("jobs/big.yml:4:14: error: step 'Run true' needs 3 cards; the pool has 2 (0,1) [devices-exceed-pool]") !=
+        std::string::npos);
+}
+
+TEST_CASE("source: unknown commits, bad shas and an unreachable repository are clear errors", "[source]") {
+  SourceDaemon d;
+  d.repo.write("jobs/ok.yml", "name: ok\nsteps:\n  - run: 'true'\n");
+  d.repo.commit("good");
+  d.start();
+  const std::string missing(40, 'e');
+  auto r = d.submit(missing);
+  REQUIRE(r.status == 400);
+  CHECK(json::parse(r.body)["error"] == "commit " + missing + " does not exist in " + d.repo.path());
+  CHECK(json::parse(r.body)["field"] == "sha");
+  auto shortsha = d.submit("abc123");
+  REQUIRE(shortsha.status == 400);
+  CHECK(json::parse(shortsha.body)["error"].get<std::string>().find("not a full commit id") != std::string::npos);
+  auto none = d.served.post("/api/v1/runs", json::object());
+  REQUIRE(none.status == 400);
+  CHECK(json::parse(none.body)["field"] == "sha");
+  REQUIRE(wait_until([&] { return d.run_dirs().empty(); }, 10));
+
+  SourceDaemon gone;
+  gone.start("", (gone.served.dir.path() / "no-such-repo").string());
+  auto g = gone.submit(missing);
+  REQUIRE(g.status == 503);
+  CHECK(json::parse(g.body)["error"].get<std::string>().find("cannot reach the source repository " +
+                                                             (gone.served.dir.path() / "no-such-repo").string()) == 0);
+  auto sub = run_cli({"submit", "--server", gone.served.url(), "--sha", missing, "--wait"}, {{"PTO_RUNNER_TOKEN", gone.served.token}});
+  CHECK(sub.exit_code == 3);
+}
+
+TEST_CASE("source: a mirror locked by another fetch is waited for, then refused, nothing half made", "[source]") {
+  SourceDaemon d;
+  d.repo.write("jobs/ok.yml", "name: ok\nsteps:\n  - run: 'true'\n");
+  const std::string sha = d.repo.commit("good");
+  d.start("  lock-timeout-seconds: 0.5\n");
+  // Another fetch (flock(1), as a second daemon on the same mirror would hold it).
+  fs::create_directories(d.served.state());
+  const std::string lock = d.served.state() + "/source.git.lock";
+  int pid = fork();
+  if (pid == 0) {
+    execlp("flock", "flock", "-o", lock.c_str(), "sleep", "30", (char*)nullptr);
+    _exit(127);
+  }
+  REQUIRE(wait_until([&] { return sh("flock -n " + lock + " true") != 0; }, 10));
+  auto r = d.submit(sha);
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  REQUIRE(r.status == 503);
+  CHECK(json::parse(r.body)["error"].get<std::string>().find("the source mirror is locked by another fetch") == 0);
+  REQUIRE(wait_until([&] { return d.run_dirs().empty(); }, 10));
+  // Once the other fetch is done, the same commit runs.
+  auto again = d.submit(sha);
+  REQUIRE(again.status == 201);
+  CHECK(d.served.wait_run(json::parse(again.body)["id"])["state"] == "succeeded");
+}
