@@ -8,7 +8,7 @@ namespace {
 
 const std::vector<std::string> kJobKeys = {"name",     "needs",    "if",       "env",      "timeout-minutes",
                                            "continue-on-error",    "strategy", "defaults", "steps",
-                                           "parallel", "toolchain"};
+                                           "parallel", "toolchain", "outputs"};
 const std::vector<std::string> kStepKeys = {"name",  "run",     "env",     "if",      "timeout-minutes",
                                             "continue-on-error", "working-directory", "shell", "devices",
                                             "retry", "models",  "expected-minutes", "id"};
@@ -107,6 +107,13 @@ StepDef read_step(const YAML::Node& node, const std::string& file, Diagnostics& 
   std::vector<std::string> keys = kStepKeys;
   MapReader m(node, "step", keys, file, diags);
   if (!m.is_map()) return s;
+  if (auto v = m.string("id")) {
+    s.id = *v;
+    s.id_loc = loc_of(m.get("id"));
+    static const std::regex id_re("[A-Za-z_][A-Za-z0-9_-]*");
+    if (!std::regex_match(*v, id_re))
+      m.error_at(m.get("id"), "bad-value", "step: 'id' must start with a letter or _ and hold only letters, digits, _ -; got '" + *v + "'");
+  }
   if (auto v = m.string("name")) s.name = *v;
   if (auto v = m.string("run")) s.run = *v;
   if (auto v = m.strings("models", true)) {
@@ -215,7 +222,25 @@ static JobDef load_job_file_unguarded(const std::string& path, const std::string
     job.if_expr = *v;
     job.if_loc = loc_of(m.get("if"));
   }
-  if (auto v = m.scalar_map("env")) job.env = *v;
+  if (auto v = m.scalar_map("env")) {
+    job.env = *v;
+    job.env_loc = loc_of(m.get("env"));
+  }
+  if (m.has("outputs")) {
+    YAML::Node outs = m.get("outputs");
+    if (!outs.IsMap()) {
+      m.error_at(outs, "wrong-type", "job: 'outputs' expects a mapping of NAME: ${{ steps.ID.outputs.X }}");
+    } else {
+      for (auto it = outs.begin(); it != outs.end(); ++it) {
+        if (!it->second.IsScalar()) {
+          m.error_at(it->second, "wrong-type", "job: outputs." + it->first.Scalar() + " must be a string");
+          continue;
+        }
+        job.outputs.emplace_back(it->first.Scalar(), it->second.Scalar());
+        job.output_locs.push_back(loc_of(it->second));
+      }
+    }
+  }
   job.timeout_minutes = m.number("timeout-minutes", 0.001, 10080);
   if (auto v = m.boolean("continue-on-error")) job.continue_on_error = *v;
   if (auto v = m.boolean("parallel")) job.parallel = *v;
@@ -249,7 +274,19 @@ static JobDef load_job_file_unguarded(const std::string& path, const std::string
   } else if (!steps.IsSequence()) {
     m.error_at(steps, "wrong-type", "job: 'steps' expects a list, got " + describe_node(steps));
   } else {
-    for (const auto& s : steps) job.steps.push_back(read_step(s, display, diags));
+    std::map<std::string, int> ids;
+    for (const auto& s : steps) {
+      job.steps.push_back(read_step(s, display, diags));
+      const StepDef& sd = job.steps.back();
+      if (sd.id.empty()) continue;
+      if (!sd.models.empty())
+        diags.error(display, sd.id_loc.line, sd.id_loc.col, "bad-value",
+                    "step: a 'models' step becomes one step per example and cannot carry an 'id'");
+      auto [it, fresh] = ids.emplace(sd.id, sd.id_loc.line);
+      if (!fresh)
+        diags.error(display, sd.id_loc.line, sd.id_loc.col, "duplicate-key",
+                    "step id '" + sd.id + "' is also used on line " + std::to_string(it->second));
+    }
     if (job.steps.empty()) m.error_at(steps, "bad-value", "job: 'steps' is empty");
   }
   return job;

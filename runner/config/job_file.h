@@ -20,6 +20,8 @@ struct RetryPolicy {
 };
 
 struct StepDef {
+  std::string id;    // GitHub's step id, for steps.ID.* in later steps
+  SourceLoc id_loc;
   std::string name;  // may be empty; may hold ${{ matrix.x }}; for `models` steps a template with {model}/{example}
   std::string run;
   std::vector<std::string> models;
@@ -64,6 +66,10 @@ struct JobDef {
   std::string default_shell;
   bool parallel = false;
   bool toolchain = false;  // `toolchain: ptoas`
+  /// `outputs:` NAME -> expression (usually ${{ steps.ID.outputs.X }}), for needs.JOB.outputs.NAME.
+  std::vector<std::pair<std::string, std::string>> outputs;
+  std::vector<SourceLoc> output_locs;
+  SourceLoc env_loc;
   std::vector<StepDef> steps;
 };
 

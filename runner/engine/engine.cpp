@@ -11,7 +11,9 @@
 
 #include "config/device_spec.h"
 #include "config/project.h"
+#include "engine/file_commands.h"
 #include "plan/condition.h"
+#include "plan/expression.h"
 #include "sched/device_pool.h"
 #include "util/process_env.h"
 #include "util/random_hex.h"
@@ -159,11 +161,9 @@ void RunEngine::pump() {
           for (std::size_t leg : legs_by_name_[pj.name]) running += run_.jobs[leg].state == JobState::Running;
           if (running >= pj.max_parallel) continue;
         }
-        ConditionContext ctx;
+        ConditionContext ctx = context(j, std::string::npos);
         ctx.any_failed = !needs_succeeded(j);
         ctx.cancelled = run_.cancelled;
-        for (const auto& [k, v] : pj.matrix) ctx.matrix[k] = v;
-        ctx.env = pj.env;
         if (!evaluate_condition_text(pj.if_expr, ctx)) {
           skip_job(j, JobState::Skipped,
                    pj.if_expr.empty() ? "a job it needs did not succeed" : "if: " + pj.if_expr + " is false");
@@ -183,6 +183,9 @@ void RunEngine::start_job(std::size_t j) {
   jr.state = JobState::Running;
   jr.started = iso_now();
   jr.started_at = now();
+  // needs.*.outputs in the job's env are known now that its needs have ended.
+  ConditionContext ctx = context(j, std::string::npos);
+  for (auto& [k, v] : plan_.jobs[j].env) v = interpolate(v, ctx);
   const PlanJob& pj = plan_.jobs[j];
   if (pj.timeout_minutes && !opts_.simulate) {
     auto t = std::make_unique<boost::asio::steady_timer>(io_);
@@ -271,12 +274,9 @@ bool RunEngine::try_start_step(std::size_t j, std::size_t s) {
     if (observer_) observer_->on_step_finished(run_, plan_, static_cast<int>(j), static_cast<int>(s));
     return false;
   }
-  ConditionContext ctx;
+  ConditionContext ctx = context(j, s);
   ctx.any_failed = jr.failed;
   ctx.cancelled = jr.cancelled || run_.cancelled;
-  for (const auto& [k, v] : plan_.jobs[j].matrix) ctx.matrix[k] = v;
-  ctx.env = plan_.jobs[j].env;
-  for (const auto& [k, v] : ps.env) ctx.env[k] = v;
   if (jr.cancelled || run_.cancelled || !evaluate_condition_text(ps.if_expr, ctx)) {
     sr.state = (jr.cancelled || run_.cancelled) ? StepState::Cancelled : StepState::Skipped;
     sr.finished = iso_now();
@@ -287,8 +287,105 @@ bool RunEngine::try_start_step(std::size_t j, std::size_t s) {
   return true;
 }
 
+ConditionContext RunEngine::context(std::size_t j, std::size_t step) const {
+  const PlanJob& pj = plan_.jobs[j];
+  const JobRecord& jr = run_.jobs[j];
+  ConditionContext ctx;
+  for (const auto& [k, v] : pj.matrix) ctx.matrix[k] = v;
+  // The env context as GitHub builds it: $GITHUB_ENV values, then the job's env, then the step's.
+  ctx.env = jr.file_env;
+  for (const auto& [k, v] : pj.env) ctx.env[k] = v;
+  if (step != std::string::npos)
+    for (const auto& [k, v] : pj.steps[step].env) ctx.env[k] = v;
+  auto outcome = [](StepState st) -> std::string {
+    switch (st) {
+      case StepState::Succeeded: case StepState::Deduplicated: return "success";
+      case StepState::Failed: case StepState::TimedOut: return "failure";
+      case StepState::Cancelled: case StepState::Interrupted: return "cancelled";
+      default: return "skipped";
+    }
+  };
+  for (std::size_t k = 0; k < pj.steps.size(); ++k) {
+    if (pj.steps[k].id.empty() || !is_final(jr.steps[k].state) || k == step) continue;
+    // A deduplicated step did its work as the step it repeats: it has that step's outputs.
+    std::size_t from = pj.steps[k].deduplicated_from ? static_cast<std::size_t>(*pj.steps[k].deduplicated_from) : k;
+    const std::string prefix = "steps." + pj.steps[k].id + ".";
+    for (const auto& [name, value] : jr.steps[from].outputs) ctx.values[prefix + "outputs." + name] = value;
+    std::string o = outcome(jr.steps[from].state);
+    ctx.values[prefix + "outcome"] = o;
+    ctx.values[prefix + "conclusion"] = o == "failure" && pj.steps[k].continue_on_error ? "success" : o;
+  }
+  for (const auto& need : pj.needs) {
+    auto it = legs_by_name_.find(need);
+    if (it == legs_by_name_.end()) continue;
+    // A matrix job's legs: the outputs of the leg that finished last win, as in GitHub.
+    std::vector<std::size_t> legs = it->second;
+    std::sort(legs.begin(), legs.end(), [&](std::size_t a, std::size_t b) {
+      return run_.jobs[a].finished_at < run_.jobs[b].finished_at;
+    });
+    std::string result = "success";
+    int skipped = 0;
+    for (std::size_t leg : legs) {
+      const JobRecord& r = run_.jobs[leg];
+      for (const auto& [name, value] : r.outputs)
+        if (!value.empty()) ctx.values["needs." + need + ".outputs." + name] = value;
+      if (r.state == JobState::Failed && !plan_.jobs[leg].continue_on_error) result = "failure";
+      else if (r.state == JobState::Cancelled && result != "failure") result = "cancelled";
+      skipped += r.state == JobState::Skipped;
+    }
+    if (skipped == static_cast<int>(legs.size())) result = "skipped";
+    ctx.values["needs." + need + ".result"] = result;
+  }
+  return ctx;
+}
+
+// Replaces the step's ${{ }} (steps.*, needs.*, env.*) once, when it first becomes runnable: everything it
+// can read has happened by then (earlier steps have ended; plan checks forbid reading later ones).
+void RunEngine::resolve_step(std::size_t j, std::size_t s) {
+  StepRecord& sr = run_.jobs[j].steps[s];
+  if (sr.resolved) return;
+  sr.resolved = true;
+  PlanStep& ps = plan_.jobs[j].steps[s];
+  ConditionContext job_ctx = context(j, std::string::npos);
+  for (auto& [k, v] : ps.env) v = interpolate(v, job_ctx);  // step env reads the job-level env context
+  ConditionContext ctx = context(j, s);
+  ps.run = interpolate(ps.run, ctx);
+  ps.name = interpolate(ps.name, ctx);
+  ps.working_directory = interpolate(ps.working_directory, ctx);
+}
+
+std::string RunEngine::files_dir(std::size_t j, std::size_t s) const {
+  return opts_.run_dir + "/files/" + std::to_string(j + 1) + "-" + std::to_string(s + 1);
+}
+
+bool RunEngine::read_file_commands(std::size_t j, std::size_t s, std::string& error) {
+  JobRecord& jr = run_.jobs[j];
+  StepRecord& sr = jr.steps[s];
+  const std::string dir = files_dir(j, s);
+  std::string env_text, path_text, output_text;
+  if (!read_step_file(dir + "/env", env_text, error) || !read_step_file(dir + "/path", path_text, error) ||
+      !read_step_file(dir + "/output", output_text, error))
+    return false;
+  NameValues env, outputs;
+  if (!parse_name_value_file(env_text, env, error)) {
+    error = "$GITHUB_ENV " + error;
+    return false;
+  }
+  if (!parse_name_value_file(output_text, outputs, error)) {
+    error = "$GITHUB_OUTPUT " + error;
+    return false;
+  }
+  for (auto& [k, v] : outputs) sr.outputs[k] = v;
+  // pto-runner's own variables are not the step's to change (the marker finds its escaped processes).
+  for (auto& [k, v] : env)
+    if (k.rfind("PTO_RUNNER_", 0) != 0) jr.file_env[k] = v;
+  for (auto& p : parse_path_file(path_text)) jr.path_prepend.insert(jr.path_prepend.begin(), p);
+  return true;
+}
+
 void RunEngine::enqueue(std::size_t j, std::size_t s) {
   StepRecord& sr = run_.jobs[j].steps[s];
+  resolve_step(j, s);
   const PlanStep& ps = plan_.jobs[j].steps[s];
   sr.state = StepState::Waiting;
   if (sr.runnable_at < 0) {
@@ -328,9 +425,25 @@ void RunEngine::enqueue(std::size_t j, std::size_t s) {
 std::vector<std::string> RunEngine::step_env(std::size_t j, std::size_t s, const std::vector<int>& cards) const {
   const PlanJob& pj = plan_.jobs[j];
   const PlanStep& ps = pj.steps[s];
-  std::map<std::string, std::string> env = opts_.base_env;  // runner -> job -> step -> cards -> toolchain
+  const JobRecord& jr = run_.jobs[j];
+  // runner -> $GITHUB_ENV -> job -> step -> cards -> toolchain. In a parallel job the plain steps run at
+  // once, so what one writes to $GITHUB_ENV/PATH reaches only the cleanup steps that run after them all.
+  const bool sees_files = !pj.parallel || ps.if_has_status_function;
+  std::map<std::string, std::string> env = opts_.base_env;
+  if (sees_files)
+    for (const auto& [k, v] : jr.file_env) env[k] = v;
   for (const auto& [k, v] : pj.env) env[k] = v;
   for (const auto& [k, v] : ps.env) env[k] = v;
+  if (sees_files && !jr.path_prepend.empty()) {
+    std::string path;
+    for (const auto& p : jr.path_prepend) path += p + ":";
+    env["PATH"] = path + env["PATH"];
+  }
+  const std::string files = files_dir(j, s);
+  env["GITHUB_ENV"] = files + "/env";
+  env["GITHUB_PATH"] = files + "/path";
+  env["GITHUB_OUTPUT"] = files + "/output";
+  env["GITHUB_STEP_SUMMARY"] = files + "/summary";
   if (!cards.empty()) {
     env["TASK_DEVICE"] = join_ids(cards);
     env["DEVICE_ID"] = std::to_string(cards.front());
@@ -372,6 +485,9 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
   if (sr.attempt > 1) {
     std::ofstream(sr.log_path, std::ios::app) << "\npto-runner: attempt " << sr.attempt << "\n";
   }
+  // Fresh, empty file-command files for each attempt (a retry's outputs replace the failed attempt's).
+  fs::create_directories(files_dir(j, s));
+  for (const char* f : {"/env", "/path", "/output", "/summary"}) std::ofstream(files_dir(j, s) + f, std::ios::trunc);
 
   StepLaunch l;
   l.label = label(j, s);
@@ -465,7 +581,15 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
   bool infra = std::count(opts_.health.infra_exit_codes.begin(), opts_.health.infra_exit_codes.end(), o.exit_code) ||
                (o.signal && std::count(opts_.health.infra_signals.begin(), opts_.health.infra_signals.end(), o.signal));
   std::vector<int> cards = sr.cards;
-  if (o.ok()) {
+  const bool cancelled = o.cancelled || (jr.cancelled && !o.timed_out) || run_.cancelled;
+  const bool retriable = !o.ok() && !cancelled && !o.timed_out && o.error.empty() && sr.attempt <= ps.retry.max &&
+                         (ps.retry.on_exit_codes.empty() ||
+                          std::count(ps.retry.on_exit_codes.begin(), ps.retry.on_exit_codes.end(), o.exit_code));
+  // The final attempt's $GITHUB_ENV/PATH/OUTPUT count, whatever its result (as in GitHub); a malformed one
+  // fails the step.
+  std::string file_error;
+  if (!retriable && o.error.empty() && !read_file_commands(j, s, file_error)) sr.error = file_error;
+  if (o.ok() && sr.error.empty()) {
     sr.state = StepState::Succeeded;
     if (ps.kind == StepKind::ToolchainSetup) {
       std::ifstream in(opts_.run_dir + "/toolchain.env");
@@ -475,12 +599,9 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
         if (eq != std::string::npos && eq > 0) run_.toolchain_env[line.substr(0, eq)] = line.substr(eq + 1);
       }
     }
-  } else if (o.cancelled || (jr.cancelled && !o.timed_out) || run_.cancelled) {
+  } else if (cancelled) {
     sr.state = StepState::Cancelled;
   } else {
-    bool retriable = !o.timed_out && o.error.empty() && sr.attempt <= ps.retry.max &&
-                     (ps.retry.on_exit_codes.empty() ||
-                      std::count(ps.retry.on_exit_codes.begin(), ps.retry.on_exit_codes.end(), o.exit_code));
     if (retriable) {
       std::ofstream(sr.log_path, std::ios::app) << "pto-runner: exit " << o.exit_code << "; retrying (attempt "
                                                 << sr.attempt + 1 << " of " << ps.retry.max + 1 << ")\n";
@@ -541,6 +662,8 @@ void RunEngine::finish_job(std::size_t j) {
                             : JobState::Succeeded;
   jr.finished = iso_now();
   jr.finished_at = now();
+  ConditionContext ctx = context(j, std::string::npos);
+  for (const auto& [name, expr] : plan_.jobs[j].outputs) jr.outputs[name] = interpolate(expr, ctx);
   timers_->job_timeouts.erase(j);
   if (observer_) observer_->on_job_finished(run_, plan_, static_cast<int>(j));
 }

@@ -14,6 +14,7 @@
 #include "engine/dispatcher.h"
 #include "engine/run_state.h"
 #include "exec/executor.h"
+#include "plan/condition.h"
 #include "plan/plan.h"
 #include "util/exit_code.h"
 
@@ -87,6 +88,13 @@ class RunEngine {
   void start_health_check(int card, const std::string& after);
   std::string label(std::size_t job, std::size_t step) const;
   std::vector<std::string> step_env(std::size_t job, std::size_t step, const std::vector<int>& cards) const;
+  /// What expressions of job `job` read: matrix, env, finished steps with an id, and its needs. `step` is the
+  /// step being decided (its own env joins the env context) or npos.
+  ConditionContext context(std::size_t job, std::size_t step) const;
+  void resolve_step(std::size_t job, std::size_t step);
+  std::string files_dir(std::size_t job, std::size_t step) const;
+  /// Reads the step's $GITHUB_ENV/PATH/OUTPUT; false (with `error`) when one is malformed.
+  bool read_file_commands(std::size_t job, std::size_t step, std::string& error);
   void maybe_finish_run();
 
   boost::asio::io_context& io_;

@@ -39,7 +39,9 @@ struct StepRecord {
   std::string error;
   std::string log_path;
   std::vector<Interval> intervals;
+  std::map<std::string, std::string> outputs;  // from $GITHUB_OUTPUT
   // engine bookkeeping
+  bool resolved = false;     // its ${{ }} were replaced (once, when it first became runnable)
   std::uint64_t order = 0;   // place in the card queue, kept across retries
   std::uint64_t ticket = 0;  // current queue ticket while waiting
   std::uint64_t handle = 0;  // executor handle while running
@@ -55,6 +57,9 @@ struct JobRecord {
   std::string reason;      // why skipped/cancelled
   std::size_t next_step = 0;        // sequential jobs: the next step to decide
   std::size_t first_unsettled = 0;  // parallel jobs: every step before it is final
+  std::map<std::string, std::string> file_env;  // from its steps' $GITHUB_ENV, for later steps
+  std::vector<std::string> path_prepend;         // from $GITHUB_PATH, the newest first
+  std::map<std::string, std::string> outputs;   // its `outputs:`, evaluated when it ends
   std::vector<StepRecord> steps;
 };
 

@@ -130,14 +130,15 @@ class Parser {
         has_status = true;
         return make(Node::Status, nullptr, nullptr, word);
       }
-      if (word.rfind("matrix.", 0) == 0 || word.rfind("env.", 0) == 0) {
-        if (word.back() == '.') fail("'" + word + "' names no key");
-        return make(Node::Context, nullptr, nullptr, word);
-      }
+      for (const char* ctx : {"matrix.", "env.", "steps.", "needs."})
+        if (word.rfind(ctx, 0) == 0) {
+          if (word.back() == '.') fail("'" + word + "' names no key");
+          return make(Node::Context, nullptr, nullptr, word);
+        }
       pos_ = start;
       fail("unsupported '" + word +
-           "'; pto-runner understands success(), failure(), always(), cancelled(), matrix.X, env.X, "
-           "literals, !, &&, ||, ==, !=");
+           "'; pto-runner understands success(), failure(), always(), cancelled(), the contexts matrix, env, steps "
+           "and needs, literals, !, &&, ||, ==, !=");
     }
     fail(std::string("unexpected '") + c + "'");
   }
@@ -168,14 +169,23 @@ Value eval(const Node& n, const ConditionContext& ctx) {
       if (n.text == "failure") return b(ctx.any_failed && !ctx.cancelled);
       return b(!ctx.any_failed && !ctx.cancelled);
     case Node::Context: {
-      bool is_matrix = n.text.rfind("matrix.", 0) == 0;
-      const auto& m = is_matrix ? ctx.matrix : ctx.env;
-      auto it = m.find(n.text.substr(is_matrix ? 7 : 4));
-      return Value{it == m.end() ? "" : it->second, false};
+      const std::map<std::string, std::string>* m = &ctx.values;
+      std::string key = n.text;
+      if (key.rfind("matrix.", 0) == 0) m = &ctx.matrix, key = key.substr(7);
+      else if (key.rfind("env.", 0) == 0) m = &ctx.env, key = key.substr(4);
+      auto it = m->find(key);
+      return Value{it == m->end() ? "" : it->second, false};
     }
     case Node::Not: return b(!eval(*n.a, ctx).truthy());
-    case Node::And: return b(eval(*n.a, ctx).truthy() && eval(*n.b, ctx).truthy());
-    case Node::Or: return b(eval(*n.a, ctx).truthy() || eval(*n.b, ctx).truthy());
+    // GitHub: `a && b` is a when a is falsy, else b; `a || b` is a when a is truthy, else b.
+    case Node::And: {
+      Value a = eval(*n.a, ctx);
+      return a.truthy() ? eval(*n.b, ctx) : a;
+    }
+    case Node::Or: {
+      Value a = eval(*n.a, ctx);
+      return a.truthy() ? a : eval(*n.b, ctx);
+    }
     case Node::Eq:
     case Node::Ne: {
       // GitHub compares strings case-insensitively.
@@ -220,6 +230,22 @@ bool Condition::evaluate(const ConditionContext& ctx) const {
   bool v = eval(*root_, ctx).truthy();
   if (!has_status_) v = v && !ctx.any_failed && !ctx.cancelled;
   return v;
+}
+
+std::string Condition::value(const ConditionContext& ctx) const { return eval(*root_, ctx).s; }
+
+std::vector<std::string> Condition::contexts() const {
+  std::vector<std::string> out;
+  std::vector<const Node*> todo = {root_.get()};
+  while (!todo.empty()) {
+    const Node* n = todo.back();
+    todo.pop_back();
+    if (!n) continue;
+    if (n->kind == Node::Context) out.push_back(n->text);
+    todo.push_back(n->a.get());
+    todo.push_back(n->b.get());
+  }
+  return out;
 }
 
 bool evaluate_condition_text(const std::string& text, const ConditionContext& ctx) {

@@ -122,9 +122,7 @@ std::string substitute_matrix(const std::string& text, const MatrixLeg& leg, std
         error = "${{ " + inner + " }}: the matrix has no key '" + inner.substr(7) + "'" +
                 (keys.empty() ? " (this job has no matrix)" : " (keys: " + keys + ")");
       }
-    } else if (error.empty()) {
-      error = "${{ " + inner + " }}: only ${{ matrix.NAME }} is expanded in jobs/ (use $VAR for environment)";
-    }
+    }  // anything else is left for run time (plan/expression), checked by the plan
     out += value ? *value : text.substr(open, close + 2 - open);
     pos = close + 2;
   }

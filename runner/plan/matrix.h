@@ -25,8 +25,8 @@ MatrixExpansion expand_matrix(const MatrixDef& def, std::size_t limit = kMaxMatr
 /// `base (v1, v2)` as GitHub names matrix legs.
 std::string leg_display_name(const std::string& base, const MatrixLeg& leg);
 
-/// Replaces each `${{ matrix.NAME }}` in `text`. Unknown keys and other expressions are reported in `error`
-/// (the first problem), and left as written.
+/// Replaces each `${{ matrix.NAME }}` in `text`; an unknown key is reported in `error` (the first problem) and
+/// left as written. Other expressions are left for run time (plan/expression checks them).
 std::string substitute_matrix(const std::string& text, const MatrixLeg& leg, std::string& error);
 
 }  // namespace pto

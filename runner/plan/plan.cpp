@@ -10,6 +10,7 @@
 #include "config/job_graph.h"
 #include "config/yaml_map.h"
 #include "plan/condition.h"
+#include "plan/expression.h"
 #include "plan/step_key.h"
 
 namespace pto {
@@ -140,11 +141,28 @@ class Builder {
     if (reported_.insert(where(file, loc) + rule + msg).second) diags_.error(file, loc.line, loc.col, rule, msg);
   }
 
-  void check_condition(const std::string& expr, const std::string& file, SourceLoc loc, const char* what) {
+  void check_condition(const std::string& expr, const std::string& file, SourceLoc loc, const char* what,
+                       const ExpressionScope& scope) {
     if (expr.empty()) return;
     std::string err;
     int col = 0;
-    if (!Condition::parse(expr, err, &col)) report_once(file, loc, "bad-value", std::string(what) + ": " + err);
+    auto c = Condition::parse(expr, err, &col);
+    if (!c) {
+      report_once(file, loc, "bad-value", std::string(what) + ": " + err);
+      return;
+    }
+    for (const auto& path : c->contexts())
+      if (std::string e = check_context(path, scope); !e.empty()) {
+        report_once(file, loc, "bad-value", std::string(what) + ": " + e);
+        return;
+      }
+  }
+
+  // Every ${{ }} left after matrix substitution must read something that will exist when it is evaluated.
+  void check_text(const std::string& text, const ExpressionScope& scope, const std::string& file, SourceLoc loc,
+                  const std::string& what) {
+    if (!has_expression(text)) return;
+    if (std::string e = check_expressions(text, scope); !e.empty()) report_once(file, loc, "bad-value", what + ": " + e);
   }
 
   void check_pool(int devices, const std::string& step_name, const std::string& file, SourceLoc loc,
@@ -169,8 +187,22 @@ class Builder {
     job.needs = def.needs;
     if (def.toolchain) job.needs.insert(job.needs.begin(), "toolchain");
     job.if_expr = def.if_expr;
-    check_condition(def.if_expr, def.file, def.if_loc, "if");
-    for (const auto& [k, v] : def.env) job.env[k] = subst(v, leg, def.file, def.loc);
+    ExpressionScope scope;
+    scope.job = def.name;
+    scope.has_matrix = def.matrix.has_value();
+    for (const auto& [k, v] : leg) scope.matrix_keys.insert(k);
+    for (const auto& need : def.needs)
+      if (const JobDef* n = project_.find_job(need)) {
+        auto& outs = scope.needs_outputs[need];
+        for (const auto& [name, _] : n->outputs) outs.insert(name);
+      }
+    scope.steps_unavailable = "a job's env and if: are decided before any of its steps runs";
+    check_condition(def.if_expr, def.file, def.if_loc, "if", scope);
+    for (const auto& [k, v] : def.env) {
+      job.env[k] = subst(v, leg, def.file, def.env_loc.line ? def.env_loc : def.loc);
+      check_text(job.env[k], scope, def.file, def.env_loc.line ? def.env_loc : def.loc, "env." + k);
+    }
+    scope.steps_unavailable.clear();
     job.timeout_minutes = def.timeout_minutes;
     job.continue_on_error = def.continue_on_error;
     job.fail_fast = def.fail_fast;
@@ -186,6 +218,7 @@ class Builder {
       job.steps.push_back(std::move(s));
     };
 
+    std::set<std::string> earlier_ids;
     for (const auto& sd : def.steps) {
       const std::string wd = subst(sd.working_directory.empty() ? def.default_working_directory
                                                                 : sd.working_directory,
@@ -193,12 +226,24 @@ class Builder {
       const std::string shell = !sd.shell.empty() ? sd.shell : !def.default_shell.empty() ? def.default_shell : "bash";
       std::map<std::string, std::string> env;
       for (const auto& [k, v] : sd.env) env[k] = subst(v, leg, def.file, sd.loc);
-      check_condition(sd.if_expr, def.file, sd.if_loc.line ? sd.if_loc : sd.loc, "if");
       const bool status_fn = [&] {
         std::string err;
         auto c = sd.if_expr.empty() ? std::nullopt : Condition::parse(sd.if_expr, err);
         return c && c->has_status_function();
       }();
+      // In a parallel job the plain steps run at once: only a cleanup step (its if: calls a status function,
+      // so it runs after the others) can read their steps.* outputs.
+      scope.step_ids = def.parallel && !status_fn ? std::set<std::string>{} : earlier_ids;
+      if (def.parallel && !status_fn)
+        scope.steps_unavailable = "in a parallel job the plain steps run at once; only a step whose if: calls a status "
+                                  "function (it runs after them) can read steps.*";
+      check_condition(sd.if_expr, def.file, sd.if_loc.line ? sd.if_loc : sd.loc, "if", scope);
+      check_text(wd, scope, def.file, sd.loc, "working-directory");
+      for (const auto& [k, v] : env) check_text(v, scope, def.file, sd.loc, "env." + k);
+      check_text(sd.run, scope, def.file, sd.loc, "run");
+      check_text(sd.name, scope, def.file, sd.loc, "name");
+      scope.steps_unavailable.clear();
+      if (!sd.id.empty()) earlier_ids.insert(sd.id);
 
       std::optional<int> explicit_devices;
       if (!sd.devices.empty()) {
@@ -214,6 +259,7 @@ class Builder {
 
       if (sd.models.empty()) {
         PlanStep s;
+        s.id = sd.id;
         s.name = subst(sd.name.empty() ? "Run " + first_line(sd.run) : sd.name, leg, def.file, sd.loc);
         s.run = subst(sd.run, leg, def.file, sd.loc);
         s.shell = shell;
@@ -269,6 +315,13 @@ class Builder {
           add(std::move(s));
         }
       }
+    }
+    scope.step_ids = earlier_ids;
+    for (std::size_t i = 0; i < def.outputs.size(); ++i) {
+      const auto& [name, expr] = def.outputs[i];
+      SourceLoc l = i < def.output_locs.size() ? def.output_locs[i] : def.loc;
+      job.outputs.emplace_back(name, subst(expr, leg, def.file, l));
+      check_text(job.outputs.back().second, scope, def.file, l, "outputs." + name);
     }
     return job;
   }

@@ -20,6 +20,9 @@ enum class StepKind { Command, ToolchainSetup };
 
 struct PlanStep {
   int index = 0;  // position in its job
+  std::string id;  // GitHub step id (steps.ID.* in later steps), may be empty
+  /// name, run, env values and working-directory may hold ${{ }} for run time (steps, needs, env); the
+  /// engine replaces them when the step becomes runnable.
   std::string name;
   StepKind kind = StepKind::Command;
   std::string run;
@@ -59,6 +62,8 @@ struct PlanJob {
   bool parallel = false;
   bool toolchain = false;  // receives the lead job's PTOAS_* environment
   bool lead = false;       // this is the lead job itself
+  /// `outputs:` NAME -> expression, evaluated when the job ends (needs.JOB.outputs.NAME in dependants).
+  std::vector<std::pair<std::string, std::string>> outputs;
   std::vector<PlanStep> steps;
 };
 

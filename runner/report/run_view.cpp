@@ -36,6 +36,8 @@ nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step
   j["log"] = s.log_path.empty() ? nlohmann::json(nullptr)
                                 : nlohmann::json("/api/v1/runs/" + r.id + "/steps/" + step_id(job, step) + "/log");
   j["log_path"] = nullable(s.log_path);
+  if (!ps.id.empty()) j["step_id"] = ps.id;
+  j["outputs"] = s.outputs;
   return j;
 }
 
@@ -51,6 +53,7 @@ nlohmann::json job_to_json(const RunRecord& r, const Plan& p, int job, double no
   j["reason"] = nullable(jr.reason);
   j["started"] = nullable(jr.started);
   j["finished"] = nullable(jr.finished);
+  j["outputs"] = jr.outputs;
   if (with_steps) {
     j["steps"] = nlohmann::json::array();
     for (std::size_t s = 0; s < pj.steps.size(); ++s) j["steps"].push_back(step_to_json(r, p, job, static_cast<int>(s), now));
