@@ -14,6 +14,7 @@
 
 #include "client/api_client.h"
 #include "sched/card_lock.h"
+#include "gha_parser.h"
 #include "served_daemon.h"
 #include "test_support.h"
 
@@ -318,4 +319,35 @@ TEST_CASE("serve: a broken job file refuses runs with its findings, and a fix ne
   CommandResult r2 = run_cli({"serve", "--root", bad.dir.str(), "--state-dir", bad.state(), "--lock-dir", bad.locks()});
   CHECK(r2.exit_code == 2);
   CHECK(r2.err.find("runner.yml:1:9: error: 'listen' must be ADDRESS:PORT") != std::string::npos);
+}
+
+TEST_CASE("submit inside Actions: no byte of step output is a workflow command, live or in log tails", "[daemon]") {
+  Served s;
+  s.dir.write("hostile.sh", kHostileStepScript);
+  write_project(s.dir, {{"h.yml", "name: h\nsteps:\n  - {name: 'talk ##[error]n', run: 'sh hostile.sh; sleep 0.3; sh hostile.sh'}\n"
+                                  "  - {name: fail, run: 'sh hostile.sh; exit 3'}\n"}});
+  s.start();
+  const std::string summary = (s.dir.path() / "summary.md").string();
+  auto r = run_cli({"submit", "--server", s.url(), "--wait", "--follow", "--poll-interval", "0.1"},
+                   {{"GITHUB_ACTIONS", "true"}, {"PTO_RUNNER_TOKEN", s.token}, {"GITHUB_STEP_SUMMARY", summary},
+                    {"GITHUB_REPOSITORY", "hw-native-sys/pypto"}, {"GITHUB_RUN_ID", "42"},
+                    {"GITHUB_SERVER_URL", "https://github.com"}});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 1);
+  // The output is all there, live and prefixed, and in the failed step's log tail.
+  CHECK(r.out.find("[h / talk ##[error]n] ::error::x\n") != std::string::npos);
+  CHECK(r.out.find("[h / fail] no newline ::error::z\n") != std::string::npos);
+  CHECK(r.out.find("\n  ::endgroup::\n") != std::string::npos);
+  // GitHub's parser sees only the runner's own commands.
+  std::vector<std::string> own;
+  for (const auto& c : accepted_commands(r.out)) {
+    if (c.name == "stop-commands" || (c.name.size() == 32 && c.data.empty())) continue;
+    own.push_back(c.name + ":" + c.data);
+  }
+  CHECK(own == std::vector<std::string>{"group:h / fail (failed, exit 3), last lines of its log", "endgroup:",
+                                        "error:failed, exit 3"});
+  CHECK(read_file(summary).find("| h | fail | failed |") != std::string::npos);
+  // The run links back to the Actions run that submitted it.
+  json runs = s.get("/api/v1/runs");
+  CHECK(runs["runs"][0]["request"]["github"]["run_url"] == "https://github.com/hw-native-sys/pypto/actions/runs/42");
 }

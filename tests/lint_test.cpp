@@ -72,8 +72,9 @@ TEST_CASE("lint --workflow loads the 1,400-line incumbent workflow and finds its
   auto wf = (source_dir() / "tests/fixtures/workflows/ci-incumbent.yml").string();
   CommandResult r = run_cli({"lint", "--workflow", wf, "--format", "json"});
   INFO(r.out << r.err);
-  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.exit_code == 1);  // its pypto-lib checkout pastes a workflow input into the shell
   auto j = nlohmann::json::parse(r.out);
+  CHECK(count_rule(j, "script-injection") == 1);
   REQUIRE(count_rule(j, "duplicate-step") == 1);
   for (const auto& f : j["findings"])
     if (f["rule"] == "duplicate-step") CHECK(f["message"].get<std::string>().find("prefill_attention_csa") != std::string::npos);
@@ -141,4 +142,38 @@ TEST_CASE("a model example listed twice is a duplicate-step warning pointing at 
   CHECK(r.out.find("models/ds.yml:7:5: warning: step 'Run DS csa example' in job 'm' does the same work as "
                    "'Run DS csa example' at models/ds.yml:6:5") != std::string::npos);
   CHECK(run_cli({"lint", "--root", d.str(), "--strict"}).exit_code == 1);
+}
+
+TEST_CASE("lint --workflow: ${{ github.* }} pasted into a run: script is script injection", "[lint]") {
+  TempDir d;
+  auto wf = d.write("wf.yml", R"(name: ci
+on: [pull_request]
+jobs:
+  a:
+    runs-on: [self-hosted, npu]
+    env: {SAFE: "${{ github.head_ref }}"}
+    steps:
+      - run: echo "${{ github.head_ref }}"
+      - run: |
+          set -e
+          pto-runner submit --env REF=${{ github.event.pull_request.title }} --wait
+      - run: echo "$REF ${{ matrix.x }} ${{ steps.a.outputs.b }}"
+        env: {REF: "${{ github.head_ref }}"}
+)");
+  CommandResult r = run_cli({"lint", "--workflow", wf.string()});
+  INFO(r.out);
+  CHECK(r.exit_code == 1);
+  CHECK(r.out.find(wf.string() + ":8:20: error: job 'a': ${{ github.head_ref }} is pasted into the shell script") != std::string::npos);
+  CHECK(r.out.find(wf.string() + ":11:39: error: job 'a': ${{ github.event.pull_request.title }}") != std::string::npos);
+  CHECK(r.out.find(":12:") == std::string::npos);  // env: is the safe way; other contexts are not the outsider's text
+}
+
+TEST_CASE("the shipped workflow checks nothing out on the NPU host and pastes nothing into a shell", "[lint]") {
+  const std::string wf = (source_dir() / ".github/workflows/npu-ci.yml").string();
+  CommandResult r = run_cli({"lint", "--strict", "--workflow", wf});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  std::string text = read_file(wf);
+  CHECK(text.find("actions/checkout") == std::string::npos);
+  CHECK(text.find("pto-runner submit --sha \"$SHA\" --wait --follow") != std::string::npos);
 }

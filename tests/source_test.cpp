@@ -223,3 +223,29 @@ TEST_CASE("source: a mirror locked by another fetch is waited for, then refused,
   REQUIRE(again.status == 201);
   CHECK(d.served.wait_run(json::parse(again.body)["id"])["state"] == "succeeded");
 }
+
+TEST_CASE("source: old worktrees and runs are pruned by keep-worktrees and retention, logs stay with their run", "[source]") {
+  SourceDaemon d;
+  d.repo.write("jobs/ok.yml", "name: ok\nsteps:\n  - run: 'echo hi'\n");
+  const std::string sha = d.repo.commit("good");
+  d.start("  keep-worktrees: 1\nretention:\n  max-runs: 2\n");
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    auto r = d.submit(sha);
+    REQUIRE(r.status == 201);
+    ids.push_back(json::parse(r.body)["id"]);
+    d.served.wait_run(ids.back());
+  }
+  const std::string runs = d.served.state() + "/runs/";
+  // The oldest run is past max-runs: record and directory gone.
+  REQUIRE(wait_until([&] { return !fs::exists(runs + ids[0]); }, 10));
+  CHECK(pto::api_request("GET", d.served.url("/api/v1/runs/" + ids[0])).status == 404);
+  // The second keeps its record and log but not its worktree; the newest keeps everything.
+  REQUIRE(wait_until([&] { return !fs::exists(runs + ids[1] + "/src"); }, 10));
+  CHECK(d.served.get("/api/v1/runs/" + ids[1])["state"] == "succeeded");
+  CHECK(pto::api_request("GET", d.served.url("/api/v1/runs/" + ids[1] + "/steps/1-1/log")).body == "hi\n");
+  CHECK(fs::exists(runs + ids[2] + "/src/jobs/ok.yml"));
+  std::string worktrees;
+  sh("git --git-dir=" + d.served.state() + "/source.git worktree list", &worktrees);
+  CHECK(std::count(worktrees.begin(), worktrees.end(), '\n') == 2);  // the mirror and the newest run's
+}

@@ -31,6 +31,7 @@ void register_lint_command(CLI::App& app, CommonOptions& common, int& exit_code)
       for (const auto& f : opts->workflows) {
         Workflow wf = load_workflow(f, f, diags);
         lint_duplicate_steps(wf, diags);
+        lint_script_injection(wf, diags);
         if (std::filesystem::is_regular_file(f)) lint_inline_literals(f, f, diags);
       }
     } else {

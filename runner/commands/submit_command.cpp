@@ -223,9 +223,10 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
             for (const auto& s : job["steps"]) {
               std::string key = s.value("id", ""), state = s.value("state", "");
               bool changed = last[key] != state;
-              bool was_running = last[key] == "running";
               last[key] = state;
-              if (o->follow && (state == "running" || (was_running && changed))) follower.poll(job, s, state != "running", text);
+              // A step that started and ended between two polls still has its output shown.
+              bool ran = s.contains("started") && s["started"].is_string();
+              if (o->follow && (state == "running" || (changed && ran))) follower.poll(job, s, state != "running", text);
               if (!changed) {
                 if (state == "running" && !o->follow && now - last_beat[key] >= std::chrono::duration<double>(o->heartbeat)) {
                   last_beat[key] = now;

@@ -107,6 +107,11 @@ static Workflow load_workflow_unguarded(const std::string& path, const std::stri
         step.name = scalar_or_empty(child(s, "name"));
         StepKeyFields f;
         f.run = scalar_or_empty(child(s, "run"));
+        step.run = f.run;
+        if (child(s, "run").IsDefined()) {
+          step.run_loc = loc_of(child(s, "run"));
+          step.run_is_block = child(s, "run").Tag() == "!" && f.run.find('\n') != std::string::npos;
+        }
         f.uses = scalar_or_empty(child(s, "uses"));
         step.has_body = !f.run.empty() || !f.uses.empty();
         YAML::Node env = child(s, "env");

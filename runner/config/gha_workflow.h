@@ -15,6 +15,9 @@ struct WorkflowStep {
   SourceLoc loc;
   std::string key;  // canonical step key (plan/step_key.h), with uses/with
   bool has_body = false;  // has `run` or `uses`; an empty step is not a duplicate of another empty one
+  std::string run;        // as written, ${{ }} included
+  SourceLoc run_loc;
+  bool run_is_block = false;  // `run: |`: its text starts on the next line
 };
 
 struct WorkflowJob {

@@ -139,6 +139,7 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
 
   void consume(std::string_view data) {
     if (std::FILE* f = log()) std::fwrite(data.data(), 1, data.size(), f);
+    if (!data.empty()) log_ends_line_ = data.back() == '\n';
     if (!launch_.on_line) return;
     partial_.append(data);
     std::size_t start = 0, nl;
@@ -230,6 +231,7 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
     // A step that failed always leaves a log naming how it ended (the console and the API point at it).
     if (!outcome_.ok() && outcome_.error.empty())
       if (std::FILE* f = log()) {
+        if (!log_ends_line_) std::fputc('\n', f);  // the trailer is a line of its own
         if (outcome_.signal) std::fprintf(f, "pto-runner: process ended by signal %d\n", outcome_.signal);
         else std::fprintf(f, "pto-runner: process completed with exit code %d\n", outcome_.exit_code);
       }
@@ -254,6 +256,7 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
   StepOutcome outcome_;
   int pgid_ = 0;
   bool log_failed_ = false;
+  bool log_ends_line_ = true;
   bool exited_ = false, swept_ = false, pipe_eof_ = false, terminating_ = false, finished_ = false;
 };
 

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <algorithm>
 #include <regex>
 #include <set>
 
@@ -91,6 +92,28 @@ void lint_inline_literals(const std::string& path, const std::string& display, D
          "workflows read `pto-runner toolchain outputs`)");
     scan("git", checkout_re, "commit pinned inline by `git checkout <40 hex>`; keep pins in toolchain/versions.env");
   }
+}
+
+void lint_script_injection(const Workflow& wf, Diagnostics& diags) {
+  static const std::regex expr_re(R"(\$\{\{([^}]*)\}\})");
+  static const std::regex untrusted_re(R"((^|[^A-Za-z0-9_.])(github|inputs)\.)");
+  for (const auto& job : wf.jobs)
+    for (const auto& s : job.steps) {
+      for (auto it = std::sregex_iterator(s.run.begin(), s.run.end(), expr_re); it != std::sregex_iterator(); ++it) {
+        std::string inner = (*it)[1].str();
+        if (!std::regex_search(inner, untrusted_re)) continue;
+        std::size_t pos = static_cast<std::size_t>(it->position());
+        int line_in_run = static_cast<int>(std::count(s.run.begin(), s.run.begin() + static_cast<std::ptrdiff_t>(pos), '\n'));
+        std::size_t line_start = s.run.rfind('\n', pos == 0 ? 0 : pos - 1);
+        int col_in_line = static_cast<int>(pos - (line_start == std::string::npos || pos == 0 ? 0 : line_start + 1));
+        // A block scalar's text starts on the line after `run: |`, indented; a plain one right at the mark.
+        int line = s.run_loc.line + (s.run_is_block ? 1 : 0) + line_in_run;
+        int col = (s.run_is_block || line_in_run > 0 ? s.loc.col + 2 : s.run_loc.col) + col_in_line;
+        diags.error(wf.file, line, col, "script-injection",
+                    "job '" + job.id + "': " + it->str() + " is pasted into the shell script before it runs, so its text "
+                    "runs as code; set it in the step's env: and use \"$NAME\"");
+      }
+    }
 }
 
 void lint_project_files(const Project& project, const Plan& plan, Diagnostics& diags) {

@@ -18,6 +18,10 @@ void lint_duplicate_steps(const Workflow& wf, Diagnostics& diags);
 /// A PTOAS sha256 or a 40-hex `git checkout` written into a file instead of coming from versions.env.
 void lint_inline_literals(const std::string& path, const std::string& display, Diagnostics& diags);
 
+/// `script-injection`: a `${{ }}` reading the github or inputs context (a branch name, a PR title: text an
+/// outsider chooses) pasted into a `run:` script, where the shell reads it as code. Pass it through `env:`.
+void lint_script_injection(const Workflow& wf, Diagnostics& diags);
+
 /// Runs every rule over the project under `root` (its jobs/ and models/ files).
 void lint_project_files(const Project& project, const Plan& plan, Diagnostics& diags);
 

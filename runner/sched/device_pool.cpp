@@ -25,18 +25,6 @@ std::string to_string(CardState s) {
   return "?";
 }
 
-std::string iso_now() {
-  auto now = std::chrono::system_clock::now();
-  std::time_t t = std::chrono::system_clock::to_time_t(now);
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  char buf[40];
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-  char out[48];
-  std::snprintf(out, sizeof(out), "%s.%03dZ", buf, static_cast<int>(ms));
-  return out;
-}
 
 std::string resolve_lock_dir(const std::string& configured) {
   std::error_code ec;

@@ -14,6 +14,7 @@
 #include "config/runner_config.h"
 #include "sched/card_lock.h"
 #include "sched/scheduler.h"
+#include "util/iso_time.h"
 
 namespace pto {
 
@@ -85,6 +86,5 @@ class DevicePool {
 /// The lock directory to use: the configured one, or a per-user one under /tmp when the configured default
 /// (/var/lock/pto-runner) cannot be created by this user.
 std::string resolve_lock_dir(const std::string& configured);
-std::string iso_now();
 
 }  // namespace pto

@@ -159,9 +159,12 @@ nlohmann::json Daemon::render_status(bool full_queue) {
         waiting += s.state == StepState::Waiting;
         done += is_final(s.state);
       }
-    active.push_back({{"id", id}, {"created", rec.created}, {"state", rec.cancelled ? "cancelling" : "running"},
-                      {"steps", total}, {"steps_finished", done}, {"steps_running", running}, {"steps_waiting", waiting},
-                      {"url", "/api/v1/runs/" + id}});
+    nlohmann::json a = {{"id", id}, {"created", rec.created}, {"state", rec.cancelled ? "cancelling" : "running"},
+                        {"steps", total}, {"steps_finished", done}, {"steps_running", running}, {"steps_waiting", waiting},
+                        {"url", "/api/v1/runs/" + id}, {"sha", r->request.value("sha", "")}, {"ref", r->request.value("ref", "")}};
+    // The Actions run that submitted it, for an on-call engineer to follow back.
+    if (r->request.contains("github") && r->request["github"].contains("run_url")) a["github_run"] = r->request["github"]["run_url"];
+    active.push_back(std::move(a));
   }
   j["active_runs"] = active;
   j["toolchain"] = {{"pin", {{"version", toolchain_.version}, {"sha256", toolchain_.sha256}}},

@@ -141,6 +141,7 @@ std::string Daemon::start() {
   pool_ = std::make_unique<DevicePool>(cfg_, state_dir_);
   if (std::string e = pool_->init(); !e.empty()) return e;
   recover();
+  prune_history(true);
   dispatcher_ = std::make_unique<Dispatcher>(io_, *pool_);
   executor_ = opts_.simulate ? make_simulated_executor(io_) : make_local_executor(io_);
   if (opts_.simulate) lead_executor_ = make_local_executor(io_);
@@ -285,6 +286,7 @@ void Daemon::submit(const HttpRequest& req, HttpServer::Respond respond) {
   // A run of one commit: fetch and check out into the run's own worktree, load its definitions (with the
   // host's settings, never the commit's runner.yml), then plan and start here, on the engine thread.
   const std::string src = eo.run_dir + "/src";
+  preparing_.insert(eo.run_id);
   boost::asio::post(*workers_, [this, s, eo = std::move(eo), src, respond, host = cfg_, peer = req.peer]() mutable {
     SourceResult got = mirror_->checkout(s->sha, src);
     auto project = std::make_shared<Project>();
@@ -296,6 +298,7 @@ void Daemon::submit(const HttpRequest& req, HttpServer::Respond respond) {
       *project = load_project(lo, *diags);
     }
     boost::asio::post(io_, [this, s, eo = std::move(eo), src, respond, peer, got, project, diags]() mutable {
+      preparing_.erase(eo.run_id);
       if (!got.ok()) {
         spdlog::warn("run refused: commit {}: {}", s->sha, got.message);
         remove_run_dir(eo.run_dir);
@@ -307,6 +310,36 @@ void Daemon::submit(const HttpRequest& req, HttpServer::Respond respond) {
       respond(std::move(r));
     });
   });
+}
+
+void Daemon::prune_history(bool at_start) {
+  const RetentionConfig& r = cfg_.retention;
+  std::string cutoff;
+  if (r.max_age_days > 0)
+    cutoff = iso_time(std::chrono::system_clock::now() -
+                      std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(r.max_age_days * 86400)));
+  std::vector<std::string> pruned = journal_->prune(r.max_runs, cutoff);
+  for (const auto& id : pruned) remove_run_dir(state_dir_ + "/runs/" + id);
+  if (!pruned.empty()) spdlog::info("retention: pruned {} finished run(s) (max-runs {}, max-age-days {})", pruned.size(), r.max_runs, r.max_age_days);
+  if (mirror_) {
+    std::vector<std::string> old = journal_->finished_runs_after(cfg_.source.keep_worktrees);
+    boost::asio::post(*workers_, [this, old] {
+      for (const auto& id : old) {
+        std::string src = state_dir_ + "/runs/" + id + "/src";
+        std::error_code ec;
+        if (fs::exists(src, ec)) mirror_->remove(src);
+      }
+    });
+  }
+  if (!at_start) return;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(state_dir_ + "/runs", ec)) {
+    std::string id = e.path().filename().string();
+    if (!active_.count(id) && !preparing_.count(id) && !journal_->has_run(id)) {
+      spdlog::warn("removing {}: no run of the journal owns it (a refused or interrupted submission)", e.path().string());
+      remove_run_dir(e.path().string());
+    }
+  }
 }
 
 void Daemon::remove_run_dir(const std::string& run_dir) {
@@ -383,6 +416,7 @@ void Daemon::on_run_finished(const std::string& id) {
   metrics_.runs_by_result[state]++;
   spdlog::info("run {} {} (exit {})", id, state, result);
   active_.erase(it);
+  prune_history(false);
   if (active_.empty() && on_drained_) boost::asio::post(io_, std::exchange(on_drained_, nullptr));
 }
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "config/project.h"
@@ -79,6 +80,10 @@ class Daemon {
   HttpResponse metrics();
   bool authorized(const HttpRequest& req) const;
   void recover();
+  /// Retention: prunes runs (journal rows, run directories, worktrees) past `retention`, and worktrees past
+  /// `source.keep-worktrees`; at start also run directories the journal does not know (a refused or
+  /// interrupted submission). Files go on the workers.
+  void prune_history(bool at_start);
   void on_run_finished(const std::string& id);
   double uptime() const;
 
@@ -95,6 +100,7 @@ class Daemon {
   std::unique_ptr<boost::asio::thread_pool> workers_;
   std::unique_ptr<GitMirror> mirror_;  // with runner.yml `source:`
   std::map<std::string, std::unique_ptr<ActiveRun>> active_;
+  std::set<std::string> preparing_;  // run ids whose commit is being checked out
   Metrics metrics_;
   ToolchainStatus toolchain_;
   std::string started_iso_;

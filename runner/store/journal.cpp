@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 
@@ -73,6 +74,7 @@ std::unique_ptr<Journal> Journal::open(const std::string& path, std::string& err
         "CREATE TABLE IF NOT EXISTS events(seq INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, kind TEXT NOT NULL,"
         " job INTEGER NOT NULL, step INTEGER NOT NULL, data TEXT NOT NULL)");
     j->exec("CREATE INDEX IF NOT EXISTS events_by_run ON events(run_id, seq)");
+    j->exec("CREATE INDEX IF NOT EXISTS runs_by_created ON runs(created, id)");
   } catch (const std::exception& e) {
     error = std::string("journal ") + path + ": " + e.what();
     return nullptr;
@@ -121,6 +123,49 @@ void Journal::run_finished(const std::string& id, const std::string& state, int 
       .step();
   // The final record holds everything the events said; keep the table from growing with history.
   Stmt(db_, "DELETE FROM events WHERE run_id = ?").bind(1, id).step();
+}
+
+bool Journal::has_run(const std::string& id) const {
+  Stmt s(db_, "SELECT 1 FROM runs WHERE id = ?");
+  s.bind(1, id);
+  return s.step();
+}
+
+std::vector<std::string> Journal::prune(int max_runs, const std::string& finished_before) {
+  std::vector<std::string> ids;
+  if (max_runs > 0) {
+    Stmt s(db_, "SELECT id FROM runs WHERE record IS NOT NULL ORDER BY created DESC, id DESC LIMIT -1 OFFSET ?");
+    s.bind(1, max_runs);
+    while (s.step()) ids.push_back(s.text(0));
+  }
+  if (!finished_before.empty()) {
+    Stmt s(db_, "SELECT id FROM runs WHERE record IS NOT NULL AND finished < ? ORDER BY created");
+    s.bind(1, finished_before);
+    while (s.step()) ids.push_back(s.text(0));
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  if (ids.empty()) return ids;
+  exec("BEGIN");
+  try {
+    for (const auto& id : ids) {
+      Stmt(db_, "DELETE FROM runs WHERE id = ?").bind(1, id).step();
+      Stmt(db_, "DELETE FROM events WHERE run_id = ?").bind(1, id).step();
+    }
+    exec("COMMIT");
+  } catch (...) {
+    exec("ROLLBACK");
+    throw;
+  }
+  return ids;
+}
+
+std::vector<std::string> Journal::finished_runs_after(int keep) const {
+  std::vector<std::string> ids;
+  Stmt s(db_, "SELECT id FROM runs WHERE record IS NOT NULL ORDER BY created DESC, id DESC LIMIT -1 OFFSET ?");
+  s.bind(1, keep);
+  while (s.step()) ids.push_back(s.text(0));
+  return ids;
 }
 
 std::vector<RunSummary> Journal::list_runs(int limit) const {

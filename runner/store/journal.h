@@ -39,6 +39,13 @@ class Journal {
   /// Runs never marked finished, each rebuilt from its skeleton and events.
   std::vector<nlohmann::json> unfinished_runs() const;
   std::map<std::string, int> runs_by_state() const;
+  bool has_run(const std::string& id) const;
+
+  /// Deletes finished runs beyond the newest `max_runs` or finished before `finished_before` (ISO time; empty:
+  /// no age bound); 0 max_runs: no count bound. Returns the ids deleted, for their files to go too.
+  std::vector<std::string> prune(int max_runs, const std::string& finished_before);
+  /// Finished runs other than the newest `keep`, newest first.
+  std::vector<std::string> finished_runs_after(int keep) const;
 
  private:
   explicit Journal(sqlite3* db) : db_(db) {}
