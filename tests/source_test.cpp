@@ -249,3 +249,19 @@ TEST_CASE("source: old worktrees and runs are pruned by keep-worktrees and reten
   sh("git --git-dir=" + d.served.state() + "/source.git worktree list", &worktrees);
   CHECK(std::count(worktrees.begin(), worktrees.end(), '\n') == 2);  // the mirror and the newest run's
 }
+
+TEST_CASE("source: the worktree has the commit's submodules", "[source]") {
+  SourceDaemon d;
+  const std::string lib = (d.repo.dir.path() / "lib").string();
+  REQUIRE(sh("git init -q -b main " + lib + " && echo from-submodule > " + lib + "/VERSION && cd " + lib +
+             " && git add -A && git -c user.name=t -c user.email=t@example.com commit -q -m lib") == 0);
+  REQUIRE(sh("cd " + d.repo.path() + " && git -c protocol.file.allow=always submodule add -q " + lib + " third_party/lib") == 0);
+  d.repo.write("jobs/ok.yml", "name: ok\nsteps:\n  - run: 'cat third_party/lib/VERSION > \"$OUT/sub\"'\n");
+  const std::string sha = d.repo.commit("with a submodule");
+  d.start();
+  auto r = d.submit(sha);
+  INFO(r.body);
+  REQUIRE(r.status == 201);
+  CHECK(d.served.wait_run(json::parse(r.body)["id"])["state"] == "succeeded");
+  CHECK(read_file(fs::path(d.out()) / "sub") == "from-submodule\n");
+}
