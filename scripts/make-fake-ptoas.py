@@ -9,7 +9,8 @@ Layouts (see toolchain/ptoas.yml):
          bin/ptoas alone fails like a binary missing its shared library.
   v0.52  <root>/ptoas is a Python package directory; <root>/bin/ptoas works alone.
   v0.55  <root>/ptoas.sh is the launcher (selects the bundled Python); bin/ptoas fails without it.
-  wheel  a wheel whose console script `ptoas` pip installs into <venv>/bin/ptoas.
+  wheel  a wheel whose console script `ptoas` pip installs into <venv>/bin/ptoas; its tag follows the file
+         name (ptoas-0.57-cp310-cp310-manylinux_2_34_x86_64.whl is tagged cp310-cp310-manylinux_2_34_x86_64).
 Hostile variants (--evil) for the extraction hardening tests: dotdot, absolute, symlink-root,
 hardlink-out, device, fifo, big.
 
@@ -53,13 +54,13 @@ def files_for(layout, number):
     raise SystemExit(f"unknown layout {layout}")
 
 
-def write_wheel(out, number):
+def write_wheel(out, number, tag="py3-none-any"):
     dist = f"ptoas-{number}.dist-info"
     entries = {
         "ptoas/__init__.py": b"",
         "ptoas/cli.py": f'def main():\n    print("ptoas {number}")\n'.encode(),
         f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: ptoas\nVersion: {number}\n".encode(),
-        f"{dist}/WHEEL": b"Wheel-Version: 1.0\nGenerator: make-fake-ptoas\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{dist}/WHEEL": f"Wheel-Version: 1.0\nGenerator: make-fake-ptoas\nRoot-Is-Purelib: true\nTag: {tag}\n".encode(),
         f"{dist}/entry_points.txt": b"[console_scripts]\nptoas = ptoas.cli:main\n",
     }
     import base64
@@ -110,10 +111,15 @@ def main():
     ap.add_argument("--kind", default="tar.gz", choices=["tar.gz", "zip"])
     ap.add_argument("--evil", default="")
     ap.add_argument("--size-mb", type=int, default=0, help="pad with an incompressible-enough blob of this size")
+    ap.add_argument("--wheel-tag", default="", help="wheel only: the Tag (default: from --out's file name)")
     a = ap.parse_args()
     number = a.version.lstrip("v")
     if a.layout == "wheel":
-        write_wheel(a.out, number)
+        tag = a.wheel_tag
+        if not tag:
+            parts = os.path.basename(a.out)[:-len(".whl")].split("-")
+            tag = "-".join(parts[-3:]) if len(parts) >= 5 else "py3-none-any"
+        write_wheel(a.out, number, tag)
         return
     files, dirs = files_for(a.layout, number)
     if a.kind == "zip":

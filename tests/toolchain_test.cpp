@@ -45,6 +45,16 @@ struct Release {
                     "--mirror", mirror_override.empty() ? mirror().string() : mirror_override});
   }
 
+  /// Whether the cache holds an install root of `version` (complete or not).
+  bool has_install_root() const {
+    std::error_code ec;
+    for (auto& e : fs::directory_iterator(cache() / "ptoas", ec))
+      if (e.path().filename().string().rfind(version + "-", 0) == 0) return true;
+    for (auto& e : fs::directory_iterator(cache() / "ptoas", ec))
+      if (e.path().filename().string().rfind(".tmp-" + version + "-", 0) == 0) return true;
+    return false;
+  }
+
   /// Nothing a later run would trust: no archive at its trusted name, no install with its completion marker.
   bool cache_clean() const {
     if (fs::exists(cache() / "ptoas/downloads" / version / artifact)) return false;
@@ -322,4 +332,80 @@ TEST_CASE("run: the lead job exports PTOAS_* to dependants; a failed lead job sk
       CHECK(res.out.find("toolchain setup failed") != std::string::npos);
     }
   }
+}
+
+namespace {
+std::string local_python_tag() {
+  std::string v;
+  sh("python3 -c 'import sys; print(\"cp%d%d\" % sys.version_info[:2])'", &v);
+  while (!v.empty() && v.back() == '\n') v.pop_back();
+  return v;
+}
+}  // namespace
+
+TEST_CASE("toolchain: a cp3XX wheel pin installs into a venv of the interpreter that matches its tag", "[toolchain]") {
+  Release r;
+  r.version = "v0.57";
+  const std::string tag = local_python_tag();
+  r.artifact = "ptoas-0.57-" + tag + "-" + tag + "-manylinux_2_34_x86_64.whl";
+  r.make("wheel", "", "tar.gz", "", "python: python3\n");
+  r.dir.write("toolchain/ptoas.yml", "artifact: ptoas-{version_number}-" + tag + "-" + tag +
+                                         "-manylinux_2_34_{arch}.whl\nurl: file:///nonexistent/{version}/{artifact}\nkind: whl\n"
+                                         "python: python3\nprobe: [ptoas, ptoas.sh, bin/ptoas]\nsmoke: [--version]\n");
+  CommandResult res = r.setup();
+  INFO(res.out << res.err);
+  REQUIRE(res.exit_code == 0);
+  CHECK(value_of(res.out, "PTOAS_BIN").find("/bin/ptoas") != std::string::npos);
+  CHECK(value_of(res.out, "PTOAS_VERSION") == "v0.57");
+}
+
+TEST_CASE("toolchain: a wheel for another Python fails before pip, naming both versions, and leaves no install", "[toolchain]") {
+  Release r;
+  r.version = "v0.57";
+  r.artifact = "ptoas-0.57-cp310-cp310-manylinux_2_34_x86_64.whl";
+  r.make("wheel", "", "tar.gz", "", "python: python3\n");
+  std::string have;
+  sh("python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'", &have);
+  have.pop_back();
+  REQUIRE(have != "3.10");  // this machine's python3 is 3.11
+  CommandResult res = r.setup();
+  CHECK(res.exit_code == 3);
+  CHECK(res.err.find("PTOAS v0.57 ships ptoas-0.57-cp310-cp310-manylinux_2_34_x86_64.whl, a wheel for CPython 3.10, but "
+                     "'python3' (toolchain/ptoas.yml python:) is Python " + have) != std::string::npos);
+  CHECK_FALSE(r.has_install_root());
+  // pip never ran: no install log mentions it.
+  std::string logs;
+  sh("cat " + (r.cache() / "ptoas/logs").string() + "/install-* 2>/dev/null", &logs);
+  CHECK(logs.find("pip") == std::string::npos);
+  // A missing interpreter is said plainly too.
+  r.dir.write("toolchain/ptoas.yml", "artifact: " + r.artifact + "\nurl: file:///nonexistent/{version}/{artifact}\nkind: whl\n"
+                                         "python: python3.10\n");
+  CommandResult missing = r.setup();
+  CHECK(missing.exit_code == 3);
+  CHECK(missing.err.find("the interpreter 'python3.10' (toolchain/ptoas.yml python:) cannot be run") != std::string::npos);
+}
+
+TEST_CASE("toolchain: an install that fails its smoke check is removed, not left marked complete", "[toolchain]") {
+  Release r;
+  r.make("v0.52");
+  // The archive's ptoas prints another version than the pin: the smoke check fails.
+  r.dir.write("toolchain/versions.env", "PTOAS_VERSION=v0.53\nPTOAS_SHA256_AARCH64=" + std::string(64, 'a') +
+                                            "\nPTOAS_SHA256_X86_64=" + *pto::sha256_file_hex(r.archive().string()) + "\n");
+  fs::create_directories(r.mirror() / "v0.53");
+  fs::copy_file(r.archive(), r.mirror() / "v0.53" / r.artifact);
+  CommandResult res = r.setup();
+  INFO(res.err);
+  CHECK(res.exit_code == 3);
+  r.version = "v0.53";
+  CHECK_FALSE(r.has_install_root());  // no install root at all
+}
+
+TEST_CASE("toolchain: an archive that expands absurdly is stopped early, long before the size cap", "[toolchain]") {
+  Release r;
+  r.make("v0.52", "big");  // 64 MiB of zeros, a few hundred KiB compressed; the default cap is 4 GiB
+  CommandResult res = r.setup();
+  CHECK(res.exit_code == 3);
+  CHECK(res.err.find("refused as a decompression bomb") != std::string::npos);
+  CHECK(res.err.find("16 MiB out of") != std::string::npos);
+  CHECK_FALSE(r.has_install_root());
 }

@@ -65,7 +65,9 @@ static ToolchainConfig load_toolchain_config_unguarded(const std::string& path, 
   auto doc = load_yaml_file(path, display, diags);
   if (!doc) return cfg;
   MapReader m(*doc, "toolchain/ptoas.yml",
-              {"artifact", "url", "kind", "probe", "smoke", "max-size-mb", "max-entries", "retries"}, display,
+              {"artifact", "url", "kind", "probe", "smoke", "max-size-mb", "max-entries", "max-compression-ratio",
+               "retries", "python"},
+              display,
               diags);
   if (!m.is_map()) return cfg;
 
@@ -108,6 +110,14 @@ static ToolchainConfig load_toolchain_config_unguarded(const std::string& path, 
   if (auto v = m.integer("max-size-mb", 1, 1 << 20)) cfg.max_bytes = *v << 20;
   if (auto v = m.integer("max-entries", 1, 10000000)) cfg.max_entries = *v;
   if (auto v = m.integer("retries", 0, 20)) cfg.retries = static_cast<int>(*v);
+  if (auto v = m.number("max-compression-ratio", 2, 1e6)) cfg.max_ratio = *v;
+  if (auto v = m.string("python")) {
+    cfg.python = *v;
+    if (v->empty() || v->find_first_of(" \t\n'\"$`;&|") != std::string::npos)
+      m.error_at(m.get("python"), "bad-value", "'python' names an interpreter (python3.10 or a path), got '" + *v + "'");
+    if (cfg.kind != ArchiveKind::Whl)
+      m.error_at(m.get("python"), "bad-value", "'python' applies to kind: whl only");
+  }
   return cfg;
 }
 

@@ -22,7 +22,10 @@ struct ToolchainConfig {
   std::vector<std::string> smoke = {"--version"};
   long long max_bytes = 4LL << 30;  // extracted size cap
   long long max_entries = 200000;
+  double max_ratio = 100;  // extracted bytes per archive byte
   int retries = 3;
+  /// whl only: the interpreter whose venv gets the wheel; its version must match the wheel's Python tag.
+  std::string python = "python3";
 
   /// Expands {version}, {version_number}, {arch} (and {artifact} in the URL).
   std::string artifact_name(const std::string& version, const std::string& arch) const;

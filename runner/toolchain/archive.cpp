@@ -132,6 +132,14 @@ ExtractResult extract_archive(const std::string& archive_path, const std::string
       res.bytes += static_cast<long long>(size);
       if (res.bytes > limits.max_bytes)
         return fail(name, "takes the archive past the size cap of " + std::to_string(limits.max_bytes >> 20) + " MiB");
+      if (res.bytes > (16LL << 20)) {
+        long long read = std::max<long long>(1, archive_filter_bytes(in.get(), -1));
+        if (static_cast<double>(res.bytes) > limits.max_ratio * static_cast<double>(read))
+          return fail(name, "expands " + std::to_string(res.bytes / read) + " times (" + std::to_string(res.bytes >> 20) +
+                                " MiB out of " + std::to_string(read >> 10) + " KiB read), past the limit of " +
+                                std::to_string(static_cast<long long>(limits.max_ratio)) +
+                                ": refused as a decompression bomb");
+      }
       if (archive_write_data_block(out.get(), buf, size, offset) != ARCHIVE_OK)
         return fail(name, std::string("cannot be written: ") + archive_error_string(out.get()));
     }

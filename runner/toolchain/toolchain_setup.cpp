@@ -4,6 +4,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -112,6 +113,55 @@ bool fetch_verified(Context& c, std::string& error) {
   return false;
 }
 
+// The CPython versions a wheel's file name says it runs on ("cp310" -> 3.10; "py3" -> any): pip refuses a
+// mismatch with "not a supported wheel on this platform", which does not say the interpreter is wrong.
+std::vector<std::string> wheel_cpython_versions(const std::string& artifact) {
+  std::vector<std::string> parts;
+  std::size_t pos = 0;
+  std::string stem = artifact.substr(0, artifact.rfind(".whl"));
+  while (true) {
+    std::size_t dash = stem.find('-', pos);
+    parts.push_back(stem.substr(pos, dash == std::string::npos ? std::string::npos : dash - pos));
+    if (dash == std::string::npos) break;
+    pos = dash + 1;
+  }
+  std::vector<std::string> out;
+  if (parts.size() < 5) return out;
+  std::string tags = parts[parts.size() - 3];
+  std::size_t p = 0;
+  while (p <= tags.size()) {
+    std::size_t dot = tags.find('.', p);
+    std::string t = tags.substr(p, dot == std::string::npos ? std::string::npos : dot - p);
+    if (t.size() >= 4 && t.compare(0, 2, "cp") == 0) out.push_back(t.substr(2, 1) + "." + t.substr(3));
+    else if (t.rfind("py", 0) == 0) return {};  // pure Python: any interpreter of that major version
+    if (dot == std::string::npos) break;
+    p = dot + 1;
+  }
+  return out;
+}
+
+bool check_interpreter(Context& c, std::string& error) {
+  const std::string& py = c.req.config.python;
+  SyncResult v = run_sync({py, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"}, environment_list(), 60,
+                          c.log_dir + "/python-" + c.key + ".log");
+  std::string have = v.output.substr(0, v.output.find('\n'));
+  if (!v.outcome.ok() || have.empty()) {
+    error = "the interpreter '" + py + "' (toolchain/ptoas.yml python:) cannot be run: " +
+            (!v.output.empty() ? v.output.substr(0, 500) : !v.outcome.error.empty() ? v.outcome.error : "exit " + std::to_string(v.outcome.exit_code));
+    return false;
+  }
+  std::vector<std::string> want = wheel_cpython_versions(c.artifact);
+  if (!want.empty() && std::find(want.begin(), want.end(), have) == want.end()) {
+    std::string wanted;
+    for (const auto& w : want) wanted += (wanted.empty() ? "" : " or ") + w;
+    error = "PTOAS " + c.st.version + " ships " + c.artifact + ", a wheel for CPython " + wanted + ", but '" + py +
+            "' (toolchain/ptoas.yml python:) is Python " + have + "; name a Python " + wanted +
+            " interpreter in toolchain/ptoas.yml `python:` (pip would only say the wheel is not supported)";
+    return false;
+  }
+  return true;
+}
+
 bool install(Context& c, std::string& error) {
   std::error_code ec;
   fs::remove_all(c.install_root, ec);  // an install without its marker is never trusted
@@ -119,10 +169,11 @@ bool install(Context& c, std::string& error) {
     // venv scripts embed their absolute path, so the venv is built in place; the marker, written last,
     // is what makes it trusted.
     std::string log = c.log_dir + "/install-" + c.key + ".log";
-    SyncResult venv = run_sync({"python3", "-m", "venv", "--system-site-packages", c.install_root}, environment_list(),
-                               600, log);
+    if (!check_interpreter(c, error)) return false;  // before pip, and before anything is written
+    const std::string& py = c.req.config.python;
+    SyncResult venv = run_sync({py, "-m", "venv", "--system-site-packages", c.install_root}, environment_list(), 600, log);
     if (!venv.outcome.ok()) {
-      error = "python3 -m venv " + c.install_root + " failed: " + venv.output.substr(0, 2000);
+      error = py + " -m venv " + c.install_root + " failed: " + venv.output.substr(0, 2000);
       fs::remove_all(c.install_root, ec);
       return false;
     }
@@ -137,7 +188,7 @@ bool install(Context& c, std::string& error) {
   } else {
     std::string tmp = (fs::path(c.install_root).parent_path() / (".tmp-" + c.key + "-" + unique_suffix())).string();
     fs::create_directories(tmp, ec);
-    ExtractResult x = extract_archive(c.st.archive, tmp, {c.req.config.max_bytes, c.req.config.max_entries});
+    ExtractResult x = extract_archive(c.st.archive, tmp, {c.req.config.max_bytes, c.req.config.max_entries, c.req.config.max_ratio});
     if (!x.ok) {
       fs::remove_all(tmp, ec);
       error = x.error;
@@ -213,6 +264,7 @@ ToolchainState run(const ToolchainRequest& req, bool allow_fetch) {
         fs::remove_all(c.install_root, ec);
         continue;
       }
+      fs::remove_all(c.install_root, ec);  // a failed install leaves nothing behind to trust or to fill the disk
       return c.fail(loc.error);
     }
     c.st.bin = loc.bin;
@@ -223,6 +275,7 @@ ToolchainState run(const ToolchainRequest& req, bool allow_fetch) {
         fs::remove_all(c.install_root, ec);
         continue;
       }
+      fs::remove_all(c.install_root, ec);
       return c.fail(smoke.error);
     }
     c.st.ok = true;
