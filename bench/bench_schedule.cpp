@@ -60,9 +60,9 @@ Result simulate(SchedPolicy policy, std::vector<Step> steps, int ncards, const s
       }
     }
     std::vector<SchedCard> cards;
-    for (int c = 0; c < ncards; ++c) cards.push_back({c, true, !busy[c], busy[c] ? "x" : "", busy[c] ? busy_until[c] : 0});
+    for (int c = 0; c < ncards; ++c) cards.push_back({c, true, !busy[c], busy[c] ? "x" : "", busy[c] ? busy_until[c] : 0, ""});
     std::vector<SchedRequest> reqs;
-    for (auto* s : queue) reqs.push_back({s->id, s->devices, "", s->duration});
+    for (auto* s : queue) reqs.push_back({s->id, s->devices, "", s->duration, ""});
     ScheduleResult r = schedule_with_policy(policy, cards, groups, reqs, t);
     for (const auto& a : r.start) {
       Step* s = by_id[a.request];

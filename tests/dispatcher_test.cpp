@@ -28,8 +28,8 @@ struct Host {
   /// Queues a request and returns where its cards go once granted.
   std::shared_ptr<std::vector<int>> request(int devices, const std::string& label, double expected) {
     auto got = std::make_shared<std::vector<int>>();
-    dispatcher->request(
-        devices, label, expected, [got](const std::vector<int>& c) { *got = c; }, [](const std::string&) {});
+    dispatcher->request({devices, "", label, expected, 0}, [got](const std::vector<int>& c) { *got = c; },
+                        [](const std::string&) {});
     return got;
   }
   void settle() {

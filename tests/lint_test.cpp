@@ -132,15 +132,25 @@ TEST_CASE("the shipped definitions pass lint --strict", "[lint][shipped]") {
   CHECK(r.out.empty());
 }
 
-TEST_CASE("a model example listed twice is a duplicate-step warning pointing at the second line", "[lint]") {
+TEST_CASE("lint for maintainers: two examples of one name are an error at the second", "[lint]") {
   TempDir d;
   write_project(d, {{"m.yml", "name: m\nparallel: true\nsteps:\n  - models: [ds]\n"}},
                 {{"ds.yml", "model: DS\ndir: d\ncommand: python {dir}/{example}.py {args}\nexamples:\n"
-                            "  - {name: moe, devices: 2, args: --ep 2}\n  - {name: csa}\n  - {name: csa}\n"}});
+                            "  - {name: moe, devices: 2, args: --ep 2}\n  - {name: csa}\n  - {name: csa, args: --x}\n"}});
+  CommandResult r = run_cli({"lint", "--root", d.str()});
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("models/ds.yml:7:12: error: example 'csa' is already defined on line 6 of this model [duplicate-key]") !=
+        std::string::npos);
+}
+
+TEST_CASE("lint for maintainers: copies of a step that differ only in trailing blanks are duplicates", "[lint]") {
+  TempDir d;
+  write_project(d, {{"m.yml", "name: m\nsteps:\n  - name: first\n    run: |\n      make test\n      echo done\n"
+                              "  - name: copy\n    run: \"make test   \\necho done\\t\\n\\n\"\n"}});
   CommandResult r = run_cli({"lint", "--root", d.str()});
   CHECK(r.exit_code == 0);
-  CHECK(r.out.find("models/ds.yml:7:5: warning: step 'Run DS csa example' in job 'm' does the same work as "
-                   "'Run DS csa example' at models/ds.yml:6:5") != std::string::npos);
+  CHECK(r.out.find("jobs/m.yml:7:5: warning: step 'copy' in job 'm' does the same work as 'first' at jobs/m.yml:3:5") !=
+        std::string::npos);
   CHECK(run_cli({"lint", "--root", d.str(), "--strict"}).exit_code == 1);
 }
 

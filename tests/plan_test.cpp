@@ -28,60 +28,55 @@ const nlohmann::json* find_step(const nlohmann::json& plan, const std::string& j
 
 }  // namespace
 
-TEST_CASE("plan --format json of the shipped definitions: moe takes 2 cards with --ep 2", "[plan][shipped]") {
+TEST_CASE("plan --format json of the shipped definitions: pypto-lib's paths, moe on 2 cards with --ep 2", "[plan][shipped]") {
   CommandResult r = run_cli({"plan", "--root", source_dir().string(), "--format", "json"});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   auto j = nlohmann::json::parse(r.out);
   CHECK(j["jobs"][0]["name"] == "toolchain");
   CHECK(j["jobs"][0]["lead"] == true);
-  CHECK(j["ptoas_version"] == "v0.52");
+  CHECK(j["ptoas_version"] == "v0.57");
   const auto* moe = find_step(j, "pypto-lib-model", "Run pypto-lib DeepSeek-V4-Flash moe example");
   REQUIRE(moe);
   CHECK((*moe)["devices"] == 2);
-  CHECK((*moe)["run"] == "python models/deepseek/v4-flash/moe.py -p a2a3 -d $TASK_DEVICE --ep 2");
+  CHECK((*moe)["run"].get<std::string>().find("python models/deepseek_v4_flash_mtp/moe.py -p a2a3 -d $TASK_DEVICE --ep 2") !=
+        std::string::npos);
+  CHECK((*moe)["queue_timeout_minutes"] == 60);  // task-submit --timeout 3600
+  CHECK((*moe)["run_timeout_minutes"] == 30);    // task-submit --max-time 1800
   CHECK((*moe)["deduplicated_from"].is_null());
   CHECK((*moe)["key"].get<std::string>().size() == 64);
-  for (const char* ex : {"decode_attention_swa", "decode_attention_hca", "decode_attention_csa",
-                         "prefill_attention_csa", "prefill_attention_hca", "prefill_attention_swa"}) {
+  for (const char* ex : {"decode_swa", "decode_hca", "decode_csa", "prefill_csa", "prefill_hca", "prefill_swa"}) {
     const auto* s = find_step(j, "pypto-lib-model", std::string("Run pypto-lib DeepSeek-V4-Flash ") + ex + " example");
     REQUIRE(s);
     CHECK((*s)["devices"] == 1);
   }
+  for (const char* ex : {"decode_fwd", "prefill_fwd"}) CHECK(find_step(j, "pypto-lib-model", std::string("Run pypto-lib Qwen3-14B ") + ex + " example"));
+  const auto* a5 = find_step(j, "mixed-kernel-tests-a5", "Test mixed-kernel system tests (A5, on board)");
+  REQUIRE(a5);
+  CHECK((*a5)["device_type"] == "a5");
   // Jobs needing the toolchain list the lead job.
   for (const auto& job : j["jobs"])
     if (job["toolchain"] == true) CHECK(job["needs"][0] == "toolchain");
 }
 
-TEST_CASE("an example listed twice appears once plus a deduplicated_from entry", "[plan][shipped]") {
+TEST_CASE("a step written twice in a job is planned once plus a deduplicated_from entry", "[plan]") {
   TempDir d;
-  std::filesystem::copy(source_dir() / "jobs", d.path() / "jobs");
-  std::filesystem::copy(source_dir() / "models", d.path() / "models");
-  std::filesystem::copy(source_dir() / "toolchain", d.path() / "toolchain");
-  // The incumbent's copy-paste: a second, byte-identical prefill_attention_csa.
-  std::string ds = read_file(d.path() / "models/deepseek-v4-flash.yml");
-  ds += "  - {name: prefill_attention_csa, expected-minutes: 12}\n";
-  d.write("models/deepseek-v4-flash.yml", ds);
+  // The incumbent's copy-paste: a second, byte-identical prefill_csa step, whatever its name.
+  write_project(d, {{"m.yml", "name: m\nparallel: true\nsteps:\n"
+                              "  - {name: prefill_csa, devices: 1, run: 'python models/prefill_csa.py -d $TASK_DEVICE'}\n"
+                              "  - {name: moe, devices: 2, run: 'python models/moe.py -d $TASK_DEVICE --ep 2'}\n"
+                              "  - {name: prefill_csa again, devices: 1, run: 'python models/prefill_csa.py -d $TASK_DEVICE'}\n"}});
   CommandResult r = run_cli({"plan", "--root", d.str(), "--format", "json"});
   REQUIRE(r.exit_code == 0);
   auto j = nlohmann::json::parse(r.out);
-  int runs = 0, dups = 0;
-  for (const auto& job : j["jobs"])
-    for (const auto& s : job["steps"])
-      if (s["name"] == "Run pypto-lib DeepSeek-V4-Flash prefill_attention_csa example") {
-        if (s["deduplicated_from"].is_null()) ++runs;
-        else {
-          ++dups;
-          CHECK(s["deduplicated_from"] == "Run pypto-lib DeepSeek-V4-Flash prefill_attention_csa example");
-          CHECK(s["deduplicated_from_index"] == 5);
-        }
-      }
-  CHECK(runs == 1);
-  CHECK(dups == 1);
+  const auto& steps = j["jobs"][0]["steps"];
+  CHECK(steps[0]["deduplicated_from"].is_null());
+  CHECK(steps[2]["deduplicated_from"] == "prefill_csa");
+  CHECK(steps[2]["deduplicated_from_index"] == 0);
   CHECK(j["summary"]["deduplicated"] == 1);
   // Text form says so too.
   CommandResult t = run_cli({"plan", "--root", d.str()});
-  CHECK(t.out.find("deduplicated: same work as step 6") != std::string::npos);
+  CHECK(t.out.find("deduplicated: same work as step 1") != std::string::npos);
 }
 
 TEST_CASE("plan output is deterministic", "[plan]") {

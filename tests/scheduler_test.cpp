@@ -12,7 +12,7 @@ namespace {
 
 std::vector<SchedCard> cards(int n) {
   std::vector<SchedCard> out;
-  for (int i = 0; i < n; ++i) out.push_back({i, true, true, "", 0});
+  for (int i = 0; i < n; ++i) out.push_back({i, true, true, "", 0, ""});
   return out;
 }
 

@@ -302,9 +302,9 @@ TEST_CASE("toolchain: two concurrent setups of one pin both succeed with one ins
 TEST_CASE("toolchain outputs prints the pin for $GITHUB_OUTPUT", "[toolchain]") {
   CommandResult r = run_cli({"toolchain", "outputs", "--root", source_dir().string()});
   CHECK(r.exit_code == 0);
-  CHECK(r.out == "ptoas_version=v0.52\n"
-                 "ptoas_sha256_aarch64=a64e7ee9753dde1bca0d4c71c0cb6950b4d1f8bdf1c39580b3af3d442bc3fe8b\n"
-                 "ptoas_sha256_x86_64=d24b81565ec3d3ead4b05d18d62e55d6e5dd56c7cd8dd243f041a6ed14024f75\n");
+  CHECK(r.out == "ptoas_version=v0.57\n"
+                 "ptoas_sha256_aarch64=4858c837e12b1b588f281207c95916dc20968a7cdc656aadd549a87658a06692\n"
+                 "ptoas_sha256_x86_64=ee86289cd61433c1226774dd6a5a884ee0c8e6c42003d78201ff39e8aec4b304\n");
 }
 
 TEST_CASE("run: the lead job exports PTOAS_* to dependants; a failed lead job skips them with exit 3", "[toolchain][run]") {

@@ -11,7 +11,8 @@ const std::vector<std::string> kJobKeys = {"name",     "needs",    "if",       "
                                            "parallel", "toolchain", "outputs"};
 const std::vector<std::string> kStepKeys = {"name",  "run",     "env",     "if",      "timeout-minutes",
                                             "continue-on-error", "working-directory", "shell", "devices",
-                                            "retry", "models",  "expected-minutes", "id"};
+                                            "retry", "models",  "expected-minutes", "id", "device-type",
+                                            "queue-timeout-minutes", "run-timeout-minutes"};
 
 bool valid_job_name(const std::string& s) {
   static const std::regex re("[A-Za-z_][A-Za-z0-9_.-]*");
@@ -135,7 +136,13 @@ StepDef read_step(const YAML::Node& node, const std::string& file, Diagnostics& 
     s.if_loc = loc_of(m.get("if"));
   }
   s.timeout_minutes = m.number("timeout-minutes", 0.001, 10080);
+  s.queue_timeout_minutes = m.number("queue-timeout-minutes", 0.001, 10080);
+  s.run_timeout_minutes = m.number("run-timeout-minutes", 0.001, 10080);
   s.expected_minutes = m.number("expected-minutes", 0, 10080);
+  if (auto v = m.string("device-type")) {
+    s.device_type = *v;
+    s.device_type_loc = loc_of(m.get("device-type"));
+  }
   if (auto v = m.boolean("continue-on-error")) s.continue_on_error = *v;
   if (auto v = m.string("working-directory")) s.working_directory = *v;
   if (auto v = m.string("shell")) {

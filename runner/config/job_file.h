@@ -29,7 +29,10 @@ struct StepDef {
   std::map<std::string, std::string> env;
   std::string if_expr;
   std::optional<double> timeout_minutes;
+  std::optional<double> queue_timeout_minutes, run_timeout_minutes;
   std::optional<double> expected_minutes;
+  std::string device_type;  // "" = any card
+  SourceLoc device_type_loc;
   bool continue_on_error = false;
   std::string working_directory;
   std::string shell;

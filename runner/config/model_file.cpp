@@ -27,8 +27,10 @@ static ModelFile load_model_file_unguarded(const std::string& path, const std::s
   auto doc = load_yaml_file(path, display, diags);
   if (!doc) return mf;
   mf.loc = loc_of(*doc);
-  MapReader m(*doc, "model", {"model", "dir", "command", "examples", "timeout-minutes", "expected-minutes"}, display,
-              diags);
+  MapReader m(*doc, "model",
+              {"model", "dir", "command", "examples", "timeout-minutes", "queue-timeout-minutes", "run-timeout-minutes",
+               "expected-minutes", "device-type"},
+              display, diags);
   if (!m.is_map()) return mf;
   if (auto v = m.string("model", true)) mf.model = *v;
   if (auto v = m.string("dir", true)) {
@@ -47,7 +49,10 @@ static ModelFile load_model_file_unguarded(const std::string& path, const std::s
       m.error_at(m.get("command"), "bad-value", "'command' must use {example}, or every example runs the same thing");
   }
   mf.timeout_minutes = m.number("timeout-minutes", 0.001, 10080);
+  mf.queue_timeout_minutes = m.number("queue-timeout-minutes", 0.001, 10080);
+  mf.run_timeout_minutes = m.number("run-timeout-minutes", 0.001, 10080);
   mf.expected_minutes = m.number("expected-minutes", 0, 10080);
+  if (auto v = m.string("device-type")) mf.device_type = *v;
 
   YAML::Node examples = m.get("examples");
   if (!examples.IsDefined()) {
@@ -58,13 +63,15 @@ static ModelFile load_model_file_unguarded(const std::string& path, const std::s
     m.error_at(examples, "wrong-type", "model: 'examples' expects a list, got " + describe_node(examples));
     return mf;
   }
-  std::set<std::string> names;
+  std::map<std::string, int> names;
   static const std::regex name_re("[A-Za-z0-9_.-]+");
   for (const auto& node : examples) {
     ModelExample ex;
     ex.loc = loc_of(node);
-    MapReader e(node, "example", {"name", "devices", "args", "timeout-minutes", "expected-minutes", "env"}, display,
-                diags);
+    MapReader e(node, "example",
+                {"name", "devices", "device-type", "args", "timeout-minutes", "queue-timeout-minutes",
+                 "run-timeout-minutes", "expected-minutes", "env"},
+                display, diags);
     if (!e.is_map()) continue;
     if (auto v = e.string("name", true)) {
       ex.name = *v;
@@ -74,12 +81,21 @@ static ModelFile load_model_file_unguarded(const std::string& path, const std::s
     }
     if (auto v = e.integer("devices", 0, 1024)) ex.devices = static_cast<int>(*v);
     if (auto v = e.string("args")) ex.args = *v;
+    ex.device_type = mf.device_type;
+    if (auto v = e.string("device-type")) ex.device_type = *v;
     ex.timeout_minutes = e.number("timeout-minutes", 0.001, 10080);
+    ex.queue_timeout_minutes = e.number("queue-timeout-minutes", 0.001, 10080);
+    ex.run_timeout_minutes = e.number("run-timeout-minutes", 0.001, 10080);
     ex.expected_minutes = e.number("expected-minutes", 0, 10080);
     if (auto v = e.scalar_map("env")) ex.env = *v;
-    // A repeated example is not a load error: it is deduplicated in the plan and reported by lint
-    // (duplicate-step), exactly like a copy-pasted workflow step.
-    names.insert(ex.name);
+    // Two examples of one name would be two steps of one name doing different things (or the same thing
+    // twice): an error where the second is written.
+    if (!ex.name.empty()) {
+      auto [it, fresh] = names.emplace(ex.name, ex.loc.line);
+      if (!fresh)
+        e.error_at(e.get("name"), "duplicate-key",
+                   "example '" + ex.name + "' is already defined on line " + std::to_string(it->second) + " of this model");
+    }
     mf.examples.push_back(std::move(ex));
   }
   if (mf.examples.empty()) m.error_at(examples, "bad-value", "model: 'examples' is empty; list at least one");

@@ -13,11 +13,21 @@
 
 namespace pto {
 
+/// The three time bounds of a step (GitHub's and task-submit's): `timeout-minutes` from the moment it may
+/// start (waiting for cards included, as a GitHub step's clock counts task-submit's wait),
+/// `queue-timeout-minutes` on the wait for cards (task-submit --timeout), `run-timeout-minutes` on the run
+/// once the cards are granted (task-submit --max-time).
+struct StepTimeouts {
+  std::optional<double> total, queue, run;
+};
+
 struct ModelExample {
   std::string name;
   int devices = 1;
+  std::string device_type;  // "" = any card
   std::string args;
   std::optional<double> timeout_minutes;
+  std::optional<double> queue_timeout_minutes, run_timeout_minutes;
   std::optional<double> expected_minutes;
   std::map<std::string, std::string> env;
   SourceLoc loc;
@@ -30,7 +40,9 @@ struct ModelFile {
   std::string dir;
   std::string command;
   std::optional<double> timeout_minutes;
+  std::optional<double> queue_timeout_minutes, run_timeout_minutes;
   std::optional<double> expected_minutes;
+  std::string device_type;  // the examples' default
   std::vector<ModelExample> examples;
   SourceLoc loc;
 

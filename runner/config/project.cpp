@@ -84,6 +84,7 @@ Project load_project(const LoadOptions& opts, Diagnostics& diags) {
     }
     std::string problem = apply_device_overrides(p.runner, opts.devices_override, opts.device_groups_override);
     if (!problem.empty()) diags.error("(command line)", 0, 0, "bad-value", problem);
+    p.default_host = cfg_path.empty() && opts.devices_override.empty();
   }
 
   for (const auto& f : yaml_files(root / "models")) {

@@ -30,6 +30,9 @@ struct Project {
   VersionsEnv versions;
   ToolchainConfig toolchain;
   RunnerConfig runner;
+  /// No runner.yml, no --devices: the built-in pool stands in for a host nobody described, so what only a
+  /// real host can answer (which card types exist) is not checked.
+  bool default_host = false;
   std::vector<JobDef> jobs;                 // by file name
   std::map<std::string, ModelFile> models;  // by id (file stem)
 

@@ -1,11 +1,26 @@
 #include "config/runner_config.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <regex>
 
 #include "config/device_spec.h"
 #include "config/yaml_map.h"
 
 namespace pto {
+
+std::string RunnerConfig::type_of(int card) const {
+  if (!device_type_all.empty()) return device_type_all;
+  auto it = device_types.find(card);
+  return it == device_types.end() ? "" : it->second;
+}
+
+std::set<std::string> RunnerConfig::type_names() const {
+  std::set<std::string> out;
+  for (int id : device_ids)
+    if (std::string t = type_of(id); !t.empty()) out.insert(t);
+  return out;
+}
 
 std::string expand_home(const std::string& path) {
   if (path.rfind("~/", 0) == 0) {
@@ -49,7 +64,7 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
               display, diags);
   if (!m.is_map()) return cfg;
   if (m.has("devices")) {
-    MapReader d(m.get("devices"), "devices", {"ids", "groups", "lock-dir"}, display, diags);
+    MapReader d(m.get("devices"), "devices", {"ids", "groups", "lock-dir", "type", "types"}, display, diags);
     if (d.is_map()) {
       if (d.has("ids")) {
         auto ids = read_int_list(d, "ids", 0, 4095);
@@ -82,6 +97,42 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
         }
       }
       if (auto v = d.string("lock-dir")) cfg.lock_dir = *v;
+      static const std::regex type_re("[A-Za-z0-9_.-]{1,64}");
+      if (auto v = d.string("type")) {
+        cfg.device_type_all = *v;
+        if (!std::regex_match(*v, type_re)) d.error_at(d.get("type"), "bad-value", "devices: 'type' must be a name like a5, got '" + *v + "'");
+        if (d.has("types")) d.error_at(d.get("types"), "bad-value", "devices: give 'type' (every card) or 'types' (by card), not both");
+      }
+      if (d.has("types")) {
+        YAML::Node types = d.get("types");
+        if (!types.IsMap()) {
+          d.error_at(types, "wrong-type", "devices: 'types' expects a mapping of NAME: [card ids], e.g. {a5: [8, 9]}");
+        } else {
+          for (auto it = types.begin(); it != types.end(); ++it) {
+            const std::string name = it->first.Scalar();
+            if (!std::regex_match(name, type_re))
+              d.error_at(it->first, "bad-value", "devices: type names are like a5 or a2a3, got '" + name + "'");
+            if (!it->second.IsSequence()) {
+              d.error_at(it->second, "wrong-type", "devices: types." + name + " expects a list of card ids");
+              continue;
+            }
+            for (const auto& item : it->second) {
+              char* end = nullptr;
+              long n = item.IsScalar() ? std::strtol(item.Scalar().c_str(), &end, 10) : -1;
+              if (!item.IsScalar() || item.Scalar().empty() || *end || n < 0 || n > 4095) {
+                d.error_at(item, "bad-value", "devices: types." + name + " lists card ids, got " + describe_node(item));
+                continue;
+              }
+              int id = static_cast<int>(n);
+              if (std::find(cfg.device_ids.begin(), cfg.device_ids.end(), id) == cfg.device_ids.end())
+                d.error_at(item, "bad-value", "devices: card " + std::to_string(id) + " of types." + name + " is not in the device ids");
+              auto [at, fresh] = cfg.device_types.emplace(id, name);
+              if (!fresh && at->second != name)
+                d.error_at(item, "bad-value", "devices: card " + std::to_string(id) + " is both " + at->second + " and " + name);
+            }
+          }
+        }
+      }
     }
   }
   if (auto v = m.string("state-dir")) cfg.state_dir = *v;

@@ -1,6 +1,8 @@
 #pragma once
 // runner.yml: host settings (cards, lock and state directories, health policy, daemon address). Every key is
 // optional; command-line flags override it (see commands/common_options.cpp).
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,6 +50,13 @@ struct RunnerConfig {
   std::string file;  // empty when no runner.yml was read
   std::vector<int> device_ids = {0, 1, 2, 3, 4, 5, 6, 7};
   std::vector<std::vector<int>> device_groups;
+  /// Card types (`devices.type` for every card, `devices.types: {NAME: [ids]}` for some): a step that asks
+  /// for a type gets cards of that type only. A card without one is untyped.
+  std::string device_type_all;
+  std::map<int, std::string> device_types;
+  std::string type_of(int card) const;
+  /// Every type some card of `device_ids` has.
+  std::set<std::string> type_names() const;
   std::string lock_dir = "/var/lock/pto-runner";
   std::string state_dir = ".pto-runner";
   std::string cache_dir = "~/.cache/pto-runner";

@@ -22,6 +22,15 @@ class io_context;
 
 namespace pto {
 
+/// What a step (or a lease) asks the host for.
+struct CardRequest {
+  int devices = 1;
+  std::string type;             // "" = any card
+  std::string label;            // who asks, for holders and waiting reasons
+  double expected_seconds = 0;  // 0: unknown (never backfills ahead of a reservation)
+  std::uint64_t order = 0;      // an earlier place in line to keep (a retry); 0: a new place
+};
+
 struct QueueEntry {
   std::uint64_t ticket = 0;
   std::string label;
@@ -39,10 +48,8 @@ class Dispatcher {
   Dispatcher(boost::asio::io_context& io, DevicePool& pool);
   ~Dispatcher();
 
-  /// Queues a request. `expected_seconds` (0: unknown) lets it backfill before a reservation; `order` keeps
-  /// an earlier place in line (0: a new place). Returns the ticket.
-  std::uint64_t request(int devices, const std::string& label, double expected_seconds, Grant on_grant,
-                        Impossible on_impossible, std::uint64_t order = 0);
+  /// Queues a request; `on_grant` gets its cards once they are locked. Returns the ticket.
+  std::uint64_t request(CardRequest req, Grant on_grant, Impossible on_impossible);
   void withdraw(std::uint64_t ticket);
   void release(const std::vector<int>& cards);
 

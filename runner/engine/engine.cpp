@@ -53,6 +53,13 @@ std::string make_run_id() {
   return std::string(buf) + "-" + random_hex(2);
 }
 
+std::string format_minutes(double minutes) {
+  char buf[32];
+  if (minutes >= 1 && minutes == static_cast<long>(minutes)) std::snprintf(buf, sizeof(buf), "%ld min", static_cast<long>(minutes));
+  else std::snprintf(buf, sizeof(buf), "%.3g s", minutes * 60);
+  return buf;
+}
+
 std::string slug(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -69,6 +76,8 @@ struct RunEngine::Timers {
   explicit Timers(boost::asio::io_context& io) : io(io) {}
   boost::asio::io_context& io;
   std::map<std::size_t, std::unique_ptr<boost::asio::steady_timer>> job_timeouts;
+  /// A step waiting for cards under timeout-minutes or queue-timeout-minutes.
+  std::map<std::pair<std::size_t, std::size_t>, std::unique_ptr<boost::asio::steady_timer>> wait_timeouts;
 };
 
 RunEngine::RunEngine(boost::asio::io_context& io, Plan plan, Dispatcher& dispatcher, Executor& executor,
@@ -396,11 +405,40 @@ void RunEngine::enqueue(std::size_t j, std::size_t s) {
     launch(j, s, {});
     return;
   }
+  sr.queued_at = now();
+  // The wait for cards is bounded by queue-timeout-minutes (task-submit --timeout) and by timeout-minutes,
+  // whose clock starts now, as a GitHub step's counts task-submit's wait.
+  std::optional<double> wait_limit;
+  for (const auto& m : {ps.queue_timeout_minutes, ps.timeout_minutes})
+    if (m) wait_limit = std::min(wait_limit.value_or(*m), *m);
+  if (wait_limit && !opts_.simulate) {
+    auto t = std::make_unique<boost::asio::steady_timer>(io_);
+    t->expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(*wait_limit * 60)));
+    t->async_wait([this, j, s, limit = *wait_limit](boost::system::error_code ec) {
+      if (ec) return;  // cancelled (granted, or the engine is gone): touch nothing
+      StepRecord& r = run_.jobs[j].steps[s];
+      if (r.state != StepState::Waiting || !r.ticket) return;
+      dispatcher_.withdraw(r.ticket);
+      r.ticket = 0;
+      r.state = StepState::TimedOut;
+      r.timed_out = true;
+      r.error = "waited " + format_minutes(limit) + " for " + std::to_string(plan_.jobs[j].steps[s].devices) +
+                " card(s) without getting them (" +
+                (plan_.jobs[j].steps[s].queue_timeout_minutes && *plan_.jobs[j].steps[s].queue_timeout_minutes <= limit
+                     ? "queue-timeout-minutes" : "timeout-minutes") + ")";
+      r.finished = iso_now();
+      r.finished_at = now();
+      if (!plan_.jobs[j].steps[s].continue_on_error) run_.jobs[j].failed = true;
+      if (observer_) observer_->on_step_finished(run_, plan_, static_cast<int>(j), static_cast<int>(s));
+      pump();
+    });
+    timers_->wait_timeouts[{j, s}] = std::move(t);
+  }
   // A default estimate is no estimate: such a step must not backfill ahead of a reservation.
   double expected = ps.expected_defaulted ? 0 : ps.expected_minutes * 60 * (opts_.simulate ? opts_.time_scale : 1);
   sr.wait_reason = "queued for " + std::to_string(ps.devices) + (ps.devices == 1 ? " card" : " cards");
   sr.ticket = dispatcher_.request(
-      ps.devices, label(j, s), expected,
+      {ps.devices, ps.device_type, label(j, s), expected, sr.order},
       [this, j, s](const std::vector<int>& cards) {
         run_.jobs[j].steps[s].ticket = 0;
         launch(j, s, cards);
@@ -417,8 +455,7 @@ void RunEngine::enqueue(std::size_t j, std::size_t s) {
         if (!plan_.jobs[j].steps[s].continue_on_error) run_.jobs[j].failed = true;
         if (observer_) observer_->on_step_finished(run_, plan_, static_cast<int>(j), static_cast<int>(s));
         pump();
-      },
-      sr.order);
+      });
   if (!sr.order) sr.order = sr.ticket;
 }
 
@@ -503,7 +540,15 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
   l.env = step_env(j, s, cards);
   l.log_path = sr.log_path;
   l.marker = run_.id + "/" + std::to_string(j) + "/" + std::to_string(s) + "/" + std::to_string(sr.attempt);
-  if (ps.timeout_minutes) l.timeout_seconds = *ps.timeout_minutes * 60;
+  timers_->wait_timeouts.erase({j, s});
+  // Running is bounded by run-timeout-minutes (task-submit --max-time) and by what timeout-minutes left
+  // after the wait for cards.
+  double waited = sr.queued_at >= 0 ? now() - sr.queued_at : 0;
+  if (ps.run_timeout_minutes) l.timeout_seconds = *ps.run_timeout_minutes * 60;
+  if (ps.timeout_minutes) {
+    double left = std::max(0.001, *ps.timeout_minutes * 60 - waited);
+    l.timeout_seconds = l.timeout_seconds > 0 ? std::min(l.timeout_seconds, left) : left;
+  }
   l.grace_seconds = opts_.kill_grace_seconds;
   l.simulated_seconds = ps.expected_minutes * 60 * opts_.time_scale;
   l.on_line = [this, j, s](std::string_view line) {

@@ -123,6 +123,8 @@ EngineOptions make_engine_options(const std::string& root, const std::string& st
 
 /// A new run id: YYYYMMDD-HHMMSS-xxxx (UTC), x a hex digit.
 std::string make_run_id();
+/// "30 min", or seconds for fractions ("3 s"): for messages about timeouts.
+std::string format_minutes(double minutes);
 /// A file-name-safe form of a job or step name.
 std::string slug(const std::string& s);
 

@@ -32,6 +32,7 @@ struct StepRecord {
   std::vector<int> cards;
   std::string created, runnable, started, finished;  // ISO 8601 UTC
   double runnable_at = -1, started_at = -1, finished_at = -1;
+  double queued_at = -1;  // this attempt's request for cards (timeout-minutes counts from here)
   int exit_code = -1;
   int signal = 0;
   bool timed_out = false;

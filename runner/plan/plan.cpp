@@ -123,7 +123,7 @@ class Builder {
     s.run = "pto-runner toolchain setup";
     s.origin = s.source = "toolchain/versions.env";
     s.expected_minutes = 0.5;
-    s.key = step_key({s.run, {}, "", "bash", 0, "", "", nullptr});
+    s.key = step_key({s.run, {}, "", "bash", 0, "", "", nullptr, ""});
     lead.steps.push_back(std::move(s));
     return lead;
   }
@@ -165,16 +165,46 @@ class Builder {
     if (std::string e = check_expressions(text, scope); !e.empty()) report_once(file, loc, "bad-value", what + ": " + e);
   }
 
-  void check_pool(int devices, const std::string& step_name, const std::string& file, SourceLoc loc,
-                  const Plan& plan) {
-    if (devices <= plan.largest_gang) return;
+  void check_pool(int devices, const std::string& type, const std::string& step_name, const std::string& file,
+                  SourceLoc loc, const Plan& plan) {
+    const RunnerConfig& rc = project_.runner;
+    if (devices == 0) return;
+    int pool = plan.pool_size, gang = plan.largest_gang;
+    std::vector<int> ids = rc.device_ids;
+    std::string of_type;
+    if (!type.empty() && project_.default_host) return;  // which types a host has is the host's to say
+    if (!type.empty()) {
+      ids.clear();
+      for (int id : rc.device_ids)
+        if (rc.type_of(id) == type) ids.push_back(id);
+      if (ids.empty()) {
+        std::string known;
+        for (const auto& t : rc.type_names()) known += (known.empty() ? "" : ", ") + t;
+        report_once(file, loc, "unknown-device-type",
+                    "step '" + step_name + "' needs cards of type '" + type + "'; no card of this host has it" +
+                        (known.empty() ? " (its cards have no type; set devices.type or devices.types in runner.yml)"
+                                       : " (types: " + known + ")"));
+        return;
+      }
+      std::vector<std::vector<int>> groups;
+      for (const auto& g : rc.device_groups) {
+        std::vector<int> members;
+        for (int id : g)
+          if (rc.type_of(id) == type) members.push_back(id);
+        if (!members.empty()) groups.push_back(members);
+      }
+      pool = static_cast<int>(ids.size());
+      gang = largest_gang(ids, rc.device_groups.empty() ? std::vector<std::vector<int>>{} : groups);
+      of_type = " of type " + type;
+    }
+    if (devices <= gang) return;
     std::string msg;
-    if (devices > plan.pool_size)
-      msg = "step '" + step_name + "' needs " + std::to_string(devices) + " cards; the pool has " +
-            std::to_string(plan.pool_size) + " (" + join_ids(project_.runner.device_ids) + ")";
+    if (devices > pool)
+      msg = "step '" + step_name + "' needs " + std::to_string(devices) + " cards" + of_type + "; the pool has " +
+            std::to_string(pool) + " (" + join_ids(ids) + ")";
     else
-      msg = "step '" + step_name + "' needs " + std::to_string(devices) +
-            " cards from one device group; the largest group has " + std::to_string(plan.largest_gang);
+      msg = "step '" + step_name + "' needs " + std::to_string(devices) + " cards" + of_type +
+            " from one device group; the largest group has " + std::to_string(gang);
     report_once(file, loc, "devices-exceed-pool", msg);
   }
 
@@ -268,13 +298,17 @@ class Builder {
         s.if_expr = sd.if_expr;
         s.if_has_status_function = status_fn;
         s.devices = explicit_devices.value_or(0);
+        s.device_type = sd.device_type;
         s.timeout_minutes = sd.timeout_minutes;
+        s.queue_timeout_minutes = sd.queue_timeout_minutes;
+        s.run_timeout_minutes = sd.run_timeout_minutes;
         if (sd.expected_minutes) s.expected_minutes = *sd.expected_minutes, s.expected_defaulted = false;
         s.continue_on_error = sd.continue_on_error;
         s.retry = sd.retry;
         s.origin = s.source = where(def.file, sd.loc);
-        s.key = step_key({s.run, s.env, s.working_directory, s.shell, s.devices, s.if_expr, "", nullptr});
-        check_pool(s.devices, s.name, def.file, sd.devices_loc.line ? sd.devices_loc : sd.loc, plan);
+        s.key = step_key({s.run, s.env, s.working_directory, s.shell, s.devices, s.if_expr, "", nullptr, s.device_type});
+        check_pool(s.devices, s.device_type, s.name, def.file,
+                   sd.device_type_loc.line ? sd.device_type_loc : sd.devices_loc.line ? sd.devices_loc : sd.loc, plan);
         add(std::move(s));
         continue;
       }
@@ -288,7 +322,9 @@ class Builder {
           std::string tmpl = sd.name.empty() ? "Run {model} {example} example" : sd.name;
           s.name = subst(expand_braces(tmpl, {{"model", mf.model}, {"example", ex.name}, {"dir", mf.dir}}), leg,
                          def.file, sd.loc);
-          s.run = mf.command_for(ex);
+          // A model's command and args may use ${{ }} like a job's run: (the job's matrix, env, needs).
+          s.run = subst(mf.command_for(ex), leg, mf.file, ex.loc);
+          check_text(s.run, scope, mf.file, ex.loc, "command");
           s.shell = shell;
           s.working_directory = wd;
           s.env = env;
@@ -296,9 +332,12 @@ class Builder {
           s.if_expr = sd.if_expr;
           s.if_has_status_function = status_fn;
           s.devices = explicit_devices.value_or(ex.devices);
-          s.timeout_minutes = sd.timeout_minutes ? sd.timeout_minutes
-                              : ex.timeout_minutes ? ex.timeout_minutes
-                                                   : mf.timeout_minutes;
+          s.device_type = !sd.device_type.empty() ? sd.device_type : ex.device_type;
+          auto pick = [&](const std::optional<double>& step, const std::optional<double>& example,
+                          const std::optional<double>& model) { return step ? step : example ? example : model; };
+          s.timeout_minutes = pick(sd.timeout_minutes, ex.timeout_minutes, mf.timeout_minutes);
+          s.queue_timeout_minutes = pick(sd.queue_timeout_minutes, ex.queue_timeout_minutes, mf.queue_timeout_minutes);
+          s.run_timeout_minutes = pick(sd.run_timeout_minutes, ex.run_timeout_minutes, mf.run_timeout_minutes);
           auto expected = sd.expected_minutes ? sd.expected_minutes
                           : ex.expected_minutes ? ex.expected_minutes
                                                 : mf.expected_minutes;
@@ -309,9 +348,10 @@ class Builder {
           s.source = where(mf.file, ex.loc);
           s.model = mf.id;
           s.example = ex.name;
-          s.key = step_key({s.run, s.env, s.working_directory, s.shell, s.devices, s.if_expr, "", nullptr});
-          if (explicit_devices) check_pool(s.devices, s.name, def.file, sd.devices_loc, plan);
-          else check_pool(s.devices, s.name, mf.file, ex.loc, plan);
+          s.key = step_key({s.run, s.env, s.working_directory, s.shell, s.devices, s.if_expr, "", nullptr, s.device_type});
+          if (explicit_devices || !sd.device_type.empty())
+            check_pool(s.devices, s.device_type, s.name, def.file, sd.device_type_loc.line ? sd.device_type_loc : sd.devices_loc, plan);
+          else check_pool(s.devices, s.device_type, s.name, mf.file, ex.loc, plan);
           add(std::move(s));
         }
       }

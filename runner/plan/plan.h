@@ -34,7 +34,9 @@ struct PlanStep {
   /// runs after the others.
   bool if_has_status_function = false;
   int devices = 0;
-  std::optional<double> timeout_minutes;
+  std::string device_type;  // "" = any card
+  std::optional<double> timeout_minutes;  // from runnable to end, the wait for cards included
+  std::optional<double> queue_timeout_minutes, run_timeout_minutes;
   double expected_minutes = 1;  // for --simulate; `expected_defaulted` when no file said
   bool expected_defaulted = true;
   bool continue_on_error = false;

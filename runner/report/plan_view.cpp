@@ -15,7 +15,11 @@ nlohmann::json plan_step_to_json(const PlanJob& job, const PlanStep& s) {
   j["env"] = s.env;
   j["if"] = s.if_expr.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.if_expr);
   j["devices"] = s.devices;
-  j["timeout_minutes"] = s.timeout_minutes ? nlohmann::json(*s.timeout_minutes) : nlohmann::json(nullptr);
+  j["device_type"] = s.device_type.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.device_type);
+  auto minutes = [](const std::optional<double>& m) { return m ? nlohmann::json(*m) : nlohmann::json(nullptr); };
+  j["timeout_minutes"] = minutes(s.timeout_minutes);
+  j["queue_timeout_minutes"] = minutes(s.queue_timeout_minutes);
+  j["run_timeout_minutes"] = minutes(s.run_timeout_minutes);
   j["expected_minutes"] = s.expected_minutes;
   j["continue_on_error"] = s.continue_on_error;
   j["retry"] = {{"max", s.retry.max}, {"on_exit_codes", s.retry.on_exit_codes}};
@@ -95,7 +99,9 @@ std::string plan_to_text(const Plan& plan) {
     os << "\n";
     for (const auto& s : job.steps) {
       os << "    " << (s.index + 1) << ". " << s.name;
-      if (s.devices) os << "  [" << s.devices << (s.devices == 1 ? " card]" : " cards]");
+      if (s.devices)
+        os << "  [" << s.devices << (s.devices == 1 ? " card" : " cards") << (s.device_type.empty() ? "" : " of type " + s.device_type)
+           << "]";
       if (s.deduplicated_from)
         os << "  -- deduplicated: same work as step " << (*s.deduplicated_from + 1) << " ("
            << job.steps[*s.deduplicated_from].name << "), not run";

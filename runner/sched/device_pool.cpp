@@ -41,7 +41,10 @@ DevicePool::DevicePool(const RunnerConfig& cfg, std::string state_dir)
       lock_dir_(resolve_lock_dir(expand_home(cfg.lock_dir))),
       state_file_(state_dir.empty() ? "" : state_dir + "/devices.json"),
       drain_after_(cfg.health.drain_after) {
-  for (int id : cfg.device_ids) cards_[id].since = iso_now();
+  for (int id : cfg.device_ids) {
+    cards_[id].since = iso_now();
+    cards_[id].type = cfg.type_of(id);
+  }
 }
 
 std::string DevicePool::init() {
@@ -126,6 +129,7 @@ std::vector<SchedCard> DevicePool::snapshot() const {
     s.free = !c.drained && !c.lock && c.outside_holder.empty();
     s.holder = c.lock ? c.holder : c.outside_holder;
     if (c.lock) s.busy_until = c.expected_end;
+    s.type = c.type;
     out.push_back(s);
   }
   return out;
@@ -139,6 +143,7 @@ std::vector<CardStatus> DevicePool::status(const std::map<int, std::uint64_t>& r
     s.since = c.since;
     s.drain_reason = c.drain_reason;
     s.consecutive_infra_failures = c.failures;
+    s.type = c.type;
     if (c.drained) s.state = CardState::Drained;
     else if (c.lock) s.state = CardState::Busy, s.holder = c.holder;
     else if (!c.outside_holder.empty()) s.state = CardState::Busy, s.holder = c.outside_holder, s.held_outside = true;

@@ -30,6 +30,7 @@ struct CardStatus {
   std::string drain_reason;
   int consecutive_infra_failures = 0;
   std::vector<int> group;
+  std::string type;  // "" untyped
 };
 
 class DevicePool {
@@ -72,6 +73,7 @@ class DevicePool {
     bool drained = false;
     std::string drain_reason;
     int failures = 0;
+    std::string type;
   };
   void save_drained() const;
   void load_drained();

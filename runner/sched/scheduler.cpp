@@ -59,17 +59,18 @@ ScheduleResult schedule_with_policy(SchedPolicy policy, const std::vector<SchedC
     double u = pool.cards[id].busy_until;
     return u >= now ? u : kUnknown;  // an overrun estimate says nothing any more
   };
+  auto fits = [&](int id, const SchedRequest& req) { return req.type.empty() || pool.cards[id].type == req.type; };
   auto available = [&](int id, const SchedRequest& req) {
     const SchedCard& c = pool.cards[id];
-    if (!c.free || !c.usable || taken.count(id)) return false;
+    if (!c.free || !c.usable || taken.count(id) || !fits(id, req)) return false;
     auto r = out.reserved.find(id);
     if (r == out.reserved.end()) return true;
     if (policy != SchedPolicy::ReserveAndBackfill || req.expected_seconds <= 0) return false;
     return now + req.expected_seconds <= shadow[r->second];
   };
-  auto usable_in = [&](const std::vector<int>& g) {
+  auto usable_in = [&](const std::vector<int>& g, const SchedRequest& req) {
     int n = 0;
-    for (int id : g) n += pool.cards[id].usable;
+    for (int id : g) n += pool.cards[id].usable && fits(id, req);
     return n;
   };
 
@@ -95,14 +96,17 @@ ScheduleResult schedule_with_policy(SchedPolicy policy, const std::vector<SchedC
       break;
     ++out.examined;
     const int n = std::max(1, req.devices);
+    // Only blocked requests get a reason; built when needed (this loop runs for every release).
+    auto want = [&] { return cards_word(n) + (req.type.empty() ? "" : " of type " + std::string(req.type)); };
     std::vector<const std::vector<int>*> candidates;
     for (const auto& g : pool.groups)
-      if (usable_in(g) >= n) candidates.push_back(&g);
+      if (usable_in(g, req) >= n) candidates.push_back(&g);
     if (candidates.empty()) {
       int usable = 0, drained = 0;
-      for (const auto& [id, c] : pool.cards) (c.usable ? usable : drained)++;
+      for (const auto& [id, c] : pool.cards)
+        if (fits(id, req)) (c.usable ? usable : drained)++;
       out.impossible.push_back(req.id);
-      out.waiting_reason[req.id] = "needs " + cards_word(n) + (pool.grouped ? " in one group" : "") +
+      out.waiting_reason[req.id] = "needs " + want() + (pool.grouped ? " in one group" : "") +
                                    " but only " + std::to_string(usable) + " usable (" + std::to_string(drained) +
                                    " drained)";
       continue;
@@ -140,15 +144,15 @@ ScheduleResult schedule_with_policy(SchedPolicy policy, const std::vector<SchedC
       // Still reserve if a group has unreserved cards (no starvation), but skip the prose.
       bool any_unreserved = false;
       for (const auto* g : candidates)
-        for (int id : *g) any_unreserved |= pool.cards[id].usable && !out.reserved.count(id);
+        for (int id : *g) any_unreserved |= pool.cards[id].usable && !out.reserved.count(id) && fits(id, req);
       if (!any_unreserved) {
-        out.waiting_reason[req.id] = "waiting for " + cards_word(n) + " behind " +
+        out.waiting_reason[req.id] = "waiting for " + want() + " behind " +
                                      std::to_string(blocked_count - 1) + " earlier waiting steps";
         continue;
       }
     }
     if (policy != SchedPolicy::ReserveAndBackfill) {
-      out.waiting_reason[req.id] = "waiting for " + cards_word(n) + (pool.grouped ? " in one group" : "");
+      out.waiting_reason[req.id] = "waiting for " + want() + (pool.grouped ? " in one group" : "");
       continue;
     }
     // Blocked: reserve in the group with the most available cards (then the soonest expected to free up).
@@ -160,7 +164,7 @@ ScheduleResult schedule_with_policy(SchedPolicy policy, const std::vector<SchedC
       std::vector<int> free_ids, busy_ids;
       for (int id : *g) {
         const SchedCard& c = pool.cards[id];
-        if (!c.usable || out.reserved.count(id)) continue;
+        if (!c.usable || out.reserved.count(id) || !fits(id, req)) continue;
         (c.free && !taken.count(id) ? free_ids : busy_ids).push_back(id);
       }
       if (static_cast<int>(free_ids.size() + busy_ids.size()) < n) continue;  // others reserved too much here
@@ -180,7 +184,7 @@ ScheduleResult schedule_with_policy(SchedPolicy policy, const std::vector<SchedC
         target_pick = pick;
       }
     }
-    std::string reason = "waiting for " + cards_word(n) + (pool.grouped ? " in one group" : "");
+    std::string reason = "waiting for " + want() + (pool.grouped ? " in one group" : "");
     if (!target) {
       reason += "; the cards it could use are reserved for steps submitted earlier";
       out.waiting_reason[req.id] = reason;

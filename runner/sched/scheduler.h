@@ -3,7 +3,8 @@
 //
 // No clock, no locks, no processes: the engine hands it a snapshot (cards, groups, the queue in submit
 // order) and applies the decision. Policy:
-//   * gang allocation: a request gets all N cards at once, all from one group when groups exist;
+//   * gang allocation: a request gets all N cards at once, all from one group when groups exist, all of
+//     the card type it asks for (a request never sees a card of another type);
 //   * tightest fit: among groups that can serve it now, the one left with the fewest free cards, so whole
 //     groups stay free for multi-card steps;
 //   * submit order with reservations (conservative backfill): a request that cannot start reserves the cards
@@ -28,6 +29,7 @@ struct SchedCard {
   std::string holder;  // who holds it when busy, for waiting reasons
   /// When the holder is expected to finish (seconds on the engine's clock); unknown = infinity.
   double busy_until = std::numeric_limits<double>::infinity();
+  std::string type;  // "" untyped
 };
 
 struct SchedRequest {
@@ -36,6 +38,8 @@ struct SchedRequest {
   std::string_view label;  // must outlive the schedule() call
   /// Expected run time in seconds; 0 = unknown (such a step never backfills onto reserved cards).
   double expected_seconds = 0;
+  /// Only cards of this type ("" = any card).
+  std::string_view type;
 };
 
 struct SchedAssignment {

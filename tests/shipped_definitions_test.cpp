@@ -1,0 +1,102 @@
+// The shipped jobs/ and models/ run for real in a stand-in of pypto's main branch (tests/fixtures/pypto-main:
+// every path where pypto has it, fake host tools that check flags as pypto's conftest and pypto-lib's scripts
+// do), on 8 a2a3 cards in pairs and 2 a5 cards, with the pin set up from a local wheel.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "test_support.h"
+
+using namespace pto::test;
+using nlohmann::json;
+
+namespace {
+
+struct PyptoMain {
+  TempDir base;
+  fs::path tree() const { return base.path() / "pypto"; }
+  PyptoMain() {
+    REQUIRE(sh("python3 " + (source_dir() / "tests/fixtures/pypto-main/make_tree.py").string() + " " + base.str()) == 0);
+    for (const char* d : {"jobs", "models", "toolchain"}) fs::copy(source_dir() / d, tree() / d, fs::copy_options::recursive);
+    REQUIRE(sh((source_dir() / "scripts/make-local-pin.sh").string() + " " + tree().string() + " >/dev/null") == 0);
+    base.write("host.yml", "devices:\n  ids: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n  groups: [[0, 1], [2, 3], [4, 5], [6, 7]]\n"
+                           "  types: {a2a3: [0, 1, 2, 3, 4, 5, 6, 7], a5: [8, 9]}\n  lock-dir: " + (base.path() / "locks").string() +
+                           "\nstate-dir: " + (base.path() / "state").string() + "\ncache-dir: " + (base.path() / "cache").string() +
+                           "\ntoolchain-mirror: " + (tree() / "mirror").string() + "\n");
+  }
+  std::map<std::string, std::string> env() const {
+    return {{"PATH", (base.path() / "bin").string() + ":" + std::getenv("PATH")},
+            {"CI_CACHE_ROOT", (base.path() / "ci-cache").string()},
+            {"CANN_ROOT", (base.path() / "cann").string()},
+            {"PYPTO_LIB_REPO", (base.path() / "pypto-lib-origin").string()},
+            {"FAKE_LOG", (base.path() / "fake.log").string()}};
+  }
+  CommandResult cli(std::vector<std::string> args) const {
+    args.insert(args.begin(), {"--root", tree().string(), "--config", (base.path() / "host.yml").string()});
+    return run_cli(args, env());
+  }
+  std::vector<json> invocations() const {
+    std::vector<json> out;
+    std::istringstream in(read_file(base.path() / "fake.log"));
+    for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("shipped definitions: lint --strict and plan are clean against a host with a2a3 and a5 cards", "[shipped]") {
+  PyptoMain p;
+  CommandResult lint = p.cli({"lint", "--strict"});
+  INFO(lint.out << lint.err);
+  CHECK(lint.exit_code == 0);
+  CommandResult plan = p.cli({"plan", "--format", "json"});
+  REQUIRE(plan.exit_code == 0);
+  json j = json::parse(plan.out);
+  std::set<std::string> jobs;
+  for (const auto& job : j["jobs"]) jobs.insert(job["name"]);
+  CHECK(jobs == std::set<std::string>{"toolchain", "build", "system-tests", "system-tests-direct", "dist-system-tests",
+                                      "system-tests-a5sim", "mixed-kernel-tests-a5", "pypto-lib-checkout", "pypto-lib-model"});
+  // No needs pypto's CI does not have, but the shared build and the pypto-lib clone (steps of its jobs there).
+  for (const auto& job : j["jobs"])
+    for (const auto& need : job["needs"])
+      CHECK((need == "toolchain" || need == "build" || (need == "pypto-lib-checkout" && job["name"] == "pypto-lib-model")));
+}
+
+TEST_CASE("shipped definitions: every command runs in pypto's layout with pypto's flags; moe on 2 cards with --ep 2; "
+          "the a5 job on an a5 card", "[shipped]") {
+  PyptoMain p;
+  CommandResult r = p.cli({"run"});
+  INFO(r.out << r.err << read_file(p.base.path() / "fake.log"));
+  REQUIRE(r.exit_code == 0);
+  std::map<std::string, json> scripts;
+  int pytests = 0, errors = 0;
+  for (const auto& inv : p.invocations()) {
+    errors += inv["kind"] == "error";
+    pytests += inv["kind"] == "pytest";
+    if (inv["kind"] == "script") scripts[inv["script"]] = inv;
+  }
+  CHECK(errors == 0);
+  CHECK(pytests == 12);  // shard A; shard B and 5 direct; dist; 3 simulator; a5
+  CHECK(scripts.size() == 9);
+  const json& moe = scripts.at("models/deepseek_v4_flash_mtp/moe.py");
+  CHECK(moe["ep"] == "2");
+  std::string cards = moe["task_device"];
+  CHECK((cards == "0,1" || cards == "2,3" || cards == "4,5" || cards == "6,7"));
+  for (const auto& inv : p.invocations())
+    if (inv["kind"] == "pytest" && inv["argv"].dump().find("--platform=a5\"") != std::string::npos)
+      CHECK((inv["task_device"] == "8" || inv["task_device"] == "9"));
+  // Cards go to a2a3 steps from the a2a3 pool only when they ask for none: the a5 step never got another.
+  for (const auto& [name, inv] : scripts) CHECK(inv["platform"] == "a2a3");
+}
+
+TEST_CASE("shipped definitions: a host without a5 cards refuses the a5 job at its line", "[shipped]") {
+  PyptoMain p;
+  p.base.write("host.yml", "devices:\n  ids: [0, 1, 2, 3]\n  type: a2a3\n");
+  CommandResult r = p.cli({"plan", "--job", "mixed-kernel-tests-a5"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("jobs/mixed-kernel-tests-a5.yml:8:18: error: step 'Test mixed-kernel system tests (A5, on board)' needs "
+                   "cards of type 'a5'; no card of this host has it (types: a2a3) [unknown-device-type]") != std::string::npos);
+}
