@@ -187,3 +187,45 @@ TEST_CASE("the shipped workflow checks nothing out on the NPU host and pastes no
   CHECK(text.find("actions/checkout") == std::string::npos);
   CHECK(text.find("pto-runner submit --sha \"$SHA\" --wait --follow") != std::string::npos);
 }
+
+TEST_CASE("lint for maintainers: a tab or a bad indentation is said plainly, at its line", "[lint]") {
+  TempDir d;
+  write_project(d, {{"tab.yml", "name: tab\nsteps:\n\t- run: x\n"}});
+  CommandResult tab = run_cli({"lint", "--root", d.str()});
+  CHECK(tab.exit_code == 2);
+  CHECK(tab.out.find("jobs/tab.yml:3:1: error: a tab in the indentation of line 3; YAML indents with spaces only [yaml-syntax]") !=
+        std::string::npos);
+  TempDir e;
+  write_project(e, {{"ind.yml", "name: ind\nsteps:\n  - run: make\n     devices: 1\n"}});
+  CommandResult ind = run_cli({"lint", "--root", e.str()});
+  CHECK(ind.exit_code == 2);
+  CHECK(ind.out.find("jobs/ind.yml:4:6: error: bad indentation: line 4 starts at column 6, but the mapping it continues "
+                     "(line 3) has its keys at column 5; keys of one mapping must line up (indent with spaces) [yaml-syntax]") !=
+        std::string::npos);
+  CHECK(ind.out.find("illegal map value") == std::string::npos);  // not yaml-cpp's words
+}
+
+TEST_CASE("lint for maintainers: ${{ }} in a model file is checked like in a job, at the example", "[lint]") {
+  TempDir d;
+  write_project(d, {{"m.yml", "name: m\nparallel: true\nsteps:\n  - models: [ds]\n"}},
+                {{"ds.yml", "model: DS\ndir: d\ncommand: python {dir}/{example}.py {args}\nexamples:\n"
+                            "  - {name: moe, devices: 2, args: '--ep ${{ matrix.ep }}'}\n  - {name: csa, args: '${{ github.sha }}'}\n"}});
+  CommandResult r = run_cli({"lint", "--root", d.str()});
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("models/ds.yml:5:5: error: command: ${{ matrix.ep }}: 'matrix.ep': job 'm' has no matrix [bad-value]") !=
+        std::string::npos);
+  CHECK(r.out.find("models/ds.yml:6:5: error: command: ${{ github.sha }}: unsupported 'github.sha'") != std::string::npos);
+}
+
+TEST_CASE("lint for maintainers: a model file no job uses is a warning", "[lint]") {
+  TempDir d;
+  write_project(d, {{"m.yml", "name: m\nparallel: true\nsteps:\n  - models: [used]\n"}},
+                {{"used.yml", "model: U\ndir: d\ncommand: python {dir}/{example}.py\nexamples:\n  - {name: a}\n"},
+                 {"forgotten.yml", "model: F\ndir: d\ncommand: python {dir}/{example}.py\nexamples:\n  - {name: a}\n"}});
+  CommandResult r = run_cli({"lint", "--root", d.str()});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("models/forgotten.yml:1:1: warning: no job runs model 'forgotten' (no `models: [forgotten]` in jobs/); its "
+                   "examples never run [unused-model]") != std::string::npos);
+  CHECK(r.out.find("models/used.yml") == std::string::npos);
+  CHECK(run_cli({"lint", "--root", d.str(), "--strict"}).exit_code == 1);
+}

@@ -472,3 +472,31 @@ TEST_CASE("run: lock-dir and state-dir in runner.yml are relative to --root, not
   CHECK(fs::is_directory(dir.path() / "host-state" / "runs"));
   CHECK_FALSE(fs::exists(fs::current_path() / "host-locks"));
 }
+
+TEST_CASE("run: queue-timeout-minutes bounds the wait for cards, run-timeout-minutes the run", "[run]") {
+  Project p;
+  write_project(p.dir, {{"q.yml", "name: q\nparallel: true\nsteps:\n"
+                                  "  - {name: holder, devices: 1, run: 'sleep 2'}\n"
+                                  "  - {name: waiter, devices: 1, queue-timeout-minutes: 0.01, run: 'echo ran'}\n"
+                                  "  - {name: long, run-timeout-minutes: 0.01, run: 'sleep 30'}\n"}});
+  CommandResult r = p.run({"--devices", "1"});
+  INFO(r.out);
+  CHECK(r.exit_code == 1);
+  CHECK(r.out.find("q / waiter: timed_out") != std::string::npos);
+  CHECK(r.out.find("waited 0.6 s for 1 card(s) without getting them (queue-timeout-minutes)") != std::string::npos);
+  CHECK(r.out.find("[q / waiter] ran") == std::string::npos);  // it never ran
+  CHECK(r.out.find("q / long: timed_out") != std::string::npos);
+  CHECK(r.out.find("q / holder: succeeded") != std::string::npos);
+}
+
+TEST_CASE("run: timeout-minutes counts the wait for cards, as a GitHub step's clock does", "[run]") {
+  Project p;
+  write_project(p.dir, {{"t.yml", "name: t\nparallel: true\nsteps:\n"
+                                  "  - {name: holder, devices: 1, run: 'sleep 1'}\n"
+                                  "  - {name: waiter, devices: 1, timeout-minutes: 0.025, run: 'sleep 5'}\n"}});
+  CommandResult r = p.run({"--devices", "1"});
+  INFO(r.out);
+  CHECK(r.exit_code == 1);
+  // It got its card after ~1 s of its 1.5 s, so it was killed ~0.5 s into a 5 s run.
+  CHECK(r.out.find("t / waiter: timed_out in 0.") != std::string::npos);
+}

@@ -15,14 +15,75 @@ SourceLoc loc_of(const YAML::Node& node) {
   return {m.line + 1, m.column + 1};
 }
 
+namespace {
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+bool blank_or_comment(const std::string& l) {
+  auto p = l.find_first_not_of(' ');
+  return p == std::string::npos || l[p] == '#';
+}
+
+// Where the keys of a line's mapping start: after "- " for a list item, else its indentation.
+std::size_t key_column(const std::string& l) {
+  std::size_t p = l.find_first_not_of(' ');
+  while (p != std::string::npos && p + 1 < l.size() && l[p] == '-' && l[p + 1] == ' ') p = l.find_first_not_of(' ', p + 1);
+  return p == std::string::npos ? 0 : p;
+}
+
+/// A maintainer's reading of yaml-cpp's terse errors ("illegal map value", "end of sequence not found"): a
+/// tab in an indentation, or a line whose indentation matches no mapping around it. Empty when neither.
+std::string explain_yaml_error(const std::vector<std::string>& lines, int& line, int& col) {
+  if (line < 1 || line > static_cast<int>(lines.size())) return "";
+  // The error is often found a line or two after the cause: look back to the first line that does not line up.
+  for (int l = line; l >= std::max(2, line - 2); --l) {
+    const std::string& cur = lines[l - 1];
+    if (blank_or_comment(cur)) continue;
+    int prev = l - 1;
+    while (prev >= 1 && blank_or_comment(lines[prev - 1])) --prev;
+    if (prev < 1) break;
+    std::size_t indent = cur.find_first_not_of(' ');
+    std::size_t keys = key_column(lines[prev - 1]), prev_indent = lines[prev - 1].find_first_not_of(' ');
+    bool opens_block = lines[prev - 1].back() == ':' || lines[prev - 1].back() == '|' || lines[prev - 1].back() == '>';
+    if (indent == keys || indent == prev_indent || indent < prev_indent) continue;
+    if (opens_block && indent > keys) continue;
+    line = l;
+    col = static_cast<int>(indent) + 1;
+    return "bad indentation: line " + std::to_string(l) + " starts at column " + std::to_string(indent + 1) +
+           ", but the mapping it continues (line " + std::to_string(prev) + ") has its keys at column " +
+           std::to_string(keys + 1) + "; keys of one mapping must line up (indent with spaces)";
+  }
+  return "";
+}
+
+}  // namespace
+
 std::optional<YAML::Node> parse_yaml_text(const std::string& text, const std::string& display, Diagnostics& diags) {
   try {
     return YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    // yaml-cpp's messages are terse ("end of map not found"); prefix them so the rule is clear.
+    const std::vector<std::string> lines = split_lines(text);
     int line = e.mark.is_null() ? 1 : e.mark.line + 1;
     int col = e.mark.is_null() ? 1 : e.mark.column + 1;
-    diags.error(display, line, col, "yaml-syntax", "invalid YAML: " + e.msg);
+    std::string why;
+    // YAML indents with spaces only; a tab there is the usual cause of yaml-cpp's "illegal block entry". (A tab
+    // inside a block scalar's text is fine, so only lines at or just before the failure are looked at.)
+    for (int l = std::max(1, line - 2); l <= std::min<int>(line, static_cast<int>(lines.size())) && why.empty(); ++l) {
+      std::size_t ws = lines[l - 1].find_first_not_of(" \t"), tab = lines[l - 1].find('\t');
+      if (tab != std::string::npos && (ws == std::string::npos || tab < ws)) {
+        why = "a tab in the indentation of line " + std::to_string(l) + "; YAML indents with spaces only";
+        line = l;
+        col = static_cast<int>(tab) + 1;
+      }
+    }
+    if (why.empty()) why = explain_yaml_error(lines, line, col);
+    // yaml-cpp's own words ("end of map not found") only when we cannot say better.
+    diags.error(display, line, col, "yaml-syntax", why.empty() ? "invalid YAML: " + e.msg : why);
   } catch (const std::exception& e) {
     diags.error(display, 1, 1, "yaml-syntax", std::string("invalid YAML: ") + e.what());
   }

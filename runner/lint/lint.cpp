@@ -116,8 +116,19 @@ void lint_script_injection(const Workflow& wf, Diagnostics& diags) {
     }
 }
 
+void lint_unused_models(const Project& project, Diagnostics& diags) {
+  std::set<std::string> used;
+  for (const auto& job : project.jobs)
+    for (const auto& s : job.steps) used.insert(s.models.begin(), s.models.end());
+  for (const auto& [id, mf] : project.models)
+    if (!used.count(id))
+      diags.warning(mf.file, mf.loc.line ? mf.loc.line : 1, mf.loc.col ? mf.loc.col : 1, "unused-model",
+                    "no job runs model '" + id + "' (no `models: [" + id + "]` in jobs/); its examples never run");
+}
+
 void lint_project_files(const Project& project, const Plan& plan, Diagnostics& diags) {
   lint_duplicate_steps(plan, diags);
+  lint_unused_models(project, diags);
   for (const char* dir : {"jobs", "models"}) {
     std::error_code ec;
     fs::path d = fs::path(project.root) / dir;

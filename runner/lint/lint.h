@@ -22,6 +22,10 @@ void lint_inline_literals(const std::string& path, const std::string& display, D
 /// outsider chooses) pasted into a `run:` script, where the shell reads it as code. Pass it through `env:`.
 void lint_script_injection(const Workflow& wf, Diagnostics& diags);
 
+/// `unused-model`: a models/ file no job's `models:` names (its examples never run; usually a typo or a
+/// forgotten step).
+void lint_unused_models(const Project& project, Diagnostics& diags);
+
 /// Runs every rule over the project under `root` (its jobs/ and models/ files).
 void lint_project_files(const Project& project, const Plan& plan, Diagnostics& diags);
 
