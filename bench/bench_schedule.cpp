@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "sched/scheduler.h"
+#include "store/learned_durations.h"
 
 using namespace pto;
 
@@ -25,6 +26,7 @@ struct Step {
   int devices;
   double arrival, duration;
   double start = -1;
+  double estimate = -1;  // what the scheduler is told (-1: the exact duration; 0: unknown)
 };
 
 struct Result {
@@ -62,12 +64,12 @@ Result simulate(SchedPolicy policy, std::vector<Step> steps, int ncards, const s
     std::vector<SchedCard> cards;
     for (int c = 0; c < ncards; ++c) cards.push_back({c, true, !busy[c], busy[c] ? "x" : "", busy[c] ? busy_until[c] : 0, ""});
     std::vector<SchedRequest> reqs;
-    for (auto* s : queue) reqs.push_back({s->id, s->devices, "", s->duration, ""});
+    for (auto* s : queue) reqs.push_back({s->id, s->devices, "", s->estimate < 0 ? s->duration : s->estimate, ""});
     ScheduleResult r = schedule_with_policy(policy, cards, groups, reqs, t);
     for (const auto& a : r.start) {
       Step* s = by_id[a.request];
       s->start = t;
-      for (int c : a.cards) busy[c] = true, busy_until[c] = t + s->duration;
+      for (int c : a.cards) busy[c] = true, busy_until[c] = s->estimate == 0 ? 1e18 : t + (s->estimate > 0 ? s->estimate : s->duration);
       running.push_back({t + s->duration, a.cards});
       queue.erase(std::find(queue.begin(), queue.end(), s));
     }
@@ -168,10 +170,73 @@ void report(const char* title, const std::vector<Step>& steps, int ncards, const
   }
 }
 
+// Issue 10: pypto's definitions carry no expected-minutes. A day of runs of the same 40 steps (each a step key
+// with its own size and typical duration, every run of it noisy around that); the scheduler is told, per
+// variant: the exact duration of this very run (an oracle), the p90 of the step's 20 previous runs (what
+// pto-runner learns, store/learned_durations), or nothing (the state without estimates).
+// SEEDS=N prints one line per day for N days of each pool instead of the two tables.
+void learned_report(unsigned seed, int ncards, const std::vector<std::vector<int>>& groups, bool large_gangs) {
+  std::mt19937 rng(seed);
+  struct Kind { int devices; double typical; };
+  std::vector<Kind> kinds;
+  std::lognormal_distribution<double> typical(std::log(4 * 60.0), 0.9);
+  std::discrete_distribution<int> size_all({60, 25, 10, 5}), size_grouped({70, 30});
+  for (int k = 0; k < 40; ++k)
+    kinds.push_back({large_gangs ? 1 << size_all(rng) : 1 << size_grouped(rng), std::min(typical(rng), 2 * 3600.0)});
+  std::lognormal_distribution<double> noise(0, 0.3);  // one run of a step vs its typical duration
+  std::exponential_distribution<double> gap(1.0 / (24 * 60));
+  std::uniform_int_distribution<int> nsteps(10, 20), pick(0, 39);
+  std::vector<Step> exact;
+  std::vector<double> learned;
+  std::vector<std::vector<double>> history(kinds.size());
+  for (auto& h : history)
+    for (int i = 0; i < 20; ++i) h.push_back(0);
+  for (std::size_t k = 0; k < kinds.size(); ++k)
+    for (auto& x : history[k]) x = kinds[k].typical * noise(rng);
+  std::uint64_t id = 1;
+  for (double t = 0; t < 14 * 3600; t += gap(rng)) {
+    int n = nsteps(rng);
+    for (int i = 0; i < n; ++i) {
+      int k = pick(rng);
+      double d = kinds[k].typical * noise(rng);
+      exact.push_back({id++, kinds[k].devices, t, d});
+      learned.push_back(percentile(history[k], kLearnedPercentile));
+      history[k].erase(history[k].begin());  // the newest 20 runs (the learned estimate lags one day behind)
+      history[k].push_back(d);
+    }
+  }
+  std::vector<Step> with_learned = exact, without = exact;
+  for (std::size_t i = 0; i < exact.size(); ++i) with_learned[i].estimate = learned[i], without[i].estimate = 0;
+  Result e = simulate(SchedPolicy::ReserveAndBackfill, exact, ncards, groups);
+  Result l = simulate(SchedPolicy::ReserveAndBackfill, with_learned, ncards, groups);
+  Result w = simulate(SchedPolicy::ReserveAndBackfill, without, ncards, groups);
+  if (getenv("SEEDS")) {
+    std::printf("seed %u: makespan %.3f, worst multi wait learned %.1f exact %.1f none %.1f\n", seed, l.makespan / e.makespan,
+                l.worst_multi_wait / 60, e.worst_multi_wait / 60, w.worst_multi_wait / 60);
+    return;
+  }
+  std::printf("\nlearned estimates, %d cards%s, %zu steps of 40 recurring steps\n", ncards, groups.empty() ? "" : " in groups of 2",
+              exact.size());
+  std::printf("  %-34s %11s %8s %24s %14s\n", "scheduler told", "makespan h", "/ exact", "worst multi-card wait", "mean wait min");
+  for (auto [name, r] : {std::pair<const char*, Result>{"the exact duration (oracle)", e}, {"p90 of the last 20 runs (learned)", l},
+                         {"nothing (no estimates)", w}})
+    std::printf("  %-34s %11.2f %8.3f %20.1f min %14.1f\n", name, r.makespan / 3600, r.makespan / e.makespan,
+                r.worst_multi_wait / 60, r.mean_wait / 60);
+}
+
 int main() {
   report("8 cards, no groups, 1/2/4/8-card mix, heavy-tailed durations", workload(42, true), 8, {});
   report("8 cards in groups of 2, 1/2-card mix", workload(42, false), 8, {{0, 1}, {2, 3}, {4, 5}, {6, 7}});
   report("one run of 500 steps submitted at once, 8 cards, 1/2/4/8-card mix", batch_workload(3), 8, {});
   report("starvation stress: 2 cards, stream of 1-card steps, a 2-card step every 90 min", stream_workload(7), 2, {});
+  if (getenv("SEEDS")) {
+    for (unsigned seed = 11; seed < 11 + static_cast<unsigned>(atoi(getenv("SEEDS"))); ++seed) {
+      learned_report(seed, 8, {}, true);
+      learned_report(seed + 100, 8, {{0, 1}, {2, 3}, {4, 5}, {6, 7}}, false);
+    }
+    return 0;
+  }
+  learned_report(11, 8, {}, true);
+  learned_report(12, 8, {{0, 1}, {2, 3}, {4, 5}, {6, 7}}, false);
   return 0;
 }

@@ -351,3 +351,36 @@ TEST_CASE("submit inside Actions: no byte of step output is a workflow command, 
   json runs = s.get("/api/v1/runs");
   CHECK(runs["runs"][0]["request"]["github"]["run_url"] == "https://github.com/hw-native-sys/pypto/actions/runs/42");
 }
+
+TEST_CASE("serve: a step without an estimate is planned with the p90 of its last runs; expected-minutes still wins", "[daemon]") {
+  Served s;
+  const std::string counter = (s.dir.path() / "count").string();
+  write_project(s.dir, {{"h.yml", "name: h\nsteps:\n"
+                                  "  - {name: learn, run: 'n=$(cat " + counter + " 2>/dev/null || echo 0); echo $((n+1)) > " +
+                                      counter + "; sleep 0.$((n+1))'}\n"
+                                  "  - {name: written, expected-minutes: 7, run: 'true'}\n"}});
+  s.dir.write("runner.yml", "state-dir: state\n");
+  s.start();
+  for (int i = 0; i < 5; ++i) {
+    auto r = s.post("/api/v1/runs", json::object());
+    REQUIRE(r.status == 201);
+    CHECK(s.wait_run(json::parse(r.body)["id"])["state"] == "succeeded");
+  }
+  CommandResult plan = run_cli({"plan", "--root", s.dir.str(), "--format", "json"});
+  REQUIRE(plan.exit_code == 0);
+  json j = json::parse(plan.out);
+  const json& learn = j["jobs"][0]["steps"][0];
+  CHECK(learn["expected_source"] == "history");
+  CHECK(learn["expected_samples"] == 5);
+  double minutes = learn["expected_minutes"];
+  CHECK(minutes * 60 > 0.48);  // the 5th of 0.1 .. 0.5 s (nearest-rank p90), plus the shell's start
+  CHECK(minutes * 60 < 1.0);
+  CHECK(j["jobs"][0]["steps"][1]["expected_source"] == "expected-minutes");
+  CHECK(j["jobs"][0]["steps"][1]["expected_minutes"] == 7);
+  CommandResult text = run_cli({"plan", "--root", s.dir.str()});
+  CHECK(text.out.find("(learned: p90 of 5 runs)") != std::string::npos);
+  // The daemon uses it too, and the run's JSON says where it came from.
+  auto r = s.post("/api/v1/runs", json::object());
+  json run = s.wait_run(json::parse(r.body)["id"]);
+  CHECK(run["jobs"][0]["steps"][0]["estimate"]["source"] == "history");
+}

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "report/diagnostics_view.h"
+#include "store/learned_durations.h"
 
 namespace pto {
 
@@ -18,6 +19,11 @@ void add_device_options(CLI::App& cmd, CommonOptions& opts) {
   cmd.add_option("--devices", opts.load.devices_override, "NPU cards: 8 (ids 0-7), 0-7, or 0,1,4,5");
   cmd.add_option("--device-groups", opts.load.device_groups_override,
                  "Cards that may serve one multi-card step together, e.g. \"0,1;2,3\"");
+}
+
+void apply_history(LoadedPlan& lp, const std::string& state_dir_flag) {
+  std::string dir = resolve_under_root(lp.project.root, state_dir_flag.empty() ? lp.project.runner.state_dir : state_dir_flag);
+  if (auto journal = Journal::open_readonly(dir + "/journal.sqlite")) apply_learned_durations(lp.plan, *journal);
 }
 
 std::string server_url(const std::string& flag, const CommonOptions& opts) {

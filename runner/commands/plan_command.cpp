@@ -24,6 +24,7 @@ void register_plan_command(CLI::App& app, CommonOptions& common, int& exit_code)
       exit_code = to_int(ExitCode::BadInput);
       return;
     }
+    apply_history(*loaded);
     if (opts->format == "json") std::cout << dump_json(plan_to_json(loaded->plan), 2) << "\n";
     else std::cout << plan_to_text(loaded->plan);
     exit_code = 0;

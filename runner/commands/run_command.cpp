@@ -49,6 +49,7 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
       exit_code = to_int(ExitCode::BadInput);
       return;
     }
+    apply_history(*loaded, opts->state_dir);
     RunnerConfig cfg = loaded->project.runner;
     resolve_host_dirs(cfg, loaded->project.root, opts->lock_dir, opts->state_dir);
     const std::string state_dir = cfg.state_dir;

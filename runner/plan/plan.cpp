@@ -302,7 +302,7 @@ class Builder {
         s.timeout_minutes = sd.timeout_minutes;
         s.queue_timeout_minutes = sd.queue_timeout_minutes;
         s.run_timeout_minutes = sd.run_timeout_minutes;
-        if (sd.expected_minutes) s.expected_minutes = *sd.expected_minutes, s.expected_defaulted = false;
+        if (sd.expected_minutes) s.expected_minutes = *sd.expected_minutes, s.expected_defaulted = false, s.expected_source = "expected-minutes";
         s.continue_on_error = sd.continue_on_error;
         s.retry = sd.retry;
         s.origin = s.source = where(def.file, sd.loc);
@@ -341,7 +341,7 @@ class Builder {
           auto expected = sd.expected_minutes ? sd.expected_minutes
                           : ex.expected_minutes ? ex.expected_minutes
                                                 : mf.expected_minutes;
-          if (expected) s.expected_minutes = *expected, s.expected_defaulted = false;
+          if (expected) s.expected_minutes = *expected, s.expected_defaulted = false, s.expected_source = "expected-minutes";
           s.continue_on_error = sd.continue_on_error;
           s.retry = sd.retry;
           s.origin = where(def.file, entry_loc);

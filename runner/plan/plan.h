@@ -39,6 +39,11 @@ struct PlanStep {
   std::optional<double> queue_timeout_minutes, run_timeout_minutes;
   double expected_minutes = 1;  // for --simulate; `expected_defaulted` when no file said
   bool expected_defaulted = true;
+  /// Where expected_minutes comes from: "expected-minutes" (hand-written), "history" (learned from
+  /// expected_samples finished runs, store/learned_durations), or "" (none: a 1-minute default for simulation
+  /// only; the scheduler treats the step as of unknown length).
+  std::string expected_source;
+  int expected_samples = 0;
   bool continue_on_error = false;
   RetryPolicy retry;
   std::string key;

@@ -21,6 +21,8 @@ nlohmann::json plan_step_to_json(const PlanJob& job, const PlanStep& s) {
   j["queue_timeout_minutes"] = minutes(s.queue_timeout_minutes);
   j["run_timeout_minutes"] = minutes(s.run_timeout_minutes);
   j["expected_minutes"] = s.expected_minutes;
+  j["expected_source"] = s.expected_source.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.expected_source);
+  if (s.expected_source == "history") j["expected_samples"] = s.expected_samples;
   j["continue_on_error"] = s.continue_on_error;
   j["retry"] = {{"max", s.retry.max}, {"on_exit_codes", s.retry.on_exit_codes}};
   j["key"] = s.key;
@@ -102,6 +104,7 @@ std::string plan_to_text(const Plan& plan) {
       if (s.devices)
         os << "  [" << s.devices << (s.devices == 1 ? " card" : " cards") << (s.device_type.empty() ? "" : " of type " + s.device_type)
            << "]";
+      if (s.kind == StepKind::Command && !s.deduplicated_from) os << "  " << estimate_text(s);
       if (s.deduplicated_from)
         os << "  -- deduplicated: same work as step " << (*s.deduplicated_from + 1) << " ("
            << job.steps[*s.deduplicated_from].name << "), not run";
@@ -114,6 +117,16 @@ std::string plan_to_text(const Plan& plan) {
     }
   }
   return os.str();
+}
+
+std::string estimate_text(const PlanStep& s) {
+  if (s.expected_source.empty()) return "no estimate";
+  char buf[96];
+  if (s.expected_source == "history")
+    std::snprintf(buf, sizeof(buf), "~%.1f min (learned: p90 of %d runs)", s.expected_minutes, s.expected_samples);
+  else
+    std::snprintf(buf, sizeof(buf), "~%.1f min (expected-minutes)", s.expected_minutes);
+  return buf;
 }
 
 }  // namespace pto

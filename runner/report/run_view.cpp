@@ -16,6 +16,11 @@ nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step
   j["name"] = ps.name;
   j["state"] = to_string(s.state);
   j["devices"] = ps.devices;
+  j["device_type"] = ps.device_type.empty() ? nlohmann::json(nullptr) : nlohmann::json(ps.device_type);
+  j["estimate"] = ps.expected_source.empty()
+                      ? nlohmann::json(nullptr)
+                      : nlohmann::json{{"minutes", ps.expected_minutes}, {"source", ps.expected_source},
+                                       {"samples", ps.expected_samples}};
   j["cards"] = s.cards;
   j["attempt"] = s.attempt;
   j["created"] = nullable(s.created);

@@ -93,6 +93,14 @@ std::string simulation_report(const RunRecord& r, const Plan& p, const std::vect
                 s.makespan / 60, s.serial / 60, s.makespan > 0 ? s.serial / s.makespan : 0, s.utilisation * 100,
                 s.cards, s.steps_run, s.deduplicated);
   os << buf;
+  int written = 0, learned = 0, none = 0;
+  for (const auto& job : p.jobs)
+    for (const auto& st : job.steps) {
+      if (st.kind != StepKind::Command || st.deduplicated_from) continue;
+      (st.expected_source == "history" ? learned : st.expected_source.empty() ? none : written)++;
+    }
+  os << "  estimates:             " << written << " from expected-minutes, " << learned << " learned from history, " << none
+     << " none (simulated as 1 min)\n";
   return os.str();
 }
 

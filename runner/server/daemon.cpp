@@ -16,6 +16,7 @@
 #include "exec/process_sweep.h"
 #include "report/run_view.h"
 #include "sched/device_pool.h"
+#include "store/learned_durations.h"
 #include "util/json_text.h"
 #include "util/random_hex.h"
 
@@ -37,6 +38,10 @@ class Daemon::JournalObserver : public RunObserver {
     d_.status_cache_.clear();
     const StepRecord& s = r.jobs[job].steps[step];
     d_.metrics_.steps_by_result[to_string(s.state)]++;
+    // What a successful run of this step took, to estimate its next run (simulated sleeps say nothing).
+    if (s.state == StepState::Succeeded && !d_.opts_.simulate && p.jobs[job].steps[step].kind == StepKind::Command &&
+        s.started_at >= 0 && s.finished_at >= s.started_at && d_.journal_)
+      d_.journal_->record_duration(p.jobs[job].steps[step].key, s.finished_at - s.started_at, s.finished);
     if (s.started_at >= 0 && s.finished_at >= 0) d_.metrics_.step_seconds.observe(s.finished_at - s.started_at);
     if (p.jobs[job].lead && s.state != StepState::Running) {
       ToolchainStatus& t = d_.toolchain_;
@@ -355,6 +360,7 @@ HttpResponse Daemon::start_run(EngineOptions eo, const Submission& s, Project pr
   if (shutting_down_) return {503, "application/json", R"({"error":"shutting down"})", {}};
   // Planned even after load errors (as lint does) so every finding, the pool check's among them, is answered.
   Plan plan = build_plan(project, PlanOptions{s.jobs, ""}, diags);
+  if (!diags.has_input_errors()) apply_learned_durations(plan, *journal_);
   if (diags.has_input_errors()) {
     diags.sort();
     nlohmann::json findings = nlohmann::json::array();

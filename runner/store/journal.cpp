@@ -27,6 +27,7 @@ class Stmt {
     sqlite3_bind_int64(s_, i, v);
     return *this;
   }
+  Stmt& bind(int i, int v) { return bind(i, static_cast<long long>(v)); }
   bool step() {
     int rc = sqlite3_step(s_);
     if (rc == SQLITE_ROW) return true;
@@ -38,6 +39,11 @@ class Stmt {
     return p ? std::string(reinterpret_cast<const char*>(p), static_cast<std::size_t>(sqlite3_column_bytes(s_, col))) : "";
   }
   long long integer(int col) const { return sqlite3_column_int64(s_, col); }
+  double real(int col) const { return sqlite3_column_double(s_, col); }
+  Stmt& bind(int i, double v) {
+    sqlite3_bind_double(s_, i, v);
+    return *this;
+  }
 
  private:
   sqlite3* db_;
@@ -75,11 +81,47 @@ std::unique_ptr<Journal> Journal::open(const std::string& path, std::string& err
         " job INTEGER NOT NULL, step INTEGER NOT NULL, data TEXT NOT NULL)");
     j->exec("CREATE INDEX IF NOT EXISTS events_by_run ON events(run_id, seq)");
     j->exec("CREATE INDEX IF NOT EXISTS runs_by_created ON runs(created, id)");
+    j->exec("CREATE TABLE IF NOT EXISTS step_durations(key TEXT NOT NULL, seconds REAL NOT NULL, finished TEXT NOT NULL)");
+    j->exec("CREATE INDEX IF NOT EXISTS durations_by_key ON step_durations(key, finished)");
   } catch (const std::exception& e) {
     error = std::string("journal ") + path + ": " + e.what();
     return nullptr;
   }
   return j;
+}
+
+std::unique_ptr<Journal> Journal::open_readonly(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return nullptr;
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    sqlite3_close(db);
+    return nullptr;
+  }
+  sqlite3_busy_timeout(db, 2000);
+  return std::unique_ptr<Journal>(new Journal(db));
+}
+
+void Journal::record_duration(const std::string& step_key, double seconds, const std::string& finished) {
+  Stmt(db_, "INSERT INTO step_durations(key, seconds, finished) VALUES(?, ?, ?)").bind(1, step_key).bind(2, seconds).bind(3, finished).step();
+  Stmt(db_, "DELETE FROM step_durations WHERE key = ? AND rowid NOT IN (SELECT rowid FROM step_durations WHERE key = ? "
+            "ORDER BY finished DESC, rowid DESC LIMIT ?)")
+      .bind(1, step_key)
+      .bind(2, step_key)
+      .bind(3, kKeptDurations)
+      .step();
+}
+
+std::vector<double> Journal::durations(const std::string& step_key) const {
+  std::vector<double> out;
+  try {
+    Stmt s(db_, "SELECT seconds FROM step_durations WHERE key = ? ORDER BY finished DESC, rowid DESC LIMIT ?");
+    s.bind(1, step_key).bind(2, kKeptDurations);
+    while (s.step()) out.push_back(s.real(0));
+  } catch (const std::exception&) {
+    // A journal from before durations were kept (opened read-only): no history yet.
+  }
+  return out;
 }
 
 Journal::~Journal() { sqlite3_close(db_); }

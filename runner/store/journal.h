@@ -26,6 +26,9 @@ struct RunSummary {
 class Journal {
  public:
   static std::unique_ptr<Journal> open(const std::string& path, std::string& error);
+  /// For readers that must not create or change anything (`plan`, `run` reading learned durations):
+  /// nothing when the file does not exist or cannot be opened.
+  static std::unique_ptr<Journal> open_readonly(const std::string& path);
   ~Journal();
 
   void run_created(const std::string& id, const std::string& created, const nlohmann::json& request,
@@ -46,6 +49,12 @@ class Journal {
   std::vector<std::string> prune(int max_runs, const std::string& finished_before);
   /// Finished runs other than the newest `keep`, newest first.
   std::vector<std::string> finished_runs_after(int keep) const;
+
+  /// How long a step (by its step key) took when it succeeded; the newest `kKeptDurations` are kept.
+  void record_duration(const std::string& step_key, double seconds, const std::string& finished);
+  /// The newest durations of a step key, newest first.
+  std::vector<double> durations(const std::string& step_key) const;
+  static constexpr int kKeptDurations = 20;
 
  private:
   explicit Journal(sqlite3* db) : db_(db) {}
