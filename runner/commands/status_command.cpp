@@ -47,7 +47,8 @@ void register_status_command(CLI::App& app, CommonOptions& common, int& exit_cod
       if (d["holder"].is_object() && d["holder"].contains("run")) who += "  (run " + d["holder"]["run"].get<std::string>() + ")";
       if (d["drain_reason"].is_string()) who = "drained: " + d["drain_reason"].get<std::string>();
       if (d.contains("reserved_for")) who = "reserved for queue ticket " + std::to_string(d["reserved_for"].get<long long>());
-      std::printf("  %-3d %-9s %s\n", d.value("id", 0), str(d, "state").c_str(), who.c_str());
+      std::string type = d.contains("type") && d["type"].is_string() ? d["type"].get<std::string>() : "";
+      std::printf("  %-3d %-6s %-9s %s\n", d.value("id", 0), type.c_str(), str(d, "state").c_str(), who.c_str());
     }
     std::printf("\nQUEUE (%zu waiting)\n", s["queue"].size());
     for (const auto& q : s["queue"])

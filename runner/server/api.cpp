@@ -121,7 +121,8 @@ nlohmann::json Daemon::render_status(bool full_queue) {
   nlohmann::json devices = nlohmann::json::array();
   std::map<std::string, int> by_state;
   for (const auto& c : pool_->status(reserved)) {
-    nlohmann::json d = {{"id", c.id}, {"state", to_string(c.state)}, {"since", c.since}, {"group", c.group}};
+    nlohmann::json d = {{"id", c.id}, {"state", to_string(c.state)}, {"since", c.since}, {"group", c.group},
+                        {"type", c.type.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.type)}};
     if (c.state == CardState::Busy) {
       d["holder"] = {{"label", c.holder}, {"outside", c.held_outside}};
       if (auto it = run_of_label.find(c.holder); it != run_of_label.end()) d["holder"]["run"] = it->second;
