@@ -1,7 +1,10 @@
 // pto-runner: CI orchestration and matrix runner for the PTOAS/pypto NPU CI. See README.md.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "commands/commands.h"
 #include "util/exit_code.h"
@@ -23,8 +26,14 @@ int main(int argc, char** argv) {
   pto::register_submit_command(app, common, exit_code);
   pto::register_status_command(app, common, exit_code);
   pto::register_devices_command(app, common, exit_code);
+  pto::register_task_submit_command(app, common, exit_code);
+  // Run through a symlink named task-submit, it is that command: the incumbent's name, its flags.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::string self = argv[0];
+  if (self.substr(self.rfind('/') + 1) == "task-submit") args.insert(args.begin(), "task-submit");
+  std::reverse(args.begin(), args.end());  // CLI11 takes them in reverse
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     // CLI11 returns 0 for --help/--version and its own codes for usage errors; the spec says 2 for bad usage.

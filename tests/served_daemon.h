@@ -18,6 +18,9 @@ struct Served {
   Spawned proc;
   int port = 0;
   std::string token;
+  std::string devices = "2";        // --devices
+  std::string device_groups;        // --device-groups, when set
+  std::map<std::string, std::string> env;  // added to the daemon's environment
   std::string state() const { return (dir.path() / "state").string(); }
   std::string locks() const { return (dir.path() / "locks").string(); }
   std::string url(const std::string& path = "") const { return "http://127.0.0.1:" + std::to_string(port) + path; }
@@ -25,9 +28,10 @@ struct Served {
   /// `extra` is appended to the serve command line (e.g. --config FILE).
   void start(std::vector<std::string> extra = {}) {
     std::vector<std::string> args = {"serve", "--root", dir.str(), "--listen", "127.0.0.1:0", "--state-dir", state(),
-                                     "--lock-dir", locks(), "--devices", "2"};
+                                     "--lock-dir", locks(), "--devices", devices};
+    if (!device_groups.empty()) args.insert(args.end(), {"--device-groups", device_groups});
     args.insert(args.end(), extra.begin(), extra.end());
-    proc = spawn_cli(args);
+    proc = spawn_cli(args, env);
     REQUIRE(wait_until([&] { return read_file(proc.out).find("listening on http://127.0.0.1:") != std::string::npos; }, 20));
     std::string out = read_file(proc.out);
     port = std::stoi(out.substr(out.find("127.0.0.1:") + 10));

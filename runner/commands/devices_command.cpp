@@ -86,7 +86,7 @@ void register_devices_command(CLI::App& app, CommonOptions& common, int& exit_co
     if (o->undrain >= 0) pool.undrain(o->undrain);
     for (const auto& c : pool.status()) {
       std::string holder;
-      bool locked = CardLock::held_elsewhere(pool.lock_dir(), c.id, holder);
+      bool locked = CardLock::held_elsewhere(pool.lock_dir(), c.id, holder, pool.lock_name());
       std::string state = c.state == CardState::Drained ? "drained" : locked ? "busy" : "free";
       std::string detail = c.state == CardState::Drained ? c.drain_reason : locked ? holder : "";
       std::printf("%-4d %-9s %s\n", c.id, state.c_str(), detail.c_str());

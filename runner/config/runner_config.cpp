@@ -64,7 +64,7 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
               display, diags);
   if (!m.is_map()) return cfg;
   if (m.has("devices")) {
-    MapReader d(m.get("devices"), "devices", {"ids", "groups", "lock-dir", "type", "types"}, display, diags);
+    MapReader d(m.get("devices"), "devices", {"ids", "groups", "lock-dir", "lock-name", "type", "types"}, display, diags);
     if (d.is_map()) {
       if (d.has("ids")) {
         auto ids = read_int_list(d, "ids", 0, 4095);
@@ -97,6 +97,12 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
         }
       }
       if (auto v = d.string("lock-dir")) cfg.lock_dir = *v;
+      if (auto v = d.string("lock-name")) {
+        cfg.lock_name = *v;
+        if (v->find("{id}") == std::string::npos || v->find('/') != std::string::npos || v->find("..") != std::string::npos)
+          d.error_at(d.get("lock-name"), "bad-value",
+                     "devices: 'lock-name' is a file name with {id}, e.g. npu_device_{id}.lock; got '" + *v + "'");
+      }
       static const std::regex type_re("[A-Za-z0-9_.-]{1,64}");
       if (auto v = d.string("type")) {
         cfg.device_type_all = *v;

@@ -58,6 +58,7 @@ struct RunnerConfig {
   /// Every type some card of `device_ids` has.
   std::set<std::string> type_names() const;
   std::string lock_dir = "/var/lock/pto-runner";
+  std::string lock_name = "npu-{id}.lock";  // devices.lock-name: the flock file of each card
   std::string state_dir = ".pto-runner";
   std::string cache_dir = "~/.cache/pto-runner";
   std::string toolchain_mirror;

@@ -13,6 +13,7 @@ namespace pto {
 struct Dispatcher::Pending {
   std::uint64_t ticket;
   int devices;
+  std::vector<int> only;
   std::string type;
   std::string label;
   double expected_seconds;
@@ -37,7 +38,8 @@ Dispatcher::~Dispatcher() = default;
 std::uint64_t Dispatcher::request(CardRequest req, Grant on_grant, Impossible on_impossible) {
   std::uint64_t ticket = ++next_ticket_;
   std::uint64_t key = req.order ? req.order : ticket;
-  auto p = std::make_shared<Pending>(Pending{ticket, req.devices, std::move(req.type), std::move(req.label),
+  if (!req.only.empty()) req.devices = static_cast<int>(req.only.size());
+  auto p = std::make_shared<Pending>(Pending{ticket, req.devices, std::move(req.only), std::move(req.type), std::move(req.label),
                                              req.expected_seconds, steady_seconds(), iso_now(), std::move(on_grant),
                                              std::move(on_impossible), "queued"});
   pending_[key] = p;
@@ -102,13 +104,13 @@ ScheduleResult Dispatcher::schedule_pending(double now) {
   queue.reserve(std::min(kHead, pending_.size()));
   for (const auto& [order, p] : pending_) {
     if (queue.size() == kHead) break;
-    queue.push_back({order, p->devices, p->label, p->expected_seconds, p->type});
+    queue.push_back({order, p->devices, p->label, p->expected_seconds, p->type, p->only.empty() ? nullptr : &p->only});
   }
   std::vector<SchedCard> cards = pool_.snapshot();
   ScheduleResult r = schedule(cards, pool_.groups(), queue, now);
   if (r.examined == queue.size() && queue.size() < pending_.size()) {
     queue.clear();
-    for (const auto& [order, p] : pending_) queue.push_back({order, p->devices, p->label, p->expected_seconds, p->type});
+    for (const auto& [order, p] : pending_) queue.push_back({order, p->devices, p->label, p->expected_seconds, p->type, p->only.empty() ? nullptr : &p->only});
     r = schedule(cards, pool_.groups(), queue, now);
   }
   reserved_ = r.reserved;

@@ -29,6 +29,7 @@ struct CardRequest {
   std::string label;            // who asks, for holders and waiting reasons
   double expected_seconds = 0;  // 0: unknown (never backfills ahead of a reservation)
   std::uint64_t order = 0;      // an earlier place in line to keep (a retry); 0: a new place
+  std::vector<int> only;        // exactly these cards (then devices == only.size()); empty: any
 };
 
 struct QueueEntry {

@@ -9,8 +9,11 @@
 
 namespace pto {
 
-std::string CardLock::path_for(const std::string& dir, int card) {
-  return dir + "/npu-" + std::to_string(card) + ".lock";
+std::string CardLock::path_for(const std::string& dir, int card, const std::string& name) {
+  std::string file = name;
+  const std::string id = std::to_string(card);
+  for (std::size_t p; (p = file.find("{id}")) != std::string::npos;) file.replace(p, 4, id);
+  return dir + "/" + file;
 }
 
 // The holder line is a fixed-width record overwritten in place (padded with spaces): truncating and
@@ -36,8 +39,8 @@ static std::string read_holder(int fd) {
 }
 
 std::optional<CardLock> CardLock::try_acquire(const std::string& dir, int card, const std::string& label,
-                                              std::string& holder, std::string& error) {
-  std::string path = path_for(dir, card);
+                                              std::string& holder, std::string& error, const std::string& name) {
+  std::string path = path_for(dir, card, name);
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
   if (fd < 0) {
     error = "cannot open card lock " + path + ": " + std::strerror(errno);
@@ -53,8 +56,8 @@ std::optional<CardLock> CardLock::try_acquire(const std::string& dir, int card, 
   return CardLock(fd, card);
 }
 
-bool CardLock::held_elsewhere(const std::string& dir, int card, std::string& holder) {
-  int fd = ::open(path_for(dir, card).c_str(), O_RDONLY | O_CLOEXEC);
+bool CardLock::held_elsewhere(const std::string& dir, int card, std::string& holder, const std::string& name) {
+  int fd = ::open(path_for(dir, card, name).c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   bool held = false;
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {

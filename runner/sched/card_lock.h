@@ -1,5 +1,7 @@
 #pragma once
-// CardLock: one NPU card held as an exclusive flock(2) on <lock-dir>/npu-<id>.lock.
+// CardLock: one NPU card held as an exclusive flock(2) on <lock-dir>/<name>, name `npu-{id}.lock` unless
+// runner.yml `devices.lock-name` says otherwise (`npu_device_{id}.lock`: the incumbent task-submit's, so both
+// can run on one host during a migration without ever sharing a card).
 //
 // flock is what lets two runners, or a runner and another tool (task-submit, a person with a script), share a
 // host without sharing a card. The holder writes its pid and label into the file so a waiting step can say
@@ -14,10 +16,12 @@ class CardLock {
   /// Non-blocking. On failure returns nothing and, when another process holds it, describes the holder in
   /// `holder` ("pid 1234 (pypto-ci / moe)"); `error` is set for real errors (lock dir unwritable).
   static std::optional<CardLock> try_acquire(const std::string& dir, int card, const std::string& label,
-                                             std::string& holder, std::string& error);
+                                             std::string& holder, std::string& error,
+                                             const std::string& name = kDefaultName);
   /// Whether someone else holds the card's lock right now (and who), without keeping it.
-  static bool held_elsewhere(const std::string& dir, int card, std::string& holder);
-  static std::string path_for(const std::string& dir, int card);
+  static bool held_elsewhere(const std::string& dir, int card, std::string& holder, const std::string& name = kDefaultName);
+  static std::string path_for(const std::string& dir, int card, const std::string& name = kDefaultName);
+  static constexpr const char* kDefaultName = "npu-{id}.lock";
 
   CardLock(CardLock&& o) noexcept : fd_(o.fd_), card_(o.card_) { o.fd_ = -1; }
   CardLock& operator=(CardLock&& o) noexcept;

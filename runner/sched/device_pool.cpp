@@ -39,6 +39,7 @@ std::string resolve_lock_dir(const std::string& configured) {
 DevicePool::DevicePool(const RunnerConfig& cfg, std::string state_dir)
     : groups_(cfg.device_groups),
       lock_dir_(resolve_lock_dir(expand_home(cfg.lock_dir))),
+      lock_name_(cfg.lock_name),
       state_file_(state_dir.empty() ? "" : state_dir + "/devices.json"),
       drain_after_(cfg.health.drain_after) {
   for (int id : cfg.device_ids) {
@@ -61,7 +62,7 @@ bool DevicePool::acquire(const std::vector<int>& cards, const std::string& label
   std::vector<CardLock> got;
   for (int id : cards) {  // ascending: two runners never deadlock half-way
     std::string holder, error;
-    auto lock = CardLock::try_acquire(lock_dir_, id, label, holder, error);
+    auto lock = CardLock::try_acquire(lock_dir_, id, label, holder, error, lock_name_);
     if (!lock) {
       if (!error.empty()) why = error;
       else {
@@ -104,7 +105,7 @@ bool DevicePool::refresh_outside() {
   for (auto& [id, c] : cards_) {
     if (c.outside_holder.empty()) continue;
     std::string holder;
-    if (!CardLock::held_elsewhere(lock_dir_, id, holder)) {
+    if (!CardLock::held_elsewhere(lock_dir_, id, holder, lock_name_)) {
       c.outside_holder.clear();
       freed = true;
     } else {
@@ -144,6 +145,7 @@ std::vector<CardStatus> DevicePool::status(const std::map<int, std::uint64_t>& r
     s.drain_reason = c.drain_reason;
     s.consecutive_infra_failures = c.failures;
     s.type = c.type;
+    s.lock_file = CardLock::path_for(lock_dir_, id, lock_name_);
     if (c.drained) s.state = CardState::Drained;
     else if (c.lock) s.state = CardState::Busy, s.holder = c.holder;
     else if (!c.outside_holder.empty()) s.state = CardState::Busy, s.holder = c.outside_holder, s.held_outside = true;

@@ -31,6 +31,7 @@ struct CardStatus {
   int consecutive_infra_failures = 0;
   std::vector<int> group;
   std::string type;  // "" untyped
+  std::string lock_file;
 };
 
 class DevicePool {
@@ -62,6 +63,7 @@ class DevicePool {
   bool is_drained(int card) const;
   bool has_card(int card) const { return cards_.count(card) > 0; }
   const std::string& lock_dir() const { return lock_dir_; }
+  const std::string& lock_name() const { return lock_name_; }
 
  private:
   struct Card {
@@ -81,6 +83,7 @@ class DevicePool {
   std::map<int, Card> cards_;
   std::vector<std::vector<int>> groups_;
   std::string lock_dir_;
+  std::string lock_name_;
   std::string state_file_;
   int drain_after_ = 3;
 };

@@ -59,7 +59,10 @@ ScheduleResult schedule_with_policy(SchedPolicy policy, const std::vector<SchedC
     double u = pool.cards[id].busy_until;
     return u >= now ? u : kUnknown;  // an overrun estimate says nothing any more
   };
-  auto fits = [&](int id, const SchedRequest& req) { return req.type.empty() || pool.cards[id].type == req.type; };
+  auto fits = [&](int id, const SchedRequest& req) {
+    return (req.type.empty() || pool.cards[id].type == req.type) &&
+           (!req.only || std::find(req.only->begin(), req.only->end(), id) != req.only->end());
+  };
   auto available = [&](int id, const SchedRequest& req) {
     const SchedCard& c = pool.cards[id];
     if (!c.free || !c.usable || taken.count(id) || !fits(id, req)) return false;
@@ -97,7 +100,10 @@ ScheduleResult schedule_with_policy(SchedPolicy policy, const std::vector<SchedC
     ++out.examined;
     const int n = std::max(1, req.devices);
     // Only blocked requests get a reason; built when needed (this loop runs for every release).
-    auto want = [&] { return cards_word(n) + (req.type.empty() ? "" : " of type " + std::string(req.type)); };
+    auto want = [&] {
+      return (req.only ? "card" + std::string(req.only->size() == 1 ? " " : "s ") + join_ids(*req.only) : cards_word(n)) +
+             (req.type.empty() ? "" : " of type " + std::string(req.type));
+    };
     std::vector<const std::vector<int>*> candidates;
     for (const auto& g : pool.groups)
       if (usable_in(g, req) >= n) candidates.push_back(&g);

@@ -40,6 +40,8 @@ struct SchedRequest {
   double expected_seconds = 0;
   /// Only cards of this type ("" = any card).
   std::string_view type;
+  /// Only these cards (a lease for named cards, `task-submit --device 2,3`); null = any.
+  const std::vector<int>* only = nullptr;
 };
 
 struct SchedAssignment {

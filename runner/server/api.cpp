@@ -44,6 +44,7 @@ void Daemon::handle(const HttpRequest& req, HttpServer::Respond respond) {
     return submit(req, std::move(respond));
   }
   if (get && std::regex_match(req.path, m, log_re)) return step_log(m[1], m[2], req, std::move(respond));
+  if (req.path == "/api/v1/leases" && req.method == "POST") return lease_request(req, std::move(respond));
   respond(route(req));
 }
 
@@ -62,6 +63,13 @@ HttpResponse Daemon::route(const HttpRequest& req) {
   if (p == "/metrics") return get ? metrics() : method_not_allowed();
   if (p == "/api/v1/status") return get ? status(req) : method_not_allowed();
   if (p == "/api/v1/runs") return get ? runs(req) : method_not_allowed();
+  if (p == "/api/v1/leases") return get ? json_response(200, {{"leases", leases_json()}}) : method_not_allowed();
+  static const std::regex lease_re("/api/v1/leases/(lease-[0-9a-f]{12})(/heartbeat)?");
+  if (std::regex_match(p, m, lease_re)) {
+    bool heartbeat = m[2].matched;
+    if (heartbeat ? !post : req.method != "DELETE") return method_not_allowed();
+    return lease_route(req, m[1], heartbeat ? "heartbeat" : "end");
+  }
   static const std::regex device_re("/api/v1/devices/([0-9]{1,4})/(drain|undrain)");
   if (std::regex_match(p, m, device_re)) {
     if (!post) return method_not_allowed();
@@ -118,6 +126,8 @@ nlohmann::json Daemon::render_status(bool full_queue) {
   for (const auto& [id, r] : active_)
     for (std::size_t k = 0; k < r->engine->plan().jobs.size(); ++k)
       for (const auto& s : r->engine->plan().jobs[k].steps) run_of_label[r->engine->plan().jobs[k].id + " / " + s.name] = id;
+  for (const Lease* l : leases_->active())
+    if (!l->request.run_id.empty()) run_of_label["lease " + l->id + ": " + l->request.label] = l->request.run_id;
   nlohmann::json devices = nlohmann::json::array();
   std::map<std::string, int> by_state;
   for (const auto& c : pool_->status(reserved)) {
@@ -125,6 +135,9 @@ nlohmann::json Daemon::render_status(bool full_queue) {
                         {"type", c.type.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.type)}};
     if (c.state == CardState::Busy) {
       d["holder"] = {{"label", c.holder}, {"outside", c.held_outside}};
+      // Locked by a program pto-runner does not run (the incumbent task-submit, a person's script): say so.
+      if (c.held_outside)
+        d["holder"]["label"] = "another program holds " + c.lock_file + " (" + c.holder + ")";
       if (auto it = run_of_label.find(c.holder); it != run_of_label.end()) d["holder"]["run"] = it->second;
     } else {
       d["holder"] = nullptr;
@@ -149,6 +162,7 @@ nlohmann::json Daemon::render_status(bool full_queue) {
     queue.push_back(e);
   }
   j["queue"] = queue;
+  j["leases"] = leases_json();
   nlohmann::json active = nlohmann::json::array();
   for (const auto& [id, r] : active_) {
     const RunRecord& rec = r->engine->record();

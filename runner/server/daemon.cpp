@@ -148,6 +148,9 @@ std::string Daemon::start() {
   recover();
   prune_history(true);
   dispatcher_ = std::make_unique<Dispatcher>(io_, *pool_);
+  // A lease's client heartbeats every second; five missed and it is gone (killed, lost): its cards come back.
+  leases_ = std::make_unique<LeaseBook>(io_, *dispatcher_, 5, cfg_.kill_grace_seconds);
+  leases_->set_on_change([this] { status_cache_.clear(); });
   executor_ = opts_.simulate ? make_simulated_executor(io_) : make_local_executor(io_);
   if (opts_.simulate) lead_executor_ = make_local_executor(io_);
 
@@ -157,7 +160,10 @@ std::string Daemon::start() {
   if (!split_listen(listen, address, port)) return "bad listen address '" + listen + "' (want ADDRESS:PORT)";
   server_ = std::make_unique<HttpServer>(
       io_, [this](const HttpRequest& r, HttpServer::Respond respond) { handle(r, std::move(respond)); }, opts_.limits);
-  return server_->listen(address, port);
+  if (std::string e = server_->listen(address, port); !e.empty()) return e;
+  self_url_ = "http://" + std::string(address == "0.0.0.0" || address == "::" ? "127.0.0.1" : address) + ":" +
+              std::to_string(server_->port());
+  return "";
 }
 
 unsigned short Daemon::port() const { return server_ ? server_->port() : 0; }
@@ -375,6 +381,10 @@ HttpResponse Daemon::start_run(EngineOptions eo, const Submission& s, Project pr
   if (!s.ref.empty()) eo.base_env["PTO_RUNNER_REF"] = s.ref;
   if (!s.sha.empty()) eo.base_env["PTO_RUNNER_SHA"] = s.sha;
   eo.lead_executor = lead_executor_.get();
+  // The run's own token for its steps' `task-submit` calls: their leases are charged to it and die with it.
+  const std::string lease_token = random_hex(16);
+  eo.base_env["PTO_RUNNER_SERVER"] = self_url_;
+  eo.base_env["PTO_RUNNER_LEASE_TOKEN"] = lease_token;
 
   auto run = std::make_unique<ActiveRun>();
   // The request is journaled without env values: they may hold secrets.
@@ -393,6 +403,7 @@ HttpResponse Daemon::start_run(EngineOptions eo, const Submission& s, Project pr
   spdlog::info("run {} submitted from {}: {} job(s){}", id, peer, run->engine->plan().jobs.size(),
                s.sha.empty() ? "" : ", sha " + s.sha);
   active_[id] = std::move(run);
+  lease_tokens_[lease_token] = id;
   status_cache_.clear();
   return {201, "application/json", dump_json({{"id", id}, {"url", "/api/v1/runs/" + id}, {"state", "running"}}), {}};
 }
@@ -404,6 +415,7 @@ HttpResponse Daemon::cancel(const std::string& id) {
     return {404, "application/json", dump_json({{"error", "no run " + id}}), {}};
   }
   it->second->engine->cancel(0);
+  leases_->end_run(id, "its run was cancelled");  // the harness's leased commands stop with the run's steps
   spdlog::info("run {}: cancel requested", id);
   status_cache_.clear();
   return {202, "application/json", dump_json({{"id", id}, {"state", "cancelling"}}), {}};
@@ -422,6 +434,9 @@ void Daemon::on_run_finished(const std::string& id) {
   metrics_.runs_by_result[state]++;
   spdlog::info("run {} {} (exit {})", id, state, result);
   active_.erase(it);
+  leases_->end_run(id, "its run ended");
+  for (auto t = lease_tokens_.begin(); t != lease_tokens_.end();)
+    t = t->second == id ? lease_tokens_.erase(t) : std::next(t);
   prune_history(false);
   if (active_.empty() && on_drained_) boost::asio::post(io_, std::exchange(on_drained_, nullptr));
 }
@@ -434,7 +449,10 @@ void Daemon::shutdown(std::function<void()> done) {
     boost::asio::post(io_, std::exchange(on_drained_, nullptr));
     return;
   }
-  for (auto& [id, run] : active_) run->engine->cancel(SIGTERM);
+  for (auto& [id, run] : active_) {
+    run->engine->cancel(SIGTERM);
+    leases_->end_run(id, "the daemon is shutting down");
+  }
 }
 
 }  // namespace pto

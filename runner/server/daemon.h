@@ -12,6 +12,7 @@
 #include "config/project.h"
 #include "engine/dispatcher.h"
 #include "engine/engine.h"
+#include "engine/leases.h"
 #include "exec/executor.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
@@ -79,6 +80,11 @@ class Daemon {
   void step_log(const std::string& id, const std::string& step, const HttpRequest& req, HttpServer::Respond respond);
   HttpResponse metrics();
   bool authorized(const HttpRequest& req) const;
+  /// For lease endpoints: the admin token, or a run's lease token. Sets `run` to that run ("" for admin).
+  bool lease_authorized(const HttpRequest& req, std::string& run) const;
+  void lease_request(const HttpRequest& req, HttpServer::Respond respond);  // server/lease_api.cpp
+  HttpResponse lease_route(const HttpRequest& req, const std::string& id, const std::string& action);
+  nlohmann::json leases_json() const;
   void recover();
   /// Retention: prunes runs (journal rows, run directories, worktrees) past `retention`, and worktrees past
   /// `source.keep-worktrees`; at start also run directories the journal does not know (a refused or
@@ -94,6 +100,9 @@ class Daemon {
   std::unique_ptr<Journal> journal_;
   std::unique_ptr<DevicePool> pool_;
   std::unique_ptr<Dispatcher> dispatcher_;
+  std::unique_ptr<LeaseBook> leases_;
+  std::map<std::string, std::string> lease_tokens_;  // a run's lease token -> the run (PTO_RUNNER_LEASE_TOKEN)
+  std::string self_url_;                             // how steps reach this daemon (PTO_RUNNER_SERVER)
   std::unique_ptr<Executor> executor_, lead_executor_;
   std::unique_ptr<HttpServer> server_;
   // Blocking work (git, log reads) runs here so no request can stall the engine thread.

@@ -1,0 +1,260 @@
+// `pto-runner task-submit` (also run as `task-submit` through a symlink): the incumbent tool's flags, so
+// pypto's test harness and model steps borrow cards through pto-runner's one queue. It leases the cards from
+// the daemon, runs the command here in its own process group with TASK_DEVICE and TASKQUEUE_TASK_ID set,
+// heartbeats while it runs, and exits with the command's code: 126 when the daemon refuses, 137 when the
+// command is killed at --max-time or the lease is revoked, 1 when no card came within --timeout.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "client/api_client.h"
+#include "commands/commands.h"
+#include "config/device_spec.h"
+#include "exec/process_sweep.h"
+#include "util/json_text.h"
+
+extern char** environ;
+
+namespace pto {
+
+namespace {
+
+constexpr int kRefused = 126, kKilled = 137, kNoCard = 1;
+volatile sig_atomic_t g_signal = 0;
+void on_signal(int sig) { g_signal = sig; }
+
+using Clock = std::chrono::steady_clock;
+
+// The command in its own process group, with the lease's cards and marker in its environment.
+pid_t spawn_command(const std::string& command, const std::vector<std::string>& extra_env) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    bool replaced = false;
+    for (const auto& x : extra_env) replaced |= kv.compare(0, x.find('=') + 1, x, 0, x.find('=') + 1) == 0;
+    if (!replaced) env.push_back(kv);
+  }
+  env.insert(env.end(), extra_env.begin(), extra_env.end());
+  std::vector<char*> envp;
+  for (auto& s : env) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::string sh = "bash", flag = "-c", cmd = command;
+  char* argv[] = {sh.data(), flag.data(), cmd.data(), nullptr};
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup(&attr, 0);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  pid_t pid = -1;
+  if (posix_spawnp(&pid, "bash", nullptr, &attr, argv, envp.data()) != 0) pid = -1;
+  posix_spawnattr_destroy(&attr);
+  return pid;
+}
+
+// SIGTERM to the group, SIGKILL after `grace`, then whatever escaped the group but carries the marker.
+int stop_command(pid_t pid, const std::string& marker, double grace) {
+  ::kill(-pid, SIGTERM);
+  int status = 0;
+  auto until = Clock::now() + std::chrono::duration<double>(grace);
+  while (Clock::now() < until) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(-pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  kill_marked_processes(marker, SIGKILL);
+  return status;
+}
+
+}  // namespace
+
+void register_task_submit_command(CLI::App& app, CommonOptions& common, int& exit_code) {
+  struct Opts {
+    std::string device, server, token_file, run, find, kill;
+    int device_num = 0;
+    double timeout = 600, max_time = 300;
+    bool list = false, no_device = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("task-submit", "Borrow NPU cards from the daemon's queue and run a command on them "
+                                                "(the incumbent task-submit's flags; also run as `task-submit`)");
+  cmd->add_option("--device", o->device, "auto, a card id, or ids A,B (default auto when --device-num is given)");
+  cmd->add_option("--device-num", o->device_num, "How many cards (with --device auto)")->check(CLI::Range(1, 4096));
+  cmd->add_flag("--no-device", o->no_device, "Run without a card (no lease)");
+  cmd->add_option("--timeout", o->timeout, "Seconds to wait for the cards (0: as long as it takes)")->check(CLI::Range(0.0, 7 * 86400.0));
+  cmd->add_option("--max-time", o->max_time, "Seconds the command may run; then it is killed, exit 137 (0: no limit)")
+      ->check(CLI::Range(0.0, 7 * 86400.0));
+  cmd->add_option("--run", o->run, "The command (bash -c); {} becomes the card ids");
+  cmd->add_flag("--list", o->list, "List the daemon's active leases");
+  cmd->add_option("--find", o->find, "Print the ids of active leases whose command contains this text");
+  cmd->add_option("--kill", o->kill, "End a lease: kill what runs under it and free its cards");
+  cmd->add_option("--server", o->server, "Daemon URL (default $PTO_RUNNER_SERVER, else runner.yml listen)");
+  cmd->add_option("--token-file", o->token_file, "Token file (default $PTO_RUNNER_LEASE_TOKEN in a step, else $PTO_RUNNER_TOKEN)");
+  cmd->footer("Exit codes: the command's own; 126 the daemon refused (no such card, none can ever serve it, shutting down, "
+              "unreachable); 137 killed at --max-time or the lease revoked; 1 no card within --timeout; 130/143 interrupted.");
+  cmd->callback([o, &common, &exit_code] {
+    const std::string server = server_url(o->server, common);
+    std::string err;
+    std::string token = o->token_file.empty() && std::getenv("PTO_RUNNER_LEASE_TOKEN") ? std::getenv("PTO_RUNNER_LEASE_TOKEN")
+                                                                                         : read_token(o->token_file, err);
+    if (!err.empty()) {
+      std::cerr << "task-submit: " << err << "\n";
+      exit_code = kRefused;
+      return;
+    }
+    if (o->list || !o->find.empty()) {
+      ApiResponse r = api_request("GET", server + "/api/v1/leases");
+      auto j = nlohmann::json::parse(r.body, nullptr, false);
+      if (!r.reached || r.status != 200 || j.is_discarded()) {
+        std::cerr << "task-submit: " << (r.reached ? "HTTP " + std::to_string(r.status) : r.error) << "\n";
+        exit_code = kRefused;
+        return;
+      }
+      for (const auto& l : j["leases"]) {
+        std::string label = l.value("label", "");
+        if (!o->find.empty()) {
+          if (label.find(o->find) != std::string::npos) std::cout << l.value("id", "") << "\n";
+          continue;
+        }
+        std::string cards;
+        for (const auto& c : l["cards"]) cards += (cards.empty() ? "" : ",") + std::to_string(c.get<int>());
+        std::printf("%-18s %-8s %-8s %s\n", l.value("id", "").c_str(), l.value("state", "").c_str(),
+                    cards.empty() ? "-" : cards.c_str(), label.substr(0, 120).c_str());
+      }
+      exit_code = 0;
+      return;
+    }
+    if (!o->kill.empty()) {
+      ApiResponse r = api_request("DELETE", server + "/api/v1/leases/" + o->kill + "?reason=killed+by+task-submit+--kill", token);
+      if (!r.reached || r.status != 200) std::cerr << "task-submit: " << (r.reached ? r.body : r.error) << "\n";
+      exit_code = r.reached && r.status == 200 ? 0 : 1;
+      return;
+    }
+    if (o->run.empty()) {
+      std::cerr << "task-submit: nothing to do: give --run CMD (or --list, --find, --kill)\n";
+      exit_code = 2;
+      return;
+    }
+    std::string command = o->run;
+    if (o->no_device) {
+      pid_t pid = spawn_command(command, {});
+      int status = 0;
+      ::waitpid(pid, &status, 0);
+      exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      return;
+    }
+    nlohmann::json body = {{"label", command.substr(0, 4096)}, {"max-seconds", o->max_time}, {"wait-seconds", o->timeout}};
+    if (!o->device.empty() && o->device != "auto") {
+      // task-submit's --device names cards (3, or 2,3), unlike pto-runner's --devices (a count or a range).
+      std::string perr;
+      auto ids = o->device.find_first_of(",-") == std::string::npos && o->device.find_first_not_of("0123456789") == std::string::npos
+                     ? std::optional<std::vector<int>>(std::vector<int>{std::atoi(o->device.c_str())})
+                     : parse_device_spec(o->device, perr);
+      if (!ids) {
+        std::cerr << "task-submit: --device " << o->device << ": " << perr << "\n";
+        exit_code = kRefused;
+        return;
+      }
+      if (o->device_num && o->device_num != static_cast<int>(ids->size())) {
+        std::cerr << "task-submit: --device-num " << o->device_num << " does not match --device " << o->device << "\n";
+        exit_code = kRefused;
+        return;
+      }
+      body["device-ids"] = *ids;
+    } else {
+      body["devices"] = o->device_num ? o->device_num : 1;
+    }
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    sigaction(SIGHUP, &sa, nullptr);
+    // The request waits in the queue until the cards are granted (or --timeout passes on the daemon's side).
+    long wait = o->timeout > 0 ? static_cast<long>(o->timeout) + 30 : 7L * 86400;
+    ApiResponse r = api_request("POST", server + "/api/v1/leases", token, dump_json(body), wait);
+    auto reply = nlohmann::json::parse(r.body, nullptr, false);
+    if (!r.reached || r.status != 201 || reply.is_discarded()) {
+      std::string why = !r.reached ? r.error : reply.is_object() ? reply.value("error", r.body) : r.body;
+      std::cerr << "task-submit: " << (r.status == 504 ? "no card: " : "refused: ") << why << "\n";
+      exit_code = r.status == 504 ? kNoCard : kRefused;
+      return;
+    }
+    const std::string id = reply.value("id", ""), marker = reply.value("marker", "");
+    std::vector<int> cards = reply["cards"].get<std::vector<int>>();
+    const std::string ids = join_ids(cards);
+    for (std::size_t p; (p = command.find("{}")) != std::string::npos;) command.replace(p, 2, ids);
+    std::vector<std::string> env = {"TASK_DEVICE=" + ids, "DEVICE_ID=" + std::to_string(cards.front()),
+                                    "TASKQUEUE_TASK_ID=" + id, std::string(kStepMarkVar) + "=" + marker};
+    const auto granted = Clock::now();
+    pid_t pid = spawn_command(command, env);
+    auto release = [&](const char* why) {
+      api_request("DELETE", server + "/api/v1/leases/" + id + "?reason=" + why, token, "", 10);
+    };
+    if (pid < 0) {
+      std::cerr << "task-submit: cannot start bash\n";
+      release("could+not+start");
+      exit_code = kRefused;
+      return;
+    }
+    auto next_beat = Clock::now() + std::chrono::seconds(1);
+    auto unreachable_since = Clock::time_point{};
+    int status = 0;
+    while (true) {
+      if (::waitpid(pid, &status, WNOHANG) == pid) break;
+      if (g_signal) {
+        stop_command(pid, marker, 3);
+        release("client+interrupted");
+        exit_code = g_signal == SIGINT ? 130 : 143;
+        return;
+      }
+      if (o->max_time > 0 && Clock::now() - granted > std::chrono::duration<double>(o->max_time)) {
+        std::cerr << "[task-submit] " << id << " killed after --max-time " << o->max_time << " s\n";
+        stop_command(pid, marker, 3);
+        release("max-time");
+        exit_code = kKilled;
+        return;
+      }
+      if (Clock::now() >= next_beat) {
+        next_beat = Clock::now() + std::chrono::seconds(1);
+        ApiResponse hb = api_request("POST", server + "/api/v1/leases/" + id + "/heartbeat", token, "{}", 5);
+        if (hb.reached && hb.status == 410) {
+          auto j = nlohmann::json::parse(hb.body, nullptr, false);
+          std::cerr << "[task-submit] " << id << ": " << (j.is_object() ? j.value("error", hb.body) : hb.body) << "\n";
+          stop_command(pid, marker, 3);
+          exit_code = kKilled;
+          return;
+        }
+        // A daemon gone for longer than it would wait for us has freed the cards (its flocks died with it).
+        if (!hb.reached) {
+          if (unreachable_since == Clock::time_point{}) unreachable_since = Clock::now();
+          if (Clock::now() - unreachable_since > std::chrono::seconds(10)) {
+            std::cerr << "[task-submit] lost the daemon (" << hb.error << "); stopping the command\n";
+            stop_command(pid, marker, 3);
+            exit_code = kKilled;
+            return;
+          }
+        } else {
+          unreachable_since = {};
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ::kill(-pid, SIGKILL);  // what the command left in its group does not outlive the lease
+    release("released+by+its+client");
+    exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  });
+}
+
+}  // namespace pto

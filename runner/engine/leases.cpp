@@ -1,0 +1,218 @@
+#include "engine/leases.h"
+
+#include <signal.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "exec/process_sweep.h"
+#include "sched/device_pool.h"
+#include "util/random_hex.h"
+
+namespace pto {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+template <typename D>
+Clock::duration to_duration(D seconds) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+}  // namespace
+
+struct LeaseBook::Timers {
+  explicit Timers(boost::asio::io_context& io) : watchdog(io) {}
+  boost::asio::steady_timer watchdog;
+  bool watchdog_armed = false;
+  std::map<std::string, std::unique_ptr<boost::asio::steady_timer>> waits;  // per waiting lease
+  std::map<std::string, std::unique_ptr<boost::asio::steady_timer>> kills;  // per lease being revoked
+};
+
+LeaseBook::LeaseBook(boost::asio::io_context& io, Dispatcher& dispatcher, double heartbeat_timeout_seconds,
+                     double kill_grace_seconds)
+    : io_(io),
+      dispatcher_(dispatcher),
+      heartbeat_timeout_(heartbeat_timeout_seconds),
+      kill_grace_(kill_grace_seconds),
+      timers_(std::make_unique<Timers>(io)) {}
+
+LeaseBook::~LeaseBook() = default;
+
+std::string LeaseBook::create(LeaseRequest req, Granted granted, Refused refused) {
+  auto l = std::make_unique<Lease>();
+  l->id = "lease-" + random_hex(6);
+  l->state = "waiting";
+  l->created = iso_now();
+  // A run's leases carry the run's marker prefix, so recovery after a crash finds them with the run's steps.
+  l->marker = (req.run_id.empty() ? std::string() : req.run_id + "/") + "lease/" + l->id;
+  l->request = std::move(req);
+  const std::string id = l->id;
+  const LeaseRequest& r = l->request;
+  CardRequest cr{r.devices, r.device_type, "lease " + id + ": " + r.label, 0, 0, r.device_ids};
+  refused_[id] = std::move(refused);
+  Lease* lease = l.get();
+  leases_[id] = std::move(l);
+  if (r.wait_seconds > 0) {
+    auto t = std::make_unique<boost::asio::steady_timer>(io_);
+    t->expires_after(to_duration(r.wait_seconds));
+    t->async_wait([this, id](boost::system::error_code ec) {
+      if (ec) return;
+      auto it = leases_.find(id);
+      if (it == leases_.end() || it->second->state != "waiting") return;
+      finish(*it->second, "ended", "no card within " + std::to_string(static_cast<long long>(it->second->request.wait_seconds)) +
+                                       " s (the wait timeout)", "wait timeout");
+    });
+    timers_->waits[id] = std::move(t);
+  }
+  lease->ticket = dispatcher_.request(
+      std::move(cr),
+      [this, id, granted = std::move(granted)](const std::vector<int>& cards) {
+        auto it = leases_.find(id);
+        if (it == leases_.end()) {  // ended while the grant was on its way
+          dispatcher_.release(cards);
+          return;
+        }
+        Lease& g = *it->second;
+        g.state = "granted";
+        g.ticket = 0;
+        g.cards = cards;
+        g.granted = iso_now();
+        g.granted_at = g.last_heartbeat = Clock::now();
+        refused_.erase(id);
+        timers_->waits.erase(id);
+        arm_watchdog();
+        if (on_change_) on_change_();
+        granted(g);
+      },
+      [this, id](const std::string& why) {
+        auto it = leases_.find(id);
+        if (it == leases_.end()) return;
+        it->second->ticket = 0;
+        auto refuse = std::move(refused_[id]);
+        refused_.erase(id);
+        timers_->waits.erase(id);
+        ended_by_reason_["refused"]++;
+        leases_.erase(it);
+        if (on_change_) on_change_();
+        if (refuse) refuse(409, "no card of this host can ever serve this lease: " + why);
+      });
+  if (on_change_) on_change_();
+  return id;
+}
+
+bool LeaseBook::heartbeat(const std::string& id) {
+  auto it = leases_.find(id);
+  if (it == leases_.end() || it->second->state == "revoked" || it->second->state == "ended") return false;
+  it->second->last_heartbeat = Clock::now();
+  return true;
+}
+
+bool LeaseBook::end(const std::string& id, const std::string& why) {
+  auto it = leases_.find(id);
+  if (it == leases_.end()) return false;
+  finish(*it->second, "ended", why, "released");
+  return true;
+}
+
+void LeaseBook::end_run(const std::string& run_id, const std::string& why) {
+  std::vector<Lease*> of_run;
+  for (auto& [id, l] : leases_)
+    if (l->request.run_id == run_id) of_run.push_back(l.get());
+  for (Lease* l : of_run) finish(*l, "revoked", why, "run ended");
+}
+
+void LeaseBook::finish(Lease& l, const std::string& state, const std::string& why, const std::string& reason_key) {
+  const std::string id = l.id;
+  if (l.state == "waiting") {
+    if (l.ticket) dispatcher_.withdraw(l.ticket);
+    timers_->waits.erase(id);
+    auto refuse = std::move(refused_[id]);
+    refused_.erase(id);
+    ended_by_reason_[reason_key]++;
+    leases_.erase(id);
+    if (on_change_) on_change_();
+    if (refuse) refuse(reason_key == "wait timeout" ? 504 : 410, why);
+    return;
+  }
+  if (l.state != "granted") return;  // already being revoked
+  l.state = state;
+  l.ended = iso_now();
+  l.end_reason = why;
+  ended_by_reason_[reason_key]++;
+  // Whatever still carries the lease's marker is killed before the cards are handed on: SIGTERM, then
+  // SIGKILL after the grace. A client that released normally has nothing left, so its cards go at once.
+  const std::string marker = l.marker;
+  if (kill_marked_processes(marker, SIGTERM, 1) == 0) {
+    dispatcher_.release(l.cards);
+    leases_.erase(id);
+    if (on_change_) on_change_();
+    return;
+  }
+  auto deadline = Clock::now() + to_duration(kill_grace_);
+  auto t = std::make_unique<boost::asio::steady_timer>(io_);
+  auto* timer = t.get();
+  timers_->kills[id] = std::move(t);
+  auto check = std::make_shared<std::function<void(boost::system::error_code)>>();
+  *check = [this, id, marker, deadline, timer, check](boost::system::error_code ec) {
+    if (ec) return;
+    bool past = Clock::now() >= deadline;
+    if (past) kill_marked_processes(marker, SIGKILL);
+    if (past || find_marked_processes(marker).empty()) {
+      auto it = leases_.find(id);
+      if (it != leases_.end()) dispatcher_.release(it->second->cards);
+      leases_.erase(id);
+      if (on_change_) on_change_();
+      boost::asio::post(io_, [this, id] { timers_->kills.erase(id); });  // not from inside its own handler
+      return;
+    }
+    timer->expires_after(std::chrono::milliseconds(100));
+    timer->async_wait(*check);
+  };
+  timer->expires_after(std::chrono::milliseconds(100));
+  timer->async_wait(*check);
+}
+
+void LeaseBook::arm_watchdog() {
+  if (timers_->watchdog_armed) return;
+  timers_->watchdog_armed = true;
+  timers_->watchdog.expires_after(std::chrono::milliseconds(500));
+  timers_->watchdog.async_wait([this](boost::system::error_code ec) {
+    timers_->watchdog_armed = false;
+    if (ec) return;
+    std::vector<std::pair<Lease*, std::string>> revoke;
+    bool any_granted = false;
+    for (auto& [id, l] : leases_) {
+      if (l->state != "granted") continue;
+      any_granted = true;
+      if (seconds_since(l->last_heartbeat) > heartbeat_timeout_)
+        revoke.push_back({l.get(), "its client stopped heartbeating (gone for " +
+                                       std::to_string(static_cast<int>(seconds_since(l->last_heartbeat))) + " s)"});
+      else if (l->request.max_seconds > 0 && seconds_since(l->granted_at) > l->request.max_seconds)
+        revoke.push_back({l.get(), "it ran past its max-seconds (" +
+                                       std::to_string(static_cast<long long>(l->request.max_seconds)) + " s)"});
+    }
+    for (auto& [l, why] : revoke)
+      finish(*l, "revoked", why, why.rfind("its client", 0) == 0 ? "client gone" : "max-seconds");
+    if (any_granted) arm_watchdog();
+  });
+}
+
+std::vector<const Lease*> LeaseBook::active() const {
+  std::vector<const Lease*> out;
+  for (const auto& [id, l] : leases_) out.push_back(l.get());
+  return out;
+}
+
+const Lease* LeaseBook::find(const std::string& id) const {
+  auto it = leases_.find(id);
+  return it == leases_.end() ? nullptr : it->second.get();
+}
+
+std::size_t LeaseBook::granted_count() const {
+  std::size_t n = 0;
+  for (const auto& [id, l] : leases_) n += l->state == "granted";
+  return n;
+}
+
+}  // namespace pto

@@ -1,0 +1,93 @@
+#pragma once
+// LeaseBook: cards lent to tools that run work themselves (pypto's harness calls `task-submit` per batch of
+// test cases), through the same queue as steps, so one host has one queue.
+//
+// A lease asks the dispatcher for N cards (or named ones, of a type) like a step does: same ordering, groups,
+// reservations and waiting reasons. Once granted, its client runs the command and heartbeats; a lease is
+// revoked when its client stops heartbeating (killed, lost), when it passes max-seconds, when its run ends or
+// is cancelled, or on request. Revoking kills every process carrying the lease's marker (the client exports it
+// into the command's environment; process_sweep finds escapees) and then frees the cards.
+//
+// Everything runs on the daemon's io_context thread, like the engine.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/dispatcher.h"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace pto {
+
+struct LeaseRequest {
+  int devices = 1;
+  std::vector<int> device_ids;  // exactly these cards; empty: any `devices` cards
+  std::string device_type;
+  double max_seconds = 0;   // revoked this long after the grant (0: no limit)
+  double wait_seconds = 0;  // refused when not granted within this long (0: wait as long as it takes)
+  std::string label;        // what it runs, for the queue, --list and --find
+  std::string run_id;       // the run whose step asked (its lease token), "" for an operator's
+};
+
+struct Lease {
+  std::string id;
+  std::string state;  // waiting | granted | ended | revoked
+  LeaseRequest request;
+  std::vector<int> cards;
+  std::string marker;  // PTO_RUNNER_STEP_MARK of its processes
+  std::string created, granted, ended, end_reason;
+  std::chrono::steady_clock::time_point last_heartbeat, granted_at;
+  std::uint64_t ticket = 0;
+};
+
+class LeaseBook {
+ public:
+  /// Called once: with the lease when granted, or with an HTTP status and why when it never will be (409: no
+  /// card can ever serve it; 504: not within wait_seconds; 410: revoked while waiting).
+  using Granted = std::function<void(const Lease&)>;
+  using Refused = std::function<void(int status, const std::string& why)>;
+
+  LeaseBook(boost::asio::io_context& io, Dispatcher& dispatcher, double heartbeat_timeout_seconds, double kill_grace_seconds);
+  ~LeaseBook();
+
+  std::string create(LeaseRequest req, Granted granted, Refused refused);
+  /// False when there is no such active lease (revoked or never was): the client must stop its command.
+  bool heartbeat(const std::string& id);
+  /// Ends a lease (its client is done, or an operator says so): kills what still carries its marker, then frees
+  /// its cards. False when there is no such active lease.
+  bool end(const std::string& id, const std::string& why);
+  /// Ends every lease of a run (it finished or was cancelled).
+  void end_run(const std::string& run_id, const std::string& why);
+
+  std::vector<const Lease*> active() const;
+  const Lease* find(const std::string& id) const;
+  std::size_t granted_count() const;
+  /// Finished leases by how they ended (released, revoked: heartbeat, max-seconds, run ended...), for /metrics.
+  const std::map<std::string, long long>& ended_by_reason() const { return ended_by_reason_; }
+  /// Called after every change (grant, end), for the status cache.
+  void set_on_change(std::function<void()> f) { on_change_ = std::move(f); }
+
+  double heartbeat_timeout() const { return heartbeat_timeout_; }
+
+ private:
+  struct Timers;
+  void finish(Lease& l, const std::string& state, const std::string& why, const std::string& reason_key);
+  void arm_watchdog();
+
+  boost::asio::io_context& io_;
+  Dispatcher& dispatcher_;
+  double heartbeat_timeout_, kill_grace_;
+  std::map<std::string, std::unique_ptr<Lease>> leases_;  // waiting and granted
+  std::map<std::string, Refused> refused_;                 // waiting leases' answer on failure
+  std::map<std::string, long long> ended_by_reason_;
+  std::unique_ptr<Timers> timers_;
+  std::function<void()> on_change_;
+};
+
+}  // namespace pto

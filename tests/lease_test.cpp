@@ -1,0 +1,243 @@
+// Card leases and the task-submit drop-in against a real daemon: one queue for steps and leases, no card shared,
+// no starvation, task-submit's exit codes, a killed client's cards coming back, a run's leases dying with it,
+// and the incumbent's lock file names.
+#include <catch2/catch.hpp>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <set>
+#include <sstream>
+#include <fstream>
+#include <thread>
+
+#include "served_daemon.h"
+#include "test_support.h"
+
+using namespace pto::test;
+
+namespace {
+
+/// A directory with a `task-submit` symlink to the built binary, for PATH.
+struct TaskSubmit {
+  TempDir dir;
+  TaskSubmit() { fs::create_symlink(PTO_RUNNER_BIN, dir.path() / "task-submit"); }
+  std::string path_env() const { return dir.str() + ":" + std::getenv("PATH"); }
+  std::string bin() const { return (dir.path() / "task-submit").string(); }
+};
+
+std::map<std::string, std::string> client_env(const Served& s, const TaskSubmit& ts) {
+  return {{"PTO_RUNNER_SERVER", s.url()}, {"PTO_RUNNER_TOKEN", s.token}, {"PATH", ts.path_env()}};
+}
+
+CommandResult task_submit(const Served& s, const TaskSubmit& ts, std::vector<std::string> args) {
+  args.insert(args.begin(), "task-submit");
+  return run_cli(args, client_env(s, ts));
+}
+
+struct Use {
+  std::vector<int> cards;
+  long long start, end;
+  std::string who;
+};
+
+// Lines "<TASK_DEVICE> <start ns> <end ns> <who>".
+std::vector<Use> read_uses(const fs::path& p) {
+  std::vector<Use> out;
+  std::istringstream in(read_file(p));
+  std::string devices, who;
+  long long a, b;
+  while (in >> devices >> a >> b >> who) {
+    Use u{{}, a, b, who};
+    std::stringstream ds(devices);
+    for (std::string id; std::getline(ds, id, ',');) u.cards.push_back(std::stoi(id));
+    out.push_back(u);
+  }
+  return out;
+}
+
+std::string record(const fs::path& file, const std::string& who, const std::string& seconds) {
+  return "s=$(date +%s%N); sleep " + seconds + "; echo \"$TASK_DEVICE $s $(date +%s%N) " + who + "\" >> " + file.string();
+}
+
+}  // namespace
+
+TEST_CASE("task-submit: runs the command on leased cards and exits as task-submit does", "[lease]") {
+  Served s;
+  TaskSubmit ts;
+  write_project(s.dir, {{"idle.yml", "name: idle\nsteps:\n  - run: 'true'\n"}});
+  s.start();
+  const fs::path out = s.dir.path() / "out";
+  CommandResult ok = run_cli({"task-submit", "--device-num", "2", "--run", "echo \"$TASK_DEVICE $TASKQUEUE_TASK_ID {}\" > " + out.string() + "; exit 7"},
+                             client_env(s, ts));
+  CHECK(ok.exit_code == 7);  // the command's own code
+  std::string seen = read_file(out);
+  CHECK(seen.rfind("0,1 lease-", 0) == 0);
+  CHECK(seen.find(" 0,1\n") != std::string::npos);  // {} is the card ids
+  // Through the symlink, by the incumbent's name.
+  std::string link_out;
+  CHECK(sh("PTO_RUNNER_SERVER=" + s.url() + " PTO_RUNNER_TOKEN=" + s.token + " " + ts.bin() + " --device 1 --run 'exit 3'", &link_out) == 3);
+  // Killed at --max-time: 137; no such card: 126; every card busy past --timeout: 1.
+  CHECK(task_submit(s, ts, {"--max-time", "1", "--run", "sleep 30"}).exit_code == 137);
+  CommandResult none = task_submit(s, ts, {"--device", "9", "--run", "true"});  // card 9, not 9 cards
+  CHECK(none.exit_code == 126);
+  CHECK(none.err.find("device-ids: no card 9 on this host") != std::string::npos);
+  Spawned holder = spawn_cli({"task-submit", "--device-num", "2", "--run", "sleep 30"}, client_env(s, ts));
+  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices"][0]["state"] == "busy"; }, 10));
+  CommandResult late = task_submit(s, ts, {"--timeout", "1", "--run", "true"});
+  CHECK(late.exit_code == 1);
+  CHECK(late.err.find("no card within 1 s") != std::string::npos);
+  // A lease shows in the status with its holder label, and its client's SIGTERM ends it (143).
+  json st = s.get("/api/v1/status");
+  REQUIRE(st["leases"].size() == 1);
+  CHECK(st["leases"][0]["label"] == "sleep 30");
+  CHECK(st["devices"][0]["holder"]["label"].get<std::string>().rfind("lease lease-", 0) == 0);
+  ::kill(holder.pid, SIGTERM);
+  CHECK(wait_cli(holder).exit_code == 143);
+  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices"][0]["state"] == "free"; }, 10));
+}
+
+TEST_CASE("leases and steps share one queue: 200 task-submit clients and a run on 8 cards in pairs, no card shared", "[lease]") {
+  Served s;
+  TaskSubmit ts;
+  s.devices = "8";
+  s.device_groups = "0,1;2,3;4,5;6,7";
+  const fs::path uses = s.dir.path() / "uses";
+  std::string steps = "name: mixed\nparallel: true\nsteps:\n";
+  for (int i = 0; i < 16; ++i)
+    steps += "  - {name: s" + std::to_string(i) + ", devices: " + (i % 3 == 0 ? "2" : "1") + ", run: '" +
+             record(uses, "step" + std::to_string(i), "0.1") + "'}\n";
+  write_project(s.dir, {{"mixed.yml", steps}});
+  s.start();
+  auto r = s.post("/api/v1/runs", json::object());
+  REQUIRE(r.status == 201);
+  std::vector<Spawned> clients;
+  for (int i = 0; i < 200; ++i)
+    clients.push_back(spawn_cli({"task-submit", "--device-num", i % 4 == 0 ? "2" : "1", "--timeout", "0", "--run",
+                                 record(uses, "lease" + std::to_string(i), "0.05")},
+                                client_env(s, ts)));
+  int failed = 0;
+  for (auto& c : clients) failed += wait_cli(c).exit_code != 0;
+  CHECK(failed == 0);
+  CHECK(s.wait_run(json::parse(r.body)["id"], 120)["state"] == "succeeded");
+  auto all = read_uses(uses);
+  REQUIRE(all.size() == 216);
+  std::map<int, std::vector<std::pair<long long, long long>>> by_card;
+  for (const auto& u : all) {
+    if (u.cards.size() == 2) CHECK((u.cards[0] % 2 == 0 && u.cards[1] == u.cards[0] + 1));  // one group
+    for (int c : u.cards) by_card[c].push_back({u.start, u.end});
+  }
+  for (auto& [card, iv] : by_card) {
+    std::sort(iv.begin(), iv.end());
+    for (std::size_t i = 1; i < iv.size(); ++i) CHECK(iv[i].first >= iv[i - 1].second);  // never two at once
+  }
+  CHECK(s.get("/api/v1/status")["leases"].empty());
+}
+
+TEST_CASE("leases: a 2-card lease is never starved by 1-card leases submitted after it", "[lease]") {
+  Served s;
+  TaskSubmit ts;
+  s.device_groups = "0,1";
+  const fs::path uses = s.dir.path() / "uses";
+  write_project(s.dir, {{"idle.yml", "name: idle\nsteps:\n  - run: 'true'\n"}});
+  s.start();
+  Spawned first = spawn_cli({"task-submit", "--device", "0", "--run", "sleep 1.5"}, client_env(s, ts));
+  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices"][0]["state"] == "busy"; }, 10));
+  Spawned pair = spawn_cli({"task-submit", "--device-num", "2", "--run", record(uses, "pair", "0.2")}, client_env(s, ts));
+  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["queue"].size() == 1; }, 10));
+  std::vector<Spawned> singles;
+  for (int i = 0; i < 8; ++i) {
+    singles.push_back(spawn_cli({"task-submit", "--device-num", "1", "--run", record(uses, "single" + std::to_string(i), "0.2")},
+                                client_env(s, ts)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  json st = s.get("/api/v1/status");
+  CHECK(st["queue"][0]["reason"].get<std::string>().find("waiting for 2 cards in one group") == 0);
+  CHECK(st["devices"][1]["state"] == "reserved");  // the free card waits for the pair, not for a single
+  CHECK(wait_cli(first).exit_code == 0);
+  CHECK(wait_cli(pair).exit_code == 0);
+  for (auto& c : singles) CHECK(wait_cli(c).exit_code == 0);
+  long long pair_start = 0;
+  std::vector<long long> single_starts;
+  for (const auto& u : read_uses(uses)) {
+    if (u.who == "pair") pair_start = u.start;
+    else single_starts.push_back(u.start);
+  }
+  REQUIRE(single_starts.size() == 8);
+  for (long long t : single_starts) CHECK(t > pair_start);
+}
+
+TEST_CASE("leases: a killed client's cards come back within seconds and its command is killed", "[lease]") {
+  Served s;
+  TaskSubmit ts;
+  write_project(s.dir, {{"idle.yml", "name: idle\nsteps:\n  - run: 'true'\n"}});
+  s.start();
+  const fs::path pidfile = s.dir.path() / "cmd.pid";
+  Spawned c = spawn_cli({"task-submit", "--device", "1", "--run", "echo $$ > " + pidfile.string() + "; sleep 1000"}, client_env(s, ts));
+  REQUIRE(wait_until([&] { return fs::exists(pidfile) && !read_file(pidfile).empty(); }, 10));
+  int cmd = std::stoi(read_file(pidfile));
+  ::kill(c.pid, SIGKILL);
+  wait_cli(c);
+  CHECK(pid_running(cmd));  // the command outlives its client for now...
+  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices"][1]["state"] == "free"; }, 15));
+  CHECK_FALSE(pid_running(cmd));  // ...until the lease is revoked
+  CHECK(s.get("/api/v1/status")["leases"].empty());
+}
+
+TEST_CASE("leases: a step's task-submit uses its run's own token, and cancelling the run kills the leased command", "[lease]") {
+  Served s;
+  TaskSubmit ts;
+  s.env = {{"PTO_RUNNER_TOKEN", "admin-token-the-steps-must-not-see"}, {"PATH", ts.path_env()}};
+  const fs::path out = s.dir.path() / "out", pidfile = s.dir.path() / "leased.pid";
+  write_project(s.dir, {{"h.yml", "name: h\nsteps:\n  - run: |\n      env | grep -c '^PTO_RUNNER_TOKEN=' > " + out.string() +
+                                      " || true\n      task-submit --device-num 1 --run 'echo $$ > " + pidfile.string() +
+                                      "; sleep 1000'\n"}});
+  s.start();
+  auto r = s.post("/api/v1/runs", json::object());
+  REQUIRE(r.status == 201);
+  std::string id = json::parse(r.body)["id"];
+  REQUIRE(wait_until([&] { return fs::exists(pidfile) && !read_file(pidfile).empty(); }, 10));
+  CHECK(read_file(out) == "0\n");  // no admin token in the step's environment
+  json st = s.get("/api/v1/status");
+  REQUIRE(st["leases"].size() == 1);
+  CHECK(st["leases"][0]["run"] == id);  // charged to its run
+  int leased = std::stoi(read_file(pidfile));
+  REQUIRE(s.post("/api/v1/runs/" + id + "/cancel", json::object()).status == 202);
+  CHECK(s.wait_run(id)["state"] == "cancelled");
+  REQUIRE(wait_until([&] { return !pid_running(leased); }, 15));
+  CHECK(wait_until([&] { return s.get("/api/v1/status")["leases"].empty(); }, 5));
+  // A run's token is no admin token: it cannot submit runs.
+  CHECK(s.post("/api/v1/runs", json::object(), "not-a-token").status == 401);
+}
+
+TEST_CASE("leases: with devices.lock-name the incumbent's lock files are honoured and named in the status", "[lease]") {
+  Served s;
+  TaskSubmit ts;
+  s.devices = "1";
+  s.dir.write("runner.yml", "devices:\n  lock-name: npu_device_{id}.lock\n");
+  write_project(s.dir, {{"idle.yml", "name: idle\nsteps:\n  - run: 'true'\n"}});
+  s.start();
+  fs::create_directories(s.locks());
+  const std::string lock = s.locks() + "/npu_device_0.lock";
+  {
+    std::ofstream(lock) << "pid=4242 user=ci\n";
+  }
+  int holder = fork();
+  if (holder == 0) {
+    execlp("flock", "flock", "-o", lock.c_str(), "sleep", "30", (char*)nullptr);
+    _exit(127);
+  }
+  REQUIRE(wait_until([&] { return sh("flock -n " + lock + " true") != 0; }, 10));
+  const fs::path ran = s.dir.path() / "ran";
+  Spawned c = spawn_cli({"task-submit", "--device-num", "1", "--run", "touch " + ran.string()}, client_env(s, ts));
+  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices"][0]["state"] == "busy"; }, 10));
+  json dev = s.get("/api/v1/status")["devices"][0];
+  CHECK(dev["holder"]["outside"] == true);
+  CHECK(dev["holder"]["label"] == "another program holds " + lock + " (pid=4242 user=ci)");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  CHECK_FALSE(fs::exists(ran));  // never handed out while the other program holds it
+  ::kill(holder, SIGKILL);
+  ::waitpid(holder, nullptr, 0);
+  CHECK(wait_cli(c).exit_code == 0);
+  CHECK(fs::exists(ran));
+}
