@@ -108,10 +108,20 @@ bool LeaseBook::heartbeat(const std::string& id) {
   return true;
 }
 
-bool LeaseBook::end(const std::string& id, const std::string& why) {
+bool LeaseBook::end(const std::string& id, const std::string& why, bool by_client) {
   auto it = leases_.find(id);
   if (it == leases_.end()) return false;
-  finish(*it->second, "ended", why, "released");
+  Lease& l = *it->second;
+  if (by_client && l.state == "granted") {
+    // No /proc sweep on the hot path: the client waited for its command and killed its group.
+    l.state = "ended";
+    ended_by_reason_["released"]++;
+    dispatcher_.release(l.cards);
+    leases_.erase(id);
+    if (on_change_) on_change_();
+    return true;
+  }
+  finish(l, "ended", why, by_client ? "released" : "ended by request");
   return true;
 }
 

@@ -59,9 +59,10 @@ class LeaseBook {
   std::string create(LeaseRequest req, Granted granted, Refused refused);
   /// False when there is no such active lease (revoked or never was): the client must stop its command.
   bool heartbeat(const std::string& id);
-  /// Ends a lease (its client is done, or an operator says so): kills what still carries its marker, then frees
-  /// its cards. False when there is no such active lease.
-  bool end(const std::string& id, const std::string& why);
+  /// Ends a lease. Its own client releasing it (`by_client`) has stopped its command and its process group
+  /// itself, so the cards go at once; otherwise (an operator) whatever carries its marker is killed first.
+  /// False when there is no such active lease.
+  bool end(const std::string& id, const std::string& why, bool by_client);
   /// Ends every lease of a run (it finished or was cancelled).
   void end_run(const std::string& run_id, const std::string& why);
 

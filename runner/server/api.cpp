@@ -299,6 +299,13 @@ HttpResponse Daemon::metrics() {
   for (const auto& [s, n] : by_state) out += "pto_runner_cards{state=\"" + s + "\"} " + std::to_string(n) + "\n";
   out += "# HELP pto_runner_queue_depth Steps waiting for cards\n# TYPE pto_runner_queue_depth gauge\n";
   out += "pto_runner_queue_depth " + std::to_string(dispatcher_->queue().size()) + "\n";
+  std::size_t granted = leases_->granted_count(), waiting = leases_->active().size() - granted;
+  out += "# HELP pto_runner_leases Card leases (task-submit) by state\n# TYPE pto_runner_leases gauge\n";
+  out += "pto_runner_leases{state=\"waiting\"} " + std::to_string(waiting) + "\npto_runner_leases{state=\"granted\"} " +
+         std::to_string(granted) + "\n";
+  out += "# HELP pto_runner_leases_ended_total Card leases ended, by how\n# TYPE pto_runner_leases_ended_total counter\n";
+  for (const auto& [reason, n] : leases_->ended_by_reason())
+    out += "pto_runner_leases_ended_total{reason=\"" + reason + "\"} " + std::to_string(n) + "\n";
   out += "# HELP pto_runner_active_runs Runs in progress\n# TYPE pto_runner_active_runs gauge\n";
   out += "pto_runner_active_runs " + std::to_string(active_.size()) + "\n";
   metrics_.wait_seconds.render(out, "pto_runner_wait_seconds", "Time from runnable to started");

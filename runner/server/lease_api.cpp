@@ -118,8 +118,10 @@ HttpResponse Daemon::lease_route(const HttpRequest& req, const std::string& id, 
     if (!leases_->heartbeat(id)) return lease_json(410, {{"error", "lease " + id + " was revoked: " + l->end_reason}});
     return lease_json(200, {{"id", id}, {"state", "granted"}});
   }
-  std::string why = req.query.count("reason") ? req.query.at("reason") : run.empty() ? "ended by request" : "released by its client";
-  leases_->end(id, why);
+  // The client says "released by its client" when its command is over; anything else (--kill, an operator)
+  // ends a lease that may still have processes.
+  std::string why = req.query.count("reason") ? req.query.at("reason") : "ended by request";
+  leases_->end(id, why, why == "released by its client");
   return lease_json(200, {{"id", id}, {"state", "ended"}});
 }
 

@@ -1,10 +1,12 @@
-// `pto-runner task-submit` (also run as `task-submit` through a symlink): the incumbent tool's flags, so
+// `task-submit` (the `pto-task-submit` binary; `pto-runner task-submit` runs it): the incumbent tool's flags, so
 // pypto's test harness and model steps borrow cards through pto-runner's one queue. It leases the cards from
 // the daemon, runs the command here in its own process group with TASK_DEVICE and TASKQUEUE_TASK_ID set,
 // heartbeats while it runs, and exits with the command's code: 126 when the daemon refuses, 137 when the
 // command is killed at --max-time or the lease is revoked, 1 when no card came within --timeout.
 #include <signal.h>
 #include <spawn.h>
+#include <poll.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,11 +17,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "client/api_client.h"
-#include "commands/commands.h"
+#include <CLI/CLI.hpp>
+
+#include "client/plain_http.h"
 #include "config/device_spec.h"
 #include "exec/process_sweep.h"
-#include "util/json_text.h"
+#include "task_submit/task_submit.h"
 
 extern char** environ;
 
@@ -32,6 +35,22 @@ volatile sig_atomic_t g_signal = 0;
 void on_signal(int sig) { g_signal = sig; }
 
 using Clock = std::chrono::steady_clock;
+
+std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+std::string read_token_file(const std::string& path, std::string& error) {
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) {
+    error = "cannot read token file " + path;
+    return "";
+  }
+  char buf[512] = {0};
+  std::size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  std::string t(buf, n);
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  return t.substr(0, t.find('\n'));
+}
 
 // The command in its own process group, with the lease's cards and marker in its environment.
 pid_t spawn_command(const std::string& command, const std::vector<std::string>& extra_env) {
@@ -80,7 +99,11 @@ int stop_command(pid_t pid, const std::string& marker, double grace) {
 
 }  // namespace
 
-void register_task_submit_command(CLI::App& app, CommonOptions& common, int& exit_code) {
+int run_task_submit(int argc, char** argv) {
+  CLI::App app{"task-submit: borrow NPU cards from the pto-runner daemon's queue and run a command on them "
+               "(the incumbent task-submit's flags)"};
+  app.set_version_flag("--version", PTO_RUNNER_VERSION);
+  int exit_code = 0;
   struct Opts {
     std::string device, server, token_file, run, find, kill;
     int device_num = 0;
@@ -88,8 +111,7 @@ void register_task_submit_command(CLI::App& app, CommonOptions& common, int& exi
     bool list = false, no_device = false;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("task-submit", "Borrow NPU cards from the daemon's queue and run a command on them "
-                                                "(the incumbent task-submit's flags; also run as `task-submit`)");
+  auto* cmd = &app;
   cmd->add_option("--device", o->device, "auto, a card id, or ids A,B (default auto when --device-num is given)");
   cmd->add_option("--device-num", o->device_num, "How many cards (with --device auto)")->check(CLI::Range(1, 4096));
   cmd->add_flag("--no-device", o->no_device, "Run without a card (no lease)");
@@ -100,22 +122,28 @@ void register_task_submit_command(CLI::App& app, CommonOptions& common, int& exi
   cmd->add_flag("--list", o->list, "List the daemon's active leases");
   cmd->add_option("--find", o->find, "Print the ids of active leases whose command contains this text");
   cmd->add_option("--kill", o->kill, "End a lease: kill what runs under it and free its cards");
-  cmd->add_option("--server", o->server, "Daemon URL (default $PTO_RUNNER_SERVER, else runner.yml listen)");
+  cmd->add_option("--server", o->server, "Daemon URL (default $PTO_RUNNER_SERVER, else http://127.0.0.1:8787)");
   cmd->add_option("--token-file", o->token_file, "Token file (default $PTO_RUNNER_LEASE_TOKEN in a step, else $PTO_RUNNER_TOKEN)");
   cmd->footer("Exit codes: the command's own; 126 the daemon refused (no such card, none can ever serve it, shutting down, "
               "unreachable); 137 killed at --max-time or the lease revoked; 1 no card within --timeout; 130/143 interrupted.");
-  cmd->callback([o, &common, &exit_code] {
-    const std::string server = server_url(o->server, common);
+  cmd->callback([o, &exit_code] {
+    std::string server = !o->server.empty() ? o->server : std::getenv("PTO_RUNNER_SERVER") ? std::getenv("PTO_RUNNER_SERVER")
+                                                                                          : "http://127.0.0.1:8787";
+    while (!server.empty() && server.back() == '/') server.pop_back();
+    PlainHttpClient daemon(server);
     std::string err;
-    std::string token = o->token_file.empty() && std::getenv("PTO_RUNNER_LEASE_TOKEN") ? std::getenv("PTO_RUNNER_LEASE_TOKEN")
-                                                                                         : read_token(o->token_file, err);
+    // In a step, the run's own lease token; else a token file or $PTO_RUNNER_TOKEN (an operator's).
+    std::string token = !o->token_file.empty() ? read_token_file(o->token_file, err)
+                        : std::getenv("PTO_RUNNER_LEASE_TOKEN") ? std::getenv("PTO_RUNNER_LEASE_TOKEN")
+                        : std::getenv("PTO_RUNNER_TOKEN")       ? std::getenv("PTO_RUNNER_TOKEN")
+                                                                : "";
     if (!err.empty()) {
       std::cerr << "task-submit: " << err << "\n";
       exit_code = kRefused;
       return;
     }
     if (o->list || !o->find.empty()) {
-      ApiResponse r = api_request("GET", server + "/api/v1/leases");
+      PlainHttpResult r = daemon.request("GET", "/api/v1/leases", "", "", 30);
       auto j = nlohmann::json::parse(r.body, nullptr, false);
       if (!r.reached || r.status != 200 || j.is_discarded()) {
         std::cerr << "task-submit: " << (r.reached ? "HTTP " + std::to_string(r.status) : r.error) << "\n";
@@ -137,7 +165,7 @@ void register_task_submit_command(CLI::App& app, CommonOptions& common, int& exi
       return;
     }
     if (!o->kill.empty()) {
-      ApiResponse r = api_request("DELETE", server + "/api/v1/leases/" + o->kill + "?reason=killed+by+task-submit+--kill", token);
+      PlainHttpResult r = daemon.request("DELETE", "/api/v1/leases/" + o->kill + "?reason=killed+by+task-submit+--kill", token, "", 30);
       if (!r.reached || r.status != 200) std::cerr << "task-submit: " << (r.reached ? r.body : r.error) << "\n";
       exit_code = r.reached && r.status == 200 ? 0 : 1;
       return;
@@ -182,8 +210,8 @@ void register_task_submit_command(CLI::App& app, CommonOptions& common, int& exi
     sigaction(SIGTERM, &sa, nullptr);
     sigaction(SIGHUP, &sa, nullptr);
     // The request waits in the queue until the cards are granted (or --timeout passes on the daemon's side).
-    long wait = o->timeout > 0 ? static_cast<long>(o->timeout) + 30 : 7L * 86400;
-    ApiResponse r = api_request("POST", server + "/api/v1/leases", token, dump_json(body), wait);
+    double wait = o->timeout > 0 ? o->timeout + 30 : 7 * 86400.0;
+    PlainHttpResult r = daemon.request("POST", "/api/v1/leases", token, dump(body), wait);
     auto reply = nlohmann::json::parse(r.body, nullptr, false);
     if (!r.reached || r.status != 201 || reply.is_discarded()) {
       std::string why = !r.reached ? r.error : reply.is_object() ? reply.value("error", r.body) : r.body;
@@ -200,7 +228,7 @@ void register_task_submit_command(CLI::App& app, CommonOptions& common, int& exi
     const auto granted = Clock::now();
     pid_t pid = spawn_command(command, env);
     auto release = [&](const char* why) {
-      api_request("DELETE", server + "/api/v1/leases/" + id + "?reason=" + why, token, "", 10);
+      daemon.request("DELETE", "/api/v1/leases/" + id + "?reason=" + why, token, "", 10);
     };
     if (pid < 0) {
       std::cerr << "task-submit: cannot start bash\n";
@@ -211,7 +239,20 @@ void register_task_submit_command(CLI::App& app, CommonOptions& common, int& exi
     auto next_beat = Clock::now() + std::chrono::seconds(1);
     auto unreachable_since = Clock::time_point{};
     int status = 0;
+    // Woken by the command's exit (a pidfd), a signal, or the next heartbeat or --max-time: no polling delay
+    // between the command's end and the lease's release.
+    int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
     while (true) {
+      if (::waitpid(pid, &status, WNOHANG) == pid) break;
+      auto until = next_beat;
+      if (o->max_time > 0) until = std::min(until, granted + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o->max_time)));
+      int ms = static_cast<int>(std::max<long long>(1, std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count()));
+      if (pidfd >= 0) {
+        pollfd pfd{pidfd, POLLIN, 0};
+        ::poll(&pfd, 1, ms);
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::min(ms, 20)));
+      }
       if (::waitpid(pid, &status, WNOHANG) == pid) break;
       if (g_signal) {
         stop_command(pid, marker, 3);
@@ -228,7 +269,7 @@ void register_task_submit_command(CLI::App& app, CommonOptions& common, int& exi
       }
       if (Clock::now() >= next_beat) {
         next_beat = Clock::now() + std::chrono::seconds(1);
-        ApiResponse hb = api_request("POST", server + "/api/v1/leases/" + id + "/heartbeat", token, "{}", 5);
+        PlainHttpResult hb = daemon.request("POST", "/api/v1/leases/" + id + "/heartbeat", token, "{}", 5);
         if (hb.reached && hb.status == 410) {
           auto j = nlohmann::json::parse(hb.body, nullptr, false);
           std::cerr << "[task-submit] " << id << ": " << (j.is_object() ? j.value("error", hb.body) : hb.body) << "\n";
@@ -249,12 +290,19 @@ void register_task_submit_command(CLI::App& app, CommonOptions& common, int& exi
           unreachable_since = {};
         }
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+    if (pidfd >= 0) ::close(pidfd);
     ::kill(-pid, SIGKILL);  // what the command left in its group does not outlive the lease
     release("released+by+its+client");
     exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  return exit_code;
 }
 
 }  // namespace pto
