@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "config/gha_workflow.h"
+#include "importer/workflow_import.h"
 #include "lint/lint.h"
 #include "report/diagnostics_view.h"
 #include "util/json_text.h"
@@ -15,12 +16,15 @@ void register_lint_command(CLI::App& app, CommonOptions& common, int& exit_code)
     bool strict = false;
     std::string format = "text";
     std::vector<std::string> workflows;
+    std::string against;
   };
   auto opts = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("lint", "Validate jobs/, models/, toolchain/ (or GitHub workflow files)");
   cmd->add_flag("--strict", opts->strict, "Treat warnings (duplicate-step) as errors");
   cmd->add_option("--format", opts->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("--workflow", opts->workflows, "Lint these GitHub Actions workflow files instead");
+  cmd->add_option("--against", opts->against, "With --workflow: report drift between the workflow's steps and the "
+                                              "definitions under this directory (jobs/, models/)");
   add_device_options(*cmd, common);
   cmd->footer(
       "Exit codes: 0 clean (warnings allowed without --strict); 1 lint errors (duplicate-step under --strict, "
@@ -33,6 +37,14 @@ void register_lint_command(CLI::App& app, CommonOptions& common, int& exit_code)
         lint_duplicate_steps(wf, diags);
         lint_script_injection(wf, diags);
         if (std::filesystem::is_regular_file(f)) lint_inline_literals(f, f, diags);
+        if (!opts->against.empty()) {
+          ImportResult imported = import_workflow(f, f, diags);
+          LoadOptions lo = common.load;
+          lo.root = opts->against;
+          Project project = load_project(lo, diags);
+          Plan plan = build_plan(project, PlanOptions{}, diags);
+          lint_drift(imported, f, project, plan, diags);
+        }
       }
     } else {
       Project project = load_project(common.load, diags);

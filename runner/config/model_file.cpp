@@ -14,8 +14,9 @@ static std::vector<std::pair<std::string, std::string>> placeholders(const Model
 
 std::string ModelFile::command_for(const ModelExample& ex) const {
   std::string cmd = expand_braces(command, placeholders(*this, ex));
-  // An example without args leaves a trailing blank; trim it so identical commands compare equal.
-  while (!cmd.empty() && cmd.back() == ' ') cmd.pop_back();
+  // An example without args leaves a trailing blank (and a `|` block a newline); trim them so identical
+  // commands compare equal.
+  while (!cmd.empty() && (cmd.back() == ' ' || cmd.back() == '\n')) cmd.pop_back();
   return cmd;
 }
 

@@ -126,6 +126,55 @@ void lint_unused_models(const Project& project, Diagnostics& diags) {
                     "no job runs model '" + id + "' (no `models: [" + id + "]` in jobs/); its examples never run");
 }
 
+void lint_drift(const ImportResult& wf, const std::string& display, const Project& project, const Plan& plan,
+                Diagnostics& diags) {
+  auto norm = [](const std::string& s) {
+    std::string out;
+    bool space = false;
+    for (char c : s) {
+      if (std::isspace(static_cast<unsigned char>(c))) space = !out.empty();
+      else {
+        if (space) out += ' ';
+        out += c;
+        space = false;
+      }
+    }
+    return out;
+  };
+  std::set<std::pair<std::string, std::string>> in_workflow;  // (job, run)
+  for (const auto& s : wf.steps) {
+    in_workflow.insert({s.job, norm(s.run)});
+    const PlanJob* job = nullptr;
+    for (const auto& j : plan.jobs)
+      if (j.name == s.job) job = &j;
+    if (!job) {
+      diags.error(display, s.line, s.col, "drift", "job '" + s.job + "' has no definition (jobs/" + s.job + ".yml)");
+      continue;
+    }
+    const PlanStep* match = nullptr;
+    for (const auto& ps : job->steps)
+      if (norm(ps.run) == norm(s.run)) match = &ps;
+    if (!match)
+      diags.error(display, s.line, s.col, "drift",
+                  "step '" + s.name + "' of job '" + s.job + "' is not in the definitions (no step of " + job->file + " runs it)");
+    else if (match->devices != s.devices)
+      diags.error(display, s.line, s.col, "drift",
+                  "step '" + s.name + "' of job '" + s.job + "': the workflow asks task-submit for " + std::to_string(s.devices) +
+                      " card(s), " + match->source + " for " + std::to_string(match->devices));
+  }
+  std::set<std::string> jobs_in_workflow;
+  for (const auto& s : wf.steps) jobs_in_workflow.insert(s.job);
+  for (const auto& j : plan.jobs)
+    if (jobs_in_workflow.count(j.name))
+      for (const auto& ps : j.steps)
+        if (!in_workflow.count({j.name, norm(ps.run)})) {
+          Place at = parse_place(ps.source);
+          diags.warning(at.file, at.line, at.col, "drift",
+                        "step '" + ps.name + "' of job '" + j.name + "' is not in " + display);
+        }
+  (void)project;
+}
+
 void lint_project_files(const Project& project, const Plan& plan, Diagnostics& diags) {
   lint_duplicate_steps(plan, diags);
   lint_unused_models(project, diags);

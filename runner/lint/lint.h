@@ -7,6 +7,7 @@
 #include "config/diagnostics.h"
 #include "config/gha_workflow.h"
 #include "config/project.h"
+#include "importer/workflow_import.h"
 #include "plan/plan.h"
 
 namespace pto {
@@ -25,6 +26,12 @@ void lint_script_injection(const Workflow& wf, Diagnostics& diags);
 /// `unused-model`: a models/ file no job's `models:` names (its examples never run; usually a typo or a
 /// forgotten step).
 void lint_unused_models(const Project& project, Diagnostics& diags);
+
+/// `drift`: a workflow's steps (as `import` reads them) against the definitions of a project: a step the
+/// definitions do not have, or a different card count, at the workflow's line; a definition the workflow does
+/// not have, at the definition's line (a warning).
+void lint_drift(const ImportResult& workflow, const std::string& workflow_display, const Project& project, const Plan& plan,
+                Diagnostics& diags);
 
 /// Runs every rule over the project under `root` (its jobs/ and models/ files).
 void lint_project_files(const Project& project, const Plan& plan, Diagnostics& diags);

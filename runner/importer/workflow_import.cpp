@@ -1,0 +1,481 @@
+#include "importer/workflow_import.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "config/yaml_map.h"
+
+namespace pto {
+
+namespace {
+
+// --- the task-submit call inside a run: script -------------------------------------------------------------
+
+struct ShellWord {
+  std::string text;
+  bool op = false;  // && || ; | or a newline: the end of a command
+};
+
+// Splits shell text into words as bash would for one simple command: quotes removed, backslash escapes undone
+// ("\$TASK_DEVICE" inside double quotes is the literal $TASK_DEVICE the inner shell expands), line
+// continuations joined. Expansions are left as written.
+std::vector<ShellWord> shell_words(const std::string& s) {
+  std::vector<ShellWord> out;
+  std::string cur;
+  bool have = false;
+  auto flush = [&] {
+    if (have) out.push_back({cur, false});
+    cur.clear();
+    have = false;
+  };
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == '\\' && i + 1 < s.size()) {
+      if (s[i + 1] != '\n') cur += s[i + 1], have = true;
+      ++i;
+    } else if (c == '\'') {
+      std::size_t end = s.find('\'', i + 1);
+      cur += s.substr(i + 1, end == std::string::npos ? std::string::npos : end - i - 1);
+      have = true;
+      i = end == std::string::npos ? s.size() : end;
+    } else if (c == '"') {
+      have = true;
+      for (++i; i < s.size() && s[i] != '"'; ++i) {
+        if (s[i] == '\\' && i + 1 < s.size() && std::string("$`\"\\\n").find(s[i + 1]) != std::string::npos) {
+          if (s[i + 1] != '\n') cur += s[i + 1];
+          ++i;
+        } else {
+          cur += s[i];
+        }
+      }
+    } else if (c == ' ' || c == '\t') {
+      flush();
+    } else if (c == '\n' || c == ';' || c == '|' || c == '&') {
+      flush();
+      std::string op(1, c);
+      if ((c == '&' || c == '|') && i + 1 < s.size() && s[i + 1] == c) op += s[++i];
+      out.push_back({op, true});
+    } else if (c == '#' && !have) {
+      while (i < s.size() && s[i] != '\n') ++i;
+      --i;
+    } else {
+      cur += c;
+      have = true;
+    }
+  }
+  flush();
+  return out;
+}
+
+struct TaskSubmitCall {
+  std::string command;  // --run, unescaped
+  int devices = 1;
+  bool device_named = false;  // --device with ids or a variable: the runner's card, now pto-runner's to pick
+  std::optional<double> max_time, timeout;
+  std::string device_type;
+};
+
+std::optional<double> number(const std::string& s) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end) return std::nullopt;
+  return v;
+}
+
+// The task-submit call of a run: script, and the text before and after it.
+std::optional<TaskSubmitCall> find_task_submit(const std::string& run, std::string& before, std::string& after,
+                                               std::vector<std::string>& problems) {
+  static const std::regex call_re(R"((^|[\n;&|]\s*)task-submit\s)");
+  std::smatch m;
+  if (!std::regex_search(run, m, call_re)) return std::nullopt;
+  std::size_t start = static_cast<std::size_t>(m.position(0) + m[1].length());
+  // The call ends at the first unquoted newline (not a continuation) or command separator.
+  std::size_t end = start;
+  char quote = 0;
+  for (; end < run.size(); ++end) {
+    char c = run[end];
+    if (c == '\\') {
+      ++end;
+      continue;
+    }
+    if (quote) {
+      if (c == quote) quote = 0;
+      continue;
+    }
+    if (c == '"' || c == '\'') quote = c;
+    else if (c == '\n' || c == ';' || (c == '&' && end + 1 < run.size() && run[end + 1] == '&')) break;
+  }
+  before = run.substr(0, start);
+  after = end < run.size() ? run.substr(end) : "";
+  auto words = shell_words(run.substr(start, end - start));
+  TaskSubmitCall call;
+  int num = 0;
+  for (std::size_t i = 1; i < words.size(); ++i) {
+    const std::string& w = words[i].text;
+    auto value = [&]() -> std::string { return i + 1 < words.size() ? words[++i].text : ""; };
+    if (w == "--run") call.command = value();
+    else if (w == "--device-num") num = static_cast<int>(number(value()).value_or(1));
+    else if (w == "--device") {
+      std::string d = value();
+      if (d != "auto") {
+        call.device_named = true;
+        if (d.find_first_not_of("0123456789,") == std::string::npos) call.devices = static_cast<int>(std::count(d.begin(), d.end(), ',')) + 1;
+      }
+    } else if (w == "--max-time") call.max_time = number(value());
+    else if (w == "--timeout") call.timeout = number(value());
+    else if (w == "--no-device") call.devices = 0;
+    else problems.push_back("task-submit option " + w + " has no equivalent here and was dropped");
+  }
+  if (num) call.devices = num;
+  if (call.command.empty()) return std::nullopt;
+  return call;
+}
+
+// pypto's layout: the job's checkout is the run's tree; its siblings are the tree's siblings.
+std::string map_workspace(std::string s, const std::string& checkout) {
+  for (const std::string var : {"$GITHUB_WORKSPACE", "${GITHUB_WORKSPACE}"}) {
+    if (!checkout.empty()) {
+      const std::string own = var + "/" + checkout;
+      for (std::size_t p; (p = s.find("cd " + own + " && ")) != std::string::npos;) s.erase(p, own.size() + 7);
+      for (std::size_t p; (p = s.find(own)) != std::string::npos;) s.replace(p, own.size(), ".");
+    }
+    for (std::size_t p; (p = s.find(var + "/")) != std::string::npos;) s.replace(p, var.size() + 1, "../");
+  }
+  return s;
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  std::size_t b = s.find_first_not_of(" \t\n");
+  return b == std::string::npos ? "" : s.substr(b);
+}
+
+// --- the imported definitions -----------------------------------------------------------------------------
+
+struct Step {
+  SourceLoc loc;
+  std::string name, run, if_expr, working_directory, id;
+  std::map<std::string, std::string> env;
+  std::optional<double> timeout, queue_timeout, run_timeout;
+  bool continue_on_error = false;
+  int devices = 0;
+  // Set when folded into a model: which model and example.
+  std::string model, example, args;
+};
+
+struct Job {
+  std::string id, if_expr;
+  std::vector<std::string> needs;
+  std::map<std::string, std::string> env;
+  std::vector<std::pair<std::string, std::string>> outputs;
+  std::optional<double> timeout;
+  bool continue_on_error = false;
+  std::vector<Step> steps;
+};
+
+struct Model {
+  std::string id, display, dir, command;
+  std::vector<const Step*> examples;
+};
+
+std::string scalar(const YAML::Node& n) { return n.IsDefined() && n.IsScalar() ? n.Scalar() : ""; }
+
+// A GitHub-only context (github.*, secrets.*, runner.*, inputs.*, vars.*) in a value: it has no equivalent here.
+bool github_only(const std::string& v) {
+  static const std::regex re(R"(\$\{\{[^}]*\b(github|secrets|runner|inputs|vars|job|strategy)\.)");
+  return std::regex_search(v, re);
+}
+
+struct Importer {
+  std::string display;
+  Diagnostics& diags;
+  ImportResult& out;
+  std::set<std::string> used_model_ids;
+
+  void skip(const YAML::Node& n, const std::string& what) {
+    SourceLoc l = loc_of(n);
+    out.not_carried.warning(display, l.line, l.col, "not-imported", what);
+  }
+
+  std::map<std::string, std::string> env_of(const YAML::Node& n, const std::string& where) {
+    std::map<std::string, std::string> env;
+    if (!n.IsMap()) return env;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      std::string v = scalar(it->second);
+      if (github_only(v)) skip(it->second, where + " env " + it->first.Scalar() + ": " + v + " reads a GitHub-only context");
+      else env[it->first.Scalar()] = v;
+    }
+    return env;
+  }
+
+  Step step_of(const YAML::Node& s, const std::string& job, const std::string& checkout) {
+    Step st;
+    st.loc = loc_of(s);
+    st.name = scalar(child(s, "name"));
+    st.id = scalar(child(s, "id"));
+    st.if_expr = scalar(child(s, "if"));
+    st.env = env_of(child(s, "env"), "step '" + st.name + "'");
+    if (auto t = number(scalar(child(s, "timeout-minutes")))) st.timeout = t;
+    st.continue_on_error = scalar(child(s, "continue-on-error")) == "true";
+    std::string run = scalar(child(s, "run"));
+    std::string before, after;
+    std::vector<std::string> problems;
+    if (auto call = find_task_submit(run, before, after, problems)) {
+      st.devices = call->devices;
+      if (call->max_time && *call->max_time > 0) st.run_timeout = *call->max_time / 60;
+      if (call->timeout && *call->timeout > 0) st.queue_timeout = *call->timeout / 60;
+      // The runner's own $DEVICE_ID lines go: pto-runner picks and holds the cards now.
+      std::string kept;
+      std::istringstream lines(before);
+      for (std::string line; std::getline(lines, line);)
+        if (line.find("DEVICE_ID") == std::string::npos && !trim(line).empty()) kept += line + "\n";
+      run = kept + map_workspace(call->command, checkout) + (trim(after).empty() ? "" : "\n" + trim(after));
+      for (const auto& p : problems) skip(child(s, "run"), "job '" + job + "', step '" + st.name + "': " + p);
+    } else {
+      run = map_workspace(run, checkout);
+    }
+    if (github_only(run)) skip(child(s, "run"), "job '" + job + "', step '" + st.name + "': its run: reads a GitHub-only context");
+    st.run = trim(run);
+    return st;
+  }
+
+  // Steps running one script command on several examples become a model.
+  std::vector<Model> fold_models(Job& job) {
+    static const std::regex script_re(R"(^([\s\S]*?)python (\S+)/([A-Za-z0-9_.-]+)\.py((?: \S+)*)$)");
+    std::map<std::pair<std::string, std::string>, std::vector<Step*>> groups;  // (prefix, dir) -> steps
+    for (auto& s : job.steps) {
+      std::smatch m;
+      if (s.devices > 0 && std::regex_match(s.run, m, script_re)) groups[{m[1].str(), m[2].str()}].push_back(&s);
+    }
+    // Only steps that differ in nothing but their example and arguments fold (their env, if: and time bound
+    // go on the one `models:` step).
+    for (auto it = groups.begin(); it != groups.end();) {
+      const Step& a = *it->second.front();
+      bool same = std::all_of(it->second.begin(), it->second.end(), [&](const Step* b) {
+        return b->env == a.env && b->if_expr == a.if_expr && b->timeout == a.timeout && !b->continue_on_error && b->id.empty();
+      });
+      it = same ? std::next(it) : groups.erase(it);
+    }
+    std::vector<Model> models;
+    for (auto& [key, steps] : groups) {
+      if (steps.size() < 2) continue;
+      // The arguments every example shares stay in the command; the rest are each example's args.
+      std::vector<std::vector<std::string>> args;
+      for (Step* s : steps) {
+        std::smatch m;
+        std::regex_match(s->run, m, script_re);
+        s->example = m[3].str();
+        std::istringstream in(m[4].str());
+        std::vector<std::string> words;
+        for (std::string w; in >> w;) words.push_back(w);
+        args.push_back(words);
+      }
+      std::size_t common = args[0].size();
+      for (const auto& a : args) {
+        std::size_t k = 0;
+        while (k < common && k < a.size() && a[k] == args[0][k]) ++k;
+        common = k;
+      }
+      Model model;
+      model.dir = key.second;
+      std::string shared;
+      for (std::size_t k = 0; k < common; ++k) shared += " " + args[0][k];
+      model.command = key.first + "python {dir}/{example}.py" + shared + " {args}";
+      for (std::size_t i = 0; i < steps.size(); ++i) {
+        std::string a;
+        for (std::size_t k = common; k < args[i].size(); ++k) a += (a.empty() ? "" : " ") + args[i][k];
+        steps[i]->args = a;
+      }
+      // "Run pypto-lib Qwen3-14B decode_fwd example": the word before the example names the model.
+      std::string name = steps[0]->name;
+      std::size_t at = name.find(steps[0]->example);
+      std::string head = at == std::string::npos ? "" : trim(name.substr(0, at));
+      model.display = head.empty() ? key.second.substr(key.second.rfind('/') + 1) : head.substr(head.rfind(' ') + 1);
+      model.id.clear();
+      for (char c : model.display) model.id += c == '_' || c == ' ' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      while (used_model_ids.count(model.id)) model.id += "-" + job.id;
+      used_model_ids.insert(model.id);
+      for (Step* s : steps) s->model = model.id;
+      for (Step* s : steps) model.examples.push_back(s);
+      models.push_back(model);
+    }
+    return models;
+  }
+
+  std::string step_name_template(const Step& s, const Model& m) {
+    std::size_t at = s.name.find(s.example);
+    if (at == std::string::npos) return "Run {model} {example} example";
+    std::string head = s.name.substr(0, at), tail = s.name.substr(at + s.example.size());
+    std::size_t model_at = head.rfind(m.display);
+    if (model_at != std::string::npos) head.replace(model_at, m.display.size(), "{model}");
+    return head + "{example}" + tail;
+  }
+
+  static void emit_minutes(YAML::Emitter& e, const char* key, const std::optional<double>& v) {
+    if (!v) return;
+    e << YAML::Key << key << YAML::Value;
+    if (*v == static_cast<long long>(*v)) e << static_cast<long long>(*v);
+    else e << *v;
+  }
+
+  static void emit_env(YAML::Emitter& e, const std::map<std::string, std::string>& env) {
+    if (env.empty()) return;
+    e << YAML::Key << "env" << YAML::Value << YAML::BeginMap;
+    for (const auto& [k, v] : env) e << YAML::Key << k << YAML::Value << YAML::DoubleQuoted << v;
+    e << YAML::EndMap;
+  }
+
+  std::string emit_job(const Job& job, const std::vector<Model>& models) {
+    YAML::Emitter e;
+    e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << job.id;
+    if (!job.needs.empty()) e << YAML::Key << "needs" << YAML::Value << YAML::Flow << job.needs;
+    if (!job.if_expr.empty()) e << YAML::Key << "if" << YAML::Value << job.if_expr;
+    emit_minutes(e, "timeout-minutes", job.timeout);
+    if (job.continue_on_error) e << YAML::Key << "continue-on-error" << YAML::Value << true;
+    emit_env(e, job.env);
+    if (!job.outputs.empty()) {
+      e << YAML::Key << "outputs" << YAML::Value << YAML::BeginMap;
+      for (const auto& [k, v] : job.outputs) e << YAML::Key << k << YAML::Value << v;
+      e << YAML::EndMap;
+    }
+    if (!models.empty()) e << YAML::Key << "parallel" << YAML::Value << true;
+    e << YAML::Key << "steps" << YAML::Value << YAML::BeginSeq;
+    for (std::size_t i = 0; i < job.steps.size(); ++i) {
+      const Step& s = job.steps[i];
+      e << YAML::BeginMap;
+      if (!s.model.empty()) {
+        // Consecutive model steps with one name pattern become one `models:` step.
+        const Model* m = nullptr;
+        for (const auto& x : models) m = x.id == s.model ? &x : m;
+        std::string tmpl = step_name_template(s, *m);
+        std::vector<std::string> ids = {s.model};
+        while (i + 1 < job.steps.size() && !job.steps[i + 1].model.empty()) {
+          const Step& n = job.steps[i + 1];
+          const Model* nm = nullptr;
+          for (const auto& x : models) nm = x.id == n.model ? &x : nm;
+          if (step_name_template(n, *nm) != tmpl) break;
+          if (std::find(ids.begin(), ids.end(), n.model) == ids.end()) ids.push_back(n.model);
+          ++i;
+        }
+        e << YAML::Key << "name" << YAML::Value << tmpl;
+        if (!s.if_expr.empty()) e << YAML::Key << "if" << YAML::Value << s.if_expr;
+        emit_minutes(e, "timeout-minutes", s.timeout);
+        emit_env(e, s.env);
+        e << YAML::Key << "models" << YAML::Value << YAML::Flow << ids;
+        e << YAML::EndMap;
+        continue;
+      }
+      if (!s.name.empty()) e << YAML::Key << "name" << YAML::Value << s.name;
+      if (!s.id.empty()) e << YAML::Key << "id" << YAML::Value << s.id;
+      if (!s.if_expr.empty()) e << YAML::Key << "if" << YAML::Value << s.if_expr;
+      if (s.devices) e << YAML::Key << "devices" << YAML::Value << s.devices;
+      emit_minutes(e, "timeout-minutes", s.timeout);
+      emit_minutes(e, "queue-timeout-minutes", s.queue_timeout);
+      emit_minutes(e, "run-timeout-minutes", s.run_timeout);
+      if (s.continue_on_error) e << YAML::Key << "continue-on-error" << YAML::Value << true;
+      emit_env(e, s.env);
+      e << YAML::Key << "run" << YAML::Value;
+      if (s.run.find('\n') != std::string::npos) e << YAML::Literal;
+      e << s.run << YAML::EndMap;
+    }
+    e << YAML::EndSeq << YAML::EndMap;
+    return std::string("# Imported from ") + display + " by `pto-runner import`.\n" + e.c_str() + "\n";
+  }
+
+  std::string emit_model(const Model& m) {
+    YAML::Emitter e;
+    e << YAML::BeginMap << YAML::Key << "model" << YAML::Value << m.display << YAML::Key << "dir" << YAML::Value << m.dir;
+    e << YAML::Key << "command" << YAML::Value;
+    if (m.command.find('\n') != std::string::npos) e << YAML::Literal;
+    e << m.command;
+    // Time bounds shared by every example are the model's.
+    const Step& first = *m.examples.front();
+    bool same_run = true, same_queue = true;
+    for (const Step* s : m.examples) same_run &= s->run_timeout == first.run_timeout, same_queue &= s->queue_timeout == first.queue_timeout;
+    if (same_queue) emit_minutes(e, "queue-timeout-minutes", first.queue_timeout);
+    if (same_run) emit_minutes(e, "run-timeout-minutes", first.run_timeout);
+    e << YAML::Key << "examples" << YAML::Value << YAML::BeginSeq;
+    for (const Step* s : m.examples) {
+      e << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << s->example;
+      if (s->devices != 1) e << YAML::Key << "devices" << YAML::Value << s->devices;
+      if (!s->args.empty()) e << YAML::Key << "args" << YAML::Value << s->args;
+      if (!same_queue) emit_minutes(e, "queue-timeout-minutes", s->queue_timeout);
+      if (!same_run) emit_minutes(e, "run-timeout-minutes", s->run_timeout);
+      e << YAML::EndMap;
+    }
+    e << YAML::EndSeq << YAML::EndMap;
+    return std::string("# Imported from ") + display + " by `pto-runner import`.\n" + e.c_str() + "\n";
+  }
+
+  void run(const YAML::Node& doc) {
+    YAML::Node jobs = child(doc, "jobs");
+    if (!jobs.IsMap()) {
+      SourceLoc l = loc_of(doc);
+      diags.error(display, l.line, l.col, "wrong-type", "the workflow has no `jobs:` mapping");
+      return;
+    }
+    for (auto it = jobs.begin(); it != jobs.end(); ++it) {
+      const std::string id = it->first.Scalar();
+      const YAML::Node& j = it->second;
+      if (!j.IsMap()) continue;
+      for (const char* key : {"services", "container", "uses", "environment", "concurrency"})
+        if (j[key].IsDefined()) skip(j[key], "job '" + id + "': " + key + ": has no equivalent in pto-runner");
+      if (child(j, "runs-on").IsDefined()) skip(child(j, "runs-on"), "job '" + id + "': runs-on: the daemon's host runs it (card types say which cards)");
+      Job job;
+      job.id = id;
+      if (child(j, "needs").IsSequence()) for (const auto& n : child(j, "needs")) job.needs.push_back(n.Scalar());
+      else if (child(j, "needs").IsScalar()) job.needs.push_back(child(j, "needs").Scalar());
+      job.if_expr = scalar(child(j, "if"));
+      if (github_only(job.if_expr)) {
+        skip(child(j, "if"), "job '" + id + "': if: " + job.if_expr + " reads a GitHub-only context");
+        job.if_expr.clear();
+      }
+      job.env = env_of(child(j, "env"), "job '" + id + "'");
+      if (auto t = number(scalar(child(j, "timeout-minutes")))) job.timeout = t;
+      job.continue_on_error = scalar(child(j, "continue-on-error")) == "true";
+      if (child(j, "outputs").IsMap())
+        for (auto o = child(j, "outputs").begin(); o != child(j, "outputs").end(); ++o) job.outputs.emplace_back(o->first.Scalar(), scalar(o->second));
+      if (child(j, "strategy").IsDefined()) skip(child(j, "strategy"), "job '" + id + "': strategy: copy it by hand (matrix expressions were not checked)");
+      const std::string checkout = scalar(child(child(child(j, "defaults"), "run"), "working-directory"));
+      if (child(j, "steps").IsSequence())
+        for (const auto& s : child(j, "steps")) {
+          if (child(s, "uses").IsDefined()) {
+            skip(child(s, "uses"), "job '" + id + "': uses: " + scalar(child(s, "uses")) +
+                                (scalar(child(s, "uses")).rfind("actions/checkout", 0) == 0
+                                     ? " (not needed: a run is of one commit, in its own worktree)"
+                                     : " (actions do not run here; do its work in a run: step)"));
+            continue;
+          }
+          if (!child(s, "run").IsDefined()) continue;
+          job.steps.push_back(step_of(s, id, checkout));
+        }
+      if (job.steps.empty()) {
+        skip(j, "job '" + id + "': no run: step left to import");
+        continue;
+      }
+      for (const auto& s : job.steps) out.steps.push_back({id, s.name, s.run, s.devices, s.loc.line, s.loc.col});
+      std::vector<Model> models = fold_models(job);
+      out.files.push_back({"jobs/" + id + ".yml", emit_job(job, models)});
+      for (auto& m : models) out.files.push_back({"models/" + m.id + ".yml", emit_model(m)});
+    }
+  }
+};
+
+}  // namespace
+
+ImportResult import_workflow(const std::string& path, const std::string& display, Diagnostics& diags) {
+  ImportResult out;
+  auto doc = load_yaml_file(path, display, diags);
+  if (!doc) return out;
+  Importer imp{display, diags, out};
+  guard_yaml(display, diags, [&] { imp.run(*doc); });
+  return out;
+}
+
+}  // namespace pto

@@ -1,0 +1,41 @@
+#pragma once
+// `pto-runner import --workflow ci.yml`: a GitHub Actions workflow whose device steps wrap
+// `task-submit --device-num N --max-time T --timeout W --run "CMD"` turned into jobs/ and models/ files.
+//
+// Each job becomes jobs/<id>.yml with its needs, if, env, timeout, outputs and steps. A task-submit step becomes
+// a step holding its cards itself: `devices` (from --device-num, or the ids of --device), `run-timeout-minutes`
+// (--max-time), `queue-timeout-minutes` (--timeout), and CMD as `run` with the escapes of its double quotes
+// undone; pypto's layout is mapped (`$GITHUB_WORKSPACE/<the job's checkout>` is the run's tree, other
+// `$GITHUB_WORKSPACE/X` its sibling `../X`). Steps of one job that run the same script command on different
+// examples (`python DIR/EXAMPLE.py ...`) are folded into models/<dir>.yml and a `models:` step. What has no
+// equivalent (`uses:`, `services:`, `container:`, GitHub-only contexts) is listed with its line.
+#include <string>
+#include <vector>
+
+#include "config/diagnostics.h"
+
+namespace pto {
+
+struct ImportedFile {
+  std::string path;  // jobs/NAME.yml or models/NAME.yml
+  std::string text;
+};
+
+/// One step as the workflow runs it (after the task-submit call is undone), where it is written.
+struct ImportedStep {
+  std::string job, name, run;
+  int devices = 0;
+  int line = 0, col = 0;
+};
+
+struct ImportResult {
+  std::vector<ImportedFile> files;
+  std::vector<ImportedStep> steps;
+  /// What could not be carried over, each at its line of the workflow (severity warning, rule "not-imported").
+  Diagnostics not_carried;
+};
+
+/// Reads `path` (shown as `display`); YAML and structure errors go to `diags`.
+ImportResult import_workflow(const std::string& path, const std::string& display, Diagnostics& diags);
+
+}  // namespace pto
