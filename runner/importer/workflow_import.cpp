@@ -167,6 +167,7 @@ struct Step {
   int devices = 0;
   // Set when folded into a model: which model and example.
   std::string model, example, args;
+  bool repeat = false;  // the same example with the same arguments as an earlier step: not emitted
 };
 
 struct Job {
@@ -174,6 +175,7 @@ struct Job {
   std::vector<std::string> needs;
   std::map<std::string, std::string> env;
   std::vector<std::pair<std::string, std::string>> outputs;
+  YAML::Node strategy;  // carried over as written (matrix, fail-fast, max-parallel)
   std::optional<double> timeout;
   bool continue_on_error = false;
   std::vector<Step> steps;
@@ -302,7 +304,16 @@ struct Importer {
       while (used_model_ids.count(model.id)) model.id += "-" + job.id;
       used_model_ids.insert(model.id);
       for (Step* s : steps) s->model = model.id;
-      for (Step* s : steps) model.examples.push_back(s);
+      // A copy-pasted step (same example, same arguments) is the same work: one example, the copy reported.
+      for (Step* s : steps) {
+        const Step* twin = nullptr;
+        for (const Step* e : model.examples) twin = e->example == s->example && e->args == s->args ? e : twin;
+        if (!twin) model.examples.push_back(s);
+        else if ((s->repeat = true))
+          out.not_carried.warning(display, s->loc.line, s->loc.col, "not-imported",
+                                  "job '" + job.id + "': step '" + s->name + "' repeats line " + std::to_string(twin->loc.line) +
+                                      " (same example, same arguments): imported once");
+      }
       models.push_back(model);
     }
     return models;
@@ -344,10 +355,12 @@ struct Importer {
       for (const auto& [k, v] : job.outputs) e << YAML::Key << k << YAML::Value << v;
       e << YAML::EndMap;
     }
+    if (job.strategy.IsDefined()) e << YAML::Key << "strategy" << YAML::Value << job.strategy;
     if (!models.empty()) e << YAML::Key << "parallel" << YAML::Value << true;
     e << YAML::Key << "steps" << YAML::Value << YAML::BeginSeq;
     for (std::size_t i = 0; i < job.steps.size(); ++i) {
       const Step& s = job.steps[i];
+      if (s.repeat) continue;
       e << YAML::BeginMap;
       if (!s.model.empty()) {
         // Consecutive model steps with one name pattern become one `models:` step.
@@ -357,6 +370,10 @@ struct Importer {
         std::vector<std::string> ids = {s.model};
         while (i + 1 < job.steps.size() && !job.steps[i + 1].model.empty()) {
           const Step& n = job.steps[i + 1];
+          if (n.repeat) {
+            ++i;
+            continue;
+          }
           const Model* nm = nullptr;
           for (const auto& x : models) nm = x.id == n.model ? &x : nm;
           if (step_name_template(n, *nm) != tmpl) break;
@@ -441,7 +458,7 @@ struct Importer {
       job.continue_on_error = scalar(child(j, "continue-on-error")) == "true";
       if (child(j, "outputs").IsMap())
         for (auto o = child(j, "outputs").begin(); o != child(j, "outputs").end(); ++o) job.outputs.emplace_back(o->first.Scalar(), scalar(o->second));
-      if (child(j, "strategy").IsDefined()) skip(child(j, "strategy"), "job '" + id + "': strategy: copy it by hand (matrix expressions were not checked)");
+      job.strategy = child(j, "strategy");
       const std::string checkout = scalar(child(child(child(j, "defaults"), "run"), "working-directory"));
       if (child(j, "steps").IsSequence())
         for (const auto& s : child(j, "steps")) {

@@ -114,7 +114,8 @@ std::string substitute_matrix(const std::string& text, const MatrixLeg& leg, std
     auto e = inner.find_last_not_of(" \t");
     inner = b == std::string::npos ? "" : inner.substr(b, e - b + 1);
     const std::string* value = nullptr;
-    if (inner.rfind("matrix.", 0) == 0) {
+    // Only a plain ${{ matrix.NAME }} is replaced here; an expression that uses it waits for run time.
+    if (inner.rfind("matrix.", 0) == 0 && inner.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-", 7) == std::string::npos) {
       value = find_value(leg, inner.substr(7));
       if (!value && error.empty()) {
         std::string keys;
