@@ -22,9 +22,12 @@ void register_serve_command(CLI::App& app, CommonOptions& common, int& exit_code
   cmd->add_option("--state-dir", o->state_dir, "Journal, logs, drained cards (overrides runner.yml state-dir)");
   cmd->add_option("--lock-dir", o->lock_dir, "Card lock directory (overrides runner.yml devices.lock-dir)");
   cmd->add_flag("--simulate", o->simulate, "Steps sleep their expected duration (the lead job still runs for real)");
+  cmd->add_flag("--rebuild-journal", o->rebuild_journal,
+                "Move the journal aside and rebuild the history from the run directories' run.json");
   cmd->add_option("--time-scale", o->time_scale, "With --simulate: real seconds per simulated second")->check(CLI::Range(1e-6, 1e6));
-  cmd->footer("Exit codes: 0 after SIGINT/SIGTERM once every run stopped; 2 bad host settings (runner.yml, flags); 3 cannot "
-              "listen, open the journal or use the lock directory.");
+  cmd->footer("Exit codes: 0 after SIGINT/SIGTERM once every run stopped; 2 bad host settings (runner.yml, flags, token "
+              "file) or the state dir belongs to another daemon; 3 the host: cannot listen, use the lock directory, or "
+              "open, check or write the journal (a full disk, a damaged journal: the message names the file).");
   cmd->callback([o, &common, &exit_code] {
     o->load = common.load;
     spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");  // the daemon's own event log, on stderr
@@ -33,8 +36,7 @@ void register_serve_command(CLI::App& app, CommonOptions& common, int& exit_code
     Daemon daemon(io, *o);
     if (std::string err = daemon.start(); !err.empty()) {
       std::cerr << "pto-runner serve: " << err << "\n";
-      exit_code = err.find("host settings have errors") != std::string::npos ? to_int(ExitCode::BadInput)
-                                                                             : to_int(ExitCode::Infrastructure);
+      exit_code = daemon.start_exit_code();
       return;
     }
     std::cout << "pto-runner serve: listening on http://127.0.0.1:" << daemon.port() << " (status: /api/v1/status)"

@@ -1,5 +1,7 @@
 #include "config/yaml_map.h"
 
+#include "util/regular_file.h"
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -92,26 +94,13 @@ std::optional<YAML::Node> parse_yaml_text(const std::string& text, const std::st
 
 std::optional<YAML::Node> load_yaml_file(const std::filesystem::path& path, const std::string& display,
                                          Diagnostics& diags) {
-  std::error_code ec;
-  auto size = std::filesystem::file_size(path, ec);
-  if (ec) {
-    diags.error(display, 0, 0, "unreadable", "cannot read file: " + ec.message());
+  // Never blocks (a FIFO named runner.yml) and reads only a regular file, each wrong kind said plainly.
+  std::string text, error;
+  if (!read_regular_file(path.string(), kMaxYamlBytes, text, error)) {
+    diags.error(display, 0, 0, "unreadable", error);
     return std::nullopt;
   }
-  if (size > kMaxYamlBytes) {
-    diags.error(display, 0, 0, "unreadable",
-                "file is " + std::to_string(size) + " bytes; definition files are limited to " +
-                    std::to_string(kMaxYamlBytes) + " bytes");
-    return std::nullopt;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    diags.error(display, 0, 0, "unreadable", "cannot open file");
-    return std::nullopt;
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_yaml_text(ss.str(), display, diags);
+  return parse_yaml_text(text, display, diags);
 }
 
 static std::size_t edit_distance(const std::string& a, const std::string& b) {

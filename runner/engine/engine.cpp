@@ -725,6 +725,13 @@ void RunEngine::cancel(int signal) {
   pump();
 }
 
+void RunEngine::abort(const std::string& problem) {
+  if (finished_) return;
+  run_.infrastructure_failure = true;
+  run_.infrastructure_problems.push_back(problem);
+  cancel(0);
+}
+
 void RunEngine::maybe_finish_run() {
   if (finished_ || !started_) return;
   for (const auto& j : run_.jobs)

@@ -63,6 +63,9 @@ class RunEngine {
   /// Cancels everything: nothing new starts, running steps get SIGTERM then SIGKILL. `signal` (SIGINT or
   /// SIGTERM, 0 for an API cancel) decides the exit code.
   void cancel(int signal);
+  /// Ends the run because the host failed it (its journal cannot be written): everything is cancelled as by
+  /// cancel(0), and the run ends `failed` with exit 3 and `problem` among its infrastructure problems.
+  void abort(const std::string& problem);
   bool finished() const { return finished_; }
   ExitCode result() const;
   const RunRecord& record() const { return run_; }

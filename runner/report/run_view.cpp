@@ -105,7 +105,7 @@ std::string markdown_summary(const nlohmann::json& run) {
 
 std::string run_state_name(const RunRecord& r, bool finished, int result) {
   if (!finished) return "running";
-  if (r.cancelled) return "cancelled";
+  if (r.cancelled && !r.infrastructure_failure) return "cancelled";
   return result == 0 ? "succeeded" : "failed";
 }
 

@@ -213,6 +213,9 @@ HttpResponse Daemon::runs(const HttpRequest& req) {
   for (const auto& [id, r] : active_)
     out.push_back({{"id", id}, {"state", "running"}, {"created", r->engine->record().created}, {"finished", nullptr},
                    {"result", nullptr}, {"request", r->request}});
+  for (const auto& [id, r] : unjournaled_)
+    out.push_back({{"id", id}, {"state", r.value("state", "")}, {"created", r.value("created", "")}, {"finished", r["finished"]},
+                   {"result", r["result"]}, {"request", r.value("request", nlohmann::json::object())}});
   for (const auto& s : journal_->list_runs(limit)) {
     if (active_.count(s.id)) continue;
     out.push_back({{"id", s.id}, {"state", s.state}, {"created", s.created},
@@ -237,6 +240,7 @@ HttpResponse Daemon::run(const std::string& id) {
     j["request"] = it->second->request;
     return json_response(200, j);
   }
+  if (auto u = unjournaled_.find(id); u != unjournaled_.end()) return json_response(200, u->second);
   auto rec = journal_->run_record(id);
   if (!rec) return not_found("no run " + id);
   return json_response(200, *rec);
@@ -272,7 +276,8 @@ void Daemon::step_log(const std::string& id, const std::string& step, const Http
     if (job < rec.jobs.size() && st < rec.jobs[job].steps.size()) log_path = rec.jobs[job].steps[st].log_path;
     else return respond(not_found("no step " + step + " in run " + id));
   } else {
-    auto rec = journal_->run_record(id);
+    auto u = unjournaled_.find(id);
+    auto rec = u != unjournaled_.end() ? std::optional<nlohmann::json>(u->second) : journal_->run_record(id);
     if (!rec) return respond(not_found("no run " + id));
     const auto& jobs = (*rec)["jobs"];
     if (job >= jobs.size() || st >= jobs[job]["steps"].size()) return respond(not_found("no step " + step + " in run " + id));

@@ -1,7 +1,12 @@
 #include "server/daemon.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -19,6 +24,7 @@
 #include "store/learned_durations.h"
 #include "util/json_text.h"
 #include "util/random_hex.h"
+#include "util/regular_file.h"
 
 namespace fs = std::filesystem;
 
@@ -41,7 +47,7 @@ class Daemon::JournalObserver : public RunObserver {
     // What a successful run of this step took, to estimate its next run (simulated sleeps say nothing).
     if (s.state == StepState::Succeeded && !d_.opts_.simulate && p.jobs[job].steps[step].kind == StepKind::Command &&
         s.started_at >= 0 && s.finished_at >= s.started_at && d_.journal_)
-      d_.journal_->record_duration(p.jobs[job].steps[step].key, s.finished_at - s.started_at, s.finished);
+      d_.journal_result(d_.journal_->record_duration(p.jobs[job].steps[step].key, s.finished_at - s.started_at, s.finished), "");
     if (s.started_at >= 0 && s.finished_at >= 0) d_.metrics_.step_seconds.observe(s.finished_at - s.started_at);
     if (p.jobs[job].lead && s.state != StepState::Running) {
       ToolchainStatus& t = d_.toolchain_;
@@ -68,9 +74,15 @@ class Daemon::JournalObserver : public RunObserver {
   void on_job_finished(const RunRecord& r, const Plan& p, int job) override {
     d_.status_cache_.clear();
     if (!d_.journal_) return;
-    d_.journal_->event(r.id, "job", job, -1, job_to_json(r, p, job, 0, false));
+    d_.journal_result(d_.journal_->event(r.id, "job", job, -1, job_to_json(r, p, job, 0, false)), r.id);
     for (std::size_t s = 0; s < p.jobs[job].steps.size(); ++s)  // steps skipped or cancelled with their job
       if (r.jobs[job].steps[s].attempt == 0) journal(r, p, job, static_cast<int>(s));
+    // Each job's end is kept beside the run's logs too, so the history survives a lost journal.
+    if (auto it = d_.active_.find(r.id); it != d_.active_.end()) {
+      nlohmann::json record = run_to_json(r, p, "running", -1, 0);
+      record["request"] = it->second->request;
+      d_.write_run_record(d_.state_dir_ + "/runs/" + r.id, record);
+    }
   }
   void on_run_finished(const RunRecord& r, const Plan&) override {
     boost::asio::post(d_.io_, [&d = d_, id = r.id] { d.on_run_finished(id); });
@@ -78,7 +90,7 @@ class Daemon::JournalObserver : public RunObserver {
 
  private:
   void journal(const RunRecord& r, const Plan& p, int job, int step) {
-    if (d_.journal_) d_.journal_->event(r.id, "step", job, step, step_to_json(r, p, job, step, 0));
+    if (d_.journal_) d_.journal_result(d_.journal_->event(r.id, "step", job, step, step_to_json(r, p, job, step, 0)), r.id);
   }
   Daemon& d_;
 };
@@ -86,6 +98,7 @@ class Daemon::JournalObserver : public RunObserver {
 Daemon::Daemon(boost::asio::io_context& io, DaemonOptions opts) : io_(io), opts_(std::move(opts)) {}
 Daemon::~Daemon() {
   if (workers_) workers_->join();  // a checkout in progress finishes (it is bounded by the fetch timeout)
+  if (state_lock_fd_ >= 0) ::close(state_lock_fd_);
 }
 
 double Daemon::uptime() const {
@@ -93,6 +106,16 @@ double Daemon::uptime() const {
 }
 
 std::string Daemon::start() {
+  try {
+    return start_unguarded();
+  } catch (const std::exception& e) {
+    // A full disk or an I/O error while starting: say where, exit 3, never abort.
+    start_exit_ = 3;
+    return "cannot start with state dir " + state_dir_ + ": " + e.what();
+  }
+}
+
+std::string Daemon::start_unguarded() {
   started_ = std::chrono::steady_clock::now();
   started_iso_ = iso_now();
   Diagnostics diags;
@@ -105,29 +128,59 @@ std::string Daemon::start() {
     bool host = d.file == project.runner.file || d.file == "(command line)" || d.file == opts_.load.root;
     (host ? host_errors : definition_errors) += "\n" + format_diagnostic(d);
   }
-  if (!host_errors.empty()) return "the host settings have errors:" + host_errors;
+  if (!host_errors.empty()) {
+    start_exit_ = 2;
+    return "the host settings have errors:" + host_errors;
+  }
   if (!definition_errors.empty() && !project.runner.source.configured())
     std::fprintf(stderr, "pto-runner serve: warning: the definitions have errors; runs are refused until they are fixed:%s\n",
                  definition_errors.c_str());
   cfg_ = project.runner;
   resolve_host_dirs(cfg_, project.root, opts_.lock_dir, opts_.state_dir);
   state_dir_ = cfg_.state_dir;
-  fs::create_directories(state_dir_);
+  std::error_code dir_ec;
+  fs::create_directories(state_dir_, dir_ec);
+  if (dir_ec) return "cannot create the state dir " + state_dir_ + ": " + dir_ec.message();
+
+  // One daemon per state dir: a second one would "recover" the first one's live runs and kill their steps.
+  const std::string lock_path = state_dir_ + "/daemon.lock";
+  state_lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (state_lock_fd_ < 0) return "cannot open " + lock_path + ": " + std::strerror(errno);
+  if (::flock(state_lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    char buf[32] = {0};
+    ssize_t n = ::pread(state_lock_fd_, buf, sizeof(buf) - 1, 0);
+    std::string holder = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "";
+    holder = holder.substr(0, holder.find('\n'));
+    start_exit_ = 2;
+    return "the state dir " + state_dir_ + " belongs to another pto-runner serve (pid " + (holder.empty() ? "unknown" : holder) +
+           ", lock " + lock_path + "); stop it, or give this one another --state-dir";
+  }
+  std::string me = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(state_lock_fd_, 0) == 0) (void)!::pwrite(state_lock_fd_, me.data(), me.size(), 0);
 
   // Token: the configured file, or one generated on first start and kept (0600) in the state dir.
   token_path_ = resolve_under_root(project.root, !opts_.token_file.empty() ? opts_.token_file : cfg_.token_file);
   if (token_path_.empty()) {
     token_path_ = state_dir_ + "/token";
     if (!fs::exists(token_path_)) {
-      std::ofstream(token_path_) << random_hex(32) << "\n";
+      std::ofstream out(token_path_);
+      out << random_hex(32) << "\n";
+      out.close();
+      if (!out) return "cannot write the token file " + token_path_ + " (disk full?)";
       ::chmod(token_path_.c_str(), 0600);
     }
   }
-  std::ifstream tf(token_path_);
-  if (!tf) return "cannot read token file " + token_path_;
-  std::getline(tf, token_);
+  std::string token_text, token_error;
+  if (!read_regular_file(token_path_, 4096, token_text, token_error)) {
+    start_exit_ = 2;
+    return "token file: " + token_error;
+  }
+  token_ = token_text.substr(0, token_text.find('\n'));
   while (!token_.empty() && std::isspace(static_cast<unsigned char>(token_.back()))) token_.pop_back();
+  start_exit_ = 2;
+  if (token_text.find_first_not_of(" \t\r\n") == std::string::npos) return "token file " + token_path_ + " is empty";
   if (token_.size() < 16) return "token file " + token_path_ + " holds fewer than 16 characters";
+  start_exit_ = 3;
 
   workers_ = std::make_unique<boost::asio::thread_pool>(4);
   if (cfg_.source.configured()) {
@@ -140,9 +193,7 @@ std::string Daemon::start() {
     mirror_ = std::make_unique<GitMirror>(src);
   }
 
-  std::string error;
-  journal_ = Journal::open(state_dir_ + "/journal.sqlite", error);
-  if (!journal_) return error;
+  if (std::string e = open_journal(); !e.empty()) return e;
   pool_ = std::make_unique<DevicePool>(cfg_, state_dir_);
   if (std::string e = pool_->init(); !e.empty()) return e;
   recover();
@@ -329,7 +380,12 @@ void Daemon::prune_history(bool at_start) {
   if (r.max_age_days > 0)
     cutoff = iso_time(std::chrono::system_clock::now() -
                       std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(r.max_age_days * 86400)));
-  std::vector<std::string> pruned = journal_->prune(r.max_runs, cutoff);
+  std::vector<std::string> pruned;
+  try {
+    pruned = journal_->prune(r.max_runs, cutoff);
+  } catch (const std::exception& e) {
+    spdlog::warn("retention: cannot prune the journal now: {}", e.what());
+  }
   for (const auto& id : pruned) remove_run_dir(state_dir_ + "/runs/" + id);
   if (!pruned.empty()) spdlog::info("retention: pruned {} finished run(s) (max-runs {}, max-age-days {})", pruned.size(), r.max_runs, r.max_age_days);
   if (mirror_) {
@@ -351,6 +407,112 @@ void Daemon::prune_history(bool at_start) {
       remove_run_dir(e.path().string());
     }
   }
+}
+
+std::string Daemon::open_journal() {
+  const std::string path = state_dir_ + "/journal.sqlite";
+  const std::string how = "; move it aside and start with `pto-runner serve --rebuild-journal` (same --root/--state-dir) "
+                          "to rebuild the history from the run directories";
+  if (opts_.rebuild_journal && fs::exists(path)) {
+    // The damaged file is kept beside, never deleted: an operator may want to look at it.
+    const std::string aside = path + ".damaged-" + make_run_id();
+    std::error_code ec;
+    fs::rename(path, aside, ec);
+    if (ec) return "cannot move the journal " + path + " aside: " + ec.message();
+    for (const char* suffix : {"-wal", "-shm"}) fs::rename(path + suffix, aside + suffix, ec);
+    spdlog::warn("journal {} moved aside to {} for --rebuild-journal", path, aside);
+  }
+  std::string error;
+  journal_ = Journal::open(path, error);
+  if (!journal_) return "the journal " + path + " cannot be used (" + error + ")" + how;
+  if (std::string bad = journal_->check_integrity(); !bad.empty()) {
+    journal_.reset();
+    return "the journal " + path + " is damaged (" + bad + ")" + how;
+  }
+  // A journal that is new or empty while run directories hold records (deleted, truncated to 0 bytes, or
+  // --rebuild-journal): rebuild, loudly, rather than start with a silently empty history.
+  bool have_records = false;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(state_dir_ + "/runs", ec))
+    if (fs::exists(e.path() / "run.json")) {
+      have_records = true;
+      break;
+    }
+  if (have_records && (opts_.rebuild_journal || journal_->run_count() == 0)) {
+    std::size_t n = rebuild_journal();
+    spdlog::warn("journal {} {}: rebuilt {} run(s) from the run directories' run.json", path,
+                 opts_.rebuild_journal ? "rebuilt on request" : "was empty while run directories exist", n);
+  }
+  return "";
+}
+
+std::size_t Daemon::rebuild_journal() {
+  std::size_t n = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(state_dir_ + "/runs", ec)) {
+    std::string text, error;
+    if (!read_regular_file((e.path() / "run.json").string(), 64 << 20, text, error)) continue;
+    auto record = nlohmann::json::parse(text, nullptr, false);
+    if (record.is_discarded() || !record.is_object() || record.value("id", "") != e.path().filename().string()) continue;
+    // A run that never finished: as recovery would have left it.
+    if (record.value("state", "") == "running") {
+      record["state"] = "interrupted";
+      record["result"] = to_int(ExitCode::Infrastructure);
+      if (!record.contains("finished") || record["finished"].is_null()) record["finished"] = iso_now();
+    }
+    if (journal_->restore_run(record)) ++n;
+    else throw std::runtime_error("cannot write the rebuilt journal: " + journal_->write_error());
+  }
+  return n;
+}
+
+void Daemon::journal_result(bool ok, const std::string& run_id) {
+  if (ok) {
+    if (journal_failing_) {
+      journal_failing_ = false;
+      spdlog::info("journal {} writes work again", journal_->path());
+      // Runs that finished meanwhile are journaled now.
+      for (auto it = unjournaled_.begin(); it != unjournaled_.end();) {
+        const auto& r = it->second;
+        if (!journal_->run_finished(it->first, r.value("state", ""), r.value("result", 3), r)) break;
+        it = unjournaled_.erase(it);
+      }
+    }
+    return;
+  }
+  if (!journal_failing_) {
+    journal_failing_ = true;
+    spdlog::error("journal {} cannot be written: {}; the runs it was recording end with an infrastructure error "
+                  "(further failures are not logged until writes work again)",
+                  journal_->path(), journal_->write_error());
+  }
+  if (run_id.empty()) return;
+  // Not from inside the engine's own transition: the next turn of the loop ends the run.
+  boost::asio::post(io_, [this, run_id, why = journal_->write_error()] {
+    auto it = active_.find(run_id);
+    if (it == active_.end() || it->second->engine->finished()) return;
+    it->second->engine->abort("the journal " + journal_->path() + " cannot be written (" + why +
+                              "): the run was stopped, its record may be incomplete");
+    leases_->end_run(run_id, "its run was stopped by a journal failure");
+  });
+}
+
+void Daemon::write_run_record(const std::string& run_dir, const nlohmann::json& record) {
+  const std::string path = run_dir + "/run.json", tmp = path + ".tmp";
+  std::error_code ec;
+  fs::create_directories(run_dir, ec);
+  std::ofstream out(tmp, std::ios::trunc);
+  out << dump_json(record);
+  out.close();
+  if (out) fs::rename(tmp, path, ec);
+  if (!out || ec) {
+    fs::remove(tmp, ec);
+    if (!record_failing_)
+      spdlog::error("cannot write {} ({}); the journal keeps the run's history", path, out ? ec.message() : "write failed");
+    record_failing_ = true;
+    return;
+  }
+  record_failing_ = false;
 }
 
 void Daemon::remove_run_dir(const std::string& run_dir) {
@@ -398,12 +560,13 @@ HttpResponse Daemon::start_run(EngineOptions eo, const Submission& s, Project pr
   run->engine = std::make_unique<RunEngine>(io_, std::move(plan), *dispatcher_, *executor_, std::move(eo), run->observer.get());
   nlohmann::json skeleton = run_to_json(run->engine->record(), run->engine->plan(), "running", -1, 0);
   skeleton["request"] = run->request;
-  journal_->run_created(id, run->engine->record().created, run->request, skeleton);
+  bool journaled = journal_->run_created(id, run->engine->record().created, run->request, skeleton);
   run->engine->start();
   spdlog::info("run {} submitted from {}: {} job(s){}", id, peer, run->engine->plan().jobs.size(),
                s.sha.empty() ? "" : ", sha " + s.sha);
   active_[id] = std::move(run);
   lease_tokens_[lease_token] = id;
+  journal_result(journaled, id);
   status_cache_.clear();
   return {201, "application/json", dump_json({{"id", id}, {"url", "/api/v1/runs/" + id}, {"state", "running"}}), {}};
 }
@@ -430,7 +593,11 @@ void Daemon::on_run_finished(const std::string& id) {
   std::string state = run_state_name(e.record(), true, result);
   nlohmann::json record = run_to_json(e.record(), e.plan(), state, result, e.now());
   record["request"] = it->second->request;
-  journal_->run_finished(id, state, result, record);
+  write_run_record(state_dir_ + "/runs/" + id, record);
+  if (!journal_->run_finished(id, state, result, record)) {
+    journal_result(false, "");
+    unjournaled_[id] = record;  // served from memory until the journal takes it
+  }
   metrics_.runs_by_result[state]++;
   spdlog::info("run {} {} (exit {})", id, state, result);
   active_.erase(it);

@@ -35,6 +35,7 @@ struct DaemonOptions {
   std::string state_dir;    // overrides runner.yml
   std::string lock_dir;     // overrides runner.yml
   bool simulate = false;    // steps sleep their expected duration (the lead job stays real)
+  bool rebuild_journal = false;  // move a damaged journal aside and rebuild history from the run directories
   double time_scale = 0.01;
   HttpLimits limits;
 };
@@ -48,8 +49,11 @@ class Daemon {
  public:
   Daemon(boost::asio::io_context& io, DaemonOptions opts);
   ~Daemon();
-  /// Loads host settings, opens the journal, recovers interrupted runs, listens. Returns "" or the error.
+  /// Loads host settings, takes the state dir (one daemon per state dir), opens and checks the journal,
+  /// recovers interrupted runs, listens. Returns "" or the error; start_exit_code() then says 2 (bad settings,
+  /// the state dir is another daemon's) or 3 (the host: disk, journal, port).
   std::string start();
+  int start_exit_code() const { return start_exit_; }
   unsigned short port() const;
   const std::string& token_path() const { return token_path_; }
   /// Cancels every active run; `done` is posted once they have all stopped.
@@ -85,7 +89,17 @@ class Daemon {
   void lease_request(const HttpRequest& req, HttpServer::Respond respond);  // server/lease_api.cpp
   HttpResponse lease_route(const HttpRequest& req, const std::string& id, const std::string& action);
   nlohmann::json leases_json() const;
+  std::string start_unguarded();
   void recover();
+  /// Opens the journal, checks it, and rebuilds it from the run directories when asked or when it is
+  /// missing or empty while run directories exist. "" or the error.
+  std::string open_journal();
+  std::size_t rebuild_journal();
+  /// A journal write failed (full disk, I/O error): logged once while it lasts; the run it was for (if any)
+  /// ends with an infrastructure error. When writes work again, it says so and writes what waited.
+  void journal_result(bool ok, const std::string& run_id);
+  /// The run's record, kept in its run directory (run.json, written atomically) for --rebuild-journal.
+  void write_run_record(const std::string& run_dir, const nlohmann::json& record);
   /// Retention: prunes runs (journal rows, run directories, worktrees) past `retention`, and worktrees past
   /// `source.keep-worktrees`; at start also run directories the journal does not know (a refused or
   /// interrupted submission). Files go on the workers.
@@ -110,6 +124,10 @@ class Daemon {
   std::unique_ptr<GitMirror> mirror_;  // with runner.yml `source:`
   std::map<std::string, std::unique_ptr<ActiveRun>> active_;
   std::set<std::string> preparing_;  // run ids whose commit is being checked out
+  std::map<std::string, nlohmann::json> unjournaled_;  // finished runs the journal could not take yet
+  bool journal_failing_ = false, record_failing_ = false;
+  int start_exit_ = 3;
+  int state_lock_fd_ = -1;  // flock on <state-dir>/daemon.lock while this daemon runs
   Metrics metrics_;
   ToolchainStatus toolchain_;
   std::string started_iso_;

@@ -66,7 +66,7 @@ std::unique_ptr<Journal> Journal::open(const std::string& path, std::string& err
     sqlite3_close(db);
     return nullptr;
   }
-  std::unique_ptr<Journal> j(new Journal(db));
+  std::unique_ptr<Journal> j(new Journal(db, path));
   try {
     // WAL: readers never block the writer; synchronous=NORMAL: a commit survives a process crash (the case
     // recovery handles) without an fsync per step transition.
@@ -102,7 +102,52 @@ std::unique_ptr<Journal> Journal::open_readonly(const std::string& path) {
   return std::unique_ptr<Journal>(new Journal(db));
 }
 
-void Journal::record_duration(const std::string& step_key, double seconds, const std::string& finished) {
+template <typename F>
+bool Journal::write(F&& f) {
+  try {
+    f();
+    write_error_.clear();
+    return true;
+  } catch (const std::exception& e) {
+    write_error_ = e.what();
+    return false;
+  }
+}
+
+std::string Journal::check_integrity() const {
+  try {
+    Stmt s(db_, "PRAGMA quick_check");
+    std::string out;
+    while (s.step())
+      if (s.text(0) != "ok") out += (out.empty() ? "" : "; ") + s.text(0);
+    return out;
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+std::size_t Journal::run_count() const {
+  Stmt s(db_, "SELECT COUNT(*) FROM runs");
+  return s.step() ? static_cast<std::size_t>(s.integer(0)) : 0;
+}
+
+bool Journal::restore_run(const nlohmann::json& r) {
+  return write([&] {
+    Stmt(db_, "INSERT OR REPLACE INTO runs(id, created, finished, state, result, request, skeleton, record) VALUES(?, ?, ?, ?, ?, ?, ?, ?)")
+        .bind(1, r.value("id", ""))
+        .bind(2, r.value("created", ""))
+        .bind(3, r.contains("finished") && r["finished"].is_string() ? r["finished"].get<std::string>() : "")
+        .bind(4, r.value("state", "interrupted"))
+        .bind(5, r.contains("result") && r["result"].is_number() ? r["result"].get<long long>() : 3LL)
+        .bind(6, dump_json(r.value("request", nlohmann::json::object())))
+        .bind(7, dump_json(r))
+        .bind(8, dump_json(r))
+        .step();
+  });
+}
+
+bool Journal::record_duration(const std::string& step_key, double seconds, const std::string& finished) {
+  return write([&] {
   Stmt(db_, "INSERT INTO step_durations(key, seconds, finished) VALUES(?, ?, ?)").bind(1, step_key).bind(2, seconds).bind(3, finished).step();
   Stmt(db_, "DELETE FROM step_durations WHERE key = ? AND rowid NOT IN (SELECT rowid FROM step_durations WHERE key = ? "
             "ORDER BY finished DESC, rowid DESC LIMIT ?)")
@@ -110,6 +155,7 @@ void Journal::record_duration(const std::string& step_key, double seconds, const
       .bind(2, step_key)
       .bind(3, kKeptDurations)
       .step();
+  });
 }
 
 std::vector<double> Journal::durations(const std::string& step_key) const {
@@ -135,36 +181,50 @@ void Journal::exec(const char* sql) const {
   }
 }
 
-void Journal::run_created(const std::string& id, const std::string& created, const nlohmann::json& request,
+bool Journal::run_created(const std::string& id, const std::string& created, const nlohmann::json& request,
                           const nlohmann::json& skeleton) {
-  Stmt(db_, "INSERT INTO runs(id, created, state, request, skeleton) VALUES(?, ?, 'running', ?, ?)")
-      .bind(1, id)
-      .bind(2, created)
-      .bind(3, dump_json(request))
-      .bind(4, dump_json(skeleton))
-      .step();
+  return write([&] {
+    Stmt(db_, "INSERT INTO runs(id, created, state, request, skeleton) VALUES(?, ?, 'running', ?, ?)")
+        .bind(1, id)
+        .bind(2, created)
+        .bind(3, dump_json(request))
+        .bind(4, dump_json(skeleton))
+        .step();
+  });
 }
 
-void Journal::event(const std::string& run, const std::string& kind, int job, int step, const nlohmann::json& data) {
-  Stmt(db_, "INSERT INTO events(run_id, kind, job, step, data) VALUES(?, ?, ?, ?, ?)")
-      .bind(1, run)
-      .bind(2, kind)
-      .bind(3, job)
-      .bind(4, step)
-      .bind(5, dump_json(data))
-      .step();
+bool Journal::event(const std::string& run, const std::string& kind, int job, int step, const nlohmann::json& data) {
+  return write([&] {
+    Stmt(db_, "INSERT INTO events(run_id, kind, job, step, data) VALUES(?, ?, ?, ?, ?)")
+        .bind(1, run)
+        .bind(2, kind)
+        .bind(3, job)
+        .bind(4, step)
+        .bind(5, dump_json(data))
+        .step();
+  });
 }
 
-void Journal::run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record) {
-  Stmt(db_, "UPDATE runs SET finished = ?, state = ?, result = ?, record = ? WHERE id = ?")
-      .bind(1, record.value("finished", std::string()))
-      .bind(2, state)
-      .bind(3, result)
-      .bind(4, dump_json(record))
-      .bind(5, id)
-      .step();
-  // The final record holds everything the events said; keep the table from growing with history.
-  Stmt(db_, "DELETE FROM events WHERE run_id = ?").bind(1, id).step();
+bool Journal::run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record) {
+  return write([&] {
+    // A run whose creation could not be journaled (the disk was full then) is inserted now.
+    Stmt(db_, "INSERT OR IGNORE INTO runs(id, created, state, request, skeleton) VALUES(?, ?, ?, ?, ?)")
+        .bind(1, id)
+        .bind(2, record.value("created", std::string()))
+        .bind(3, state)
+        .bind(4, dump_json(record.value("request", nlohmann::json::object())))
+        .bind(5, dump_json(record))
+        .step();
+    Stmt(db_, "UPDATE runs SET finished = ?, state = ?, result = ?, record = ? WHERE id = ?")
+        .bind(1, record.value("finished", std::string()))
+        .bind(2, state)
+        .bind(3, result)
+        .bind(4, dump_json(record))
+        .bind(5, id)
+        .step();
+    // The final record holds everything the events said; keep the table from growing with history.
+    Stmt(db_, "DELETE FROM events WHERE run_id = ?").bind(1, id).step();
+  });
 }
 
 bool Journal::has_run(const std::string& id) const {
@@ -175,6 +235,7 @@ bool Journal::has_run(const std::string& id) const {
 
 std::vector<std::string> Journal::prune(int max_runs, const std::string& finished_before) {
   std::vector<std::string> ids;
+  if (db_ == nullptr) return ids;
   if (max_runs > 0) {
     Stmt s(db_, "SELECT id FROM runs WHERE record IS NOT NULL ORDER BY created DESC, id DESC LIMIT -1 OFFSET ?");
     s.bind(1, max_runs);

@@ -31,11 +31,21 @@ class Journal {
   static std::unique_ptr<Journal> open_readonly(const std::string& path);
   ~Journal();
 
-  void run_created(const std::string& id, const std::string& created, const nlohmann::json& request,
+  // Writes never throw: a full disk, an I/O error or a read-only remount must not take the daemon down. Each
+  // returns false on failure, with the reason in write_error() (cleared by the next write that succeeds).
+  bool run_created(const std::string& id, const std::string& created, const nlohmann::json& request,
                    const nlohmann::json& skeleton);
   /// `kind` is "job" or "step"; `data` is that job's or step's JSON as the API renders it.
-  void event(const std::string& run, const std::string& kind, int job, int step, const nlohmann::json& data);
-  void run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record);
+  bool event(const std::string& run, const std::string& kind, int job, int step, const nlohmann::json& data);
+  bool run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record);
+  const std::string& write_error() const { return write_error_; }
+  const std::string& path() const { return path_; }
+
+  /// SQLite's quick integrity check: "" when the file is sound, else what is wrong.
+  std::string check_integrity() const;
+  std::size_t run_count() const;
+  /// A finished run's final record, put back by a rebuild from its run directory.
+  bool restore_run(const nlohmann::json& record);
 
   std::vector<RunSummary> list_runs(int limit) const;
   std::optional<nlohmann::json> run_record(const std::string& id) const;
@@ -51,16 +61,20 @@ class Journal {
   std::vector<std::string> finished_runs_after(int keep) const;
 
   /// How long a step (by its step key) took when it succeeded; the newest `kKeptDurations` are kept.
-  void record_duration(const std::string& step_key, double seconds, const std::string& finished);
+  bool record_duration(const std::string& step_key, double seconds, const std::string& finished);
   /// The newest durations of a step key, newest first.
   std::vector<double> durations(const std::string& step_key) const;
   static constexpr int kKeptDurations = 20;
 
  private:
-  explicit Journal(sqlite3* db) : db_(db) {}
+  explicit Journal(sqlite3* db, std::string path = "") : db_(db), path_(std::move(path)) {}
   void exec(const char* sql) const;
+  template <typename F>
+  bool write(F&& f);
   nlohmann::json replay(const std::string& id, nlohmann::json skeleton) const;
   sqlite3* db_;
+  std::string path_;
+  std::string write_error_;
 };
 
 }  // namespace pto
