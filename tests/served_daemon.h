@@ -21,7 +21,8 @@ struct Served {
   std::string devices = "2";        // --devices
   std::string device_groups;        // --device-groups, when set
   std::map<std::string, std::string> env;  // added to the daemon's environment
-  std::string state() const { return (dir.path() / "state").string(); }
+  std::string state_dir;  // default: dir/state
+  std::string state() const { return state_dir.empty() ? (dir.path() / "state").string() : state_dir; }
   std::string locks() const { return (dir.path() / "locks").string(); }
   std::string url(const std::string& path = "") const { return "http://127.0.0.1:" + std::to_string(port) + path; }
 
@@ -35,7 +36,7 @@ struct Served {
     REQUIRE(wait_until([&] { return read_file(proc.out).find("listening on http://127.0.0.1:") != std::string::npos; }, 20));
     std::string out = read_file(proc.out);
     port = std::stoi(out.substr(out.find("127.0.0.1:") + 10));
-    token = read_file(dir.path() / "state/token");
+    token = read_file(fs::path(state()) / "token");
     while (!token.empty() && token.back() == '\n') token.pop_back();
   }
   void stop(int sig = SIGTERM) {

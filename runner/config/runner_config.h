@@ -65,6 +65,8 @@ struct RunnerConfig {
   std::string listen = "127.0.0.1:8787";
   std::string token_file;
   double kill_grace_seconds = 10;
+  /// `log-max-mb`: a step's log keeps at most this much (its head, and its last MiB); 0: no cap.
+  std::uint64_t log_max_bytes = 128ull << 20;
   HealthConfig health;
   SourceConfig source;
   RetentionConfig retention;

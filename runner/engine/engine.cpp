@@ -32,6 +32,7 @@ EngineOptions make_engine_options(const std::string& root, const std::string& st
   eo.simulate = simulate;
   eo.time_scale = simulate ? time_scale : 1;
   eo.kill_grace_seconds = cfg.kill_grace_seconds;
+  eo.log_max_bytes = cfg.log_max_bytes;
   eo.base_env = environment_map(drop_env_prefix);
   eo.self_exe = self_executable();
   // The lead job's host settings, resolved here once: it then reads nothing of the host from ROOT.
@@ -550,6 +551,7 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
     l.timeout_seconds = l.timeout_seconds > 0 ? std::min(l.timeout_seconds, left) : left;
   }
   l.grace_seconds = opts_.kill_grace_seconds;
+  l.log_max_bytes = opts_.log_max_bytes;
   l.simulated_seconds = ps.expected_minutes * 60 * opts_.time_scale;
   l.on_line = [this, j, s](std::string_view line) {
     if (observer_) observer_->on_step_output(run_, plan_, static_cast<int>(j), static_cast<int>(s), line);
@@ -623,6 +625,11 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
   sr.finished = iso_now();
   sr.finished_at = now();
   sr.intervals.push_back({sr.started_at, sr.finished_at, sr.cards, sr.attempt});
+  // Output that could not be kept (a full disk) is the host's failure, whatever the step did.
+  if (!o.log_error.empty()) {
+    run_.infrastructure_failure = true;
+    run_.infrastructure_problems.push_back(label(j, s) + ": " + o.log_error);
+  }
   bool infra = std::count(opts_.health.infra_exit_codes.begin(), opts_.health.infra_exit_codes.end(), o.exit_code) ||
                (o.signal && std::count(opts_.health.infra_signals.begin(), opts_.health.infra_signals.end(), o.signal));
   std::vector<int> cards = sr.cards;

@@ -42,6 +42,7 @@ struct EngineOptions {
   bool simulate = false;
   double time_scale = 1;
   double kill_grace_seconds = 10;
+  std::uint64_t log_max_bytes = 0;  // per step log (runner.yml log-max-mb)
   std::map<std::string, std::string> base_env;  // the runner's environment, first in the merge
   std::string self_exe;                         // for the lead job's `pto-runner toolchain setup`
   std::string toolchain_args;                   // its host settings (--cache-dir, --mirror); --root is `root`

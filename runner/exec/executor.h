@@ -29,6 +29,9 @@ struct StepLaunch {
   double timeout_seconds = 0;  // 0: none
   double grace_seconds = 10;   // SIGTERM -> SIGKILL
   double simulated_seconds = 0;
+  /// The log keeps at most this many bytes (0: no cap): the head, then the last kLogTailBytes, and a line
+  /// saying how much was dropped between them. One step cannot fill the disk.
+  std::uint64_t log_max_bytes = 0;
   /// Called with each complete output line (stdout and stderr merged), for the console.
   std::function<void(std::string_view)> on_line;
 };
@@ -39,9 +42,12 @@ struct StepOutcome {
   bool timed_out = false;
   bool cancelled = false;
   std::string error;  // the process could not be started
+  std::string log_error;  // its log could not be written (disk full, I/O error): the output is lost from there
   int pid = 0;
   bool ok() const { return exit_code == 0 && signal == 0 && !timed_out && !cancelled && error.empty(); }
 };
+
+constexpr std::uint64_t kLogTailBytes = 1 << 20;
 
 class Executor {
  public:

@@ -138,7 +138,7 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
   }
 
   void consume(std::string_view data) {
-    if (std::FILE* f = log()) std::fwrite(data.data(), 1, data.size(), f);
+    write_log(data);
     if (!data.empty()) log_ends_line_ = data.back() == '\n';
     if (!launch_.on_line) return;
     partial_.append(data);
@@ -220,6 +220,45 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
     return log_;
   }
 
+  // Up to the cap the log is written as it comes; past it, only the newest kLogTailBytes are kept (in memory)
+  // and written after a line saying what was dropped, when the step ends.
+  void write_log(std::string_view data) {
+    const std::uint64_t cap = launch_.log_max_bytes;
+    if (cap && logged_ + data.size() > cap - std::min(cap, kLogTailBytes)) {
+      std::uint64_t head_room = cap - std::min(cap, kLogTailBytes);
+      std::size_t fits = logged_ < head_room ? static_cast<std::size_t>(head_room - logged_) : 0;
+      if (fits) write_file(data.substr(0, fits));
+      tail_.append(data.substr(fits));
+      dropped_ += data.size() - fits;
+      if (tail_.size() > 2 * kLogTailBytes) tail_.erase(0, tail_.size() - kLogTailBytes);
+      return;
+    }
+    write_file(data);
+  }
+
+  void write_file(std::string_view data) {
+    std::FILE* f = log();
+    if (!f) {
+      if (outcome_.log_error.empty() && log_failed_) outcome_.log_error = "cannot create " + launch_.log_path + ": " + std::strerror(errno);
+      return;
+    }
+    if (std::fwrite(data.data(), 1, data.size(), f) != data.size() && outcome_.log_error.empty())
+      outcome_.log_error = "cannot write " + launch_.log_path + ": " + std::strerror(errno);
+    logged_ += data.size();
+  }
+
+  void flush_tail() {
+    if (tail_.empty()) return;
+    if (tail_.size() > kLogTailBytes) tail_.erase(0, tail_.size() - kLogTailBytes);
+    std::uint64_t shown = tail_.size();
+    std::string marker = "\n[pto-runner: " + std::to_string(dropped_ - shown) + " bytes of output dropped here: the log is capped at " +
+                         std::to_string(launch_.log_max_bytes) + " bytes (log-max-mb); the last " + std::to_string(shown) +
+                         " follow]\n";
+    write_file(marker);
+    write_file(tail_);
+    tail_.clear();
+  }
+
   void maybe_finish() {
     if (exited_ && swept_ && pipe_eof_) finish();
   }
@@ -228,6 +267,7 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
     if (finished_) return;
     finished_ = true;
     eof_wait_.cancel();
+    flush_tail();
     // A step that failed always leaves a log naming how it ended (the console and the API point at it).
     if (!outcome_.ok() && outcome_.error.empty())
       if (std::FILE* f = log()) {
@@ -235,7 +275,9 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
         if (outcome_.signal) std::fprintf(f, "pto-runner: process ended by signal %d\n", outcome_.signal);
         else std::fprintf(f, "pto-runner: process completed with exit code %d\n", outcome_.exit_code);
       }
-    if (log_) std::fclose(log_), log_ = nullptr;
+    if (log_ && std::fclose(log_) != 0 && outcome_.log_error.empty())
+      outcome_.log_error = "cannot write " + launch_.log_path + ": " + std::strerror(errno);
+    log_ = nullptr;
     auto done = std::move(done_);
     auto fin = std::move(on_finished_);
     if (fin) fin();
@@ -257,6 +299,8 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
   int pgid_ = 0;
   bool log_failed_ = false;
   bool log_ends_line_ = true;
+  std::uint64_t logged_ = 0, dropped_ = 0;
+  std::string tail_;
   bool exited_ = false, swept_ = false, pipe_eof_ = false, terminating_ = false, finished_ = false;
 };
 
