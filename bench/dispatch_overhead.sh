@@ -6,7 +6,9 @@
 #   silent:  `true N`    - the issue's workload; xargs writes nothing.
 #   output:  `echo N`    - every step prints a line; xargs redirects each command into its own file, as the
 #                          runner writes each step's log, so both pay for creating one file per step.
-# Usage: bench/dispatch_overhead.sh [build/pto-runner] [steps] [rounds]
+# Usage: [CONTAINMENT=cgroup|sweep] bench/dispatch_overhead.sh [build/pto-runner] [steps] [rounds]
+# (CONTAINMENT writes runner.yml `containment:`; cgroup, the default, falls back to sweep where the host has
+# no writable cgroup v2.)
 set -euo pipefail
 BIN=$(realpath "${1:-build/pto-runner}")
 N=${2:-1000}
@@ -24,6 +26,7 @@ make_project() {  # $1 = dir, $2 = command word
     # Distinct commands so dedupe does not remove them.
     for i in $(seq 1 "$N"); do echo "  - {name: s$i, devices: 1, run: '$2 $i'}"; done
   } > "$1/jobs/many.yml"
+  echo "containment: ${CONTAINMENT:-cgroup}" > "$1/runner.yml"
 }
 make_project "$WORK/silent" true
 make_project "$WORK/output" echo

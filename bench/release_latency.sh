@@ -22,6 +22,7 @@ cp "$(dirname "$0")/../toolchain/versions.env" "$WORK/toolchain/"
     echo "  - {name: s$i, devices: 1, run: 'date +%s%N > $WORK/stamps/$i.start; date +%s%N > $WORK/stamps/$i.end'}"
   done
 } > "$WORK/jobs/chain.yml"
+echo "containment: ${CONTAINMENT:-cgroup}" > "$WORK/runner.yml"
 PTO_RUNNER_TRACE="$WORK/trace" "$BIN" run --root "$WORK" --devices 1 --lock-dir "$WORK/locks" --state-dir "$WORK/state" > /dev/null
 for i in $(seq 1 "$N"); do
   bash -e -o pipefail -c "date +%s%N > $WORK/base/$i.start; date +%s%N > $WORK/base/$i.end"

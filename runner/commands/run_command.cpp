@@ -10,6 +10,8 @@
 #include "config/device_spec.h"
 #include "engine/dispatcher.h"
 #include "engine/engine.h"
+#include "exec/cgroup_tree.h"
+#include "exec/child_reaper.h"
 #include "exec/executor.h"
 #include "report/actions_output.h"
 #include "report/console.h"
@@ -62,6 +64,8 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
       return;
     }
     Dispatcher dispatcher(io, pool);
+    if (cfg.containment == "sweep") CgroupTree::disable("runner.yml containment: sweep");
+    OrphanReaper reaper(io);  // what steps orphan is reparented here and reaped, never left a zombie
     auto executor = opts->simulate ? make_simulated_executor(io) : make_local_executor(io);
     std::unique_ptr<Executor> lead_executor;
     if (opts->simulate && !opts->simulate_toolchain) lead_executor = make_local_executor(io);
@@ -97,7 +101,10 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
       });
     };
     wait_signal();
-    engine.set_on_finished([&] { signals.cancel(); });
+    engine.set_on_finished([&] {
+      signals.cancel();
+      reaper.stop();  // the io_context then runs out of work and run() returns
+    });
     engine.start();
     io.run();
     if (opts->simulate)

@@ -60,7 +60,7 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
   if (doc->IsNull()) return cfg;  // an empty runner.yml means "all defaults"
   MapReader m(*doc, "runner.yml",
               {"devices", "state-dir", "cache-dir", "toolchain-mirror", "listen", "token-file", "health",
-               "kill-grace-seconds", "source", "retention", "log-max-mb"},
+               "kill-grace-seconds", "source", "retention", "log-max-mb", "containment"},
               display, diags);
   if (!m.is_map()) return cfg;
   if (m.has("devices")) {
@@ -153,6 +153,11 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
   }
   if (auto v = m.string("token-file")) cfg.token_file = *v;
   if (auto v = m.number("kill-grace-seconds", 0, 600)) cfg.kill_grace_seconds = *v;
+  if (auto v = m.string("containment")) {
+    cfg.containment = *v;
+    if (*v != "cgroup" && *v != "sweep")
+      m.error_at(m.get("containment"), "bad-value", "'containment' is cgroup or sweep, got '" + *v + "'");
+  }
   if (auto v = m.number("log-max-mb", 0, 1 << 20)) cfg.log_max_bytes = static_cast<std::uint64_t>(*v * (1 << 20));
   if (m.has("health")) {
     MapReader h(m.get("health"), "health", {"infra-exit-codes", "infra-signals", "check", "check-timeout-seconds", "drain-after"}, display,

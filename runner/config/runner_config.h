@@ -67,6 +67,9 @@ struct RunnerConfig {
   double kill_grace_seconds = 10;
   /// `log-max-mb`: a step's log keeps at most this much (its head, and its last MiB); 0: no cap.
   std::uint64_t log_max_bytes = 128ull << 20;
+  /// `containment`: "cgroup" (each step in its own cgroup v2 where the host allows, else as "sweep") or
+  /// "sweep" (process group + /proc marker sweep only).
+  std::string containment = "cgroup";
   HealthConfig health;
   SourceConfig source;
   RetentionConfig retention;

@@ -109,6 +109,7 @@ void RunEngine::start() {
   started_ = true;
   t0_ = steady_seconds();
   fs::create_directories(fs::path(opts_.run_dir) / "logs");
+  fs::create_directories(fs::path(opts_.run_dir) / "files");
   boost::asio::post(io_, [this] { pump(); });
 }
 
@@ -365,7 +366,7 @@ void RunEngine::resolve_step(std::size_t j, std::size_t s) {
 }
 
 std::string RunEngine::files_dir(std::size_t j, std::size_t s) const {
-  return opts_.run_dir + "/files/" + std::to_string(j + 1) + "-" + std::to_string(s + 1);
+  return opts_.run_dir + "/files/" + std::to_string(j + 1) + "-" + std::to_string(s + 1);  // a name prefix
 }
 
 bool RunEngine::read_file_commands(std::size_t j, std::size_t s, std::string& error) {
@@ -373,8 +374,8 @@ bool RunEngine::read_file_commands(std::size_t j, std::size_t s, std::string& er
   StepRecord& sr = jr.steps[s];
   const std::string dir = files_dir(j, s);
   std::string env_text, path_text, output_text;
-  if (!read_step_file(dir + "/env", env_text, error) || !read_step_file(dir + "/path", path_text, error) ||
-      !read_step_file(dir + "/output", output_text, error))
+  if (!read_step_file(dir + ".env", env_text, error) || !read_step_file(dir + ".path", path_text, error) ||
+      !read_step_file(dir + ".output", output_text, error))
     return false;
   NameValues env, outputs;
   if (!parse_name_value_file(env_text, env, error)) {
@@ -477,11 +478,13 @@ std::vector<std::string> RunEngine::step_env(std::size_t j, std::size_t s, const
     for (const auto& p : jr.path_prepend) path += p + ":";
     env["PATH"] = path + env["PATH"];
   }
+  // Named, not made: `echo x >> "$GITHUB_OUTPUT"` creates it, and a step that writes none costs no inode
+  // (creating four files per step was the largest per-step cost again: bench/README.md, dispatch overhead).
   const std::string files = files_dir(j, s);
-  env["GITHUB_ENV"] = files + "/env";
-  env["GITHUB_PATH"] = files + "/path";
-  env["GITHUB_OUTPUT"] = files + "/output";
-  env["GITHUB_STEP_SUMMARY"] = files + "/summary";
+  env["GITHUB_ENV"] = files + ".env";
+  env["GITHUB_PATH"] = files + ".path";
+  env["GITHUB_OUTPUT"] = files + ".output";
+  env["GITHUB_STEP_SUMMARY"] = files + ".summary";
   if (!cards.empty()) {
     env["TASK_DEVICE"] = join_ids(cards);
     env["DEVICE_ID"] = std::to_string(cards.front());
@@ -523,9 +526,12 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
   if (sr.attempt > 1) {
     std::ofstream(sr.log_path, std::ios::app) << "\npto-runner: attempt " << sr.attempt << "\n";
   }
-  // Fresh, empty file-command files for each attempt (a retry's outputs replace the failed attempt's).
-  fs::create_directories(files_dir(j, s));
-  for (const char* f : {"/env", "/path", "/output", "/summary"}) std::ofstream(files_dir(j, s) + f, std::ios::trunc);
+  // A retry starts with no file-command files (its outputs replace the failed attempt's).
+  if (sr.attempt > 1)
+    for (const char* f : {".env", ".path", ".output", ".summary"}) {
+      std::error_code ec;
+      fs::remove(files_dir(j, s) + f, ec);
+    }
 
   StepLaunch l;
   l.label = label(j, s);

@@ -96,6 +96,7 @@ class RunEngine {
   /// step being decided (its own env joins the env context) or npos.
   ConditionContext context(std::size_t job, std::size_t step) const;
   void resolve_step(std::size_t job, std::size_t step);
+  /// Where a step's $GITHUB_ENV/PATH/OUTPUT/STEP_SUMMARY files go: this prefix + .env, .path, .output, .summary.
   std::string files_dir(std::size_t job, std::size_t step) const;
   /// Reads the step's $GITHUB_ENV/PATH/OUTPUT; false (with `error`) when one is malformed.
   bool read_file_commands(std::size_t job, std::size_t step, std::string& error);

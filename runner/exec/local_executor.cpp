@@ -19,6 +19,8 @@
 #include <optional>
 #include <map>
 
+#include "exec/cgroup_tree.h"
+#include "exec/child_reaper.h"
 #include "exec/executor.h"
 #include "exec/process_sweep.h"
 
@@ -65,6 +67,86 @@ pid_t spawn_step(const std::vector<std::string>& argv, const std::vector<std::st
   return error ? -1 : pid;
 }
 
+/// The same, but the child enters `cgroup` before it execs, so nothing it ever starts is outside it: a vfork
+/// child (the parent waits, as with posix_spawn) writes its own pid into cgroup.procs, then sets itself up as
+/// posix_spawn would and execs. (Moving the shell after posix_spawn returned raced with the shell's first fork:
+/// the parent thread is not always scheduled before bash runs its command.) Returns -1 with `error` set when
+/// the cgroup cannot be entered or the exec fails.
+pid_t spawn_step_in_cgroup(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& cwd,
+                           int out_fd, const std::string& cgroup, int& error) {
+  // Everything the child needs is made before vfork: it may only make system calls.
+  std::vector<char*> cargv, cenv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  for (const auto& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
+  cenv.push_back(nullptr);
+  const std::string procs = cgroup + "/cgroup.procs";
+  int procs_fd = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+  int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (procs_fd < 0 || null_fd < 0) {
+    error = errno;
+    if (procs_fd >= 0) ::close(procs_fd);
+    if (null_fd >= 0) ::close(null_fd);
+    return -1;
+  }
+  struct Shared {
+    int child_errno = 0;
+    char pid_text[24] = {0};
+  };
+  auto shared = std::make_unique<Shared>();
+  Shared* sh = shared.get();
+  const char* dir = cwd.c_str();
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);  // no handler of ours runs in the child
+  pid_t pid = ::vfork();
+  if (pid == 0) {
+    for (int sig = 1; sig < NSIG; ++sig)
+      if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);
+    // This child's pid, as text, without the C++ library.
+    pid_t me = ::getpid();
+    char digits[24];
+    int n = 0;
+    do digits[n++] = static_cast<char>('0' + me % 10), me /= 10;
+    while (me > 0);
+    for (int i = 0; i < n; ++i) sh->pid_text[i] = digits[n - 1 - i];
+    if (::write(procs_fd, sh->pid_text, static_cast<std::size_t>(n)) != n) {
+      sh->child_errno = errno ? errno : EIO;
+      ::_exit(127);
+    }
+    ::setpgid(0, 0);
+    ::dup2(null_fd, 0);
+    ::dup2(out_fd, 1);
+    ::dup2(out_fd, 2);
+    ::close_range(3, ~0U, 0);  // no lock, socket or journal fd leaks into a step
+    if (::chdir(dir) != 0) {
+      sh->child_errno = errno;
+      ::_exit(127);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execve(cargv[0], cargv.data(), cenv.data());
+    sh->child_errno = errno;
+    ::_exit(127);
+  }
+  int fork_errno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  ::close(procs_fd);
+  ::close(null_fd);
+  if (pid < 0) {
+    error = fork_errno;
+    return -1;
+  }
+  if (sh->child_errno) {  // it never exec'd: reap it here, nobody else will
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    error = sh->child_errno;
+    return -1;
+  }
+  return pid;
+}
+
 class LocalExecutor;
 
 class StepProcess : public std::enable_shared_from_this<StepProcess> {
@@ -79,7 +161,8 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
         pipe_(io),
         timeout_(io),
         grace_(io),
-        eof_wait_(io) {}
+        eof_wait_(io),
+        cgroup_wait_(io) {}
 
   void start() {
     int fds[2];
@@ -92,11 +175,23 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
     std::vector<std::string> env = launch_.env;
     env.push_back(std::string(kStepMarkVar) + "=" + launch_.marker);
     int err = 0;
-    pid_t pid = spawn_step(argv, env, launch_.working_directory.empty() ? "." : launch_.working_directory, fds[1], err);
+    cgroup_ = CgroupTree::instance().make_child();
+    const std::string cwd = launch_.working_directory.empty() ? "." : launch_.working_directory;
+    pid_t pid = -1;
+    {
+      // Registered before the orphan reaper can look: it never waits for a child someone owns.
+      std::lock_guard<std::mutex> g(owned_children::lock());
+      pid = cgroup_.empty() ? spawn_step(argv, env, cwd, fds[1], err) : spawn_step_in_cgroup(argv, env, cwd, fds[1], cgroup_, err);
+      if (pid > 0) owned_children::add(pid);
+    }
     ::close(fds[1]);
-    if (pid < 0)
+    if (pid < 0) {
+      CgroupTree::remove(cgroup_);
+      cgroup_.clear();
       return fail_to_start("cannot start " + std::string(exe) + " in '" + launch_.working_directory +
                            "': " + std::strerror(err));
+    }
+
     process_.emplace(io_.get_executor(), pid);
     pgid_ = process_->id();
     outcome_.pid = pgid_;
@@ -166,6 +261,7 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
     if (std::FILE* f = log())
       std::fprintf(f, "\npto-runner: %s; SIGTERM to process group %d\n", timed_out ? "timed out" : "cancelled", pgid_);
     ::kill(-pgid_, SIGTERM);
+    if (!cgroup_.empty()) CgroupTree::signal_all(cgroup_, SIGTERM);  // escapees of the group too
     auto self = shared_from_this();
     grace_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
         std::chrono::duration<double>(launch_.grace_seconds)));
@@ -173,6 +269,7 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
       if (ec || self->exited_) return;
       if (std::FILE* f = self->log()) std::fprintf(f, "pto-runner: grace period over; SIGKILL\n");
       ::kill(-self->pgid_, SIGKILL);
+      if (!self->cgroup_.empty()) CgroupTree::signal_all(self->cgroup_, SIGKILL);
     });
   }
 
@@ -183,21 +280,14 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
     int status = process_->native_exit_code();
     if (WIFEXITED(status)) outcome_.exit_code = WEXITSTATUS(status);
     else if (WIFSIGNALED(status)) outcome_.signal = WTERMSIG(status);
-    // Nothing of the step outlives it: the rest of its group, then the escapees that carry its marker. The
-    // /proc scan runs on a worker so the engine thread keeps dispatching other steps meanwhile; this step's
-    // cards are still released only after it (finish() waits for swept_).
+    // Nothing of the step outlives it: the rest of its group, then what is left in its cgroup or, without
+    // one, the escapees that carry its marker (a /proc scan on a worker, so the engine thread keeps
+    // dispatching other steps meanwhile); the cards are released only after (finish() waits for swept_).
     ::kill(-pgid_, SIGKILL);
+    owned_children::remove(pgid_);
     auto self = shared_from_this();
-    asio::post(sweepers_, [self] {
-      int swept = kill_marked_processes(self->launch_.marker, SIGKILL);
-      asio::post(self->io_, [self, swept] {
-        if (swept)
-          if (std::FILE* f = self->log()) std::fprintf(f, "pto-runner: killed %d leftover process(es) of this step\n", swept);
-        self->swept_ = true;
-        self->maybe_finish();
-      });
-    });
-    // The pipe closes once the last writer is gone; an unmarked writer must not hold the step forever.
+    // The pipe closes once the last writer is gone; an unmarked writer must not hold the step forever. (Armed
+    // first: what follows may finish the step at once, and finish() cancels it.)
     eof_wait_.expires_after(std::chrono::seconds(2));
     eof_wait_.async_wait([self](bp::error_code ec) {
       if (!ec && !self->pipe_eof_) {
@@ -206,6 +296,24 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
         self->maybe_finish();
       }
     });
+    if (!cgroup_.empty()) {
+      // Everything left in the step's cgroup, however it left the group or scrubbed its environment, is
+      // killed at once; the step is over when the cgroup is empty. No /proc scan.
+      int left = CgroupTree::signal_all(cgroup_, SIGKILL);
+      if (left)
+        if (std::FILE* f = log()) std::fprintf(f, "pto-runner: killed %d leftover process(es) of this step\n", left);
+      wait_cgroup_empty(std::chrono::steady_clock::now() + std::chrono::seconds(5));
+    } else {
+      asio::post(sweepers_, [self] {
+        int swept = kill_marked_processes(self->launch_.marker, SIGKILL);
+        asio::post(self->io_, [self, swept] {
+          if (swept)
+            if (std::FILE* f = self->log()) std::fprintf(f, "pto-runner: killed %d leftover process(es) of this step\n", swept);
+          self->swept_ = true;
+          self->maybe_finish();
+        });
+      });
+    }
     maybe_finish();
   }
 
@@ -218,6 +326,21 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
       log_failed_ = !log_;
     }
     return log_;
+  }
+
+  void wait_cgroup_empty(std::chrono::steady_clock::time_point deadline) {
+    if (!CgroupTree::populated(cgroup_) || std::chrono::steady_clock::now() > deadline) {
+      CgroupTree::remove(cgroup_);
+      cgroup_.clear();
+      swept_ = true;
+      maybe_finish();
+      return;
+    }
+    auto self = shared_from_this();
+    cgroup_wait_.expires_after(std::chrono::milliseconds(2));
+    cgroup_wait_.async_wait([self, deadline](bp::error_code ec) {
+      if (!ec) self->wait_cgroup_empty(deadline);
+    });
   }
 
   // Up to the cap the log is written as it comes; past it, only the newest kLogTailBytes are kept (in memory)
@@ -291,7 +414,8 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
   std::function<void()> on_finished_;
   std::optional<bp::process> process_;
   asio::readable_pipe pipe_;
-  asio::steady_timer timeout_, grace_, eof_wait_;
+  asio::steady_timer timeout_, grace_, eof_wait_, cgroup_wait_;
+  std::string cgroup_;  // this step's cgroup (exec/cgroup_tree), "" where containment is group + sweep
   std::array<char, 16384> buf_{};
   std::string partial_;
   std::FILE* log_ = nullptr;

@@ -10,6 +10,7 @@
 #include <regex>
 
 #include "config/device_spec.h"
+#include "exec/cgroup_tree.h"
 #include "report/run_view.h"
 #include "server/daemon.h"
 #include "server/log_slice.h"
@@ -120,6 +121,7 @@ nlohmann::json Daemon::render_status(bool full_queue) {
   j["started"] = started_iso_;
   j["uptime_seconds"] = uptime();
   j["simulate"] = opts_.simulate;
+  j["containment"] = CgroupTree::instance().available() ? "cgroup" : "process group + sweep";
   const auto& reserved = dispatcher_->reserved();
   // Holder labels are "job / step"; say which run too.
   std::map<std::string, std::string> run_of_label;

@@ -18,6 +18,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "exec/cgroup_tree.h"
 #include "exec/process_sweep.h"
 #include "report/run_view.h"
 #include "sched/device_pool.h"
@@ -202,6 +203,12 @@ std::string Daemon::start_unguarded() {
   // A lease's client heartbeats every second; five missed and it is gone (killed, lost): its cards come back.
   leases_ = std::make_unique<LeaseBook>(io_, *dispatcher_, 5, cfg_.kill_grace_seconds);
   leases_->set_on_change([this] { status_cache_.clear(); });
+  if (cfg_.containment == "sweep") CgroupTree::disable("runner.yml containment: sweep");
+  reaper_ = std::make_unique<OrphanReaper>(io_);
+  if (CgroupTree::instance().available())
+    spdlog::info("containment: every step in its own cgroup under {}", CgroupTree::instance().root());
+  else
+    spdlog::info("containment: process groups and a /proc sweep (no cgroup v2: {})", CgroupTree::instance().why_not());
   executor_ = opts_.simulate ? make_simulated_executor(io_) : make_local_executor(io_);
   if (opts_.simulate) lead_executor_ = make_local_executor(io_);
 

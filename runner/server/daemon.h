@@ -13,6 +13,7 @@
 #include "engine/dispatcher.h"
 #include "engine/engine.h"
 #include "engine/leases.h"
+#include "exec/child_reaper.h"
 #include "exec/executor.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
@@ -122,6 +123,7 @@ class Daemon {
   // Blocking work (git, log reads) runs here so no request can stall the engine thread.
   std::unique_ptr<boost::asio::thread_pool> workers_;
   std::unique_ptr<GitMirror> mirror_;  // with runner.yml `source:`
+  std::unique_ptr<OrphanReaper> reaper_;  // this daemon is a subreaper: what steps orphan is reaped here
   std::map<std::string, std::unique_ptr<ActiveRun>> active_;
   std::set<std::string> preparing_;  // run ids whose commit is being checked out
   std::map<std::string, nlohmann::json> unjournaled_;  // finished runs the journal could not take yet

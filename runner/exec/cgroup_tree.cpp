@@ -1,0 +1,156 @@
+#include "exec/cgroup_tree.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace pto {
+
+namespace {
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  out.flush();
+  return static_cast<bool>(out);
+}
+
+// The cgroup2 mount point, from /proc/self/mountinfo (field 5 is the mount point; the type follows " - ").
+std::string cgroup2_mount() {
+  std::ifstream in("/proc/self/mountinfo");
+  for (std::string line; std::getline(in, line);) {
+    auto dash = line.find(" - ");
+    if (dash == std::string::npos || line.compare(dash + 3, 8, "cgroup2 ") != 0) continue;
+    std::istringstream fields(line.substr(0, dash));
+    std::string f, mount;
+    for (int i = 0; i < 5 && fields >> f; ++i) mount = f;
+    return mount;
+  }
+  return "";
+}
+
+std::string own_cgroup() {
+  std::ifstream in("/proc/self/cgroup");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("0::", 0) == 0) return line.substr(3);
+  return "";
+}
+
+std::atomic<unsigned> g_next_child{0};
+std::string g_disabled;
+
+}  // namespace
+
+CgroupTree& CgroupTree::instance() {
+  static CgroupTree tree;
+  return tree;
+}
+
+void CgroupTree::disable(const std::string& why) { g_disabled = why; }
+
+CgroupTree::CgroupTree() {
+  if (!g_disabled.empty()) {
+    why_not_ = g_disabled;
+    return;
+  }
+  std::string mount = cgroup2_mount();
+  if (mount.empty()) {
+    why_not_ = "no cgroup2 hierarchy is mounted";
+    return;
+  }
+  std::string own = own_cgroup();
+  fs::path parent = fs::path(mount) / fs::path(own).relative_path();
+  if (own.empty() || !fs::exists(parent / "cgroup.procs")) {
+    why_not_ = "this process's cgroup is not in the cgroup2 hierarchy at " + mount;
+    return;
+  }
+  // Trees of daemons that died without cleaning up: their steps are ended and the cgroups removed.
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(parent, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind("pto-runner-", 0) != 0 || !e.is_directory()) continue;
+    pid_t pid = static_cast<pid_t>(std::atoi(name.c_str() + 11));
+    if (pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM)) continue;
+    for (const auto& c : fs::directory_iterator(e.path(), ec))
+      if (c.is_directory()) {
+        signal_all(c.path().string(), SIGKILL);
+        remove(c.path().string());
+      }
+    ::rmdir(e.path().c_str());
+  }
+  fs::path root = parent / ("pto-runner-" + std::to_string(::getpid()));
+  if (::mkdir(root.c_str(), 0755) != 0 && errno != EEXIST) {
+    why_not_ = "cannot create " + root.string() + ": " + std::strerror(errno);
+    return;
+  }
+  if (!fs::exists(root / "cgroup.kill")) {
+    ::rmdir(root.c_str());
+    why_not_ = "the kernel has no cgroup.kill (Linux 5.14+)";
+    return;
+  }
+  root_ = root.string();
+}
+
+CgroupTree::~CgroupTree() {
+  if (root_.empty()) return;
+  std::error_code ec;
+  for (const auto& c : fs::directory_iterator(root_, ec))
+    if (c.is_directory()) {
+      signal_all(c.path().string(), SIGKILL);
+      remove(c.path().string());
+    }
+  ::rmdir(root_.c_str());
+}
+
+std::string CgroupTree::make_child() {
+  if (root_.empty()) return "";
+  std::string path = root_ + "/step-" + std::to_string(++g_next_child);
+  return ::mkdir(path.c_str(), 0755) == 0 ? path : "";
+}
+
+bool CgroupTree::add_process(const std::string& cgroup, pid_t pid) {
+  return write_text(cgroup + "/cgroup.procs", std::to_string(pid));
+}
+
+std::vector<pid_t> CgroupTree::processes(const std::string& cgroup) {
+  std::vector<pid_t> out;
+  std::istringstream in(read_all(cgroup + "/cgroup.procs"));
+  for (pid_t p; in >> p;) out.push_back(p);
+  return out;
+}
+
+bool CgroupTree::populated(const std::string& cgroup) {
+  return read_all(cgroup + "/cgroup.events").find("populated 1") != std::string::npos;
+}
+
+int CgroupTree::signal_all(const std::string& cgroup, int sig) {
+  auto pids = processes(cgroup);
+  if (sig == SIGKILL) {
+    write_text(cgroup + "/cgroup.kill", "1");
+    return static_cast<int>(pids.size());
+  }
+  for (pid_t p : pids) ::kill(p, sig);
+  return static_cast<int>(pids.size());
+}
+
+void CgroupTree::remove(const std::string& cgroup) {
+  if (!cgroup.empty()) ::rmdir(cgroup.c_str());  // fails (EBUSY) while processes remain; they are killed first
+}
+
+}  // namespace pto

@@ -1,0 +1,45 @@
+#pragma once
+// Containment by cgroup v2, where the host allows it: every step (and health check, git or pip run) gets its
+// own cgroup under <this process's cgroup>/pto-runner-<pid>. A step is over when its cgroup is empty;
+// `cgroup.kill` ends every process in it, including those that left its process group with setsid() and
+// scrubbed their environment (which the process-group kill and the /proc marker sweep cannot find).
+//
+// Found through /proc/self/mountinfo (a cgroup2 mount, possibly beside v1 hierarchies) and /proc/self/cgroup
+// (the "0::" line). Where no writable cgroup2 with cgroup.kill exists (no permission, an old kernel, a
+// cgroup v1-only host), available() is false and the executor keeps its process group + marker sweep.
+// Under systemd, the unit needs Delegate=yes so the daemon may create cgroups below its own.
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace pto {
+
+class CgroupTree {
+ public:
+  /// The process-wide tree (made on first use, removed at exit).
+  static CgroupTree& instance();
+  /// runner.yml `containment: sweep`: never use cgroups (before the first instance()).
+  static void disable(const std::string& why);
+  bool available() const { return !root_.empty(); }
+  /// Why not, when not available.
+  const std::string& why_not() const { return why_not_; }
+  const std::string& root() const { return root_; }
+
+  /// A new empty cgroup for one step; "" when none can be made.
+  std::string make_child();
+  static bool add_process(const std::string& cgroup, pid_t pid);
+  static std::vector<pid_t> processes(const std::string& cgroup);
+  static bool populated(const std::string& cgroup);
+  /// Sends `sig` to every process in the cgroup (SIGKILL goes through cgroup.kill, which also catches forks).
+  static int signal_all(const std::string& cgroup, int sig);
+  static void remove(const std::string& cgroup);
+
+  ~CgroupTree();
+
+ private:
+  CgroupTree();
+  std::string root_, why_not_;
+};
+
+}  // namespace pto
