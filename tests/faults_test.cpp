@@ -231,8 +231,10 @@ TEST_CASE("serve: a second daemon on one state dir exits 2 naming the first, who
 TEST_CASE("containment: a step's `setsid env -i` escapee is gone when the step ends (cgroup), and leaves no zombie", "[faults]") {
   Served s;
   const fs::path pidfile = s.dir.path() / "escapee";
+  // The step waits until the escapee has escaped (empty environment once `env -i` exec'd sleep), so the
+  // process-group kill cannot catch it first and make the test pass without containment.
   write_project(s.dir, {{"esc.yml", "name: esc\nsteps:\n  - run: 'setsid env -i sleep 1000 > /dev/null 2>&1 & echo $! > " +
-                                        pidfile.string() + "'\n"}});
+                                        pidfile.string() + "; while [ -n \"$(tr -d ''\\0'' < /proc/$!/environ)\" ]; do sleep 0.05; done'\n"}});
   s.start();
   if (s.get("/api/v1/status")["containment"] != "cgroup") {
     WARN("SKIPPED: no writable cgroup v2 with cgroup.kill here; the process-group + marker sweep cannot catch an escapee "

@@ -241,3 +241,26 @@ TEST_CASE("leases: with devices.lock-name the incumbent's lock files are honoure
   CHECK(wait_cli(c).exit_code == 0);
   CHECK(fs::exists(ran));
 }
+
+TEST_CASE("leases: what a leased command started with `setsid env -i` dies with the lease (cgroup)", "[lease]") {
+  Served s;
+  TaskSubmit ts;
+  write_project(s.dir, {{"idle.yml", "name: idle\nsteps:\n  - run: 'true'\n"}});
+  s.start();
+  if (s.get("/api/v1/status")["containment"] != "cgroup") {
+    WARN("SKIPPED: no writable cgroup v2 with cgroup.kill here; a lease's escapee that scrubs its environment "
+         "is out of the marker sweep's reach (README: Processes)");
+    return;
+  }
+  const fs::path pidfile = s.dir.path() / "escapee";
+  // It waits until the escapee has escaped (its environment is empty once `env -i` exec'd sleep): otherwise the
+  // client's kill of the command's group could catch it before setsid() and the test would prove nothing.
+  CommandResult r = task_submit(s, ts, {"--run", "setsid env -i sleep 1000 > /dev/null 2>&1 & echo $! > " + pidfile.string() +
+                                                     "; while [ -n \"$(tr -d '\\0' < /proc/$!/environ)\" ]; do sleep 0.05; done"});
+  CHECK(r.exit_code == 0);
+  int pid = std::stoi(read_file(pidfile));
+  CHECK(wait_until([&] { return !fs::exists("/proc/" + std::to_string(pid)) ||
+                                read_file("/proc/" + std::to_string(pid) + "/stat").find(") Z") != std::string::npos; }, 10));
+  // The card is free again only once the escapee is gone.
+  CHECK(wait_until([&] { return s.get("/api/v1/status")["devices"][0]["state"] == "free"; }, 10));
+}

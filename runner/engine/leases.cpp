@@ -6,6 +6,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "exec/cgroup_tree.h"
 #include "exec/process_sweep.h"
 #include "sched/device_pool.h"
 #include "util/random_hex.h"
@@ -79,6 +80,7 @@ std::string LeaseBook::create(LeaseRequest req, Granted granted, Refused refused
         g.cards = cards;
         g.granted = iso_now();
         g.granted_at = g.last_heartbeat = Clock::now();
+        g.cgroup = CgroupTree::instance().make_child();
         refused_.erase(id);
         timers_->waits.erase(id);
         arm_watchdog();
@@ -112,8 +114,10 @@ bool LeaseBook::end(const std::string& id, const std::string& why, bool by_clien
   auto it = leases_.find(id);
   if (it == leases_.end()) return false;
   Lease& l = *it->second;
-  if (by_client && l.state == "granted") {
-    // No /proc sweep on the hot path: the client waited for its command and killed its group.
+  if (by_client && l.state == "granted" && (l.cgroup.empty() || !CgroupTree::populated(l.cgroup))) {
+    // No /proc sweep on the hot path: the client waited for its command and killed its group (and its
+    // cgroup is empty: nothing escaped the group).
+    CgroupTree::remove(l.cgroup);
     l.state = "ended";
     ended_by_reason_["released"]++;
     dispatcher_.release(l.cards);
@@ -152,8 +156,19 @@ void LeaseBook::finish(Lease& l, const std::string& state, const std::string& wh
   ended_by_reason_[reason_key]++;
   // Whatever still carries the lease's marker is killed before the cards are handed on: SIGTERM, then
   // SIGKILL after the grace. A client that released normally has nothing left, so its cards go at once.
-  const std::string marker = l.marker;
-  if (kill_marked_processes(marker, SIGTERM, 1) == 0) {
+  const std::string marker = l.marker, cgroup = l.cgroup;
+  // Everything left: what carries the marker and, where cgroups contain leases, whatever is in its cgroup
+  // (also a process that left the group and scrubbed its environment).
+  auto left = [marker, cgroup](int sig) {
+    int n = kill_marked_processes(marker, sig, sig == SIGKILL ? 0 : 1);
+    if (!cgroup.empty()) n += CgroupTree::signal_all(cgroup, sig);
+    return n;
+  };
+  auto gone = [marker, cgroup] {
+    return find_marked_processes(marker).empty() && (cgroup.empty() || !CgroupTree::populated(cgroup));
+  };
+  if (left(SIGTERM) == 0) {
+    CgroupTree::remove(cgroup);
     dispatcher_.release(l.cards);
     leases_.erase(id);
     if (on_change_) on_change_();
@@ -164,11 +179,16 @@ void LeaseBook::finish(Lease& l, const std::string& state, const std::string& wh
   auto* timer = t.get();
   timers_->kills[id] = std::move(t);
   auto check = std::make_shared<std::function<void(boost::system::error_code)>>();
-  *check = [this, id, marker, deadline, timer, check](boost::system::error_code ec) {
+  auto killed = std::make_shared<bool>(false);
+  *check = [this, id, cgroup, left, gone, deadline, timer, check, killed](boost::system::error_code ec) {
     if (ec) return;
     bool past = Clock::now() >= deadline;
-    if (past) kill_marked_processes(marker, SIGKILL);
-    if (past || find_marked_processes(marker).empty()) {
+    if (past && !*killed) {
+      left(SIGKILL);
+      *killed = true;  // SIGKILL is not instant: give the dying a moment (up to 5 s) to leave the cgroup
+    }
+    if (gone() || Clock::now() >= deadline + std::chrono::seconds(5)) {
+      CgroupTree::remove(cgroup);
       auto it = leases_.find(id);
       if (it != leases_.end()) dispatcher_.release(it->second->cards);
       leases_.erase(id);

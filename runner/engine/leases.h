@@ -41,6 +41,7 @@ struct Lease {
   LeaseRequest request;
   std::vector<int> cards;
   std::string marker;  // PTO_RUNNER_STEP_MARK of its processes
+  std::string cgroup;  // its own cgroup (exec/cgroup_tree), which the client's command joins; "" without cgroups
   std::string created, granted, ended, end_reason;
   std::chrono::steady_clock::time_point last_heartbeat, granted_at;
   std::uint64_t ticket = 0;

@@ -2,11 +2,12 @@
 // stdout/stderr read through a pipe into the step's log file and, line by line, to the console.
 //
 // Ending a step, whatever the cause, is one sequence: SIGTERM to the group (on timeout or cancel), SIGKILL
-// to the group after the grace period, then SIGKILL to every process still carrying the step's marker (the
-// setsid escapees), then wait for the output pipe to close. Only then is `done` called, so the engine never
-// releases a card while a process of the step is still alive.
+// to the group after the grace period, then SIGKILL to what is left: with cgroups (exec/cgroup_tree) through
+// the step's cgroup.kill and a wait for it to empty, otherwise to every process still carrying the step's
+// marker (the setsid escapees); then wait for the output pipe to close. Only then is `done` called, so the
+// engine never releases a card while a process of the step is still alive. Processes start in
+// exec/spawn_process.
 #include <fcntl.h>
-#include <spawn.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@
 #include "exec/child_reaper.h"
 #include "exec/executor.h"
 #include "exec/process_sweep.h"
+#include "exec/spawn_process.h"
 
 namespace asio = boost::asio;
 namespace bp = boost::process::v2;
@@ -30,122 +32,6 @@ namespace bp = boost::process::v2;
 namespace pto {
 
 namespace {
-
-/// Starts `argv` with posix_spawn: a new process group, default signal dispositions, an empty signal mask,
-/// stdin from /dev/null, stdout and stderr to `out_fd`, every other descriptor closed, in `cwd`.
-///
-/// Why not Boost.Process's default launcher: it fork()s the runner, and copying then tearing down the
-/// runner's page tables was the largest share of per-step cost (perf, bench/README.md). glibc's posix_spawn
-/// uses vfork semantics. Boost.Process v2 still owns the process from there on (pidfd wait, exit status).
-pid_t spawn_step(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& cwd,
-                 int out_fd, int& error) {
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t attr;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawnattr_init(&attr);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
-  posix_spawn_file_actions_adddup2(&fa, out_fd, 2);
-  posix_spawn_file_actions_addclosefrom_np(&fa, 3);  // no lock, socket or journal fd leaks into a step
-  if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
-  sigset_t all, none;
-  sigfillset(&all);
-  sigemptyset(&none);
-  posix_spawnattr_setsigdefault(&attr, &all);  // ignored signals (SIGPIPE) would otherwise survive exec
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-  std::vector<char*> cargv, cenv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  for (const auto& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
-  cenv.push_back(nullptr);
-  pid_t pid = -1;
-  error = posix_spawn(&pid, cargv[0], &fa, &attr, cargv.data(), cenv.data());
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  return error ? -1 : pid;
-}
-
-/// The same, but the child enters `cgroup` before it execs, so nothing it ever starts is outside it: a vfork
-/// child (the parent waits, as with posix_spawn) writes its own pid into cgroup.procs, then sets itself up as
-/// posix_spawn would and execs. (Moving the shell after posix_spawn returned raced with the shell's first fork:
-/// the parent thread is not always scheduled before bash runs its command.) Returns -1 with `error` set when
-/// the cgroup cannot be entered or the exec fails.
-pid_t spawn_step_in_cgroup(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& cwd,
-                           int out_fd, const std::string& cgroup, int& error) {
-  // Everything the child needs is made before vfork: it may only make system calls.
-  std::vector<char*> cargv, cenv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  for (const auto& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
-  cenv.push_back(nullptr);
-  const std::string procs = cgroup + "/cgroup.procs";
-  int procs_fd = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);
-  int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (procs_fd < 0 || null_fd < 0) {
-    error = errno;
-    if (procs_fd >= 0) ::close(procs_fd);
-    if (null_fd >= 0) ::close(null_fd);
-    return -1;
-  }
-  struct Shared {
-    int child_errno = 0;
-    char pid_text[24] = {0};
-  };
-  auto shared = std::make_unique<Shared>();
-  Shared* sh = shared.get();
-  const char* dir = cwd.c_str();
-  sigset_t all, old;
-  sigfillset(&all);
-  ::pthread_sigmask(SIG_SETMASK, &all, &old);  // no handler of ours runs in the child
-  pid_t pid = ::vfork();
-  if (pid == 0) {
-    for (int sig = 1; sig < NSIG; ++sig)
-      if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);
-    // This child's pid, as text, without the C++ library.
-    pid_t me = ::getpid();
-    char digits[24];
-    int n = 0;
-    do digits[n++] = static_cast<char>('0' + me % 10), me /= 10;
-    while (me > 0);
-    for (int i = 0; i < n; ++i) sh->pid_text[i] = digits[n - 1 - i];
-    if (::write(procs_fd, sh->pid_text, static_cast<std::size_t>(n)) != n) {
-      sh->child_errno = errno ? errno : EIO;
-      ::_exit(127);
-    }
-    ::setpgid(0, 0);
-    ::dup2(null_fd, 0);
-    ::dup2(out_fd, 1);
-    ::dup2(out_fd, 2);
-    ::close_range(3, ~0U, 0);  // no lock, socket or journal fd leaks into a step
-    if (::chdir(dir) != 0) {
-      sh->child_errno = errno;
-      ::_exit(127);
-    }
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execve(cargv[0], cargv.data(), cenv.data());
-    sh->child_errno = errno;
-    ::_exit(127);
-  }
-  int fork_errno = errno;
-  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  ::close(procs_fd);
-  ::close(null_fd);
-  if (pid < 0) {
-    error = fork_errno;
-    return -1;
-  }
-  if (sh->child_errno) {  // it never exec'd: reap it here, nobody else will
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    error = sh->child_errno;
-    return -1;
-  }
-  return pid;
-}
 
 class LocalExecutor;
 
@@ -181,7 +67,7 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
     {
       // Registered before the orphan reaper can look: it never waits for a child someone owns.
       std::lock_guard<std::mutex> g(owned_children::lock());
-      pid = cgroup_.empty() ? spawn_step(argv, env, cwd, fds[1], err) : spawn_step_in_cgroup(argv, env, cwd, fds[1], cgroup_, err);
+      pid = spawn_process({argv, env, cwd, fds[1], cgroup_}, err);
       if (pid > 0) owned_children::add(pid);
     }
     ::close(fds[1]);

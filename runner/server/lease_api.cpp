@@ -1,6 +1,6 @@
 // The lease endpoints of `pto-runner serve` (SPEC: the task-submit drop-in and card leases):
 //   POST   /api/v1/leases                {devices, device-ids, device-type, max-seconds, wait-seconds, label}
-//          answers once the cards are granted: 201 {id, cards, marker, expires, heartbeat_seconds};
+//          answers once the cards are granted: 201 {id, cards, marker, cgroup, expires, heartbeat_seconds};
 //          409 no card can ever serve it, 504 none within wait-seconds, 503 shutting down
 //   POST   /api/v1/leases/{id}/heartbeat  200, or 410 once revoked (the client must stop its command)
 //   DELETE /api/v1/leases/{id}            ends it: what still runs under it is killed, its cards freed
@@ -100,6 +100,7 @@ void Daemon::lease_request(const HttpRequest& req, HttpServer::Respond respond) 
         respond(lease_json(201, {{"id", l.id},
                                  {"cards", l.cards},
                                  {"marker", l.marker},
+                                 {"cgroup", l.cgroup},
                                  {"heartbeat_seconds", 1},
                                  {"heartbeat_timeout_seconds", leases_->heartbeat_timeout()},
                                  {"max_seconds", l.request.max_seconds}}));

@@ -4,7 +4,6 @@
 // heartbeats while it runs, and exits with the command's code: 126 when the daemon refuses, 137 when the
 // command is killed at --max-time or the lease is revoked, 1 when no card came within --timeout.
 #include <signal.h>
-#include <spawn.h>
 #include <poll.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -22,6 +21,7 @@
 #include "client/plain_http.h"
 #include "config/device_spec.h"
 #include "exec/process_sweep.h"
+#include "exec/spawn_process.h"
 #include "task_submit/task_submit.h"
 
 extern char** environ;
@@ -52,8 +52,25 @@ std::string read_token_file(const std::string& path, std::string& error) {
   return t.substr(0, t.find('\n'));
 }
 
-// The command in its own process group, with the lease's cards and marker in its environment.
-pid_t spawn_command(const std::string& command, const std::vector<std::string>& extra_env) {
+// `bash` as found on PATH (the command is spawned without a PATH search).
+std::string bash_path() {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  for (std::size_t b = 0; b <= dirs.size();) {
+    std::size_t e = dirs.find(':', b);
+    if (e == std::string::npos) e = dirs.size();
+    std::string candidate = (e > b ? dirs.substr(b, e - b) : std::string(".")) + "/bash";
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    b = e + 1;
+  }
+  return "/bin/bash";
+}
+
+// The command in its own process group, with the lease's cards and marker in its environment and, where the
+// daemon made one, inside the lease's cgroup (so a revoke's cgroup.kill reaches whatever it started, also what
+// left the group and scrubbed its environment). A cgroup this user may not enter is not an error: the
+// group and the marker still reach what did not escape.
+pid_t spawn_command(const std::string& command, const std::vector<std::string>& extra_env, const std::string& cgroup = "") {
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
@@ -62,23 +79,13 @@ pid_t spawn_command(const std::string& command, const std::vector<std::string>& 
     if (!replaced) env.push_back(kv);
   }
   env.insert(env.end(), extra_env.begin(), extra_env.end());
-  std::vector<char*> envp;
-  for (auto& s : env) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::string sh = "bash", flag = "-c", cmd = command;
-  char* argv[] = {sh.data(), flag.data(), cmd.data(), nullptr};
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&attr, 0);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  pid_t pid = -1;
-  if (posix_spawnp(&pid, "bash", nullptr, &attr, argv, envp.data()) != 0) pid = -1;
-  posix_spawnattr_destroy(&attr);
+  SpawnSpec spec{{bash_path(), "-c", command}, std::move(env), "", -1, cgroup};
+  int error = 0;
+  pid_t pid = spawn_process(spec, error);
+  if (pid < 0 && !cgroup.empty()) {
+    spec.cgroup.clear();
+    pid = spawn_process(spec, error);
+  }
   return pid;
 }
 
@@ -226,7 +233,7 @@ int run_task_submit(int argc, char** argv) {
     std::vector<std::string> env = {"TASK_DEVICE=" + ids, "DEVICE_ID=" + std::to_string(cards.front()),
                                     "TASKQUEUE_TASK_ID=" + id, std::string(kStepMarkVar) + "=" + marker};
     const auto granted = Clock::now();
-    pid_t pid = spawn_command(command, env);
+    pid_t pid = spawn_command(command, env, reply.value("cgroup", ""));
     auto release = [&](const char* why) {
       daemon.request("DELETE", "/api/v1/leases/" + id + "?reason=" + why, token, "", 10);
     };

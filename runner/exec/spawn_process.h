@@ -1,0 +1,25 @@
+#pragma once
+// Starting a process the way pto-runner starts every step and every leased command: its own process group,
+// default signal dispositions, an empty signal mask and, where a cgroup is given, inside that cgroup from
+// before its first instruction. Used by the local executor (steps, health checks) and by the task-submit
+// client (a lease's command joins the cgroup the daemon made for the lease).
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace pto {
+
+struct SpawnSpec {
+  std::vector<std::string> argv;  // argv[0] is a path: no PATH search
+  std::vector<std::string> env;   // the whole environment
+  std::string cwd;                // "" keeps the caller's
+  int out_fd = -1;                // stdout and stderr (stdin from /dev/null, fds >= 3 closed); -1 inherits stdio
+  std::string cgroup;             // a cgroup v2 directory to enter before exec; "" for none
+};
+
+/// The child's pid, or -1 with `error` (an errno) when it could not be started (also when the cgroup could
+/// not be entered: nothing of it ran outside).
+pid_t spawn_process(const SpawnSpec& spec, int& error);
+
+}  // namespace pto
