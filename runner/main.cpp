@@ -16,7 +16,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"pto-runner " PTO_RUNNER_VERSION
                ": runs the NPU CI's jobs/ and models/ with the pinned PTOAS, deduplicated, on NPU card slots"};
-  app.set_version_flag("--version", PTO_RUNNER_VERSION);
+  app.set_version_flag("--version", "pto-runner " PTO_RUNNER_VERSION " (git " PTO_RUNNER_COMMIT ")");
   app.require_subcommand(1);
   app.fallthrough();  // --root and --config may follow the command name
   pto::CommonOptions common;

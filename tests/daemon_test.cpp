@@ -43,7 +43,12 @@ TEST_CASE("serve: status has every field with the right types, during and after 
   REQUIRE(r.status == 201);
   std::string id = json::parse(r.body)["id"];
   REQUIRE(wait_until([&] { return fs::exists(s.dir.path() / "two.escapee"); }));
-  json st = s.get("/api/v1/status");
+  // The status is a read model refreshed right after transitions: wait for it to show both steps started.
+  json st;
+  REQUIRE(wait_until([&] {
+    st = s.get("/api/v1/status");
+    return st["devices"][0]["state"] == "busy" && st["devices"][1]["state"] == "busy" && st["queue"].size() == 1;
+  }, 5));
   CHECK(st["version"].is_string());
   CHECK(st["uptime_seconds"].is_number());
   CHECK(st["toolchain"]["pin"]["version"] == "v0.52");

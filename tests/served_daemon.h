@@ -39,7 +39,8 @@ struct Served {
     token = read_file(fs::path(state()) / "token");
     while (!token.empty() && token.back() == '\n') token.pop_back();
   }
-  void stop(int sig = SIGTERM) {
+  // SIGINT: cancel whatever runs (SIGTERM would drain: let accepted runs finish).
+  void stop(int sig = SIGINT) {
     if (proc.pid > 0) {
       ::kill(proc.pid, sig);
       wait_cli(proc);

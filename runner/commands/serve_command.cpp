@@ -2,18 +2,21 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <functional>
 #include <iostream>
 
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "commands/commands.h"
 #include "server/daemon.h"
+#include "util/daemon_log.h"
 
 namespace pto {
 
 void register_serve_command(CLI::App& app, CommonOptions& common, int& exit_code) {
   auto o = std::make_shared<DaemonOptions>();
+  auto log_format = std::make_shared<std::string>("text");
+  auto log_level = std::make_shared<std::string>("info");
   auto* cmd = app.add_subcommand("serve", "The daemon: accept runs over HTTP, execute them, serve status");
   cmd->add_option("--listen", o->listen, "ADDRESS:PORT (default runner.yml listen, else 127.0.0.1:8787)");
   add_device_options(*cmd, common);
@@ -25,13 +28,22 @@ void register_serve_command(CLI::App& app, CommonOptions& common, int& exit_code
   cmd->add_flag("--rebuild-journal", o->rebuild_journal,
                 "Move the journal aside and rebuild the history from the run directories' run.json");
   cmd->add_option("--time-scale", o->time_scale, "With --simulate: real seconds per simulated second")->check(CLI::Range(1e-6, 1e6));
-  cmd->footer("Exit codes: 0 after SIGINT/SIGTERM once every run stopped; 2 bad host settings (runner.yml, flags, token "
+  cmd->add_option("--log-format", *log_format, "The daemon's log on stderr: text (default) or json, one object per line")
+      ->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--log-level", *log_level, "trace, debug, info (default), warn, error, critical or off");
+  cmd->footer("Signals: SIGTERM drains (no new runs or leases, accepted runs go on to their end, at most "
+              "shutdown-timeout-minutes, then exit 0); SIGINT or a second SIGTERM cancels every run (exit 130/143); "
+              "SIGHUP reads runner.yml again.\n"
+              "Exit codes: 0 after a drain; 130/143 after cancelling; 2 bad host settings (runner.yml, flags, token "
               "file) or the state dir belongs to another daemon; 3 the host: cannot listen, use the lock directory, or "
               "open, check or write the journal (a full disk, a damaged journal: the message names the file).");
-  cmd->callback([o, &common, &exit_code] {
+  cmd->callback([o, log_format, log_level, &common, &exit_code] {
     o->load = common.load;
-    spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");  // the daemon's own event log, on stderr
-    spdlog::set_default_logger(spdlog::stderr_color_mt("serve"));
+    if (std::string e = setup_daemon_log(*log_format, *log_level); !e.empty()) {
+      std::cerr << "pto-runner serve: " << e << "\n";
+      exit_code = 2;
+      return;
+    }
     boost::asio::io_context io;
     Daemon daemon(io, *o);
     if (std::string err = daemon.start(); !err.empty()) {
@@ -41,14 +53,30 @@ void register_serve_command(CLI::App& app, CommonOptions& common, int& exit_code
     }
     std::cout << "pto-runner serve: listening on http://127.0.0.1:" << daemon.port() << " (status: /api/v1/status)"
               << "; token file: " << daemon.token_path() << std::endl;
-    boost::asio::signal_set signals(io, SIGINT, SIGTERM);
-    signals.async_wait([&](boost::system::error_code ec, int sig) {
+    int result = 0;
+    auto stopped = [&io, &result](int code) {
+      result = code;
+      io.stop();
+    };
+    bool got_term = false;
+    boost::asio::signal_set signals(io, SIGINT, SIGTERM, SIGHUP);
+    std::function<void(boost::system::error_code, int)> on_signal = [&](boost::system::error_code ec, int sig) {
       if (ec) return;
-      std::cerr << "pto-runner serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ": cancelling active runs\n";
-      daemon.shutdown([&io] { io.stop(); });
-    });
+      if (sig == SIGHUP) {
+        daemon.reload();
+      } else if (sig == SIGTERM && !got_term) {
+        got_term = true;
+        std::cerr << "pto-runner serve: SIGTERM: draining (accepted runs go on; SIGTERM again cancels them)\n";
+        daemon.drain(stopped);
+      } else {
+        std::cerr << "pto-runner serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ": cancelling active runs\n";
+        daemon.cancel_all(sig == SIGINT ? 130 : 143, stopped);
+      }
+      signals.async_wait(on_signal);
+    };
+    signals.async_wait(on_signal);
     io.run();
-    exit_code = 0;
+    exit_code = result;
   });
 }
 

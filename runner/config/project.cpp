@@ -59,6 +59,21 @@ static std::vector<fs::path> yaml_files(const fs::path& dir) {
   return out;
 }
 
+RunnerConfig load_host_config(const LoadOptions& opts, Diagnostics& diags, bool* default_host) {
+  const fs::path root(opts.root);
+  RunnerConfig cfg;
+  std::string cfg_path = opts.config_file;
+  if (cfg_path.empty() && fs::exists(root / "runner.yml")) cfg_path = (root / "runner.yml").string();
+  if (!cfg_path.empty()) {
+    std::string display = opts.config_file.empty() ? "runner.yml" : opts.config_file;
+    cfg = load_runner_config(cfg_path, display, diags);
+  }
+  std::string problem = apply_device_overrides(cfg, opts.devices_override, opts.device_groups_override);
+  if (!problem.empty()) diags.error("(command line)", 0, 0, "bad-value", problem);
+  if (default_host) *default_host = cfg_path.empty() && opts.devices_override.empty();
+  return cfg;
+}
+
 Project load_project(const LoadOptions& opts, Diagnostics& diags) {
   Project p;
   p.root = opts.root;
@@ -76,15 +91,7 @@ Project load_project(const LoadOptions& opts, Diagnostics& diags) {
   if (opts.host) {
     p.runner = *opts.host;
   } else {
-    std::string cfg_path = opts.config_file;
-    if (cfg_path.empty() && fs::exists(root / "runner.yml")) cfg_path = (root / "runner.yml").string();
-    if (!cfg_path.empty()) {
-      std::string display = opts.config_file.empty() ? "runner.yml" : opts.config_file;
-      p.runner = load_runner_config(cfg_path, display, diags);
-    }
-    std::string problem = apply_device_overrides(p.runner, opts.devices_override, opts.device_groups_override);
-    if (!problem.empty()) diags.error("(command line)", 0, 0, "bad-value", problem);
-    p.default_host = cfg_path.empty() && opts.devices_override.empty();
+    p.runner = load_host_config(opts, diags, &p.default_host);
   }
 
   for (const auto& f : yaml_files(root / "models")) {

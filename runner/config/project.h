@@ -41,6 +41,9 @@ struct Project {
 
 /// Loads and cross-checks every file; problems go to `diags` (the project is still returned, best effort, so
 /// lint can go on to report more).
+/// The host's settings alone: runner.yml (or --config) with the --devices/--device-groups overrides. Used by
+/// load_project and by the daemon's reload (SIGHUP).
+RunnerConfig load_host_config(const LoadOptions& opts, Diagnostics& diags, bool* default_host = nullptr);
 Project load_project(const LoadOptions& opts, Diagnostics& diags);
 
 /// A path from runner.yml or a flag: `~/` expanded, relative paths taken from the project root, made absolute

@@ -60,7 +60,8 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
   if (doc->IsNull()) return cfg;  // an empty runner.yml means "all defaults"
   MapReader m(*doc, "runner.yml",
               {"devices", "state-dir", "cache-dir", "toolchain-mirror", "listen", "token-file", "health",
-               "kill-grace-seconds", "source", "retention", "log-max-mb", "containment"},
+               "kill-grace-seconds", "source", "retention", "log-max-mb", "containment",
+               "shutdown-timeout-minutes"},
               display, diags);
   if (!m.is_map()) return cfg;
   if (m.has("devices")) {
@@ -153,6 +154,7 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
   }
   if (auto v = m.string("token-file")) cfg.token_file = *v;
   if (auto v = m.number("kill-grace-seconds", 0, 600)) cfg.kill_grace_seconds = *v;
+  if (auto v = m.number("shutdown-timeout-minutes", 0, 7 * 24 * 60)) cfg.shutdown_timeout_minutes = *v;
   if (auto v = m.string("containment")) {
     cfg.containment = *v;
     if (*v != "cgroup" && *v != "sweep")

@@ -65,6 +65,8 @@ struct RunnerConfig {
   std::string listen = "127.0.0.1:8787";
   std::string token_file;
   double kill_grace_seconds = 10;
+  /// `shutdown-timeout-minutes`: how long SIGTERM's drain waits for accepted runs before cancelling them.
+  double shutdown_timeout_minutes = 60;
   /// `log-max-mb`: a step's log keeps at most this much (its head, and its last MiB); 0: no cap.
   std::uint64_t log_max_bytes = 128ull << 20;
   /// `containment`: "cgroup" (each step in its own cgroup v2 where the host allows, else as "sweep") or

@@ -120,9 +120,31 @@ ScheduleResult Dispatcher::schedule_pending(double now) {
     auto it = r.waiting_reason.find(order);
     if (it != r.waiting_reason.end()) p->reason = std::move(it->second);
   }
+  // Drained cards may come back (an operator's undrain): a daemon keeps such a step waiting, saying why,
+  // where `run` in the foreground fails it at once.
+  if (wait_for_drained_)
+    for (auto order : r.impossible)
+      if (auto it = pending_.find(order); it != pending_.end() && servable_once_undrained(*it->second))
+        it->second->reason += "; waiting for a drained card to return (pto-runner devices --undrain)";
   unexamined_from_ = r.examined;
   reasons_stale_ = false;
   return r;
+}
+
+bool Dispatcher::servable_once_undrained(const Pending& p) const {
+  auto fits = [&](const CardStatus& c) {
+    return (p.type.empty() || c.type == p.type) && (p.only.empty() || std::count(p.only.begin(), p.only.end(), c.id));
+  };
+  const auto cards = pool_.status();
+  int n = std::max(1, p.devices), total = 0;
+  for (const auto& c : cards) total += fits(c);
+  if (n == 1 || pool_.groups().empty()) return total >= n;
+  for (const auto& g : pool_.groups()) {
+    int in_group = 0;
+    for (const auto& c : cards) in_group += fits(c) && std::count(g.begin(), g.end(), c.id);
+    if (in_group >= n) return true;
+  }
+  return false;
 }
 
 void Dispatcher::refresh_reasons() {
@@ -158,6 +180,9 @@ void Dispatcher::pump() {
     for (auto order : r.impossible) {
       auto it = pending_.find(order);
       if (it == pending_.end()) continue;
+      if (wait_for_drained_ && servable_once_undrained(*it->second)) {
+        continue;  // a daemon keeps it waiting (see schedule_pending)
+      }
       impossible.push_back(it->second);
       order_of_ticket_.erase(it->second->ticket);
       pending_.erase(it);

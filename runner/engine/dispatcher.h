@@ -60,6 +60,9 @@ class Dispatcher {
   DevicePool& pool() { return pool_; }
   /// Schedules now (the engine calls this after undrain, for example).
   void poke();
+  /// The daemon's choice: a request only drained cards could serve waits for them to return (true) instead of
+  /// failing at once as in a foreground `run` (false, the default).
+  void set_wait_for_drained(bool wait) { wait_for_drained_ = wait; }
 
  private:
   struct Pending;
@@ -68,6 +71,7 @@ class Dispatcher {
   ScheduleResult schedule_pending(double now);
   void refresh_reasons();
   std::string reason_at(const Pending& p, std::size_t position) const;
+  bool servable_once_undrained(const Pending& p) const;
 
   boost::asio::io_context& io_;
   DevicePool& pool_;
@@ -78,6 +82,7 @@ class Dispatcher {
   std::uint64_t next_ticket_ = 0;
   bool pump_posted_ = false;
   bool reasons_stale_ = false;
+  bool wait_for_drained_ = false;
   struct Poller;
   std::unique_ptr<Poller> poller_;  // re-checks cards locked by other processes
 };

@@ -74,6 +74,8 @@ class LeaseBook {
   const std::map<std::string, long long>& ended_by_reason() const { return ended_by_reason_; }
   /// Called after every change (grant, end), for the status cache.
   void set_on_change(std::function<void()> f) { on_change_ = std::move(f); }
+  /// Called when a granted lease ends: how (the ended_by_reason key) and how long it held its cards.
+  void set_on_ended(std::function<void(const std::string& how, double held_seconds)> f) { on_ended_ = std::move(f); }
 
   double heartbeat_timeout() const { return heartbeat_timeout_; }
 
@@ -88,6 +90,7 @@ class LeaseBook {
   std::map<std::string, std::unique_ptr<Lease>> leases_;  // waiting and granted
   std::map<std::string, Refused> refused_;                 // waiting leases' answer on failure
   std::map<std::string, long long> ended_by_reason_;
+  std::function<void(const std::string&, double)> on_ended_;
   std::unique_ptr<Timers> timers_;
   std::function<void()> on_change_;
 };

@@ -5,6 +5,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -80,6 +81,7 @@ bool DevicePool::acquire(const std::vector<int>& cards, const std::string& label
     c.outside_holder.clear();
     c.expected_end = expected_end;
     c.since = now;
+    c.held_since = std::chrono::steady_clock::now();
     c.lock.emplace(std::move(l));
   }
   return true;
@@ -94,6 +96,8 @@ void DevicePool::release(const std::vector<int>& cards) {
   for (int id : cards) {
     auto it = cards_.find(id);
     if (it == cards_.end()) continue;
+    if (it->second.lock)
+      it->second.busy_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.held_since).count();
     it->second.lock.reset();
     it->second.holder.clear();
     it->second.since = now;
@@ -146,6 +150,11 @@ std::vector<CardStatus> DevicePool::status(const std::map<int, std::uint64_t>& r
     s.consecutive_infra_failures = c.failures;
     s.type = c.type;
     s.lock_file = CardLock::path_for(lock_dir_, id, lock_name_);
+    s.busy_seconds = c.busy_seconds;
+    if (c.lock) {
+      s.busy_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - c.held_since).count();
+      s.holder = c.holder;  // also on a drained card: what still runs on it
+    }
     if (c.drained) s.state = CardState::Drained;
     else if (c.lock) s.state = CardState::Busy, s.holder = c.holder;
     else if (!c.outside_holder.empty()) s.state = CardState::Busy, s.holder = c.outside_holder, s.held_outside = true;
@@ -173,6 +182,49 @@ std::vector<int> DevicePool::record_result(const std::vector<int>& cards, bool i
     }
   }
   return drained;
+}
+
+std::vector<std::string> DevicePool::reconfigure(const RunnerConfig& cfg) {
+  std::vector<std::string> changes;
+  std::set<int> wanted(cfg.device_ids.begin(), cfg.device_ids.end());
+  for (int id : cfg.device_ids)
+    if (!cards_.count(id)) {
+      cards_[id].since = iso_now();
+      changes.push_back("card " + std::to_string(id) + " added");
+    }
+  for (auto it = cards_.begin(); it != cards_.end();) {
+    if (wanted.count(it->first)) {
+      ++it;
+      continue;
+    }
+    if (it->second.lock) {
+      // Something runs on it: it stays, drained, until the daemon restarts (the lock is released normally).
+      if (!it->second.drained) drain(it->first, "removed from runner.yml by a reload; busy, so kept until it is free and "
+                                                 "the daemon restarts");
+      changes.push_back("card " + std::to_string(it->first) + " removed (busy: drained until a restart)");
+      ++it;
+    } else {
+      changes.push_back("card " + std::to_string(it->first) + " removed");
+      it = cards_.erase(it);
+    }
+  }
+  for (auto& [id, c] : cards_) {
+    std::string type = cfg.type_of(id);
+    if (type != c.type && wanted.count(id))
+      changes.push_back("card " + std::to_string(id) + " type " + (c.type.empty() ? "(none)" : c.type) + " -> " +
+                        (type.empty() ? "(none)" : type));
+    if (wanted.count(id)) c.type = type;
+  }
+  if (groups_ != cfg.device_groups) {
+    changes.push_back("card groups changed");
+    groups_ = cfg.device_groups;
+  }
+  if (drain_after_ != cfg.health.drain_after) {
+    changes.push_back("health.drain-after " + std::to_string(drain_after_) + " -> " + std::to_string(cfg.health.drain_after));
+    drain_after_ = cfg.health.drain_after;
+  }
+  save_drained();
+  return changes;
 }
 
 void DevicePool::drain(int card, const std::string& reason) {

@@ -32,6 +32,7 @@ struct CardStatus {
   std::vector<int> group;
   std::string type;  // "" untyped
   std::string lock_file;
+  double busy_seconds = 0;  // held by pto-runner since the daemon started, the current holding included
 };
 
 class DevicePool {
@@ -59,6 +60,9 @@ class DevicePool {
   /// Records a step's end on its cards. Returns the cards this drained.
   std::vector<int> record_result(const std::vector<int>& cards, bool infra_failure, const std::string& what);
   void drain(int card, const std::string& reason);
+  /// SIGHUP: takes the cards, groups, types and drain-after of a reloaded runner.yml. A card no longer listed
+  /// is dropped when free, drained when busy. Returns what changed, one line each.
+  std::vector<std::string> reconfigure(const RunnerConfig& cfg);
   bool undrain(int card);
   bool is_drained(int card) const;
   bool has_card(int card) const { return cards_.count(card) > 0; }
@@ -76,6 +80,8 @@ class DevicePool {
     std::string drain_reason;
     int failures = 0;
     std::string type;
+    double busy_seconds = 0;                          // finished holdings
+    std::chrono::steady_clock::time_point held_since;  // of the current holding
   };
   void save_drained() const;
   void load_drained();

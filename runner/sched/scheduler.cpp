@@ -206,8 +206,16 @@ ScheduleResult schedule_with_policy(SchedPolicy policy, const std::vector<SchedC
       if (c.free && !taken.count(id)) reserved_free.push_back(id);
       else held_by[taken.count(id) ? "a step starting now" : c.holder.empty() ? "another step" : c.holder].push_back(id);
     }
-    if (!reserved_free.empty()) reason += "; " + join_ids(reserved_free) + " reserved";
-    for (const auto& [holder, ids] : held_by) reason += "; " + join_ids(ids) + " held by " + holder;
+    if (n == 1 && !req.only && reserved_free.empty()) {
+      // One card, any of several: naming the one it happens to be reserved on would mislead at 3 a.m.
+      int usable = 0;
+      for (const auto& [id, c] : pool.cards) usable += c.usable && fits(id, req);
+      reason = "waiting for " + want() + ": all " + std::to_string(usable) + " usable card" + (usable == 1 ? "" : "s") +
+               (req.type.empty() ? "" : " of that type") + " busy";
+    } else {
+      if (!reserved_free.empty()) reason += "; " + join_ids(reserved_free) + " reserved";
+      for (const auto& [holder, ids] : held_by) reason += "; " + join_ids(ids) + " held by " + holder;
+    }
     out.waiting_reason[req.id] = reason;
   }
   return out;

@@ -36,20 +36,20 @@ class Daemon::JournalObserver : public RunObserver {
  public:
   JournalObserver(Daemon& d) : d_(d) {}
   void on_step_started(const RunRecord& r, const Plan& p, int job, int step) override {
-    d_.status_cache_.clear();  // any transition invalidates the rendered status
+    d_.view_changed();  // any transition: the read model is refreshed soon
     const StepRecord& s = r.jobs[job].steps[step];
     if (s.runnable_at >= 0 && s.started_at >= 0) d_.metrics_.wait_seconds.observe(s.started_at - s.runnable_at);
     journal(r, p, job, step);
   }
   void on_step_finished(const RunRecord& r, const Plan& p, int job, int step) override {
-    d_.status_cache_.clear();
+    d_.view_changed();
     const StepRecord& s = r.jobs[job].steps[step];
     d_.metrics_.steps_by_result[to_string(s.state)]++;
     // What a successful run of this step took, to estimate its next run (simulated sleeps say nothing).
     if (s.state == StepState::Succeeded && !d_.opts_.simulate && p.jobs[job].steps[step].kind == StepKind::Command &&
         s.started_at >= 0 && s.finished_at >= s.started_at && d_.journal_)
       d_.journal_result(d_.journal_->record_duration(p.jobs[job].steps[step].key, s.finished_at - s.started_at, s.finished), "");
-    if (s.started_at >= 0 && s.finished_at >= 0) d_.metrics_.step_seconds.observe(s.finished_at - s.started_at);
+    if (s.started_at >= 0 && s.finished_at >= 0) d_.metrics_.step_seconds.observe(to_string(s.state), s.finished_at - s.started_at);
     if (p.jobs[job].lead && s.state != StepState::Running) {
       ToolchainStatus& t = d_.toolchain_;
       t.run = r.id;
@@ -73,7 +73,7 @@ class Daemon::JournalObserver : public RunObserver {
     journal(r, p, job, step);
   }
   void on_job_finished(const RunRecord& r, const Plan& p, int job) override {
-    d_.status_cache_.clear();
+    d_.view_changed();
     if (!d_.journal_) return;
     d_.journal_result(d_.journal_->event(r.id, "job", job, -1, job_to_json(r, p, job, 0, false)), r.id);
     for (std::size_t s = 0; s < p.jobs[job].steps.size(); ++s)  // steps skipped or cancelled with their job
@@ -202,7 +202,9 @@ std::string Daemon::start_unguarded() {
   dispatcher_ = std::make_unique<Dispatcher>(io_, *pool_);
   // A lease's client heartbeats every second; five missed and it is gone (killed, lost): its cards come back.
   leases_ = std::make_unique<LeaseBook>(io_, *dispatcher_, 5, cfg_.kill_grace_seconds);
-  leases_->set_on_change([this] { status_cache_.clear(); });
+  dispatcher_->set_wait_for_drained(true);  // drained cards may return: steps wait for them (run fails fast)
+  leases_->set_on_change([this] { view_changed(); });
+  leases_->set_on_ended([this](const std::string& how, double held) { metrics_.lease_seconds.observe(how, held); });
   if (cfg_.containment == "sweep") CgroupTree::disable("runner.yml containment: sweep");
   reaper_ = std::make_unique<OrphanReaper>(io_);
   if (CgroupTree::instance().available())
@@ -211,6 +213,22 @@ std::string Daemon::start_unguarded() {
     spdlog::info("containment: process groups and a /proc sweep (no cgroup v2: {})", CgroupTree::instance().why_not());
   executor_ = opts_.simulate ? make_simulated_executor(io_) : make_local_executor(io_);
   if (opts_.simulate) lead_executor_ = make_local_executor(io_);
+
+  // The read model's fixed parts, the history it lists, and a first rendering before anyone asks.
+  view_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
+  view_.version = PTO_RUNNER_VERSION;
+  view_.commit = PTO_RUNNER_COMMIT;
+  view_.started = started_iso_;
+  view_.simulate = opts_.simulate;
+  {
+    Diagnostics d;  // the pin the definitions ask for, shown until a lead job ran
+    VersionsEnv pin = load_versions_env(opts_.load.root + "/toolchain/versions.env", "toolchain/versions.env", d);
+    view_.pin_version = pin.ptoas_version;
+    view_.pin_sha256 = pin.sha256_for(host_arch());
+  }
+  load_history_view();
+  refresh_view();
+  arm_retention_timer();
 
   std::string address;
   unsigned short port = 0;
@@ -258,7 +276,6 @@ void Daemon::recover() {
     run["result"] = to_int(ExitCode::Infrastructure);
     run["recovered"] = {{"at", now}, {"processes_killed", killed}};
     journal_->run_finished(id, "interrupted", to_int(ExitCode::Infrastructure), run);
-    metrics_.runs_by_result["interrupted"]++;
     spdlog::warn("recovered run {}: it was active when the daemon stopped; marked interrupted, {} leftover process(es) killed",
                  id, killed);
   }
@@ -342,7 +359,7 @@ HttpResponse source_refusal(const SourceResult& r, const std::string& sha) {
 void Daemon::submit(const HttpRequest& req, HttpServer::Respond respond) {
   auto s = std::make_shared<Submission>();
   if (auto refused = parse_submission(req.body, *s)) return respond(*refused);
-  if (!server_ || shutting_down_) return respond({503, "application/json", R"({"error":"shutting down"})", {}});
+  if (!server_ || draining_ || cancelling_) return respond(stopping_refusal());
   // The daemon's own PTO_RUNNER_* variables (the token among them) never reach steps.
   EngineOptions eo = make_engine_options(opts_.load.root, state_dir_, cfg_, opts_.simulate, opts_.time_scale, "PTO_RUNNER_");
   if (!mirror_) {
@@ -394,6 +411,13 @@ void Daemon::prune_history(bool at_start) {
     spdlog::warn("retention: cannot prune the journal now: {}", e.what());
   }
   for (const auto& id : pruned) remove_run_dir(state_dir_ + "/runs/" + id);
+  if (!pruned.empty() && !at_start) {
+    std::set<std::string> gone(pruned.begin(), pruned.end());
+    for (auto it = view_.recent.begin(); it != view_.recent.end();) it = gone.count(it->id) ? view_.recent.erase(it) : std::next(it);
+    runs_by_result_ = journal_->runs_by_state();
+    runs_by_result_.erase("running");
+    view_changed();
+  }
   if (!pruned.empty()) spdlog::info("retention: pruned {} finished run(s) (max-runs {}, max-age-days {})", pruned.size(), r.max_runs, r.max_age_days);
   if (mirror_) {
     std::vector<std::string> old = journal_->finished_runs_after(cfg_.source.keep_worktrees);
@@ -414,6 +438,17 @@ void Daemon::prune_history(bool at_start) {
       remove_run_dir(e.path().string());
     }
   }
+}
+
+void Daemon::arm_retention_timer() {
+  // Besides at start and after each run: hourly, so max-age-days holds on an idle host too.
+  if (!retention_timer_) retention_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
+  retention_timer_->expires_after(std::chrono::hours(1));
+  retention_timer_->async_wait([this](boost::system::error_code ec) {
+    if (ec || cancelling_) return;
+    prune_history(false);
+    arm_retention_timer();
+  });
 }
 
 std::string Daemon::open_journal() {
@@ -532,7 +567,7 @@ void Daemon::remove_run_dir(const std::string& run_dir) {
 
 HttpResponse Daemon::start_run(EngineOptions eo, const Submission& s, Project project, Diagnostics diags,
                                const std::string& peer) {
-  if (shutting_down_) return {503, "application/json", R"({"error":"shutting down"})", {}};
+  if (draining_ || cancelling_) return stopping_refusal();
   // Planned even after load errors (as lint does) so every finding, the pool check's among them, is answered.
   Plan plan = build_plan(project, PlanOptions{s.jobs, ""}, diags);
   if (!diags.has_input_errors()) apply_learned_durations(plan, *journal_);
@@ -574,7 +609,7 @@ HttpResponse Daemon::start_run(EngineOptions eo, const Submission& s, Project pr
   active_[id] = std::move(run);
   lease_tokens_[lease_token] = id;
   journal_result(journaled, id);
-  status_cache_.clear();
+  refresh_view();  // the submitter's next status shows its run
   return {201, "application/json", dump_json({{"id", id}, {"url", "/api/v1/runs/" + id}, {"state", "running"}}), {}};
 }
 
@@ -587,14 +622,14 @@ HttpResponse Daemon::cancel(const std::string& id) {
   it->second->engine->cancel(0);
   leases_->end_run(id, "its run was cancelled");  // the harness's leased commands stop with the run's steps
   spdlog::info("run {}: cancel requested", id);
-  status_cache_.clear();
+  refresh_view();
   return {202, "application/json", dump_json({{"id", id}, {"state", "cancelling"}}), {}};
 }
 
 void Daemon::on_run_finished(const std::string& id) {
   auto it = active_.find(id);
   if (it == active_.end()) return;
-  status_cache_.clear();
+  view_changed();
   RunEngine& e = *it->second->engine;
   int result = to_int(e.result());
   std::string state = run_state_name(e.record(), true, result);
@@ -606,27 +641,85 @@ void Daemon::on_run_finished(const std::string& id) {
     unjournaled_[id] = record;  // served from memory until the journal takes it
   }
   metrics_.runs_by_result[state]++;
+  remember_finished(record);
+  if (draining_ || cancelling_) unread_finished_.insert(id);
   spdlog::info("run {} {} (exit {})", id, state, result);
   active_.erase(it);
   leases_->end_run(id, "its run ended");
   for (auto t = lease_tokens_.begin(); t != lease_tokens_.end();)
     t = t->second == id ? lease_tokens_.erase(t) : std::next(t);
   prune_history(false);
-  if (active_.empty() && on_drained_) boost::asio::post(io_, std::exchange(on_drained_, nullptr));
+  if (active_.empty() && (draining_ || cancelling_))
+    boost::asio::post(io_, [this] { finish_shutdown(cancelling_ ? stop_exit_ : 0); });
 }
 
-void Daemon::shutdown(std::function<void()> done) {
-  shutting_down_ = true;
-  if (server_) server_->stop();
-  on_drained_ = std::move(done);
-  if (active_.empty()) {
-    boost::asio::post(io_, std::exchange(on_drained_, nullptr));
-    return;
-  }
+HttpResponse Daemon::stopping_refusal() const {
+  return {503, "application/json",
+          dump_json({{"error", draining_ ? "the daemon is draining (SIGTERM): runs already accepted go on to their end, "
+                                           "no new runs or leases are accepted; submit to the host that replaces it"
+                                         : "the daemon is stopping (SIGINT): its runs are being cancelled"}}),
+          {}};
+}
+
+void Daemon::drain(std::function<void(int)> done) {
+  if (draining_ || cancelling_) return;
+  draining_ = true;
+  on_stopped_ = std::move(done);
+  view_changed();
+  const double minutes = cfg_.shutdown_timeout_minutes;
+  spdlog::warn("SIGTERM: draining: {} active run(s) go on to their end (at most {} min, shutdown-timeout-minutes); "
+               "no new runs or leases; SIGTERM again or SIGINT cancels them",
+               active_.size(), minutes);
+  if (active_.empty()) return finish_shutdown(0);
+  shutdown_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
+  shutdown_timer_->expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(minutes * 60)));
+  shutdown_timer_->async_wait([this](boost::system::error_code ec) {
+    if (ec || active_.empty()) return;
+    spdlog::warn("shutdown-timeout-minutes passed with {} run(s) still active: cancelling them", active_.size());
+    cancel_all(143, std::move(on_stopped_));
+  });
+}
+
+void Daemon::cancel_all(int exit_code, std::function<void(int)> done) {
+  if (done) on_stopped_ = std::move(done);
+  if (cancelling_) return;
+  cancelling_ = true;
+  stop_exit_ = exit_code;
+  if (shutdown_timer_) shutdown_timer_->cancel();
+  view_changed();
+  if (active_.empty()) return finish_shutdown(exit_code);
+  spdlog::warn("cancelling {} active run(s)", active_.size());
   for (auto& [id, run] : active_) {
     run->engine->cancel(SIGTERM);
     leases_->end_run(id, "the daemon is shutting down");
   }
+}
+
+void Daemon::finish_shutdown(int exit_code) {
+  if (!on_stopped_) return;
+  // Clients following a run that ended meanwhile read it once more; wait for that (at most 30 s), so a
+  // `submit` sees the end of its run rather than a lost server.
+  if (!unread_finished_.empty() && !linger_timer_) {
+    linger_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
+    linger_timer_->expires_after(std::chrono::seconds(30));
+    linger_timer_->async_wait([this, exit_code](boost::system::error_code ec) {
+      if (ec) return;
+      unread_finished_.clear();
+      finish_shutdown(exit_code);
+    });
+    return;
+  }
+  if (!unread_finished_.empty()) return;
+  if (linger_timer_) linger_timer_->cancel();
+  if (retention_timer_) retention_timer_->cancel();
+  if (view_timer_) view_timer_->cancel();
+  if (server_) server_->stop();
+  boost::asio::post(io_, [done = std::exchange(on_stopped_, nullptr), exit_code] { done(exit_code); });
+}
+
+void Daemon::run_read(const std::string& id) {
+  if (unread_finished_.erase(id) && unread_finished_.empty() && active_.empty())
+    boost::asio::post(io_, [this] { finish_shutdown(cancelling_ ? stop_exit_ : 0); });
 }
 
 }  // namespace pto

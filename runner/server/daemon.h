@@ -1,7 +1,10 @@
 #pragma once
 // Daemon: `pto-runner serve`. One io_context thread owns everything: the card pool and its one queue (shared
-// by every run), the executor, the active runs, the journal and the HTTP server. HTTP handlers read that
-// state directly; there are no locks because there is no second thread.
+// by every run), the executor, the active runs, the journal and the HTTP server. The host side (daemon.cpp)
+// changes that state; after each transition it refreshes a typed read model (daemon_view.cpp,
+// server/host_view.h) that the API side (api.cpp) renders: a GET never runs the scheduler, opens the journal
+// or reads a configuration file. There are no locks because there is no second thread; blocking work (git,
+// file reads) goes to a worker pool and answers through the engine thread.
 #include <chrono>
 #include <map>
 #include <memory>
@@ -15,12 +18,15 @@
 #include "engine/leases.h"
 #include "exec/child_reaper.h"
 #include "exec/executor.h"
+#include "server/host_view.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "source/git_mirror.h"
 #include "store/journal.h"
 
 #include <nlohmann/json.hpp>
+
+#include <boost/asio/steady_timer.hpp>
 
 namespace boost::asio {
 class io_context;
@@ -41,11 +47,6 @@ struct DaemonOptions {
   HttpLimits limits;
 };
 
-struct ToolchainStatus {
-  std::string state = "unknown";  // unknown | ready | failed
-  std::string version, sha256, root, bin, last_verified, error, run;
-};
-
 class Daemon {
  public:
   Daemon(boost::asio::io_context& io, DaemonOptions opts);
@@ -57,8 +58,17 @@ class Daemon {
   int start_exit_code() const { return start_exit_; }
   unsigned short port() const;
   const std::string& token_path() const { return token_path_; }
-  /// Cancels every active run; `done` is posted once they have all stopped.
-  void shutdown(std::function<void()> done);
+  /// SIGTERM: no new runs, and no leases but those of accepted runs (503 with the reason); accepted runs go on
+  /// to their end, then `done(0)`. Past `shutdown-timeout-minutes` the rest is cancelled, then `done(143)`.
+  /// After the last run the daemon still answers until each run finished meanwhile has been read once (its
+  /// `submit` client sees the end), at most 30 s.
+  void drain(std::function<void(int exit_code)> done);
+  /// SIGINT or a second SIGTERM: cancels every active run; `done(exit_code)` once they have all stopped.
+  void cancel_all(int exit_code, std::function<void(int exit_code)> done);
+  /// SIGHUP: reads runner.yml again and applies what can change live (cards, groups, types, health, token,
+  /// retention, kill grace, log cap), logging each difference; a file with errors keeps the old settings.
+  /// Returns what it logged (for the tests).
+  std::string reload();
 
   void handle(const HttpRequest& req, HttpServer::Respond respond);  // server/api.cpp
   struct Submission;  // a checked POST /api/v1/runs body
@@ -79,11 +89,11 @@ class Daemon {
   HttpResponse route(const HttpRequest& req);  // every request answered at once
   HttpResponse cancel(const std::string& id);
   HttpResponse status(const HttpRequest& req);
-  nlohmann::json render_status(bool full_queue);
+  std::string status_body(bool full_queue);  // server/daemon_view.cpp
+  HttpResponse page() const;                 // GET /: server/status_page.cpp
   HttpResponse runs(const HttpRequest& req);
-  HttpResponse run(const std::string& id);
+  void run(const std::string& id, HttpServer::Respond respond);
   void step_log(const std::string& id, const std::string& step, const HttpRequest& req, HttpServer::Respond respond);
-  HttpResponse metrics();
   bool authorized(const HttpRequest& req) const;
   /// For lease endpoints: the admin token, or a run's lease token. Sets `run` to that run ("" for admin).
   bool lease_authorized(const HttpRequest& req, std::string& run) const;
@@ -105,8 +115,22 @@ class Daemon {
   /// `source.keep-worktrees`; at start also run directories the journal does not know (a refused or
   /// interrupted submission). Files go on the workers.
   void prune_history(bool at_start);
+  void arm_retention_timer();
   void on_run_finished(const std::string& id);
   double uptime() const;
+  void finish_shutdown(int exit_code);
+  HttpResponse stopping_refusal() const;  // 503 while draining or cancelling, saying which
+  /// A finished run was read (GET of its record): a draining daemon may exit once every such run was.
+  void run_read(const std::string& id);
+
+  // The read model (server/daemon_view.cpp).
+  static constexpr std::size_t kRecentRuns = 1000;  // finished runs kept in memory for GET /api/v1/runs
+  void view_changed();  // a transition: refresh the model soon (at most every 100 ms), on this thread
+  void refresh_view();
+  RunOverview overview_of(const std::string& id, const ActiveRun& r) const;
+  static RunOverview overview_of_finished(const nlohmann::json& record);
+  void remember_finished(const nlohmann::json& record);
+  void load_history_view();
 
   boost::asio::io_context& io_;
   DaemonOptions opts_;
@@ -134,11 +158,20 @@ class Daemon {
   ToolchainStatus toolchain_;
   std::string started_iso_;
   std::chrono::steady_clock::time_point started_;
-  std::function<void()> on_drained_;
-  bool shutting_down_ = false;
-  // The rendered status, reused for 100 ms: hundreds of pollers then cost one rendering per 100 ms.
-  std::string status_cache_;
-  std::chrono::steady_clock::time_point status_cached_at_;
+  // Stopping: SIGTERM drains (accepted runs go on), SIGINT or a second SIGTERM cancels.
+  std::function<void(int)> on_stopped_;
+  int stop_exit_ = 0;
+  bool draining_ = false, cancelling_ = false;
+  std::set<std::string> unread_finished_;  // runs that ended while draining, not yet read by a client
+  std::unique_ptr<boost::asio::steady_timer> shutdown_timer_, linger_timer_, retention_timer_;
+
+  HostView view_;
+  std::map<std::string, int> runs_by_result_;  // finished runs in the journal, by state
+  std::unique_ptr<boost::asio::steady_timer> view_timer_;
+  bool view_refresh_pending_ = false;
+  std::chrono::steady_clock::time_point view_refreshed_at_;
+  std::string status_json_cache_;
+  std::chrono::steady_clock::time_point status_json_at_;
 };
 
 }  // namespace pto

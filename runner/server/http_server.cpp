@@ -3,6 +3,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/url/parse.hpp>
 #include <atomic>
 
 namespace asio = boost::asio;
@@ -25,23 +26,6 @@ bool split_listen(const std::string& spec, std::string& address, unsigned short&
   return true;
 }
 
-namespace {
-
-std::string url_decode(const std::string& s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
-        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
-      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
-      i += 2;
-    } else {
-      out += s[i] == '+' ? ' ' : s[i];
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   Impl(asio::io_context& io, Handler h, HttpLimits l) : io(io), acceptor(io), handler(std::move(h)), limits(l) {}
@@ -108,20 +92,14 @@ class Session : public std::enable_shared_from_this<Session> {
     HttpRequest r;
     r.method = std::string(req.method_string());
     r.target = std::string(req.target());
-    std::string path = r.target.substr(0, r.target.find('?'));
-    r.path = url_decode(path);
-    if (auto q = r.target.find('?'); q != std::string::npos) {
-      std::string qs = r.target.substr(q + 1);
-      std::size_t pos = 0;
-      while (pos <= qs.size()) {
-        std::size_t amp = qs.find('&', pos);
-        if (amp == std::string::npos) amp = qs.size();
-        std::string kv = qs.substr(pos, amp - pos);
-        auto eq = kv.find('=');
-        if (!kv.empty()) r.query[url_decode(kv.substr(0, eq))] = eq == std::string::npos ? "" : url_decode(kv.substr(eq + 1));
-        pos = amp + 1;
-      }
-    }
+    // Target, path segments and query through Boost.URL (percent-decoding included); anything that is not
+    // an origin-form target ("/path?query") is refused here.
+    auto target = boost::urls::parse_origin_form(r.target);
+    if (!target) return send({400, "application/json", R"({"error":"malformed request target"})", {}}, false);
+    r.path = target->path();
+    for (auto seg : target->segments()) r.segments.push_back(seg);
+    if (!r.segments.empty() && r.segments.back().empty()) r.segments.pop_back();  // "/api/v1/runs/" as without "/"
+    for (auto param : target->params()) r.query[param.key] = param.value;
     if (auto it = req.find(http::field::authorization); it != req.end()) r.authorization = std::string(it->value());
     r.body = std::move(req.body());
     r.peer = peer_;

@@ -23,7 +23,8 @@ struct HttpRequest {
   std::string method;
   std::string target;  // path and query, as sent
   std::string path;    // decoded path without the query
-  std::map<std::string, std::string> query;
+  std::vector<std::string> segments;  // the decoded path's segments ("/api/v1/status" -> api, v1, status)
+  std::map<std::string, std::string> query;  // decoded; a repeated key keeps its last value
   std::string authorization;
   std::string body;
   std::string peer;

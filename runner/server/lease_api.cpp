@@ -90,8 +90,8 @@ void Daemon::lease_request(const HttpRequest& req, HttpServer::Respond respond) 
     }
   }
   // Accepted runs may still lease while the daemon drains; nothing else may.
-  if (!server_ || (shutting_down_ && (run.empty() || !active_.count(run))))
-    return respond(lease_json(503, {{"error", "the daemon is shutting down: no new leases"}}));
+  if (!server_ || cancelling_ || (draining_ && (run.empty() || !active_.count(run))))
+    return respond(stopping_refusal());
   lr.run_id = run;
   const std::string peer = req.peer;
   std::string id = leases_->create(

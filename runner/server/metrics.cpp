@@ -1,6 +1,9 @@
 #include "server/metrics.h"
 
-#include <cstdio>
+#include <charconv>
+#include <cmath>
+
+#include "server/host_view.h"
 
 namespace pto {
 
@@ -12,19 +15,124 @@ void Histogram::observe(double v) {
   ++count_;
 }
 
-void Histogram::render(std::string& out, const std::string& name, const std::string& help) const {
-  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
-  long long cumulative = 0;
-  char buf[128];
-  for (std::size_t i = 0; i < bounds_.size(); ++i) {
-    cumulative += counts_[i];
-    std::snprintf(buf, sizeof(buf), "%s_bucket{le=\"%g\"} %lld\n", name.c_str(), bounds_[i], cumulative);
-    out += buf;
+void LabelledHistogram::observe(const std::string& label_value, double v) {
+  by_label_.try_emplace(label_value, bounds_).first->second.observe(v);
+}
+
+namespace {
+
+// The exposition format's numbers: integers as integers, others shortest round-trip, +Inf/-Inf/NaN spelled.
+std::string number(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  char buf[64];  // a double's shortest form is at most 24 characters
+  auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, r.ptr);
+}
+
+// Label values: backslash, double quote and line feed escaped (the format's only rules).
+std::string escape_label(const std::string& v) {
+  std::string out;
+  out.reserve(v.size());
+  for (char c : v) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
   }
-  cumulative += counts_.back();
-  std::snprintf(buf, sizeof(buf), "%s_bucket{le=\"+Inf\"} %lld\n%s_sum %g\n%s_count %lld\n", name.c_str(), cumulative,
-                name.c_str(), sum_, name.c_str(), count_);
-  out += buf;
+  return out;
+}
+
+std::string label_text(const Labels& labels) {
+  if (labels.empty()) return "";
+  std::string out = "{";
+  for (std::size_t i = 0; i < labels.size(); ++i)
+    out += (i ? "," : "") + labels[i].first + "=\"" + escape_label(labels[i].second) + "\"";
+  return out + "}";
+}
+
+// HELP text: backslash and line feed escaped.
+std::string escape_help(const std::string& v) {
+  std::string out;
+  for (char c : v) out += c == '\\' ? "\\\\" : c == '\n' ? "\\n" : std::string(1, c);
+  return out;
+}
+
+}  // namespace
+
+void PromText::family(const std::string& name, const char* type, const std::string& help) {
+  out_ += "# HELP " + name + " " + escape_help(help) + "\n# TYPE " + name + " " + type + "\n";
+}
+
+void PromText::sample(const std::string& name, const Labels& labels, double value) {
+  out_ += name + label_text(labels) + " " + number(value) + "\n";
+}
+
+void PromText::histogram(const std::string& name, const Labels& labels, const Histogram& h) {
+  long long cumulative = 0;
+  for (std::size_t i = 0; i < h.bounds().size(); ++i) {
+    cumulative += h.counts()[i];
+    Labels l = labels;
+    l.emplace_back("le", number(h.bounds()[i]));
+    sample(name + "_bucket", l, static_cast<double>(cumulative));
+  }
+  Labels inf = labels;
+  inf.emplace_back("le", "+Inf");
+  sample(name + "_bucket", inf, static_cast<double>(h.count()));
+  sample(name + "_sum", labels, h.sum());
+  sample(name + "_count", labels, static_cast<double>(h.count()));
+}
+
+std::string render_metrics(const HostView& v, const Metrics& m, double uptime_seconds) {
+  PromText p;
+  p.family("pto_runner_build_info", "gauge", "Version and git commit of this pto-runner (always 1)");
+  p.sample("pto_runner_build_info", {{"version", v.version}, {"commit", v.commit}}, 1);
+  p.family("pto_runner_uptime_seconds", "gauge", "Seconds since the daemon started");
+  p.sample("pto_runner_uptime_seconds", {}, uptime_seconds);
+  p.family("pto_runner_draining", "gauge", "1 while the daemon drains after SIGTERM (no new runs)");
+  p.sample("pto_runner_draining", {}, v.draining ? 1 : 0);
+  p.family("pto_runner_journal_write_failing", "gauge", "1 while journal writes fail (disk full, I/O error)");
+  p.sample("pto_runner_journal_write_failing", {}, m.journal_failing ? 1 : 0);
+
+  static const char* kStates[] = {"free", "busy", "reserved", "drained"};
+  std::map<std::string, int> by_state;
+  for (const char* s : kStates) by_state[s] = 0;
+  for (const auto& c : v.cards) by_state[c.state]++;
+  p.family("pto_runner_cards", "gauge", "NPU cards by state");
+  for (const auto& [s, n] : by_state) p.sample("pto_runner_cards", {{"state", s}}, n);
+  p.family("pto_runner_card_state", "gauge", "1 for the state each card is in, 0 for the others");
+  for (const auto& c : v.cards)
+    for (const char* s : kStates)
+      p.sample("pto_runner_card_state", {{"card", std::to_string(c.id)}, {"type", c.type}, {"state", s}}, c.state == s ? 1 : 0);
+  p.family("pto_runner_card_busy_seconds_total", "counter", "Seconds each card was held by a step, lease or health check");
+  for (const auto& c : v.cards) p.sample("pto_runner_card_busy_seconds_total", {{"card", std::to_string(c.id)}}, c.busy_seconds);
+
+  p.family("pto_runner_queue_length", "gauge", "Steps and leases waiting for cards");
+  p.sample("pto_runner_queue_length", {}, static_cast<double>(v.queue.size()));
+  p.family("pto_runner_queue_oldest_wait_seconds", "gauge", "How long the longest-waiting entry of the queue has waited");
+  p.sample("pto_runner_queue_oldest_wait_seconds", {}, v.oldest_wait_seconds);
+
+  int lease_waiting = 0, lease_granted = 0;
+  for (const auto& l : v.leases) (l.value("state", "") == "waiting" ? lease_waiting : lease_granted)++;
+  p.family("pto_runner_leases", "gauge", "Card leases (task-submit) by state");
+  p.sample("pto_runner_leases", {{"state", "waiting"}}, lease_waiting);
+  p.sample("pto_runner_leases", {{"state", "granted"}}, lease_granted);
+  p.family("pto_runner_leases_ended_total", "counter", "Card leases ended, by how");
+  for (const auto& [how, n] : m.leases_by_end) p.sample("pto_runner_leases_ended_total", {{"reason", how}}, static_cast<double>(n));
+  p.family("pto_runner_lease_duration_seconds", "histogram", "Time a granted lease held its cards, by how it ended");
+  for (const auto& [how, h] : m.lease_seconds.by_label()) p.histogram("pto_runner_lease_duration_seconds", {{"reason", how}}, h);
+
+  p.family("pto_runner_active_runs", "gauge", "Runs in progress");
+  p.sample("pto_runner_active_runs", {}, static_cast<double>(v.active.size()));
+  p.family("pto_runner_wait_seconds", "histogram", "Time a step waited from runnable to started");
+  p.histogram("pto_runner_wait_seconds", {}, m.wait_seconds);
+  p.family("pto_runner_step_duration_seconds", "histogram", "Time from a step's start to its end, by result");
+  for (const auto& [result, h] : m.step_seconds.by_label()) p.histogram("pto_runner_step_duration_seconds", {{"result", result}}, h);
+  p.family("pto_runner_steps_total", "counter", "Finished steps by result");
+  for (const auto& [r, n] : m.steps_by_result) p.sample("pto_runner_steps_total", {{"result", r}}, static_cast<double>(n));
+  p.family("pto_runner_runs_total", "counter", "Finished runs by result since the daemon started");
+  for (const auto& [r, n] : m.runs_by_result) p.sample("pto_runner_runs_total", {{"result", r}}, static_cast<double>(n));
+  return p.text();
 }
 
 }  // namespace pto

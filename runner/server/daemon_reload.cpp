@@ -1,0 +1,99 @@
+// SIGHUP: the daemon reads runner.yml again. What can change while runs are active is applied and each
+// difference logged; what cannot (where it listens, its state and lock directories, the source repository,
+// containment) is logged as needing a restart. A file with errors keeps every old setting.
+#include <spdlog/spdlog.h>
+
+#include "server/daemon.h"
+#include "util/regular_file.h"
+
+namespace pto {
+
+namespace {
+std::string text(double v) {
+  std::string s = std::to_string(v);
+  s.erase(s.find_last_not_of('0') + 1);
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s;
+}
+}  // namespace
+
+std::string Daemon::reload() {
+  std::string logged;
+  auto say = [&](const std::string& line) {
+    spdlog::info("reload: {}", line);
+    logged += line + "\n";
+  };
+  Diagnostics diags;
+  RunnerConfig next = load_host_config(opts_.load, diags);
+  std::string errors;
+  for (const auto& d : diags.items())
+    if (d.severity == Severity::Error) errors += "\n  " + format_diagnostic(d);
+  if (!errors.empty()) {
+    spdlog::error("reload: the host settings have errors; keeping the old ones:{}", errors);
+    return "kept the old settings:" + errors + "\n";
+  }
+  resolve_host_dirs(next, opts_.load.root, opts_.lock_dir, opts_.state_dir);
+
+  // The token: a configured file is read again (a rotated token takes effect now).
+  std::string next_token_path = resolve_under_root(opts_.load.root, !opts_.token_file.empty() ? opts_.token_file : next.token_file);
+  if (next_token_path.empty()) next_token_path = state_dir_ + "/token";
+  std::string token_text, token_error;
+  if (!read_regular_file(next_token_path, 4096, token_text, token_error)) {
+    spdlog::error("reload: token file: {}; keeping the old settings", token_error);
+    return "kept the old settings: token file: " + token_error + "\n";
+  }
+  std::string token = token_text.substr(0, token_text.find('\n'));
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  if (token.size() < 16) {
+    spdlog::error("reload: token file {} holds fewer than 16 characters; keeping the old settings", next_token_path);
+    return "kept the old settings: token file " + next_token_path + " holds fewer than 16 characters\n";
+  }
+  if (token != token_ || next_token_path != token_path_) say("token read again from " + next_token_path);
+  token_ = token;
+  token_path_ = next_token_path;
+
+  for (const auto& change : pool_->reconfigure(next)) say(change);
+  if (next.device_type_all != cfg_.device_type_all || next.device_types != cfg_.device_types) say("card types changed");
+  if (next.health.check != cfg_.health.check) say("health.check changed (new runs use it)");
+  if (next.kill_grace_seconds != cfg_.kill_grace_seconds)
+    say("kill-grace-seconds " + text(cfg_.kill_grace_seconds) + " -> " + text(next.kill_grace_seconds));
+  if (next.log_max_bytes != cfg_.log_max_bytes) say("log-max-mb changed (new steps use it)");
+  if (next.shutdown_timeout_minutes != cfg_.shutdown_timeout_minutes)
+    say("shutdown-timeout-minutes " + text(cfg_.shutdown_timeout_minutes) + " -> " + text(next.shutdown_timeout_minutes));
+  if (next.retention.max_runs != cfg_.retention.max_runs || next.retention.max_age_days != cfg_.retention.max_age_days)
+    say("retention max-runs " + std::to_string(next.retention.max_runs) + ", max-age-days " + text(next.retention.max_age_days));
+
+  // Needs a restart: said, not applied.
+  auto restart = [&](const char* key, const std::string& was, const std::string& now) {
+    if (was != now) say(std::string(key) + " changed to '" + now + "': takes effect at the next start (now '" + was + "')");
+  };
+  restart("listen", cfg_.listen, next.listen);
+  restart("state-dir", cfg_.state_dir, next.state_dir);
+  restart("devices.lock-dir", cfg_.lock_dir, next.lock_dir);
+  restart("devices.lock-name", cfg_.lock_name, next.lock_name);
+  restart("source.repo", cfg_.source.repo, next.source.repo);
+  restart("containment", cfg_.containment, next.containment);
+
+  // Live settings move over; the restart-only ones stay as the daemon started with them.
+  RunnerConfig applied = cfg_;
+  applied.device_ids = next.device_ids;
+  applied.device_groups = next.device_groups;
+  applied.device_type_all = next.device_type_all;
+  applied.device_types = next.device_types;
+  applied.health = next.health;
+  applied.kill_grace_seconds = next.kill_grace_seconds;
+  applied.log_max_bytes = next.log_max_bytes;
+  applied.shutdown_timeout_minutes = next.shutdown_timeout_minutes;
+  applied.retention = next.retention;
+  applied.token_file = next.token_file;
+  applied.cache_dir = next.cache_dir;
+  applied.toolchain_mirror = next.toolchain_mirror;
+  cfg_ = applied;
+  if (logged.empty()) say("runner.yml read again: nothing changed");
+  dispatcher_->poke();
+  prune_history(false);
+  view_changed();
+  return logged;
+}
+
+}  // namespace pto

@@ -1,0 +1,203 @@
+// The daemon's read model (server/host_view.h), refreshed on the engine thread after transitions: right
+// after a burst of them (the next turn of the loop), at most once per 10 ms however many there are, never by a
+// GET. An API mutation (submit, cancel, drain) refreshes it before answering, so its client reads its own
+// change. Everything the status, /metrics and the page show comes from here.
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include "exec/cgroup_tree.h"
+#include "server/daemon.h"
+#include "server/status_json.h"
+#include "util/json_text.h"
+
+namespace pto {
+
+namespace {
+constexpr auto kViewInterval = std::chrono::milliseconds(10);
+constexpr auto kStatusReuse = std::chrono::milliseconds(100);  // the rendered JSON, for the uptime field
+
+std::string step_id(std::size_t job, std::size_t step) { return std::to_string(job + 1) + "-" + std::to_string(step + 1); }
+std::string log_url(const std::string& run, const std::string& step) { return "/api/v1/runs/" + run + "/steps/" + step + "/log"; }
+}  // namespace
+
+RunOverview Daemon::overview_of(const std::string& id, const ActiveRun& r) const {
+  RunOverview o;
+  const RunRecord& rec = r.engine->record();
+  o.id = id;
+  o.state = rec.cancelled ? "cancelling" : "running";
+  o.created = rec.created;
+  for (const auto& job : rec.jobs)
+    for (const auto& s : job.steps) {
+      ++o.steps;
+      o.steps_running += s.state == StepState::Running;
+      o.steps_waiting += s.state == StepState::Waiting;
+      o.steps_finished += is_final(s.state);
+    }
+  o.request = r.request;
+  o.sha = r.request.value("sha", "");
+  o.ref = r.request.value("ref", "");
+  if (r.request.contains("github") && r.request["github"].contains("run_url"))
+    o.github_run = r.request["github"]["run_url"].get<std::string>();
+  return o;
+}
+
+RunOverview Daemon::overview_of_finished(const nlohmann::json& record) {
+  RunOverview o;
+  o.id = record.value("id", "");
+  o.state = record.value("state", "");
+  o.created = record.value("created", "");
+  o.finished = record.contains("finished") && record["finished"].is_string() ? record["finished"].get<std::string>() : "";
+  o.result = record.contains("result") && record["result"].is_number_integer() ? record["result"].get<int>() : -1;
+  o.request = record.value("request", nlohmann::json::object());
+  if (o.request.is_object()) {
+    o.sha = o.request.value("sha", "");
+    o.ref = o.request.value("ref", "");
+    if (o.request.contains("github") && o.request["github"].is_object() && o.request["github"].contains("run_url"))
+      o.github_run = o.request["github"]["run_url"].get<std::string>();
+  }
+  return o;
+}
+
+void Daemon::view_changed() {
+  status_json_cache_.clear();
+  if (view_refresh_pending_) return;
+  view_refresh_pending_ = true;
+  auto since = std::chrono::steady_clock::now() - view_refreshed_at_;
+  if (since >= kViewInterval) {
+    boost::asio::post(io_, [this] { refresh_view(); });
+    return;
+  }
+  view_timer_->expires_after(kViewInterval - since);
+  view_timer_->async_wait([this](boost::system::error_code ec) {
+    if (!ec) refresh_view();
+  });
+}
+
+void Daemon::refresh_view() {
+  view_refresh_pending_ = false;
+  view_refreshed_at_ = std::chrono::steady_clock::now();
+  status_json_cache_.clear();
+  HostView& v = view_;
+  v.draining = draining_;
+  v.containment = CgroupTree::instance().available() ? "cgroup" : "process group + sweep";
+  v.toolchain = toolchain_;
+  metrics_.journal_failing = journal_failing_;
+  metrics_.leases_by_end = leases_->ended_by_reason();
+
+  // Which step of which run waits on a queue ticket, and runs on a card.
+  struct Where {
+    std::string run, step;
+  };
+  std::map<std::uint64_t, Where> waiting;
+  std::map<int, Where> on_card;
+  v.active.clear();
+  for (const auto& [id, r] : active_) {
+    const RunRecord& rec = r->engine->record();
+    for (std::size_t k = 0; k < rec.jobs.size(); ++k)
+      for (std::size_t s = 0; s < rec.jobs[k].steps.size(); ++s) {
+        const StepRecord& sr = rec.jobs[k].steps[s];
+        if (sr.state == StepState::Waiting && sr.ticket) waiting[sr.ticket] = {id, step_id(k, s)};
+        if (sr.state == StepState::Running)
+          for (int c : sr.cards) on_card[c] = {id, step_id(k, s)};
+      }
+    v.active.push_back(overview_of(id, *r));
+  }
+  std::map<int, std::string> lease_run_of_card;
+  for (const Lease* l : leases_->active())
+    for (int c : l->cards) lease_run_of_card[c] = l->request.run_id;
+
+  std::map<std::uint64_t, int> position_of_ticket;
+  v.queue.clear();
+  v.oldest_wait_seconds = 0;
+  for (auto& q : dispatcher_->queue()) {
+    QueueView e;
+    e.position = static_cast<int>(v.queue.size()) + 1;
+    e.ticket = q.ticket;
+    e.label = std::move(q.label);
+    e.devices = q.devices;
+    e.reason = std::move(q.reason);
+    e.wait_seconds = q.waited_seconds;
+    e.since = std::move(q.since);
+    if (auto it = waiting.find(q.ticket); it != waiting.end()) {
+      e.run = it->second.run;
+      e.step = it->second.step;
+      e.run_url = "/api/v1/runs/" + e.run;
+      e.log_url = log_url(e.run, e.step);
+    }
+    v.oldest_wait_seconds = std::max(v.oldest_wait_seconds, e.wait_seconds);
+    position_of_ticket[q.ticket] = e.position;
+    v.queue.push_back(std::move(e));
+  }
+
+  v.cards.clear();
+  v.usable_cards = 0;
+  const auto& reserved = dispatcher_->reserved();
+  for (const auto& c : pool_->status(reserved)) {
+    CardView cv;
+    cv.id = c.id;
+    cv.state = to_string(c.state);
+    cv.type = c.type;
+    cv.group = c.group;
+    cv.since = c.since;
+    cv.drain_reason = c.drain_reason;
+    cv.consecutive_infra_failures = c.consecutive_infra_failures;
+    cv.busy_seconds = c.busy_seconds;
+    v.usable_cards += c.state != CardState::Drained;
+    if (!c.holder.empty()) {
+      HolderView h;
+      h.other_program = c.held_outside;
+      // Locked by a program pto-runner does not run (the incumbent task-submit, a person's script): say so.
+      h.label = c.held_outside ? "another program holds " + c.lock_file + " (" + c.holder + ")" : c.holder;
+      if (auto it = on_card.find(c.id); it != on_card.end() && !c.held_outside) {
+        h.run = it->second.run;
+        h.step = it->second.step;
+        h.log_url = log_url(h.run, h.step);
+      } else if (auto l = lease_run_of_card.find(c.id); l != lease_run_of_card.end() && !l->second.empty()) {
+        h.run = l->second;
+      }
+      cv.holder = std::move(h);
+    }
+    if (auto it = reserved.find(c.id); it != reserved.end() && c.state == CardState::Reserved)
+      if (auto p = position_of_ticket.find(it->second); p != position_of_ticket.end()) cv.reserved_for_position = p->second;
+    v.cards.push_back(std::move(cv));
+  }
+  v.leases = leases_json();
+  v.runs_by_result = runs_by_result_;
+  v.runs_by_result["running"] = static_cast<int>(active_.size());
+}
+
+std::string Daemon::status_body(bool full_queue) {
+  if (full_queue) return dump_json(status_to_json(view_, true, uptime()));
+  // Hundreds of pollers cost one rendering per change (or per 100 ms, for the uptime).
+  auto now = std::chrono::steady_clock::now();
+  if (status_json_cache_.empty() || now - status_json_at_ > kStatusReuse) {
+    status_json_cache_ = dump_json(status_to_json(view_, false, uptime()));
+    status_json_at_ = now;
+  }
+  return status_json_cache_;
+}
+
+void Daemon::remember_finished(const nlohmann::json& record) {
+  RunOverview o = overview_of_finished(record);
+  runs_by_result_[o.state]++;
+  view_.recent.push_front(std::move(o));
+  while (view_.recent.size() > kRecentRuns) view_.recent.pop_back();
+  view_changed();
+}
+
+void Daemon::load_history_view() {
+  view_.recent.clear();
+  for (const auto& s : journal_->list_runs(static_cast<int>(kRecentRuns))) {
+    if (s.state == "running") continue;
+    nlohmann::json rec = {{"id", s.id}, {"state", s.state}, {"created", s.created}, {"finished", s.finished},
+                          {"result", s.result}, {"request", s.request}};
+    view_.recent.push_back(overview_of_finished(rec));
+  }
+  runs_by_result_ = journal_->runs_by_state();
+  runs_by_result_.erase("running");
+}
+
+}  // namespace pto

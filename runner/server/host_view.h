@@ -1,0 +1,77 @@
+#pragma once
+// The daemon's read model: what the host is doing, as plain values. The engine thread refreshes it after
+// transitions (at most every 100 ms, server/daemon_view.cpp); every GET renders it (the JSON status, the
+// Prometheus text, the HTML page fetches the JSON) and never runs the scheduler, opens the journal or reads a
+// configuration file. One writer (the daemon's engine thread), read on the same thread.
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace pto {
+
+/// Who holds a card: a step of a run, a lease, a health check, or a program pto-runner does not run.
+struct HolderView {
+  std::string label;          // "job / step", "lease ID: COMMAND", or who holds the lock file
+  bool other_program = false;  // the card's lock file is held by a program pto-runner does not run
+  std::string run, step, log_url;  // for a step of an active run
+};
+
+struct CardView {
+  int id = 0;
+  std::string state;  // free | busy | reserved | drained
+  std::string type;   // "" untyped
+  std::vector<int> group;
+  std::string since;  // ISO UTC time the state began
+  std::optional<HolderView> holder;  // also on a drained card that still runs something
+  std::string drain_reason;
+  int consecutive_infra_failures = 0;
+  int reserved_for_position = 0;  // 1-based place in the queue of the entry it is reserved for; 0 none
+  double busy_seconds = 0;
+};
+
+struct QueueView {
+  int position = 0;  // 1-based place in the host's one queue
+  std::string label;  // "job / step" or "lease ID: COMMAND"
+  int devices = 0;
+  std::string reason;
+  double wait_seconds = 0;
+  std::string since;
+  std::string run, step, run_url, log_url;
+  std::uint64_t ticket = 0;  // the dispatcher's id of the request (not shown: `position` says more)
+};
+
+struct RunOverview {
+  std::string id, state, created, finished;
+  int result = -1;  // exit code once finished
+  int steps = 0, steps_finished = 0, steps_running = 0, steps_waiting = 0;
+  std::string sha, ref, github_run;
+  nlohmann::json request;  // as journaled (env names only)
+};
+
+struct ToolchainStatus {
+  std::string state = "unknown";  // unknown | ready | failed
+  std::string version, sha256, root, bin, last_verified, error, run;
+};
+
+struct HostView {
+  std::string version, commit, started, containment;
+  bool simulate = false;
+  bool draining = false;  // SIGTERM: no new runs; accepted ones go on
+  std::string pin_version, pin_sha256;  // what the definitions ask for, before a lead job ran
+  ToolchainStatus toolchain;
+  std::vector<CardView> cards;
+  int usable_cards = 0;  // not drained
+  std::vector<QueueView> queue;  // every entry; the JSON shows the first 50 unless asked for all
+  double oldest_wait_seconds = 0;
+  nlohmann::json leases = nlohmann::json::array();
+  std::vector<RunOverview> active;
+  std::deque<RunOverview> recent;  // finished runs, newest first (the API's run list)
+  std::map<std::string, int> runs_by_result;
+};
+
+}  // namespace pto

@@ -1,0 +1,108 @@
+#include "server/status_json.h"
+
+#include <cmath>
+
+#include "server/host_view.h"
+
+namespace pto {
+
+namespace {
+double ms(double seconds) { return std::round(seconds * 1000.0) / 1000.0; }
+nlohmann::json or_null(const std::string& s) { return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s); }
+}  // namespace
+
+nlohmann::json run_overview_json(const RunOverview& r) {
+  nlohmann::json a = {{"id", r.id},
+                      {"state", r.state},
+                      {"created", r.created},
+                      {"finished", or_null(r.finished)},
+                      {"result", r.result >= 0 ? nlohmann::json(r.result) : nlohmann::json(nullptr)},
+                      {"url", "/api/v1/runs/" + r.id},
+                      {"sha", r.sha},
+                      {"ref", r.ref}};
+  if (r.state == "running" || r.state == "cancelling") {
+    a["steps"] = r.steps;
+    a["steps_finished"] = r.steps_finished;
+    a["steps_running"] = r.steps_running;
+    a["steps_waiting"] = r.steps_waiting;
+  }
+  // The Actions run that submitted it, for an on-call engineer to follow back.
+  if (!r.github_run.empty()) a["github_run"] = r.github_run;
+  return a;
+}
+
+nlohmann::json status_to_json(const HostView& v, bool full_queue, double uptime_seconds) {
+  nlohmann::json j;
+  j["version"] = v.version;
+  j["commit"] = v.commit;
+  j["started"] = v.started;
+  j["uptime_seconds"] = ms(uptime_seconds);
+  j["simulate"] = v.simulate;
+  j["draining"] = v.draining;
+  j["containment"] = v.containment;
+  nlohmann::json devices = nlohmann::json::array();
+  std::map<std::string, int> by_state;
+  for (const auto& c : v.cards) {
+    nlohmann::json d = {{"id", c.id}, {"state", c.state}, {"since", c.since}, {"group", c.group},
+                        {"type", or_null(c.type)}, {"busy_seconds", ms(c.busy_seconds)}};
+    if (c.holder) {
+      // other_program: the card's lock file is held by a program pto-runner does not run (the incumbent
+      // task-submit, a person's script); the label then says which lock and who.
+      d["holder"] = {{"label", c.holder->label}, {"other_program", c.holder->other_program}};
+      if (!c.holder->run.empty()) {
+        d["holder"]["run"] = c.holder->run;
+        d["holder"]["step"] = c.holder->step;
+        d["holder"]["log_url"] = c.holder->log_url;
+      }
+    } else {
+      d["holder"] = nullptr;
+    }
+    // The place in the queue of the entry this card is kept free for.
+    if (c.reserved_for_position > 0) d["reserved_for"] = c.reserved_for_position;
+    d["drain_reason"] = or_null(c.drain_reason);
+    d["consecutive_infra_failures"] = c.consecutive_infra_failures;
+    by_state[c.state]++;
+    devices.push_back(std::move(d));
+  }
+  j["devices"] = std::move(devices);
+  j["devices_by_state"] = by_state;
+  j["usable_cards"] = v.usable_cards;
+  j["queue_total"] = v.queue.size();
+  j["queue_oldest_wait_seconds"] = ms(v.oldest_wait_seconds);
+  nlohmann::json queue = nlohmann::json::array();
+  const std::size_t shown = full_queue ? v.queue.size() : std::min<std::size_t>(v.queue.size(), 50);
+  for (std::size_t i = 0; i < shown; ++i) {
+    const QueueView& q = v.queue[i];
+    nlohmann::json e = {{"position", q.position}, {"step", q.label}, {"devices", q.devices}, {"reason", q.reason},
+                        {"wait_seconds", ms(q.wait_seconds)}, {"since", q.since}};
+    if (!q.run.empty()) {
+      e["run"] = q.run;
+      e["run_url"] = q.run_url;
+    }
+    if (!q.step.empty()) {
+      e["step_id"] = q.step;
+      e["log_url"] = q.log_url;
+    }
+    queue.push_back(std::move(e));
+  }
+  j["queue"] = std::move(queue);
+  j["leases"] = v.leases;
+  nlohmann::json active = nlohmann::json::array(), recent = nlohmann::json::array();
+  for (const auto& r : v.active) active.push_back(run_overview_json(r));
+  for (std::size_t i = 0; i < v.recent.size() && i < 20; ++i) recent.push_back(run_overview_json(v.recent[i]));
+  j["active_runs"] = std::move(active);
+  j["recent_runs"] = std::move(recent);
+  const ToolchainStatus& t = v.toolchain;
+  j["toolchain"] = {{"pin", {{"version", t.version.empty() ? v.pin_version : t.version},
+                             {"sha256", t.version.empty() ? v.pin_sha256 : t.sha256}}},
+                    {"state", t.state},
+                    {"root", or_null(t.root)},
+                    {"bin", or_null(t.bin)},
+                    {"last_verified", or_null(t.last_verified)},
+                    {"error", or_null(t.error)},
+                    {"run", or_null(t.run)}};
+  j["runs_by_result"] = v.runs_by_result;
+  return j;
+}
+
+}  // namespace pto
