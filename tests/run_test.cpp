@@ -339,12 +339,12 @@ TEST_CASE("devices: lists cards, drains one with a reason, and returns it to ser
   };
   CommandResult drained = with({"--drain", "0", "--reason", "ECC errors on the card"});
   CHECK(drained.exit_code == 0);
-  CHECK(drained.out.find("0    drained   ECC errors on the card") != std::string::npos);
-  CHECK(drained.out.find("1    free") != std::string::npos);
+  CHECK(drained.out.find("0    -      drained   ECC errors on the card") != std::string::npos);
+  CHECK(drained.out.find("1    -      free") != std::string::npos);
   REQUIRE(p.run({"--devices", "2"}).exit_code == 0);
   CHECK(read_file(rec) == "1\n");  // the drained card is never handed out
   CommandResult back = with({"--undrain", "0"});
-  CHECK(back.out.find("0    free") != std::string::npos);
+  CHECK(back.out.find("0    -      free") != std::string::npos);
   CHECK(with({"--undrain", "7"}).exit_code == 2);
 }
 

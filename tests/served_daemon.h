@@ -29,7 +29,8 @@ struct Served {
   /// `extra` is appended to the serve command line (e.g. --config FILE).
   void start(std::vector<std::string> extra = {}) {
     std::vector<std::string> args = {"serve", "--root", dir.str(), "--listen", "127.0.0.1:0", "--state-dir", state(),
-                                     "--lock-dir", locks(), "--devices", devices};
+                                     "--lock-dir", locks()};
+    if (!devices.empty()) args.insert(args.end(), {"--devices", devices});  // "": runner.yml's cards
     if (!device_groups.empty()) args.insert(args.end(), {"--device-groups", device_groups});
     args.insert(args.end(), extra.begin(), extra.end());
     proc = spawn_cli(args, env);

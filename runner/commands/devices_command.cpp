@@ -7,6 +7,7 @@
 #include "commands/commands.h"
 #include "config/device_spec.h"
 #include "sched/device_pool.h"
+#include "store/state_dir_lock.h"
 #include "util/json_text.h"
 
 namespace fs = std::filesystem;
@@ -60,7 +61,8 @@ void register_devices_command(CLI::App& app, CommonOptions& common, int& exit_co
       for (const auto& d : s["devices"]) {
         std::string detail = d["holder"].is_object() ? d["holder"].value("label", "") : "";
         if (d["drain_reason"].is_string()) detail = d["drain_reason"];
-        std::printf("%-4d %-9s %s\n", d.value("id", 0), d.value("state", "?").c_str(), detail.c_str());
+        std::string type = d.contains("type") && d["type"].is_string() ? d["type"].get<std::string>() : "-";
+        std::printf("%-4d %-6s %-9s %s\n", d.value("id", 0), type.c_str(), d.value("state", "?").c_str(), detail.c_str());
       }
       exit_code = 0;
       return;
@@ -70,6 +72,15 @@ void register_devices_command(CLI::App& app, CommonOptions& common, int& exit_co
     RunnerConfig cfg = project.runner;
     resolve_host_dirs(cfg, project.root, o->lock_dir, o->state_dir);
     const std::string& sd = cfg.state_dir;
+    if (o->drain >= 0 || o->undrain >= 0) {
+      // A running daemon owns the cards and keeps its drains in memory: a change here would be ignored.
+      if (std::string pid = state_dir_holder(sd); !pid.empty()) {
+        std::cerr << "pto-runner devices: a pto-runner serve (pid " << pid << ") holds the state dir " << sd
+                  << "; ask it with --server URL (or $PTO_RUNNER_SERVER)\n";
+        exit_code = to_int(ExitCode::BadInput);
+        return;
+      }
+    }
     DevicePool pool(cfg, sd);
     if (std::string err = pool.init(); !err.empty()) {
       std::cerr << "pto-runner devices: " << err << "\n";
@@ -89,7 +100,7 @@ void register_devices_command(CLI::App& app, CommonOptions& common, int& exit_co
       bool locked = CardLock::held_elsewhere(pool.lock_dir(), c.id, holder, pool.lock_name());
       std::string state = c.state == CardState::Drained ? "drained" : locked ? "busy" : "free";
       std::string detail = c.state == CardState::Drained ? c.drain_reason : locked ? holder : "";
-      std::printf("%-4d %-9s %s\n", c.id, state.c_str(), detail.c_str());
+      std::printf("%-4d %-6s %-9s %s\n", c.id, c.type.empty() ? "-" : c.type.c_str(), state.c_str(), detail.c_str());
     }
     exit_code = 0;
   });

@@ -194,6 +194,7 @@ void Dispatcher::pump() {
     // One pass places everything that can start; only a lock taken by another process calls for another.
     if (!lock_conflict) break;
   }
+  if (on_change_) on_change_();  // the queue and its reasons may have changed: the daemon's read model
   if (pool_.any_held_outside() && !poller_->armed && !pending_.empty()) {
     poller_->armed = true;
     poller_->timer.expires_after(std::chrono::milliseconds(250));

@@ -63,6 +63,8 @@ class Dispatcher {
   /// The daemon's choice: a request only drained cards could serve waits for them to return (true) instead of
   /// failing at once as in a foreground `run` (false, the default).
   void set_wait_for_drained(bool wait) { wait_for_drained_ = wait; }
+  /// Called after each scheduling pass (the queue, its reasons or the reservations may have changed).
+  void set_on_change(std::function<void()> f) { on_change_ = std::move(f); }
 
  private:
   struct Pending;
@@ -83,6 +85,7 @@ class Dispatcher {
   bool pump_posted_ = false;
   bool reasons_stale_ = false;
   bool wait_for_drained_ = false;
+  std::function<void()> on_change_;
   struct Poller;
   std::unique_ptr<Poller> poller_;  // re-checks cards locked by other processes
 };

@@ -210,6 +210,9 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
     if (!log_ && !log_failed_) {
       log_ = std::fopen(launch_.log_path.c_str(), "abe");  // e: O_CLOEXEC
       log_failed_ = !log_;
+      // Unbuffered: each chunk read from the step's pipe is one write, so the log API and `submit --follow`
+      // see a running step's output as it comes, not 4 KiB or the step's end later.
+      if (log_) std::setvbuf(log_, nullptr, _IONBF, 0);
     }
     return log_;
   }

@@ -91,11 +91,14 @@ ScheduleResult schedule_with_policy(SchedPolicy policy, const std::vector<SchedC
       if (c.usable && !out.reserved.count(id)) return false;
     return true;
   };
+  bool any_usable = false;
+  for (const auto& [id, c] : pool.cards) any_usable |= c.usable;
   for (const auto& req : queue) {
     // With no card left to hand out, what follows can neither start nor reserve anything once every card is
-    // reserved (or after the detailed head): stop, and leave the rest the queue's generic reason.
-    if (!any_card_free() && (policy != SchedPolicy::ReserveAndBackfill || blocked_count >= kDetailedReasons ||
-                             every_usable_card_reserved()))
+    // reserved (or after the detailed head): stop, and leave the rest the queue's generic reason. With no
+    // usable card at all (every one drained), go on: each request is then found impossible, and says why.
+    if (any_usable && !any_card_free() &&
+        (policy != SchedPolicy::ReserveAndBackfill || blocked_count >= kDetailedReasons || every_usable_card_reserved()))
       break;
     ++out.examined;
     const int n = std::max(1, req.devices);

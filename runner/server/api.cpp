@@ -140,8 +140,9 @@ HttpResponse Daemon::runs(const HttpRequest& req) {
                           {"result", r.result >= 0 ? nlohmann::json(r.result) : nlohmann::json(nullptr)},
                           {"request", r.request}};
   };
-  for (const auto& r : view_.active) out.push_back(line(r));
-  for (std::size_t i = 0; i < view_.recent.size() && out.size() < limit + view_.active.size(); ++i) out.push_back(line(view_.recent[i]));
+  // Active runs as the engine has them now (a run is in exactly one of the two lists, never both).
+  for (const auto& [id, r] : active_) out.push_back(line(overview_of(id, *r)));
+  for (std::size_t i = 0; i < view_.recent.size() && out.size() < limit + active_.size(); ++i) out.push_back(line(view_.recent[i]));
   return json_response(200, {{"runs", out}});
 }
 

@@ -23,6 +23,7 @@
 #include "report/run_view.h"
 #include "sched/device_pool.h"
 #include "store/learned_durations.h"
+#include "store/state_dir_lock.h"
 #include "util/json_text.h"
 #include "util/random_hex.h"
 #include "util/regular_file.h"
@@ -144,20 +145,14 @@ std::string Daemon::start_unguarded() {
   if (dir_ec) return "cannot create the state dir " + state_dir_ + ": " + dir_ec.message();
 
   // One daemon per state dir: a second one would "recover" the first one's live runs and kill their steps.
-  const std::string lock_path = state_dir_ + "/daemon.lock";
-  state_lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (state_lock_fd_ < 0) return "cannot open " + lock_path + ": " + std::strerror(errno);
-  if (::flock(state_lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    char buf[32] = {0};
-    ssize_t n = ::pread(state_lock_fd_, buf, sizeof(buf) - 1, 0);
-    std::string holder = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "";
-    holder = holder.substr(0, holder.find('\n'));
+  std::string holder, lock_error;
+  state_lock_fd_ = lock_state_dir(state_dir_, holder, lock_error);
+  if (state_lock_fd_ < 0) {
+    if (!lock_error.empty()) return lock_error;
     start_exit_ = 2;
-    return "the state dir " + state_dir_ + " belongs to another pto-runner serve (pid " + (holder.empty() ? "unknown" : holder) +
-           ", lock " + lock_path + "); stop it, or give this one another --state-dir";
+    return "the state dir " + state_dir_ + " belongs to another pto-runner serve (pid " + holder + ", lock " + state_dir_ +
+           "/daemon.lock); stop it, or give this one another --state-dir";
   }
-  std::string me = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(state_lock_fd_, 0) == 0) (void)!::pwrite(state_lock_fd_, me.data(), me.size(), 0);
 
   // Token: the configured file, or one generated on first start and kept (0600) in the state dir.
   token_path_ = resolve_under_root(project.root, !opts_.token_file.empty() ? opts_.token_file : cfg_.token_file);
@@ -202,7 +197,8 @@ std::string Daemon::start_unguarded() {
   dispatcher_ = std::make_unique<Dispatcher>(io_, *pool_);
   // A lease's client heartbeats every second; five missed and it is gone (killed, lost): its cards come back.
   leases_ = std::make_unique<LeaseBook>(io_, *dispatcher_, 5, cfg_.kill_grace_seconds);
-  dispatcher_->set_wait_for_drained(true);  // drained cards may return: steps wait for them (run fails fast)
+  dispatcher_->set_wait_for_drained(true);
+  dispatcher_->set_on_change([this] { view_changed(); });  // drained cards may return: steps wait for them (run fails fast)
   leases_->set_on_change([this] { view_changed(); });
   leases_->set_on_ended([this](const std::string& how, double held) { metrics_.lease_seconds.observe(how, held); });
   if (cfg_.containment == "sweep") CgroupTree::disable("runner.yml containment: sweep");
@@ -642,13 +638,14 @@ void Daemon::on_run_finished(const std::string& id) {
   }
   metrics_.runs_by_result[state]++;
   remember_finished(record);
-  if (draining_ || cancelling_) unread_finished_.insert(id);
+  if (draining_ && !cancelling_) unread_finished_.insert(id);  // a drain lets its client see the end
   spdlog::info("run {} {} (exit {})", id, state, result);
   active_.erase(it);
   leases_->end_run(id, "its run ended");
   for (auto t = lease_tokens_.begin(); t != lease_tokens_.end();)
     t = t->second == id ? lease_tokens_.erase(t) : std::next(t);
   prune_history(false);
+  refresh_view();  // whoever saw the run end reads a status where it has ended (cards free, counts updated)
   if (active_.empty() && (draining_ || cancelling_))
     boost::asio::post(io_, [this] { finish_shutdown(cancelling_ ? stop_exit_ : 0); });
 }
@@ -697,8 +694,9 @@ void Daemon::cancel_all(int exit_code, std::function<void(int)> done) {
 
 void Daemon::finish_shutdown(int exit_code) {
   if (!on_stopped_) return;
-  // Clients following a run that ended meanwhile read it once more; wait for that (at most 30 s), so a
-  // `submit` sees the end of its run rather than a lost server.
+  if (cancelling_) unread_finished_.clear();  // SIGINT, a second SIGTERM: stop now
+  // Draining, clients following a run that ended meanwhile read it once more; wait for that (at most 30 s),
+  // so a `submit` sees the end of its run rather than a lost server.
   if (!unread_finished_.empty() && !linger_timer_) {
     linger_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
     linger_timer_->expires_after(std::chrono::seconds(30));
@@ -718,8 +716,13 @@ void Daemon::finish_shutdown(int exit_code) {
 }
 
 void Daemon::run_read(const std::string& id) {
-  if (unread_finished_.erase(id) && unread_finished_.empty() && active_.empty())
-    boost::asio::post(io_, [this] { finish_shutdown(cancelling_ ? stop_exit_ : 0); });
+  if (!unread_finished_.erase(id) || !unread_finished_.empty() || !active_.empty()) return;
+  // The answer being read is still on its way (a worker reads run.json): stop a moment later.
+  if (!linger_timer_) linger_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
+  linger_timer_->expires_after(std::chrono::milliseconds(300));
+  linger_timer_->async_wait([this](boost::system::error_code ec) {
+    if (!ec) finish_shutdown(cancelling_ ? stop_exit_ : 0);
+  });
 }
 
 }  // namespace pto

@@ -1,0 +1,367 @@
+// Operating the daemon as a service, end to end against a real `pto-runner serve`: valid Prometheus text
+// (checked by promtool), SIGTERM's drain and a second SIGTERM's cancel, SIGHUP's reload, the status page in
+// headless Chromium, packaging (cmake --install, cpack DEB), retention of a long history, the daemon's log
+// format, and the refusals that keep one owner per state dir.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "served_daemon.h"
+#include "store/journal.h"
+
+using namespace pto::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+bool have(const char* tool) { return sh(std::string("command -v ") + tool + " > /dev/null 2>&1") == 0; }
+
+// `promtool check metrics` on a scrape: "" when valid, else what promtool said.
+std::string promtool_problems(const std::string& scrape, const TempDir& dir) {
+  const fs::path file = dir.path() / "scrape.txt";
+  std::ofstream(file) << scrape;
+  std::string out;
+  int rc = sh("promtool check metrics < " + file.string() + " 2>&1", &out);
+  return rc == 0 ? "" : out.empty() ? "promtool exit " + std::to_string(rc) : out;
+}
+
+std::string metrics_of(const Served& s) {
+  auto r = pto::api_request("GET", s.url("/metrics"));
+  REQUIRE(r.status == 200);
+  return r.body;
+}
+
+}  // namespace
+
+TEST_CASE("metrics: /metrics passes promtool check metrics during and after a run, with every series", "[service]") {
+  if (!have("promtool")) {
+    WARN("SKIPPED: promtool is not installed (Debian package prometheus; scripts/install-deps.sh installs it)");
+    return;
+  }
+  Served s;
+  write_project(s.dir, {{"work.yml", "name: work\nsteps:\n"
+                                     "  - {name: 'a step with a \"quoted\" name', devices: 1, run: 'sleep 1'}\n"
+                                     "  - {name: fails, devices: 1, run: 'exit 3', continue-on-error: true}\n"}});
+  s.start();
+  auto r = s.post("/api/v1/runs", json::object());
+  REQUIRE(r.status == 201);
+  std::string id = json::parse(r.body)["id"];
+  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices_by_state"].value("busy", 0) == 1; }, 10));
+  std::string during = metrics_of(s);
+  CHECK(promtool_problems(during, s.dir) == "");
+  CHECK(during.find("pto_runner_card_state{card=\"0\",type=\"\",state=\"busy\"} 1") != std::string::npos);
+  CHECK(s.wait_run(id)["state"] == "succeeded");
+  REQUIRE(wait_until([&] { return metrics_of(s).find("pto_runner_steps_total{result=\"failed\"} 1") != std::string::npos; }, 5));
+  std::string after = metrics_of(s);
+  CHECK(promtool_problems(after, s.dir) == "");
+  for (const char* series : {"pto_runner_build_info{version=\"", "pto_runner_uptime_seconds ", "pto_runner_draining 0",
+                             "pto_runner_cards{state=\"free\"} 2", "pto_runner_card_busy_seconds_total{card=\"0\"} ",
+                             "pto_runner_queue_length 0", "pto_runner_queue_oldest_wait_seconds 0",
+                             "pto_runner_leases{state=\"granted\"} 0", "pto_runner_wait_seconds_count 2",
+                             "pto_runner_step_duration_seconds_count{result=\"succeeded\"} 1",
+                             "pto_runner_step_duration_seconds_bucket{result=\"failed\",le=\"+Inf\"} 1",
+                             "pto_runner_steps_total{result=\"succeeded\"} 1", "pto_runner_runs_total{result=\"succeeded\"} 1"})
+    CHECK(after.find(series) != std::string::npos);
+  // The commit is in the build info (CMake asked git at configure time).
+  CHECK(after.find(",commit=\"") != std::string::npos);
+  // A card held by a sleeping step for a second has at least that much busy time.
+  auto at = after.find("pto_runner_card_busy_seconds_total{card=\"0\"} ");
+  double busy0 = std::stod(after.substr(at + std::string("pto_runner_card_busy_seconds_total{card=\"0\"} ").size()));
+  auto at1 = after.find("pto_runner_card_busy_seconds_total{card=\"1\"} ");
+  double busy1 = std::stod(after.substr(at1 + std::string("pto_runner_card_busy_seconds_total{card=\"1\"} ").size()));
+  CHECK(busy0 + busy1 >= 1.0);
+}
+
+TEST_CASE("signals: SIGTERM drains: new runs get 503, the accepted run's steps all run, it succeeds, exit 0", "[service]") {
+  Served s;
+  const fs::path gate = s.dir.path() / "gate", second = s.dir.path() / "second";
+  write_project(s.dir, {{"two.yml", "name: two\nsteps:\n"
+                                    "  - {name: first, devices: 1, run: 'while [ ! -e " + gate.string() + " ]; do sleep 0.05; done'}\n"
+                                    "  - {name: second, devices: 1, run: 'touch " + second.string() + "'}\n"}});
+  s.start();
+  auto r = s.post("/api/v1/runs", json::object());
+  REQUIRE(r.status == 201);
+  std::string id = json::parse(r.body)["id"];
+  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices_by_state"].value("busy", 0) == 1; }, 10));
+  ::kill(s.proc.pid, SIGTERM);
+  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["draining"] == true; }, 5));
+  auto refused = s.post("/api/v1/runs", json::object());
+  CHECK(refused.status == 503);
+  CHECK(refused.body.find("draining (SIGTERM)") != std::string::npos);
+  auto lease = s.post("/api/v1/leases", {{"devices", 1}});  // the admin's own lease: not part of an accepted run
+  CHECK(lease.status == 503);
+  std::ofstream(gate.string()) << "go";
+  json done = s.wait_run(id);  // the client still reads its run to the end
+  CHECK(done["state"] == "succeeded");
+  CHECK(fs::exists(second));
+  CommandResult exit = wait_cli(s.proc);
+  s.proc.pid = -1;
+  CHECK(exit.exit_code == 0);
+  CHECK(exit.err.find("draining") != std::string::npos);
+}
+
+TEST_CASE("signals: a second SIGTERM cancels what the drain waits for: the run is cancelled, exit 143", "[service]") {
+  Served s;
+  write_project(s.dir, {{"slow.yml", "name: slow\nsteps:\n  - {name: forever, devices: 1, run: 'sleep 1000'}\n"}});
+  s.start();
+  auto r = s.post("/api/v1/runs", json::object());
+  REQUIRE(r.status == 201);
+  std::string id = json::parse(r.body)["id"];
+  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices_by_state"].value("busy", 0) == 1; }, 10));
+  ::kill(s.proc.pid, SIGTERM);
+  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["draining"] == true; }, 5));
+  ::kill(s.proc.pid, SIGTERM);
+  CommandResult exit = wait_cli(s.proc);
+  s.proc.pid = -1;
+  CHECK(exit.exit_code == 143);
+  // The journal has it cancelled (read back by a second daemon on the same state dir).
+  Served again;
+  again.state_dir = s.state();
+  write_project(again.dir, {{"slow.yml", "name: slow\nsteps:\n  - {name: forever, devices: 1, run: 'sleep 1000'}\n"}});
+  again.start();
+  CHECK(again.get("/api/v1/runs/" + id)["state"] == "cancelled");
+}
+
+TEST_CASE("signals: SIGHUP reloads runner.yml: an added card is used; a broken file keeps the old settings", "[service]") {
+  Served s;
+  s.devices = "";  // the cards come from runner.yml
+  s.dir.write("runner.yml", "devices:\n  ids: [0]\n");
+  const fs::path marks = s.dir.path() / "marks";
+  fs::create_directories(marks);
+  write_project(s.dir, {{"pair.yml", "name: pair\nparallel: true\nsteps:\n"
+                                     "  - {name: a, devices: 1, run: 'echo $TASK_DEVICE > " + marks.string() + "/a; sleep 1'}\n"
+                                     "  - {name: b, devices: 1, run: 'echo $TASK_DEVICE > " + marks.string() + "/b; sleep 1'}\n"}});
+  s.start();
+  CHECK(s.get("/api/v1/status")["devices"].size() == 1);
+  s.dir.write("runner.yml", "devices:\n  ids: [0, 1]\n");
+  ::kill(s.proc.pid, SIGHUP);
+  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices"].size() == 2; }, 5));
+  CHECK(read_file(s.proc.err).find("reload: card 1 added") != std::string::npos);
+  auto r = s.post("/api/v1/runs", json::object());
+  REQUIRE(r.status == 201);
+  CHECK(s.wait_run(json::parse(r.body)["id"])["state"] == "succeeded");
+  std::set<std::string> used = {read_file(marks / "a"), read_file(marks / "b")};
+  CHECK(used == std::set<std::string>{"0\n", "1\n"});  // both steps at once, one on the added card
+
+  s.dir.write("runner.yml", "devices:\n  ids: [0, 1, 2]\n  bogus: 1\n");
+  ::kill(s.proc.pid, SIGHUP);
+  REQUIRE(wait_until([&] { return read_file(s.proc.err).find("keeping the old ones") != std::string::npos; }, 5));
+  CHECK(read_file(s.proc.err).find("runner.yml:3:3") != std::string::npos);  // where the mistake is
+  CHECK(s.get("/api/v1/status")["devices"].size() == 2);
+  CHECK(pid_running(s.proc.pid));  // SIGHUP no longer ends the daemon
+}
+
+TEST_CASE("status page: headless Chromium shows the cards, a waiting step's reason and a working log link", "[service]") {
+  if (!have("chromium")) {
+    WARN("SKIPPED: chromium is not installed (Debian package chromium; scripts/install-deps.sh installs it)");
+    return;
+  }
+  Served s;
+  s.devices = "2";
+  write_project(s.dir, {{"busy.yml", "name: busy\nparallel: true\nsteps:\n"
+                                     "  - {name: holder, devices: 1, run: 'echo holding the card; sleep 1000'}\n"
+                                     "  - {name: other, devices: 1, run: 'sleep 1000'}\n"
+                                     "  - {name: pair, devices: 2, run: 'true'}\n"}});
+  s.start();
+  auto r = s.post("/api/v1/runs", json::object());
+  REQUIRE(r.status == 201);
+  std::string id = json::parse(r.body)["id"];
+  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["queue"].size() == 1; }, 10));
+  REQUIRE(wait_until([&] {
+    return pto::api_request("GET", s.url("/api/v1/runs/" + id + "/steps/1-1/log")).body.find("holding the card") != std::string::npos;
+  }, 10));
+  const fs::path profile = s.dir.path() / "chromium-profile";
+  std::string dom;
+  int rc = sh("timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --user-data-dir=" +
+                  profile.string() + " --virtual-time-budget=5000 --dump-dom " + s.url("/") + " 2>/dev/null",
+              &dom);
+  REQUIRE(rc == 0);
+  // Rendered by the page's script from /api/v1/status (the static HTML has empty tables).
+  CHECK(dom.find("class=\"state busy\"") != std::string::npos);
+  CHECK(dom.find(">busy / holder<") != std::string::npos);
+  CHECK(dom.find("waiting for 2 cards") != std::string::npos);
+  const std::string log = "/api/v1/runs/" + id + "/steps/1-1/log";
+  CHECK(dom.find("href=\"" + log + "\"") != std::string::npos);
+  // The link the page shows serves the step's log.
+  CHECK(pto::api_request("GET", s.url(log)).body.find("holding the card") != std::string::npos);
+  // Nothing from outside the daemon.
+  std::string html = pto::api_request("GET", s.url("/")).body;
+  CHECK(html.find("src=\"http") == std::string::npos);
+  CHECK(html.find("href=\"http") == std::string::npos);
+}
+
+TEST_CASE("status: a 1-card wait says all N usable cards are busy, and queue entries carry run, step and links", "[service]") {
+  Served s;
+  s.devices = "2";
+  write_project(s.dir, {{"three.yml", "name: three\nparallel: true\nsteps:\n"
+                                      "  - {name: a, devices: 1, run: 'sleep 1000 # a'}\n"
+                                      "  - {name: b, devices: 1, run: 'sleep 1000 # b'}\n"
+                                      "  - {name: c, devices: 1, run: 'true'}\n"}});
+  s.start();
+  auto r = s.post("/api/v1/runs", json::object());
+  std::string id = json::parse(r.body)["id"];
+  json st;
+  REQUIRE(wait_until([&] {
+    st = s.get("/api/v1/status");
+    return st["queue"].size() == 1 && st["devices_by_state"].value("busy", 0) == 2;
+  }, 10));
+  const json& q = st["queue"][0];
+  CHECK(q["reason"] == "waiting for 1 card: all 2 usable cards busy");
+  CHECK(q["position"] == 1);
+  CHECK(q["run"] == id);
+  CHECK(q["step_id"] == "1-3");
+  CHECK(q["run_url"] == "/api/v1/runs/" + id);
+  CHECK(q["log_url"] == "/api/v1/runs/" + id + "/steps/1-3/log");
+  CHECK(st["devices"][0]["holder"]["log_url"].get<std::string>().rfind("/api/v1/runs/" + id + "/steps/1-", 0) == 0);
+  CHECK(st["devices"][0]["holder"]["other_program"] == false);
+  // Durations are rounded to milliseconds.
+  double w = q["wait_seconds"];
+  CHECK(std::abs(w * 1000 - std::round(w * 1000)) < 1e-6);
+}
+
+TEST_CASE("daemon: a step only drained cards could serve waits for them and runs once one is undrained", "[service]") {
+  Served s;
+  s.devices = "1";
+  write_project(s.dir, {{"one.yml", "name: one\nsteps:\n  - {name: needs-card, devices: 1, run: 'true'}\n"}});
+  s.start();
+  REQUIRE(s.post("/api/v1/devices/0/drain", {{"reason", "fell off the bus"}}).status == 200);
+  auto r = s.post("/api/v1/runs", json::object());
+  REQUIRE(r.status == 201);
+  std::string id = json::parse(r.body)["id"];
+  json st;
+  REQUIRE(wait_until([&] {
+    st = s.get("/api/v1/status");
+    return st["queue"].size() == 1;
+  }, 10));
+  CHECK(st["queue"][0]["reason"].get<std::string>().find("waiting for a drained card to return") != std::string::npos);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(s.get("/api/v1/runs/" + id)["state"] == "running");  // not failed at once, as `run` would
+  REQUIRE(s.post("/api/v1/devices/0/undrain", json::object()).status == 200);
+  CHECK(s.wait_run(id)["state"] == "succeeded");
+}
+
+TEST_CASE("devices --drain without --server refuses while a daemon holds the state dir", "[service]") {
+  Served s;
+  write_project(s.dir, {{"one.yml", "name: one\nsteps:\n  - run: 'true'\n"}});
+  s.start();
+  CommandResult r = run_cli({"devices", "--root", s.dir.str(), "--state-dir", s.state(), "--lock-dir", s.locks(),
+                             "--devices", "2", "--drain", "1"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--server") != std::string::npos);
+  CHECK(r.err.find("pid " + std::to_string(s.proc.pid)) != std::string::npos);
+  CHECK(s.get("/api/v1/status")["devices"][1]["state"] == "free");  // nothing changed behind the daemon's back
+}
+
+TEST_CASE("serve: --log-format json writes one JSON object per line with UTC times; --version names the commit", "[service]") {
+  Served s;
+  write_project(s.dir, {{"one.yml", "name: one\nsteps:\n  - run: 'echo \"quoted\"'\n"}});
+  s.start({"--log-format", "json", "--log-level", "debug"});
+  auto r = s.post("/api/v1/runs", json::object());
+  s.wait_run(json::parse(r.body)["id"]);
+  s.stop();
+  std::istringstream lines(read_file(s.proc.err));
+  int objects = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] != '{') continue;  // the CLI's own plain messages
+    json j = json::parse(line, nullptr, false);
+    REQUIRE_FALSE(j.is_discarded());
+    std::string t = j["time"];
+    CHECK(t.size() == 24);
+    CHECK(t.back() == 'Z');
+    CHECK(j["level"].is_string());
+    CHECK(j["msg"].is_string());
+    ++objects;
+  }
+  CHECK(objects >= 2);
+  CommandResult bad = run_cli({"serve", "--root", s.dir.str(), "--log-format", "xml"});
+  CHECK(bad.exit_code == 2);
+  CommandResult v = run_cli({"--version"});
+  CHECK(v.exit_code == 0);
+  CHECK(v.out.find("pto-runner " PTO_RUNNER_VERSION " (git ") == 0);
+}
+
+TEST_CASE("retention: 10,000 finished runs and max-runs 100: the journal and the state dir keep the newest 100", "[service]") {
+  TempDir dir;
+  const fs::path state = dir.path() / "state";
+  fs::create_directories(state / "runs");
+  {
+    std::string error;
+    auto journal = pto::Journal::open((state / "journal.sqlite").string(), error);
+    REQUIRE(journal);
+    for (int i = 0; i < 10000; ++i) {
+      char id[32];
+      std::snprintf(id, sizeof(id), "20260101-%06d-%04x", i / 10, i % 0x10000);
+      std::string created = "2026-01-01T00:00:00.000Z";
+      json rec = {{"id", id}, {"state", "succeeded"}, {"created", created}, {"finished", created}, {"result", 0},
+                  {"jobs", json::array()}};
+      REQUIRE(journal->restore_run(rec));
+      if (i % 100 == 0) fs::create_directories(state / "runs" / id);  // some with their directory
+    }
+  }
+  const auto before = fs::file_size(state / "journal.sqlite");
+  Served s;
+  s.state_dir = state.string();
+  write_project(s.dir, {{"one.yml", "name: one\nsteps:\n  - run: 'true'\n"}});
+  s.dir.write("runner.yml", "retention:\n  max-runs: 100\n  max-age-days: 0\n");
+  s.start();
+  json runs = s.get("/api/v1/runs?limit=1000")["runs"];
+  CHECK(runs.size() == 100);
+  std::size_t dirs = 0;
+  for (const auto& e : fs::directory_iterator(state / "runs")) dirs += e.is_directory();
+  REQUIRE(wait_until([&] {
+    dirs = 0;
+    for (const auto& e : fs::directory_iterator(state / "runs")) dirs += e.is_directory();
+    return dirs <= 1;  // of the 100 directories, only the newest runs' (one in a hundred had one) remain
+  }, 10));
+  s.stop();
+  CHECK(fs::file_size(state / "journal.sqlite") < before / 10);
+}
+
+TEST_CASE("packaging: cmake --install into a prefix and cpack's .deb hold the binaries, the unit and the config", "[service][packaging]") {
+  TempDir dir;
+  const fs::path prefix = dir.path() / "prefix";
+  std::string out;
+  REQUIRE(sh("cmake --install " PTO_RUNNER_BUILD_DIR " --prefix " + prefix.string() + " > " + (dir.path() / "install.log").string() + " 2>&1") == 0);
+  for (const char* f : {"bin/pto-runner", "bin/pto-task-submit", "bin/task-submit", "lib/systemd/system/pto-runner.service",
+                        "etc/pto-runner/runner.yml", "share/doc/pto-runner/README.md", "share/pto-runner/definitions/jobs"})
+    CHECK(fs::exists(prefix / f));
+  CHECK(fs::is_symlink(prefix / "bin/task-submit"));
+  std::string unit = read_file(prefix / "lib/systemd/system/pto-runner.service");
+  for (const char* line : {"KillMode=mixed", "Delegate=yes", "StateDirectory=pto-runner", "User=pto-runner", "ExecReload="})
+    CHECK(unit.find(line) != std::string::npos);
+  // The installed binary runs and checks the installed config against the installed definitions.
+  REQUIRE(sh((prefix / "bin/pto-runner").string() + " --version", &out) == 0);
+  CHECK(out.find("(git ") != std::string::npos);
+  // The installed binary reads the installed config: its 8 cards (state and locks in a scratch dir here).
+  std::string cards;
+  CHECK(sh((prefix / "bin/pto-runner").string() + " devices --root " + (prefix / "share/pto-runner/definitions").string() +
+               " --config " + (prefix / "etc/pto-runner/runner.yml").string() + " --state-dir " + (dir.path() / "st").string() +
+               " --lock-dir " + (dir.path() / "locks").string(),
+           &cards) == 0);
+  CHECK(cards.find("a2a3") != std::string::npos);
+  CHECK(std::count(cards.begin(), cards.end(), '\n') >= 8);
+
+  if (!have("dpkg-deb") || !have("cpack")) {
+    WARN("SKIPPED: the .deb part needs dpkg-deb and cpack");
+    return;
+  }
+  const fs::path debs = dir.path() / "debs";
+  REQUIRE(sh("cd " PTO_RUNNER_BUILD_DIR " && cpack -G DEB -B " + debs.string() + " > " + (dir.path() / "cpack.log").string() + " 2>&1") == 0);
+  std::string deb;
+  REQUIRE(sh("ls " + debs.string() + "/*.deb", &deb) == 0);
+  deb.erase(deb.find('\n'));
+  std::string listing, info;
+  REQUIRE(sh("dpkg -c " + deb, &listing) == 0);
+  for (const char* f : {"./usr/bin/pto-runner", "./usr/bin/pto-task-submit", "./usr/bin/task-submit",
+                        "./usr/lib/systemd/system/pto-runner.service", "./etc/pto-runner/runner.yml"})
+    CHECK(listing.find(f) != std::string::npos);
+  REQUIRE(sh("dpkg-deb -I " + deb, &info) == 0);
+  CHECK(info.find("Package: pto-runner") != std::string::npos);
+  CHECK(info.find("postinst") != std::string::npos);
+  CHECK(info.find("conffiles") != std::string::npos);
+}
