@@ -222,6 +222,13 @@ TEST_CASE("status: a 1-card wait says all N usable cards are busy, and queue ent
   // Durations are rounded to milliseconds.
   double w = q["wait_seconds"];
   CHECK(std::abs(w * 1000 - std::round(w * 1000)) < 1e-6);
+  // Draining a busy card keeps what still runs on it in view.
+  REQUIRE(s.post("/api/v1/devices/1/drain", {{"reason", "ECC errors"}}).status == 200);
+  json card = s.get("/api/v1/status")["devices"][1];
+  CHECK(card["state"] == "drained");
+  CHECK(card["drain_reason"] == "ECC errors");
+  CHECK(card["holder"]["run"] == id);
+  CHECK(card["holder"]["label"].get<std::string>().rfind("three / ", 0) == 0);
 }
 
 TEST_CASE("daemon: a step only drained cards could serve waits for them and runs once one is undrained", "[service]") {
