@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/card_broker.h"
 #include "sched/device_pool.h"
 #include "sched/scheduler.h"
 
@@ -22,40 +23,24 @@ class io_context;
 
 namespace pto {
 
-/// What a step (or a lease) asks the host for.
-struct CardRequest {
-  int devices = 1;
-  std::string type;             // "" = any card
-  std::string label;            // who asks, for holders and waiting reasons
-  double expected_seconds = 0;  // 0: unknown (never backfills ahead of a reservation)
-  std::uint64_t order = 0;      // an earlier place in line to keep (a retry); 0: a new place
-  std::vector<int> only;        // exactly these cards (then devices == only.size()); empty: any
-};
-
-struct QueueEntry {
-  std::uint64_t ticket = 0;
-  std::string label;
-  int devices = 0;
-  std::string reason;
-  double waited_seconds = 0;
-  std::string since;
-};
-
-class Dispatcher {
+/// The local card broker: the host's own cards, scheduled here and locked with flocks.
+class Dispatcher : public CardBroker {
  public:
-  using Grant = std::function<void(const std::vector<int>& cards)>;
-  using Impossible = std::function<void(const std::string& why)>;
-
   Dispatcher(boost::asio::io_context& io, DevicePool& pool);
   ~Dispatcher();
 
   /// Queues a request; `on_grant` gets its cards once they are locked. Returns the ticket.
-  std::uint64_t request(CardRequest req, Grant on_grant, Impossible on_impossible);
-  void withdraw(std::uint64_t ticket);
-  void release(const std::vector<int>& cards);
+  std::uint64_t request(CardRequest req, Grant on_grant, Impossible on_impossible) override;
+  void withdraw(std::uint64_t ticket) override;
+  void release(const std::vector<int>& cards) override;
+  std::vector<int> report_outcome(const std::vector<int>& cards, bool infra_failure, const std::string& what) override {
+    return pool_.record_result(cards, infra_failure, what);
+  }
+  bool is_drained(int card) const override { return pool_.is_drained(card); }
+  void relabel(int card, const std::string& label) override { pool_.relabel(card, label); }
 
   /// The waiting steps in order with their reasons, and the reservations (both brought up to date first).
-  std::vector<QueueEntry> queue();
+  std::vector<QueueEntry> queue() override;
   const std::map<int, std::uint64_t>& reserved();
   DevicePool& pool() { return pool_; }
   /// Schedules now (the engine calls this after undrain, for example).

@@ -81,11 +81,11 @@ struct RunEngine::Timers {
   std::map<std::pair<std::size_t, std::size_t>, std::unique_ptr<boost::asio::steady_timer>> wait_timeouts;
 };
 
-RunEngine::RunEngine(boost::asio::io_context& io, Plan plan, Dispatcher& dispatcher, Executor& executor,
+RunEngine::RunEngine(boost::asio::io_context& io, Plan plan, CardBroker& broker, Executor& executor,
                      EngineOptions opts, RunObserver* observer)
     : io_(io),
       plan_(std::move(plan)),
-      dispatcher_(dispatcher),
+      broker_(broker),
       executor_(executor),
       opts_(std::move(opts)),
       observer_(observer),
@@ -420,7 +420,7 @@ void RunEngine::enqueue(std::size_t j, std::size_t s) {
       if (ec) return;  // cancelled (granted, or the engine is gone): touch nothing
       StepRecord& r = run_.jobs[j].steps[s];
       if (r.state != StepState::Waiting || !r.ticket) return;
-      dispatcher_.withdraw(r.ticket);
+      broker_.withdraw(r.ticket);
       r.ticket = 0;
       r.state = StepState::TimedOut;
       r.timed_out = true;
@@ -439,7 +439,7 @@ void RunEngine::enqueue(std::size_t j, std::size_t s) {
   // A default estimate is no estimate: such a step must not backfill ahead of a reservation.
   double expected = ps.expected_defaulted ? 0 : ps.expected_minutes * 60 * (opts_.simulate ? opts_.time_scale : 1);
   sr.wait_reason = "queued for " + std::to_string(ps.devices) + (ps.devices == 1 ? " card" : " cards");
-  sr.ticket = dispatcher_.request(
+  sr.ticket = broker_.request(
       {ps.devices, ps.device_type, label(j, s), expected, sr.order},
       [this, j, s](const std::vector<int>& cards) {
         run_.jobs[j].steps[s].ticket = 0;
@@ -505,7 +505,7 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
   StepRecord& sr = jr.steps[s];
   const PlanStep& ps = plan_.jobs[j].steps[s];
   if (jr.cancelled || run_.cancelled) {  // cancelled while waiting for the grant
-    if (!cards.empty()) dispatcher_.release(cards);
+    if (!cards.empty()) broker_.release(cards);
     sr.state = StepState::Cancelled;
     sr.finished = iso_now();
     pump();
@@ -576,23 +576,23 @@ void RunEngine::trace(const char* what, const std::vector<int>& cards) {
 void RunEngine::release_cards(const std::vector<int>& cards, bool infra, const std::string& what) {
   if (cards.empty()) return;
   trace("release", cards);
-  dispatcher_.pool().record_result(cards, infra, what);
+  broker_.report_outcome(cards, infra, what);
   std::vector<int> now;
   for (int card : cards) {
     // A card that just saw an infrastructure failure is checked before anyone else gets it; it stays locked
     // meanwhile. The check is a supervised process like a step, so the engine (and the daemon) keep going.
-    if (infra && !opts_.health.check.empty() && !opts_.simulate && !dispatcher_.pool().is_drained(card))
+    if (infra && !opts_.health.check.empty() && !opts_.simulate && !broker_.is_drained(card))
       start_health_check(card, what);
     else
       now.push_back(card);
   }
-  if (!now.empty()) dispatcher_.release(now);
+  if (!now.empty()) broker_.release(now);
 }
 
 void RunEngine::start_health_check(int card, const std::string& after) {
   std::string cmd = opts_.health.check;
   for (std::size_t p; (p = cmd.find("{device}")) != std::string::npos;) cmd.replace(p, 8, std::to_string(card));
-  dispatcher_.pool().relabel(card, "health check after " + after);
+  broker_.relabel(card, "health check after " + after);
   StepLaunch l;
   l.label = "health check of card " + std::to_string(card);
   l.command = cmd;
@@ -612,9 +612,9 @@ void RunEngine::start_health_check(int card, const std::string& after) {
     if (!o.ok() && !o.cancelled) {
       std::string how = o.timed_out ? "timed out" : o.signal ? "killed by signal " + std::to_string(o.signal)
                                                              : "exit " + std::to_string(o.exit_code);
-      dispatcher_.pool().record_result({card}, true, "health check `" + cmd + "` failed (" + how + "; " + log + ")");
+      broker_.report_outcome({card}, true, "health check `" + cmd + "` failed (" + how + "; " + log + ")");
     }
-    dispatcher_.release({card});
+    broker_.release({card});
     pump();  // the run may be waiting only for this
   });
 }
@@ -698,7 +698,7 @@ void RunEngine::cancel_job(std::size_t j, const std::string& reason) {
   for (std::size_t s = 0; s < jr.steps.size(); ++s) {
     StepRecord& sr = jr.steps[s];
     if (sr.state == StepState::Waiting && sr.ticket) {
-      dispatcher_.withdraw(sr.ticket);
+      broker_.withdraw(sr.ticket);
       sr.ticket = 0;
       sr.state = StepState::Cancelled;
       sr.finished = iso_now();

@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "config/runner_config.h"
-#include "engine/dispatcher.h"
+#include "engine/card_broker.h"
 #include "engine/run_state.h"
 #include "exec/executor.h"
 #include "plan/condition.h"
@@ -56,7 +56,7 @@ struct EngineOptions {
 
 class RunEngine {
  public:
-  RunEngine(boost::asio::io_context& io, Plan plan, Dispatcher& dispatcher, Executor& executor, EngineOptions opts,
+  RunEngine(boost::asio::io_context& io, Plan plan, CardBroker& broker, Executor& executor, EngineOptions opts,
             RunObserver* observer);
   ~RunEngine();
 
@@ -104,7 +104,7 @@ class RunEngine {
 
   boost::asio::io_context& io_;
   Plan plan_;
-  Dispatcher& dispatcher_;
+  CardBroker& broker_;
   Executor& executor_;
   EngineOptions opts_;
   RunObserver* observer_;

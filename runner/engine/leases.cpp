@@ -30,10 +30,10 @@ struct LeaseBook::Timers {
   std::map<std::string, std::unique_ptr<boost::asio::steady_timer>> kills;  // per lease being revoked
 };
 
-LeaseBook::LeaseBook(boost::asio::io_context& io, Dispatcher& dispatcher, double heartbeat_timeout_seconds,
+LeaseBook::LeaseBook(boost::asio::io_context& io, CardBroker& broker, double heartbeat_timeout_seconds,
                      double kill_grace_seconds)
     : io_(io),
-      dispatcher_(dispatcher),
+      broker_(broker),
       heartbeat_timeout_(heartbeat_timeout_seconds),
       kill_grace_(kill_grace_seconds),
       timers_(std::make_unique<Timers>(io)) {}
@@ -66,12 +66,12 @@ std::string LeaseBook::create(LeaseRequest req, Granted granted, Refused refused
     });
     timers_->waits[id] = std::move(t);
   }
-  lease->ticket = dispatcher_.request(
+  lease->ticket = broker_.request(
       std::move(cr),
       [this, id, granted = std::move(granted)](const std::vector<int>& cards) {
         auto it = leases_.find(id);
         if (it == leases_.end()) {  // ended while the grant was on its way
-          dispatcher_.release(cards);
+          broker_.release(cards);
           return;
         }
         Lease& g = *it->second;
@@ -121,7 +121,7 @@ bool LeaseBook::end(const std::string& id, const std::string& why, bool by_clien
     l.state = "ended";
     ended_by_reason_["released"]++;
     if (on_ended_) on_ended_("released", seconds_since(l.granted_at));
-    dispatcher_.release(l.cards);
+    broker_.release(l.cards);
     leases_.erase(id);
     if (on_change_) on_change_();
     return true;
@@ -140,7 +140,7 @@ void LeaseBook::end_run(const std::string& run_id, const std::string& why) {
 void LeaseBook::finish(Lease& l, const std::string& state, const std::string& why, const std::string& reason_key) {
   const std::string id = l.id;
   if (l.state == "waiting") {
-    if (l.ticket) dispatcher_.withdraw(l.ticket);
+    if (l.ticket) broker_.withdraw(l.ticket);
     timers_->waits.erase(id);
     auto refuse = std::move(refused_[id]);
     refused_.erase(id);
@@ -171,7 +171,7 @@ void LeaseBook::finish(Lease& l, const std::string& state, const std::string& wh
   };
   if (left(SIGTERM) == 0) {
     CgroupTree::remove(cgroup);
-    dispatcher_.release(l.cards);
+    broker_.release(l.cards);
     leases_.erase(id);
     if (on_change_) on_change_();
     return;
@@ -192,7 +192,7 @@ void LeaseBook::finish(Lease& l, const std::string& state, const std::string& wh
     if (gone() || Clock::now() >= deadline + std::chrono::seconds(5)) {
       CgroupTree::remove(cgroup);
       auto it = leases_.find(id);
-      if (it != leases_.end()) dispatcher_.release(it->second->cards);
+      if (it != leases_.end()) broker_.release(it->second->cards);
       leases_.erase(id);
       if (on_change_) on_change_();
       boost::asio::post(io_, [this, id] { timers_->kills.erase(id); });  // not from inside its own handler

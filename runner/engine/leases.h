@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/dispatcher.h"
+#include "engine/card_broker.h"
 
 namespace boost::asio {
 class io_context;
@@ -54,7 +54,7 @@ class LeaseBook {
   using Granted = std::function<void(const Lease&)>;
   using Refused = std::function<void(int status, const std::string& why)>;
 
-  LeaseBook(boost::asio::io_context& io, Dispatcher& dispatcher, double heartbeat_timeout_seconds, double kill_grace_seconds);
+  LeaseBook(boost::asio::io_context& io, CardBroker& broker, double heartbeat_timeout_seconds, double kill_grace_seconds);
   ~LeaseBook();
 
   std::string create(LeaseRequest req, Granted granted, Refused refused);
@@ -85,7 +85,7 @@ class LeaseBook {
   void arm_watchdog();
 
   boost::asio::io_context& io_;
-  Dispatcher& dispatcher_;
+  CardBroker& broker_;
   double heartbeat_timeout_, kill_grace_;
   std::map<std::string, std::unique_ptr<Lease>> leases_;  // waiting and granted
   std::map<std::string, Refused> refused_;                 // waiting leases' answer on failure

@@ -1,0 +1,56 @@
+#pragma once
+// CardBroker: what a run (RunEngine) and the lease book need from whoever hands out NPU cards. They ask for N
+// cards of a type for a holder, hear of the grant (or that none can ever serve it), give the cards back,
+// report how a step ended on them (health: a card with repeated infrastructure failures is drained), and
+// read waiting reasons. The local broker is the Dispatcher (engine/dispatcher: the host's one queue, the
+// pure scheduler, the device pool's flocks); tests drive the engine with a fake one (tests/engine_test.cpp).
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace pto {
+
+/// What a step (or a lease) asks the host for.
+struct CardRequest {
+  int devices = 1;
+  std::string type;             // "" = any card
+  std::string label;            // who asks, for holders and waiting reasons
+  double expected_seconds = 0;  // 0: unknown (never backfills ahead of a reservation)
+  std::uint64_t order = 0;      // an earlier place in line to keep (a retry); 0: a new place
+  std::vector<int> only;        // exactly these cards (then devices == only.size()); empty: any
+};
+
+/// A waiting request, for the status: its ticket, who, how many cards, why it waits, since when.
+struct QueueEntry {
+  std::uint64_t ticket = 0;
+  std::string label;
+  int devices = 0;
+  std::string reason;
+  double waited_seconds = 0;
+  std::string since;
+};
+
+class CardBroker {
+ public:
+  using Grant = std::function<void(const std::vector<int>& cards)>;
+  using Impossible = std::function<void(const std::string& why)>;
+  virtual ~CardBroker() = default;
+
+  /// Queues a request; `on_grant` gets its cards once they are the holder's. Returns the ticket.
+  virtual std::uint64_t request(CardRequest req, Grant on_grant, Impossible on_impossible) = 0;
+  /// Takes a waiting request out of the queue (cancelled, timed out).
+  virtual void withdraw(std::uint64_t ticket) = 0;
+  /// Gives cards back, once every process that used them is gone.
+  virtual void release(const std::vector<int>& cards) = 0;
+  /// How a step ended on its cards (`infra_failure`: the card's fault, by the health settings). Returns the
+  /// cards this drained.
+  virtual std::vector<int> report_outcome(const std::vector<int>& cards, bool infra_failure, const std::string& what) = 0;
+  virtual bool is_drained(int card) const = 0;
+  /// Says who holds a card now (a health check after the step that held it); the card stays held.
+  virtual void relabel(int card, const std::string& label) = 0;
+  /// The waiting requests in order, with their reasons.
+  virtual std::vector<QueueEntry> queue() = 0;
+};
+
+}  // namespace pto
