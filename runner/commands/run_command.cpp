@@ -8,15 +8,11 @@
 
 #include "commands/commands.h"
 #include "config/device_spec.h"
-#include "engine/dispatcher.h"
 #include "engine/engine.h"
-#include "exec/cgroup_tree.h"
-#include "exec/child_reaper.h"
-#include "exec/executor.h"
+#include "host/host.h"
 #include "report/actions_output.h"
 #include "report/console.h"
 #include "report/simulation_report.h"
-#include "sched/device_pool.h"
 
 namespace fs = std::filesystem;
 
@@ -57,23 +53,21 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
     const std::string state_dir = cfg.state_dir;
 
     boost::asio::io_context io;
-    DevicePool pool(cfg, state_dir);
-    if (std::string err = pool.init(); !err.empty()) {
-      std::cerr << "pto-runner: " << err << "\n";
+    HostOptions ho;
+    ho.simulate = opts->simulate;
+    ho.simulate_lead = opts->simulate_toolchain;
+    std::string host_error;
+    auto host = wire_host(io, cfg, ho, host_error);
+    if (!host) {
+      std::cerr << "pto-runner: " << host_error << "\n";
       exit_code = to_int(ExitCode::Infrastructure);
       return;
     }
-    Dispatcher dispatcher(io, pool);
-    if (cfg.containment == "sweep") CgroupTree::disable("runner.yml containment: sweep");
-    OrphanReaper reaper(io);  // what steps orphan is reparented here and reaped, never left a zombie
-    auto executor = opts->simulate ? make_simulated_executor(io) : make_local_executor(io);
-    std::unique_ptr<Executor> lead_executor;
-    if (opts->simulate && !opts->simulate_toolchain) lead_executor = make_local_executor(io);
 
     // Inherited PTO_RUNNER_* (a submit token, another run's ids) never reach steps; the engine sets its own.
     EngineOptions eo = make_engine_options(loaded->project.root, state_dir, cfg, opts->simulate,
                                            opts->time_scale, "PTO_RUNNER_");
-    eo.lead_executor = lead_executor.get();
+    eo.lead_executor = host->lead_executor.get();
     if (const char* trace = std::getenv("PTO_RUNNER_TRACE")) eo.trace_file = trace;
 
     ConsoleOptions co;
@@ -89,7 +83,7 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
               << join_ids(cfg.device_ids) << (opts->simulate ? " (simulated)" : "") << "; logs in " << eo.run_dir
               << "\n";
     std::cout.flush();
-    RunEngine engine(io, loaded->plan, dispatcher, *executor, eo, &console);
+    RunEngine engine(io, loaded->plan, host->broker(), *host->executor, eo, &console);
     boost::asio::signal_set signals(io, SIGINT, SIGTERM);
     std::function<void()> wait_signal = [&] {
       signals.async_wait([&](boost::system::error_code ec, int sig) {
@@ -103,7 +97,7 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
     wait_signal();
     engine.set_on_finished([&] {
       signals.cancel();
-      reaper.stop();  // the io_context then runs out of work and run() returns
+      host->reaper->stop();  // the io_context then runs out of work and run() returns
     });
     engine.start();
     io.run();

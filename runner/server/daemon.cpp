@@ -190,25 +190,25 @@ std::string Daemon::start_unguarded() {
   }
 
   if (std::string e = open_journal(); !e.empty()) return e;
-  pool_ = std::make_unique<DevicePool>(cfg_, state_dir_);
-  if (std::string e = pool_->init(); !e.empty()) return e;
+  HostOptions ho;
+  ho.simulate = opts_.simulate;
+  ho.wait_for_drained = true;  // drained cards may return: steps wait for them (`run` fails fast)
+  std::string host_error;
+  host_ = wire_host(io_, cfg_, ho, host_error);
+  if (!host_) return host_error;
+  pool_ = host_->pool.get();
+  dispatcher_ = host_->dispatcher.get();
   recover();
   prune_history(true);
-  dispatcher_ = std::make_unique<Dispatcher>(io_, *pool_);
+  dispatcher_->set_on_change([this] { view_changed(); });
   // A lease's client heartbeats every second; five missed and it is gone (killed, lost): its cards come back.
   leases_ = std::make_unique<LeaseBook>(io_, *dispatcher_, 5, cfg_.kill_grace_seconds);
-  dispatcher_->set_wait_for_drained(true);
-  dispatcher_->set_on_change([this] { view_changed(); });  // drained cards may return: steps wait for them (run fails fast)
   leases_->set_on_change([this] { view_changed(); });
   leases_->set_on_ended([this](const std::string& how, double held) { metrics_.lease_seconds.observe(how, held); });
-  if (cfg_.containment == "sweep") CgroupTree::disable("runner.yml containment: sweep");
-  reaper_ = std::make_unique<OrphanReaper>(io_);
   if (CgroupTree::instance().available())
     spdlog::info("containment: every step in its own cgroup under {}", CgroupTree::instance().root());
   else
     spdlog::info("containment: process groups and a /proc sweep (no cgroup v2: {})", CgroupTree::instance().why_not());
-  executor_ = opts_.simulate ? make_simulated_executor(io_) : make_local_executor(io_);
-  if (opts_.simulate) lead_executor_ = make_local_executor(io_);
 
   // The read model's fixed parts, the history it lists, and a first rendering before anyone asks.
   view_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
@@ -580,7 +580,7 @@ HttpResponse Daemon::start_run(EngineOptions eo, const Submission& s, Project pr
   for (const auto& [k, v] : s.env) eo.base_env[k] = v;  // runner -> request -> job -> step -> cards -> toolchain
   if (!s.ref.empty()) eo.base_env["PTO_RUNNER_REF"] = s.ref;
   if (!s.sha.empty()) eo.base_env["PTO_RUNNER_SHA"] = s.sha;
-  eo.lead_executor = lead_executor_.get();
+  eo.lead_executor = host_->lead_executor.get();
   // The run's own token for its steps' `task-submit` calls: their leases are charged to it and die with it.
   const std::string lease_token = random_hex(16);
   eo.base_env["PTO_RUNNER_SERVER"] = self_url_;
@@ -595,7 +595,7 @@ HttpResponse Daemon::start_run(EngineOptions eo, const Submission& s, Project pr
   if (mirror_) run->request["source"] = {{"repo", cfg_.source.repo}, {"worktree", eo.root}};
   run->observer = std::make_unique<JournalObserver>(*this);
   const std::string id = eo.run_id;
-  run->engine = std::make_unique<RunEngine>(io_, std::move(plan), *dispatcher_, *executor_, std::move(eo), run->observer.get());
+  run->engine = std::make_unique<RunEngine>(io_, std::move(plan), *dispatcher_, *host_->executor, std::move(eo), run->observer.get());
   nlohmann::json skeleton = run_to_json(run->engine->record(), run->engine->plan(), "running", -1, 0);
   skeleton["request"] = run->request;
   bool journaled = journal_->run_created(id, run->engine->record().created, run->request, skeleton);

@@ -16,8 +16,7 @@
 #include "engine/dispatcher.h"
 #include "engine/engine.h"
 #include "engine/leases.h"
-#include "exec/child_reaper.h"
-#include "exec/executor.h"
+#include "host/host.h"
 #include "server/host_view.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
@@ -137,17 +136,16 @@ class Daemon {
   RunnerConfig cfg_;
   std::string state_dir_, token_path_, token_;
   std::unique_ptr<Journal> journal_;
-  std::unique_ptr<DevicePool> pool_;
-  std::unique_ptr<Dispatcher> dispatcher_;
+  std::unique_ptr<Host> host_;  // cards, broker, executors, reaper (host/host: wired as for `run`)
+  DevicePool* pool_ = nullptr;        // host_'s
+  Dispatcher* dispatcher_ = nullptr;  // host_'s
   std::unique_ptr<LeaseBook> leases_;
   std::map<std::string, std::string> lease_tokens_;  // a run's lease token -> the run (PTO_RUNNER_LEASE_TOKEN)
   std::string self_url_;                             // how steps reach this daemon (PTO_RUNNER_SERVER)
-  std::unique_ptr<Executor> executor_, lead_executor_;
   std::unique_ptr<HttpServer> server_;
   // Blocking work (git, log reads) runs here so no request can stall the engine thread.
   std::unique_ptr<boost::asio::thread_pool> workers_;
   std::unique_ptr<GitMirror> mirror_;  // with runner.yml `source:`
-  std::unique_ptr<OrphanReaper> reaper_;  // this daemon is a subreaper: what steps orphan is reaped here
   std::map<std::string, std::unique_ptr<ActiveRun>> active_;
   std::set<std::string> preparing_;  // run ids whose commit is being checked out
   std::map<std::string, nlohmann::json> unjournaled_;  // finished runs the journal could not take yet

@@ -1,0 +1,22 @@
+#include "host/host.h"
+
+#include "exec/cgroup_tree.h"
+
+namespace pto {
+
+std::unique_ptr<Host> wire_host(boost::asio::io_context& io, const RunnerConfig& cfg, const HostOptions& opts,
+                                std::string& error) {
+  auto h = std::make_unique<Host>();
+  h->pool = std::make_unique<DevicePool>(cfg, cfg.state_dir);
+  if (error = h->pool->init(); !error.empty()) return nullptr;
+  h->dispatcher = std::make_unique<Dispatcher>(io, *h->pool);
+  h->dispatcher->set_wait_for_drained(opts.wait_for_drained);
+  // Before the first step: containment is decided once per process.
+  if (cfg.containment == "sweep") CgroupTree::disable("runner.yml containment: sweep");
+  h->reaper = std::make_unique<OrphanReaper>(io);  // what steps orphan is reparented here and reaped
+  h->executor = opts.simulate ? make_simulated_executor(io) : make_local_executor(io);
+  if (opts.simulate && !opts.simulate_lead) h->lead_executor = make_local_executor(io);
+  return h;
+}
+
+}  // namespace pto

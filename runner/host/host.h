@@ -1,0 +1,41 @@
+#pragma once
+// One place that wires a host from its settings, for `run`, `serve` and the tests: the cards (DevicePool and
+// their flocks), the card broker that hands them out (the local Dispatcher; a Slurm broker would be chosen
+// here from runner.yml `executor:`), containment (cgroups or the sweep), the orphan reaper, and the executors
+// (local, or simulated with the lead job still real).
+#include <memory>
+#include <string>
+
+#include "config/runner_config.h"
+#include "engine/dispatcher.h"
+#include "exec/child_reaper.h"
+#include "exec/executor.h"
+#include "sched/device_pool.h"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace pto {
+
+struct HostOptions {
+  bool simulate = false;        // steps sleep their expected time
+  bool simulate_lead = false;   // with simulate: the lead job sleeps too (else it runs for real)
+  bool wait_for_drained = false;  // a daemon: steps only drained cards could serve wait for them
+};
+
+struct Host {
+  std::unique_ptr<DevicePool> pool;
+  std::unique_ptr<Dispatcher> dispatcher;  // the local card broker
+  std::unique_ptr<OrphanReaper> reaper;
+  std::unique_ptr<Executor> executor;
+  std::unique_ptr<Executor> lead_executor;  // only under simulate without simulate_lead; else null
+  CardBroker& broker() { return *dispatcher; }
+};
+
+/// Wires the host described by `cfg` (directories already resolved). Returns null with `error` set when the
+/// cards cannot be used (the lock directory).
+std::unique_ptr<Host> wire_host(boost::asio::io_context& io, const RunnerConfig& cfg, const HostOptions& opts,
+                                std::string& error);
+
+}  // namespace pto
