@@ -339,8 +339,17 @@ TEST_CASE("packaging: cmake --install into a prefix and cpack's .deb hold the bi
     CHECK(fs::exists(prefix / f));
   CHECK(fs::is_symlink(prefix / "bin/task-submit"));
   std::string unit = read_file(prefix / "lib/systemd/system/pto-runner.service");
-  for (const char* line : {"KillMode=mixed", "Delegate=yes", "StateDirectory=pto-runner", "User=pto-runner", "ExecReload="})
+  for (const char* line : {"KillMode=mixed", "Delegate=yes", "StateDirectory=pto-runner", "User=pto-runner", "ExecReload=",
+                           "SuccessExitStatus=130 143"})
     CHECK(unit.find(line) != std::string::npos);
+  // The unit runs the binary and reads the config where this install put them.
+  CHECK(unit.find("ExecStart=" + (prefix / "bin/pto-runner").string() + " serve --root " +
+                  (prefix / "share/pto-runner/definitions").string() + " --config " +
+                  (prefix / "etc/pto-runner/runner.yml").string()) != std::string::npos);
+  // A reinstall keeps an operator's edited config.
+  { std::ofstream(prefix / "etc/pto-runner/runner.yml", std::ios::app) << "# edited by the operator\n"; }
+  REQUIRE(sh("cmake --install " PTO_RUNNER_BUILD_DIR " --prefix " + prefix.string() + " > /dev/null 2>&1") == 0);
+  CHECK(read_file(prefix / "etc/pto-runner/runner.yml").find("# edited by the operator") != std::string::npos);
   // The installed binary runs and checks the installed config against the installed definitions.
   REQUIRE(sh((prefix / "bin/pto-runner").string() + " --version", &out) == 0);
   CHECK(out.find("(git ") != std::string::npos);
@@ -367,6 +376,10 @@ TEST_CASE("packaging: cmake --install into a prefix and cpack's .deb hold the bi
   for (const char* f : {"./usr/bin/pto-runner", "./usr/bin/pto-task-submit", "./usr/bin/task-submit",
                         "./usr/lib/systemd/system/pto-runner.service", "./etc/pto-runner/runner.yml"})
     CHECK(listing.find(f) != std::string::npos);
+  std::string deb_unit;
+  REQUIRE(sh("dpkg-deb --fsys-tarfile " + deb + " | tar -xO ./usr/lib/systemd/system/pto-runner.service", &deb_unit) == 0);
+  CHECK(deb_unit.find("ExecStart=/usr/bin/pto-runner serve --root /usr/share/pto-runner/definitions --config "
+                      "/etc/pto-runner/runner.yml") != std::string::npos);
   REQUIRE(sh("dpkg-deb -I " + deb, &info) == 0);
   CHECK(info.find("Package: pto-runner") != std::string::npos);
   CHECK(info.find("postinst") != std::string::npos);

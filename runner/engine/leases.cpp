@@ -130,6 +130,12 @@ bool LeaseBook::end(const std::string& id, const std::string& why, bool by_clien
   return true;
 }
 
+void LeaseBook::end_all(const std::string& why) {
+  std::vector<Lease*> all;
+  for (auto& [id, l] : leases_) all.push_back(l.get());
+  for (Lease* l : all) finish(*l, "revoked", why, "daemon stopping");
+}
+
 void LeaseBook::end_run(const std::string& run_id, const std::string& why) {
   std::vector<Lease*> of_run;
   for (auto& [id, l] : leases_)

@@ -66,6 +66,10 @@ class LeaseBook {
   bool end(const std::string& id, const std::string& why, bool by_client);
   /// Ends every lease of a run (it finished or was cancelled).
   void end_run(const std::string& run_id, const std::string& why);
+  /// Ends every lease (the daemon is cancelling everything): their commands are killed, their cards freed.
+  void end_all(const std::string& why);
+  /// SIGHUP: a new kill grace for revocations from now on.
+  void set_kill_grace(double seconds) { kill_grace_ = seconds; }
 
   std::vector<const Lease*> active() const;
   const Lease* find(const std::string& id) const;

@@ -187,11 +187,16 @@ std::vector<int> DevicePool::record_result(const std::vector<int>& cards, bool i
 std::vector<std::string> DevicePool::reconfigure(const RunnerConfig& cfg) {
   std::vector<std::string> changes;
   std::set<int> wanted(cfg.device_ids.begin(), cfg.device_ids.end());
-  for (int id : cfg.device_ids)
+  const std::string kRemoved = "removed from runner.yml by a reload";
+  for (int id : cfg.device_ids) {
     if (!cards_.count(id)) {
       cards_[id].since = iso_now();
       changes.push_back("card " + std::to_string(id) + " added");
+    } else if (cards_[id].drained && cards_[id].drain_reason.rfind(kRemoved, 0) == 0) {
+      undrain(id);  // removed while busy, listed again: back in service
+      changes.push_back("card " + std::to_string(id) + " listed again");
     }
+  }
   for (auto it = cards_.begin(); it != cards_.end();) {
     if (wanted.count(it->first)) {
       ++it;
@@ -199,8 +204,7 @@ std::vector<std::string> DevicePool::reconfigure(const RunnerConfig& cfg) {
     }
     if (it->second.lock) {
       // Something runs on it: it stays, drained, until the daemon restarts (the lock is released normally).
-      if (!it->second.drained) drain(it->first, "removed from runner.yml by a reload; busy, so kept until it is free and "
-                                                 "the daemon restarts");
+      if (!it->second.drained) drain(it->first, kRemoved + "; busy, so kept until it is free and the daemon restarts");
       changes.push_back("card " + std::to_string(it->first) + " removed (busy: drained until a restart)");
       ++it;
     } else {

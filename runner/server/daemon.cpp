@@ -203,7 +203,10 @@ std::string Daemon::start_unguarded() {
   dispatcher_->set_on_change([this] { view_changed(); });
   // A lease's client heartbeats every second; five missed and it is gone (killed, lost): its cards come back.
   leases_ = std::make_unique<LeaseBook>(io_, *dispatcher_, 5, cfg_.kill_grace_seconds);
-  leases_->set_on_change([this] { view_changed(); });
+  leases_->set_on_change([this] {
+    view_changed();
+    if (draining_ || cancelling_) boost::asio::post(io_, [this] { check_stopped(); });
+  });
   leases_->set_on_ended([this](const std::string& how, double held) { metrics_.lease_seconds.observe(how, held); });
   if (CgroupTree::instance().available())
     spdlog::info("containment: every step in its own cgroup under {}", CgroupTree::instance().root());
@@ -212,6 +215,7 @@ std::string Daemon::start_unguarded() {
 
   // The read model's fixed parts, the history it lists, and a first rendering before anyone asks.
   view_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
+  view_tick_ = std::make_unique<boost::asio::steady_timer>(io_);
   view_.version = PTO_RUNNER_VERSION;
   view_.commit = PTO_RUNNER_COMMIT;
   view_.started = started_iso_;
@@ -381,6 +385,9 @@ void Daemon::submit(const HttpRequest& req, HttpServer::Respond respond) {
     }
     boost::asio::post(io_, [this, s, eo = std::move(eo), src, respond, peer, got, project, diags]() mutable {
       preparing_.erase(eo.run_id);
+      if (draining_ || cancelling_) {  // accepted before the signal: answered, then the daemon may stop
+        boost::asio::post(io_, [this] { check_stopped(); });
+      }
       if (!got.ok()) {
         spdlog::warn("run refused: commit {}: {}", s->sha, got.message);
         remove_run_dir(eo.run_dir);
@@ -646,8 +653,7 @@ void Daemon::on_run_finished(const std::string& id) {
     t = t->second == id ? lease_tokens_.erase(t) : std::next(t);
   prune_history(false);
   refresh_view();  // whoever saw the run end reads a status where it has ended (cards free, counts updated)
-  if (active_.empty() && (draining_ || cancelling_))
-    boost::asio::post(io_, [this] { finish_shutdown(cancelling_ ? stop_exit_ : 0); });
+  check_stopped();
 }
 
 HttpResponse Daemon::stopping_refusal() const {
@@ -667,11 +673,11 @@ void Daemon::drain(std::function<void(int)> done) {
   spdlog::warn("SIGTERM: draining: {} active run(s) go on to their end (at most {} min, shutdown-timeout-minutes); "
                "no new runs or leases; SIGTERM again or SIGINT cancels them",
                active_.size(), minutes);
-  if (active_.empty()) return finish_shutdown(0);
+  if (quiet()) return finish_shutdown(0);
   shutdown_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
   shutdown_timer_->expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(minutes * 60)));
   shutdown_timer_->async_wait([this](boost::system::error_code ec) {
-    if (ec || active_.empty()) return;
+    if (ec || quiet()) return;
     spdlog::warn("shutdown-timeout-minutes passed with {} run(s) still active: cancelling them", active_.size());
     cancel_all(143, std::move(on_stopped_));
   });
@@ -684,12 +690,21 @@ void Daemon::cancel_all(int exit_code, std::function<void(int)> done) {
   stop_exit_ = exit_code;
   if (shutdown_timer_) shutdown_timer_->cancel();
   view_changed();
-  if (active_.empty()) return finish_shutdown(exit_code);
-  spdlog::warn("cancelling {} active run(s)", active_.size());
-  for (auto& [id, run] : active_) {
-    run->engine->cancel(SIGTERM);
-    leases_->end_run(id, "the daemon is shutting down");
-  }
+  if (quiet()) return finish_shutdown(exit_code);
+  spdlog::warn("cancelling {} active run(s) and {} lease(s)", active_.size(), leases_->active().size());
+  for (auto& [id, run] : active_) run->engine->cancel(SIGTERM);
+  leases_->end_all("the daemon is shutting down");
+  check_stopped();
+}
+
+bool Daemon::quiet() const {
+  // Nothing of ours runs: no run, no submission being checked out, no lease holding cards (an operator's
+  // lease's command would otherwise outlive the daemon's flock on its card).
+  return active_.empty() && preparing_.empty() && leases_->granted_count() == 0 && leases_->active().empty();
+}
+
+void Daemon::check_stopped() {
+  if ((draining_ || cancelling_) && quiet()) boost::asio::post(io_, [this] { finish_shutdown(cancelling_ ? stop_exit_ : 0); });
 }
 
 void Daemon::finish_shutdown(int exit_code) {
@@ -711,15 +726,17 @@ void Daemon::finish_shutdown(int exit_code) {
   if (linger_timer_) linger_timer_->cancel();
   if (retention_timer_) retention_timer_->cancel();
   if (view_timer_) view_timer_->cancel();
+  if (view_tick_) view_tick_->cancel();
   if (server_) server_->stop();
   boost::asio::post(io_, [done = std::exchange(on_stopped_, nullptr), exit_code] { done(exit_code); });
 }
 
 void Daemon::run_read(const std::string& id) {
-  if (!unread_finished_.erase(id) || !unread_finished_.empty() || !active_.empty()) return;
-  // The answer being read is still on its way (a worker reads run.json): stop a moment later.
+  if (!unread_finished_.erase(id) || !unread_finished_.empty() || !quiet()) return;
+  // The answer being read is still on its way, and a `submit` goes on to fetch failed steps' log tails:
+  // keep answering for 2 s more, then stop.
   if (!linger_timer_) linger_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
-  linger_timer_->expires_after(std::chrono::milliseconds(300));
+  linger_timer_->expires_after(std::chrono::seconds(2));
   linger_timer_->async_wait([this](boost::system::error_code ec) {
     if (!ec) finish_shutdown(cancelling_ ? stop_exit_ : 0);
   });

@@ -118,6 +118,8 @@ class Daemon {
   void on_run_finished(const std::string& id);
   double uptime() const;
   void finish_shutdown(int exit_code);
+  bool quiet() const;     // no run, checkout or lease of ours is active
+  void check_stopped();   // draining or cancelling and quiet: finish
   HttpResponse stopping_refusal() const;  // 503 while draining or cancelling, saying which
   /// A finished run was read (GET of its record): a draining daemon may exit once every such run was.
   void run_read(const std::string& id);
@@ -165,8 +167,8 @@ class Daemon {
 
   HostView view_;
   std::map<std::string, int> runs_by_result_;  // finished runs in the journal, by state
-  std::unique_ptr<boost::asio::steady_timer> view_timer_;
-  bool view_refresh_pending_ = false;
+  std::unique_ptr<boost::asio::steady_timer> view_timer_, view_tick_;
+  bool view_refresh_pending_ = false, view_tick_armed_ = false;
   std::chrono::steady_clock::time_point view_refreshed_at_;
   std::string status_json_cache_;
   std::chrono::steady_clock::time_point status_json_at_;

@@ -33,6 +33,9 @@ std::string Daemon::reload() {
     return "kept the old settings:" + errors + "\n";
   }
   resolve_host_dirs(next, opts_.load.root, opts_.lock_dir, opts_.state_dir);
+  // As at start: a repository given as a path is taken from --root (else every reload says it changed).
+  if (!next.source.repo.empty() && next.source.repo.find("://") == std::string::npos && next.source.repo.find('@') == std::string::npos)
+    next.source.repo = resolve_under_root(opts_.load.root, next.source.repo);
 
   // The token: a configured file is read again (a rotated token takes effect now).
   std::string next_token_path = resolve_under_root(opts_.load.root, !opts_.token_file.empty() ? opts_.token_file : next.token_file);
@@ -89,6 +92,7 @@ std::string Daemon::reload() {
   applied.cache_dir = next.cache_dir;
   applied.toolchain_mirror = next.toolchain_mirror;
   cfg_ = applied;
+  leases_->set_kill_grace(cfg_.kill_grace_seconds);
   if (logged.empty()) say("runner.yml read again: nothing changed");
   dispatcher_->poke();
   prune_history(false);

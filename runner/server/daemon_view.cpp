@@ -167,6 +167,18 @@ void Daemon::refresh_view() {
   v.leases = leases_json();
   v.runs_by_result = runs_by_result_;
   v.runs_by_result["running"] = static_cast<int>(active_.size());
+  // Waits and busy times grow with no transition at all (a queue stuck behind a 2-hour step): while anything
+  // waits or holds a card, refresh at least once a second, so /metrics and the page keep counting.
+  bool busy = !v.queue.empty();
+  for (const auto& c : v.cards) busy |= c.holder.has_value();
+  if (busy && !view_tick_armed_) {
+    view_tick_armed_ = true;
+    view_tick_->expires_after(std::chrono::seconds(1));
+    view_tick_->async_wait([this](boost::system::error_code ec) {
+      view_tick_armed_ = false;
+      if (!ec) view_changed();
+    });
+  }
 }
 
 std::string Daemon::status_body(bool full_queue) {
