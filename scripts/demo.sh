@@ -11,7 +11,7 @@ scripts/make-demo.sh demo
 LISTEN=${LISTEN:-127.0.0.1:8787}
 build/pto-runner serve --root demo --simulate --time-scale "${TIME_SCALE:-0.005}" --listen "$LISTEN" &
 SERVE=$!
-trap 'kill -TERM $SERVE 2>/dev/null; wait $SERVE 2>/dev/null' EXIT INT TERM
+trap 'kill -INT $SERVE 2>/dev/null; wait $SERVE 2>/dev/null' EXIT INT TERM  # SIGINT: cancel (SIGTERM would drain)
 for _ in $(seq 1 50); do curl -fs "http://$LISTEN/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 echo "status while it runs: http://$LISTEN/api/v1/status  (or: build/pto-runner status --server http://$LISTEN)"
 rc=0
