@@ -11,12 +11,13 @@
 
 #include "commands/commands.h"
 #include "util/process_env.h"
+#include "util/build_commit.h"
 #include "util/exit_code.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"pto-runner " PTO_RUNNER_VERSION
                ": runs the NPU CI's jobs/ and models/ with the pinned PTOAS, deduplicated, on NPU card slots"};
-  app.set_version_flag("--version", "pto-runner " PTO_RUNNER_VERSION " (git " PTO_RUNNER_COMMIT ")");
+  app.set_version_flag("--version", std::string("pto-runner " PTO_RUNNER_VERSION " (git ") + pto::kBuildCommit + ")");
   app.require_subcommand(1);
   app.fallthrough();  // --root and --config may follow the command name
   pto::CommonOptions common;

@@ -24,6 +24,7 @@
 #include "sched/device_pool.h"
 #include "store/learned_durations.h"
 #include "store/state_dir_lock.h"
+#include "util/build_commit.h"
 #include "util/json_text.h"
 #include "util/random_hex.h"
 #include "util/regular_file.h"
@@ -217,7 +218,7 @@ std::string Daemon::start_unguarded() {
   view_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
   view_tick_ = std::make_unique<boost::asio::steady_timer>(io_);
   view_.version = PTO_RUNNER_VERSION;
-  view_.commit = PTO_RUNNER_COMMIT;
+  view_.commit = kBuildCommit;
   view_.started = started_iso_;
   view_.simulate = opts_.simulate;
   {

@@ -22,6 +22,7 @@
 #include "config/device_spec.h"
 #include "exec/process_sweep.h"
 #include "exec/spawn_process.h"
+#include "util/build_commit.h"
 #include "task_submit/task_submit.h"
 
 extern char** environ;
@@ -109,7 +110,7 @@ int stop_command(pid_t pid, const std::string& marker, double grace) {
 int run_task_submit(int argc, char** argv) {
   CLI::App app{"task-submit: borrow NPU cards from the pto-runner daemon's queue and run a command on them "
                "(the incumbent task-submit's flags)"};
-  app.set_version_flag("--version", "pto-task-submit " PTO_RUNNER_VERSION " (git " PTO_RUNNER_COMMIT ")");
+  app.set_version_flag("--version", std::string("pto-task-submit " PTO_RUNNER_VERSION " (git ") + kBuildCommit + ")");
   int exit_code = 0;
   struct Opts {
     std::string device, server, token_file, run, find, kill;
