@@ -27,6 +27,10 @@ void resolve_host_dirs(RunnerConfig& cfg, const std::string& root, const std::st
                        const std::string& state_dir_flag) {
   cfg.lock_dir = resolve_under_root(root, lock_dir_flag.empty() ? cfg.lock_dir : lock_dir_flag);
   cfg.state_dir = resolve_under_root(root, state_dir_flag.empty() ? cfg.state_dir : state_dir_flag);
+  // A source repository or mirror given as a path is taken from --root too; URLs stay as they are.
+  auto is_url = [](const std::string& r) { return r.find("://") != std::string::npos || r.find('@') != std::string::npos; };
+  if (!cfg.source.repo.empty() && !is_url(cfg.source.repo)) cfg.source.repo = resolve_under_root(root, cfg.source.repo);
+  if (!cfg.source.mirror.empty()) cfg.source.mirror = resolve_under_root(root, cfg.source.mirror);
 }
 
 std::string apply_device_overrides(RunnerConfig& cfg, const std::string& devices, const std::string& groups) {

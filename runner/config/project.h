@@ -51,7 +51,8 @@ Project load_project(const LoadOptions& opts, Diagnostics& diags);
 std::string resolve_under_root(const std::string& root, const std::string& path);
 
 /// Applies the `--lock-dir`/`--state-dir` flags (empty: keep runner.yml's) and resolves both directories with
-/// resolve_under_root, so `lock-dir: locks` in runner.yml means ROOT/locks whatever the current directory.
+/// resolve_under_root, so `lock-dir: locks` in runner.yml means ROOT/locks whatever the current directory;
+/// likewise a `source.repo` or `source.mirror` given as a path.
 void resolve_host_dirs(RunnerConfig& cfg, const std::string& root, const std::string& lock_dir_flag,
                        const std::string& state_dir_flag);
 

@@ -167,25 +167,15 @@ std::string Daemon::start_unguarded() {
       ::chmod(token_path_.c_str(), 0600);
     }
   }
-  std::string token_text, token_error;
-  if (!read_regular_file(token_path_, 4096, token_text, token_error)) {
+  if (std::string e = read_token(token_path_, token_); !e.empty()) {
     start_exit_ = 2;
-    return "token file: " + token_error;
+    return e;
   }
-  token_ = token_text.substr(0, token_text.find('\n'));
-  while (!token_.empty() && std::isspace(static_cast<unsigned char>(token_.back()))) token_.pop_back();
-  start_exit_ = 2;
-  if (token_text.find_first_not_of(" \t\r\n") == std::string::npos) return "token file " + token_path_ + " is empty";
-  if (token_.size() < 16) return "token file " + token_path_ + " holds fewer than 16 characters";
-  start_exit_ = 3;
 
   workers_ = std::make_unique<boost::asio::thread_pool>(4);
   if (cfg_.source.configured()) {
     SourceConfig src = cfg_.source;
-    src.mirror = src.mirror.empty() ? state_dir_ + "/source.git" : resolve_under_root(project.root, src.mirror);
-    // A repository given as a path is taken from --root like every other path; URLs stay as they are.
-    if (src.repo.find("://") == std::string::npos && src.repo.find('@') == std::string::npos)
-      src.repo = resolve_under_root(project.root, src.repo);
+    if (src.mirror.empty()) src.mirror = state_dir_ + "/source.git";  // paths were resolved with the host dirs
     cfg_.source = src;
     mirror_ = std::make_unique<GitMirror>(src);
   }
@@ -240,6 +230,17 @@ std::string Daemon::start_unguarded() {
   if (std::string e = server_->listen(address, port); !e.empty()) return e;
   self_url_ = "http://" + std::string(address == "0.0.0.0" || address == "::" ? "127.0.0.1" : address) + ":" +
               std::to_string(server_->port());
+  return "";
+}
+
+std::string Daemon::read_token(const std::string& path, std::string& token) {
+  std::string text, error;
+  if (!read_regular_file(path, 4096, text, error)) return "token file: " + error;
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) return "token file " + path + " is empty";
+  std::string t = text.substr(0, text.find('\n'));
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  if (t.size() < 16) return "token file " + path + " holds fewer than 16 characters";
+  token = t;
   return "";
 }
 

@@ -118,6 +118,8 @@ class Daemon {
   void on_run_finished(const std::string& id);
   double uptime() const;
   void finish_shutdown(int exit_code);
+  /// Reads a token file: a regular file whose first line, trimmed, has 16+ characters. "" or the problem.
+  static std::string read_token(const std::string& path, std::string& token);
   bool quiet() const;     // no run, checkout or lease of ours is active
   void check_stopped();   // draining or cancelling and quiet: finish
   HttpResponse stopping_refusal() const;  // 503 while draining or cancelling, saying which

@@ -4,7 +4,6 @@
 #include <spdlog/spdlog.h>
 
 #include "server/daemon.h"
-#include "util/regular_file.h"
 
 namespace pto {
 
@@ -33,23 +32,14 @@ std::string Daemon::reload() {
     return "kept the old settings:" + errors + "\n";
   }
   resolve_host_dirs(next, opts_.load.root, opts_.lock_dir, opts_.state_dir);
-  // As at start: a repository given as a path is taken from --root (else every reload says it changed).
-  if (!next.source.repo.empty() && next.source.repo.find("://") == std::string::npos && next.source.repo.find('@') == std::string::npos)
-    next.source.repo = resolve_under_root(opts_.load.root, next.source.repo);
 
   // The token: a configured file is read again (a rotated token takes effect now).
   std::string next_token_path = resolve_under_root(opts_.load.root, !opts_.token_file.empty() ? opts_.token_file : next.token_file);
   if (next_token_path.empty()) next_token_path = state_dir_ + "/token";
-  std::string token_text, token_error;
-  if (!read_regular_file(next_token_path, 4096, token_text, token_error)) {
-    spdlog::error("reload: token file: {}; keeping the old settings", token_error);
-    return "kept the old settings: token file: " + token_error + "\n";
-  }
-  std::string token = token_text.substr(0, token_text.find('\n'));
-  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
-  if (token.size() < 16) {
-    spdlog::error("reload: token file {} holds fewer than 16 characters; keeping the old settings", next_token_path);
-    return "kept the old settings: token file " + next_token_path + " holds fewer than 16 characters\n";
+  std::string token;
+  if (std::string e = read_token(next_token_path, token); !e.empty()) {
+    spdlog::error("reload: {}; keeping the old settings", e);
+    return "kept the old settings: " + e + "\n";
   }
   if (token != token_ || next_token_path != token_path_) say("token read again from " + next_token_path);
   token_ = token;
@@ -74,7 +64,7 @@ std::string Daemon::reload() {
   restart("state-dir", cfg_.state_dir, next.state_dir);
   restart("devices.lock-dir", cfg_.lock_dir, next.lock_dir);
   restart("devices.lock-name", cfg_.lock_name, next.lock_name);
-  restart("source.repo", cfg_.source.repo, next.source.repo);
+  restart("source.repo", cfg_.source.repo, next.source.repo);  // both resolved by resolve_host_dirs
   restart("containment", cfg_.containment, next.containment);
 
   // Live settings move over; the restart-only ones stay as the daemon started with them.
