@@ -711,7 +711,10 @@ void Daemon::check_stopped() {
 
 void Daemon::finish_shutdown(int exit_code) {
   if (!on_stopped_) return;
-  if (cancelling_) unread_finished_.clear();  // SIGINT, a second SIGTERM: stop now
+  if (cancelling_) {  // SIGINT, a second SIGTERM: stop now
+    unread_finished_.clear();
+    lingering_ = false;
+  }
   // Draining, clients following a run that ended meanwhile read it once more; wait for that (at most 30 s),
   // so a `submit` sees the end of its run rather than a lost server.
   if (!unread_finished_.empty() && !linger_timer_) {
@@ -724,7 +727,9 @@ void Daemon::finish_shutdown(int exit_code) {
     });
     return;
   }
-  if (!unread_finished_.empty()) return;
+  // A client read the last of them moments ago: its answer (and the log tails it fetches next) are still
+  // on their way; the 2 s timer of run_read calls back here.
+  if (!unread_finished_.empty() || lingering_) return;
   if (linger_timer_) linger_timer_->cancel();
   if (retention_timer_) retention_timer_->cancel();
   if (view_timer_) view_timer_->cancel();
@@ -737,10 +742,13 @@ void Daemon::run_read(const std::string& id) {
   if (!unread_finished_.erase(id) || !unread_finished_.empty() || !quiet()) return;
   // The answer being read is still on its way, and a `submit` goes on to fetch failed steps' log tails:
   // keep answering for 2 s more, then stop.
+  lingering_ = true;
   if (!linger_timer_) linger_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
   linger_timer_->expires_after(std::chrono::seconds(2));
   linger_timer_->async_wait([this](boost::system::error_code ec) {
-    if (!ec) finish_shutdown(cancelling_ ? stop_exit_ : 0);
+    if (ec) return;
+    lingering_ = false;
+    finish_shutdown(cancelling_ ? stop_exit_ : 0);
   });
 }
 

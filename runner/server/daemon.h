@@ -165,6 +165,7 @@ class Daemon {
   int stop_exit_ = 0;
   bool draining_ = false, cancelling_ = false;
   std::set<std::string> unread_finished_;  // runs that ended while draining, not yet read by a client
+  bool lingering_ = false;                 // the last of them was read: answering 2 s more before stopping
   std::unique_ptr<boost::asio::steady_timer> shutdown_timer_, linger_timer_, retention_timer_;
 
   HostView view_;
