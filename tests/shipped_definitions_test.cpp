@@ -7,45 +7,12 @@
 #include <set>
 #include <sstream>
 
+#include "pypto_main.h"
 #include "test_support.h"
 
 using namespace pto::test;
 using nlohmann::json;
 
-namespace {
-
-struct PyptoMain {
-  TempDir base;
-  fs::path tree() const { return base.path() / "pypto"; }
-  PyptoMain() {
-    REQUIRE(sh("python3 " + (source_dir() / "tests/fixtures/pypto-main/make_tree.py").string() + " " + base.str()) == 0);
-    for (const char* d : {"jobs", "models", "toolchain"}) fs::copy(source_dir() / d, tree() / d, fs::copy_options::recursive);
-    REQUIRE(sh((source_dir() / "scripts/make-local-pin.sh").string() + " " + tree().string() + " >/dev/null") == 0);
-    base.write("host.yml", "devices:\n  ids: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n  groups: [[0, 1], [2, 3], [4, 5], [6, 7]]\n"
-                           "  types: {a2a3: [0, 1, 2, 3, 4, 5, 6, 7], a5: [8, 9]}\n  lock-dir: " + (base.path() / "locks").string() +
-                           "\nstate-dir: " + (base.path() / "state").string() + "\ncache-dir: " + (base.path() / "cache").string() +
-                           "\ntoolchain-mirror: " + (tree() / "mirror").string() + "\n");
-  }
-  std::map<std::string, std::string> env() const {
-    return {{"PATH", (base.path() / "bin").string() + ":" + std::getenv("PATH")},
-            {"CI_CACHE_ROOT", (base.path() / "ci-cache").string()},
-            {"CANN_ROOT", (base.path() / "cann").string()},
-            {"PYPTO_LIB_REPO", (base.path() / "pypto-lib-origin").string()},
-            {"FAKE_LOG", (base.path() / "fake.log").string()}};
-  }
-  CommandResult cli(std::vector<std::string> args) const {
-    args.insert(args.begin(), {"--root", tree().string(), "--config", (base.path() / "host.yml").string()});
-    return run_cli(args, env());
-  }
-  std::vector<json> invocations() const {
-    std::vector<json> out;
-    std::istringstream in(read_file(base.path() / "fake.log"));
-    for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
-    return out;
-  }
-};
-
-}  // namespace
 
 TEST_CASE("shipped definitions: lint --strict and plan are clean against a host with a2a3 and a5 cards", "[shipped]") {
   PyptoMain p;

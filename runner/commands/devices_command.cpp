@@ -21,13 +21,16 @@ void register_devices_command(CLI::App& app, CommonOptions& common, int& exit_co
   struct Opts {
     std::string server, token_file, state_dir, lock_dir, reason = "drained by an operator";
     int undrain = -1, drain = -1;
+    std::string drain_node, undrain_node;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("devices", "List NPU cards with their state and holder; drain one or return it to service");
   add_device_options(*cmd, common);
   cmd->add_option("--undrain", o->undrain, "Return this card to service");
   cmd->add_option("--drain", o->drain, "Take this card out of service");
-  cmd->add_option("--reason", o->reason, "Why, with --drain");
+  cmd->add_option("--reason", o->reason, "Why, with --drain or --drain-node");
+  cmd->add_option("--drain-node", o->drain_node, "executor: slurm, with --server: drain this Slurm node (scontrol)");
+  cmd->add_option("--undrain-node", o->undrain_node, "executor: slurm, with --server: resume this Slurm node");
   cmd->add_option("--server", o->server, "Ask this daemon instead of the local state dir");
   cmd->add_option("--token-file", o->token_file, "With --server: bearer token file (default $PTO_RUNNER_TOKEN)");
   cmd->add_option("--state-dir", o->state_dir, "Without --server: the state dir (default runner.yml state-dir)");
@@ -35,12 +38,13 @@ void register_devices_command(CLI::App& app, CommonOptions& common, int& exit_co
   cmd->callback([o, &common, &exit_code] {
     if (!o->server.empty()) {
       std::string server = trim_server(o->server), err;
-      if (o->drain >= 0 || o->undrain >= 0) {
+      if (o->drain >= 0 || o->undrain >= 0 || !o->drain_node.empty() || !o->undrain_node.empty()) {
         std::string token = read_token(o->token_file, err);
         int card = o->drain >= 0 ? o->drain : o->undrain;
-        ApiResponse r = api_request("POST", server + "/api/v1/devices/" + std::to_string(card) +
-                                                (o->drain >= 0 ? "/drain" : "/undrain"),
-                                    token, dump_json({{"reason", o->reason}}));
+        std::string path = !o->drain_node.empty()     ? "/api/v1/nodes/" + o->drain_node + "/drain"
+                           : !o->undrain_node.empty() ? "/api/v1/nodes/" + o->undrain_node + "/undrain"
+                                                      : "/api/v1/devices/" + std::to_string(card) + (o->drain >= 0 ? "/drain" : "/undrain");
+        ApiResponse r = api_request("POST", server + path, token, dump_json({{"reason", o->reason}}));
         if (!r.reached) {
           std::cerr << "pto-runner devices: " << r.error << "\n";
           exit_code = to_int(ExitCode::Infrastructure);

@@ -56,6 +56,8 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
     HostOptions ho;
     ho.simulate = opts->simulate;
     ho.simulate_lead = opts->simulate_toolchain;
+    // Its own tag: several `run`s may share a state directory; none cancels another's Slurm jobs.
+    ho.slurm_instance = slurm_instance_tag(state_dir) + "-" + std::to_string(::getpid());
     std::string host_error;
     auto host = wire_host(io, cfg, ho, host_error);
     if (!host) {

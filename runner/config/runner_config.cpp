@@ -61,7 +61,7 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
   MapReader m(*doc, "runner.yml",
               {"devices", "state-dir", "cache-dir", "toolchain-mirror", "listen", "token-file", "health",
                "kill-grace-seconds", "source", "retention", "log-max-mb", "containment",
-               "shutdown-timeout-minutes"},
+               "shutdown-timeout-minutes", "executor", "slurm"},
               display, diags);
   if (!m.is_map()) return cfg;
   if (m.has("devices")) {
@@ -160,6 +160,37 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
     if (*v != "cgroup" && *v != "sweep")
       m.error_at(m.get("containment"), "bad-value", "'containment' is cgroup or sweep, got '" + *v + "'");
   }
+  if (auto v = m.string("executor")) {
+    cfg.executor = *v;
+    if (*v != "local" && *v != "slurm")
+      m.error_at(m.get("executor"), "bad-value", "'executor' is local or slurm, got '" + *v + "'");
+  }
+  if (m.has("slurm")) {
+    MapReader sl(m.get("slurm"), "slurm", {"partition", "args", "gres", "group-types", "poll-seconds"}, display, diags);
+    if (sl.is_map()) {
+      if (auto v = sl.string("partition")) cfg.slurm.partition = *v;
+      if (auto v = sl.strings("args", true)) cfg.slurm.args = *v;
+      for (const auto& a : cfg.slurm.args)
+        if (a.rfind("-", 0) != 0)
+          sl.error_at(sl.get("args"), "bad-value", "slurm: 'args' are srun options like --account=ci, got '" + a + "'");
+      static const std::regex name_re("[A-Za-z0-9_.-]{1,64}");
+      if (auto v = sl.string("gres")) {
+        cfg.slurm.gres = *v;
+        if (!std::regex_match(*v, name_re)) sl.error_at(sl.get("gres"), "bad-value", "slurm: 'gres' is a GRES name like npu, got '" + *v + "'");
+      }
+      if (auto v = sl.strings("group-types")) {
+        cfg.slurm.group_types = *v;
+        for (const auto& t : *v)
+          if (!std::regex_match(t, name_re))
+            sl.error_at(sl.get("group-types"), "bad-value", "slurm: 'group-types' are GRES type names like g0, got '" + t + "'");
+      }
+      if (auto v = sl.number("poll-seconds", 0.05, 60)) cfg.slurm.poll_seconds = *v;
+    }
+  }
+  if (cfg.executor == "slurm" && !cfg.slurm.group_types.empty() && cfg.slurm.group_types.size() != cfg.device_groups.size())
+    m.error_at(m.has("slurm") ? m.get("slurm") : *doc, "bad-value",
+               "slurm: 'group-types' names " + std::to_string(cfg.slurm.group_types.size()) + " GRES type(s) for " +
+                   std::to_string(cfg.device_groups.size()) + " devices.groups; give one per group");
   if (auto v = m.number("log-max-mb", 0, 1 << 20)) cfg.log_max_bytes = static_cast<std::uint64_t>(*v * (1 << 20));
   if (m.has("health")) {
     MapReader h(m.get("health"), "health", {"infra-exit-codes", "infra-signals", "check", "check-timeout-seconds", "drain-after"}, display,

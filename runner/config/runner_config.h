@@ -46,6 +46,20 @@ struct RetentionConfig {
   double max_age_days = 90;
 };
 
+/// `slurm:` — with `executor: slurm`, each device step is one Slurm job (`srun`), and Slurm picks the node and
+/// the cards (slurm/). Card groups are GRES types: `group-types[i]` is the type of `devices.groups[i]`, so a
+/// multi-card step asks for `--gres=GRES:TYPE:N` and stays in one group.
+struct SlurmConfig {
+  std::string partition;           // "" = the cluster's default partition
+  std::vector<std::string> args;   // more srun options, e.g. [--account=ci, --qos=npu]
+  std::string gres = "npu";        // the GRES name of the cards in gres.conf
+  std::vector<std::string> group_types;  // default: g0, g1, ... by group
+  double poll_seconds = 1;         // how often squeue is asked while jobs of ours wait or run
+  std::string type_of_group(std::size_t i) const {
+    return i < group_types.size() ? group_types[i] : "g" + std::to_string(i);
+  }
+};
+
 struct RunnerConfig {
   std::string file;  // empty when no runner.yml was read
   std::vector<int> device_ids = {0, 1, 2, 3, 4, 5, 6, 7};
@@ -72,6 +86,9 @@ struct RunnerConfig {
   /// `containment`: "cgroup" (each step in its own cgroup v2 where the host allows, else as "sweep") or
   /// "sweep" (process group + /proc marker sweep only).
   std::string containment = "cgroup";
+  /// `executor`: "local" (this host's cards, the embedded default) or "slurm" (device steps are Slurm jobs).
+  std::string executor = "local";
+  SlurmConfig slurm;
   HealthConfig health;
   SourceConfig source;
   RetentionConfig retention;

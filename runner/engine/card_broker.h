@@ -29,6 +29,7 @@ struct QueueEntry {
   std::string reason;
   double waited_seconds = 0;
   std::string since;
+  std::string marker;  // a step the executor placed (Slurm): its launch marker "RUN/JOB/STEP/ATTEMPT"
 };
 
 class CardBroker {

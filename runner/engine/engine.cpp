@@ -514,6 +514,8 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
   sr.state = StepState::Running;
   sr.attempt += 1;
   sr.cards = cards;
+  sr.node.clear();
+  sr.executor_job.clear();
   sr.wait_reason.clear();
   sr.started = iso_now();
   sr.started_at = now();
@@ -562,6 +564,35 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
   l.on_line = [this, j, s](std::string_view line) {
     if (observer_) observer_->on_step_output(run_, plan_, static_cast<int>(j), static_cast<int>(s), line);
   };
+  l.devices = ps.devices;
+  l.device_type = ps.device_type;
+  if (exec.places(l)) {
+    // Slurm picks the node and the cards: the step waits in Slurm's queue (with Slurm's reason) and starts
+    // when the executor says where. Its clock (timeout-minutes) runs from the submission, as it does here.
+    sr.state = StepState::Waiting;
+    sr.wait_reason = "submitted; waiting for the cluster to place it";
+    sr.started.clear();
+    sr.started_at = -1;
+    l.on_waiting = [this, j, s](const std::string& reason) {
+      StepRecord& r = run_.jobs[j].steps[s];
+      if (r.state == StepState::Waiting) r.wait_reason = reason;
+    };
+    l.on_placed = [this, j, s](const Placement& p) {
+      StepRecord& r = run_.jobs[j].steps[s];
+      if (r.state != StepState::Waiting) return;
+      r.state = StepState::Running;
+      r.cards = p.cards;
+      r.node = p.node;
+      r.executor_job = p.job;
+      r.wait_reason.clear();
+      r.started = iso_now();
+      r.started_at = now();
+      trace("exec", p.cards);
+      if (observer_) observer_->on_step_started(run_, plan_, static_cast<int>(j), static_cast<int>(s));
+    };
+    sr.handle = exec.start(std::move(l), [this, j, s](const StepOutcome& o) { on_done(j, s, o); });
+    return;
+  }
   if (observer_) observer_->on_step_started(run_, plan_, static_cast<int>(j), static_cast<int>(s));
   sr.handle = exec.start(std::move(l), [this, j, s](const StepOutcome& o) { on_done(j, s, o); });
   trace("exec", cards);  // the local executor returns once posix_spawn has exec'd the shell
@@ -638,7 +669,8 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
   }
   bool infra = std::count(opts_.health.infra_exit_codes.begin(), opts_.health.infra_exit_codes.end(), o.exit_code) ||
                (o.signal && std::count(opts_.health.infra_signals.begin(), opts_.health.infra_signals.end(), o.signal));
-  std::vector<int> cards = sr.cards;
+  // Cards the executor placed the step on (Slurm) were never the broker's to give back.
+  std::vector<int> cards = sr.executor_job.empty() ? sr.cards : std::vector<int>{};
   const bool cancelled = o.cancelled || (jr.cancelled && !o.timed_out) || run_.cancelled;
   const bool retriable = !o.ok() && !cancelled && !o.timed_out && o.error.empty() && sr.attempt <= ps.retry.max &&
                          (ps.retry.on_exit_codes.empty() ||
@@ -702,7 +734,7 @@ void RunEngine::cancel_job(std::size_t j, const std::string& reason) {
       sr.ticket = 0;
       sr.state = StepState::Cancelled;
       sr.finished = iso_now();
-    } else if (sr.state == StepState::Running && sr.handle) {
+    } else if ((sr.state == StepState::Running || sr.state == StepState::Waiting) && sr.handle) {  // Waiting: in Slurm's queue
       bool lead = plan_.jobs[j].steps[s].kind == StepKind::ToolchainSetup && opts_.lead_executor;
       (lead ? *opts_.lead_executor : executor_).cancel(sr.handle);
     } else if (sr.state == StepState::Pending) {

@@ -30,6 +30,8 @@ struct StepRecord {
   StepState state = StepState::Pending;
   int attempt = 0;
   std::vector<int> cards;
+  std::string node;          // where it ran, when the executor placed it (Slurm's node name)
+  std::string executor_job;  // the executor's id for it (the Slurm job id)
   std::string created, runnable, started, finished;  // ISO 8601 UTC
   double runnable_at = -1, started_at = -1, finished_at = -1;
   double queued_at = -1;  // this attempt's request for cards (timeout-minutes counts from here)

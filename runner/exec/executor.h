@@ -17,6 +17,13 @@ class io_context;
 
 namespace pto {
 
+/// Where an executor that picks the cards itself (Slurm) ran a step: the node, the cards, its own job id.
+struct Placement {
+  std::string node;
+  std::vector<int> cards;
+  std::string job;
+};
+
 struct StepLaunch {
   std::string label;  // "job / step", for messages
   std::string command;
@@ -34,6 +41,16 @@ struct StepLaunch {
   std::uint64_t log_max_bytes = 0;
   /// Called with each complete output line (stdout and stderr merged), for the console.
   std::function<void(std::string_view)> on_line;
+  /// The cards the step asks for, for an executor that places steps itself (`places`); the engine's broker
+  /// then granted none.
+  int devices = 0;
+  std::string device_type;
+  /// Such an executor reports why the step still waits, and where it started once it does.
+  std::function<void(const std::string& reason)> on_waiting;
+  std::function<void(const Placement&)> on_placed;
+  /// Until it returns true, each output line is offered here first, and a line it takes is not logged (the
+  /// Slurm executor's placement line). Lines it declines are logged as usual.
+  std::function<bool(std::string_view)> take_line;
 };
 
 struct StepOutcome {
@@ -57,6 +74,9 @@ class Executor {
   /// Asks a running step to stop (SIGTERM, SIGKILL after the grace period, sweep). `done` still fires.
   virtual void cancel(std::uint64_t handle) = 0;
   virtual std::size_t active() const = 0;
+  /// True when this executor, not the card broker, picks the step's cards (Slurm): the step waits until
+  /// `on_placed`.
+  virtual bool places(const StepLaunch&) const { return false; }
 };
 
 std::unique_ptr<Executor> make_local_executor(boost::asio::io_context& io);

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <optional>
 #include <map>
+#include <utility>
 
 #include "exec/cgroup_tree.h"
 #include "exec/child_reaper.h"
@@ -119,6 +120,30 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
   }
 
   void consume(std::string_view data) {
+    if (launch_.take_line && !taken_) {
+      // Offered line by line until one is taken; declined lines are logged as they would have been.
+      offered_.append(data);
+      std::size_t start = 0, nl;
+      while (!taken_ && (nl = offered_.find('\n', start)) != std::string::npos) {
+        std::string_view line = std::string_view(offered_).substr(start, nl - start);
+        if (launch_.take_line(line)) taken_ = true;
+        else log_output(std::string_view(offered_).substr(start, nl + 1 - start));
+        start = nl + 1;
+      }
+      std::string rest = offered_.substr(start);
+      offered_.clear();
+      if (!taken_ && rest.size() < 64 * 1024) {
+        offered_ = std::move(rest);
+        return;
+      }
+      taken_ = true;  // a line that never ends is output, not a placement
+      if (!rest.empty()) log_output(rest);
+      return;
+    }
+    log_output(data);
+  }
+
+  void log_output(std::string_view data) {
     write_log(data);
     if (!data.empty()) log_ends_line_ = data.back() == '\n';
     if (!launch_.on_line) return;
@@ -136,6 +161,7 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
   }
 
   void flush_partial_line() {
+    if (!offered_.empty()) log_output(std::exchange(offered_, {}));
     if (launch_.on_line && !partial_.empty()) launch_.on_line(partial_);
     partial_.clear();
   }
@@ -311,6 +337,8 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
   StepOutcome outcome_;
   int pgid_ = 0;
   bool log_failed_ = false;
+  bool taken_ = false;     // take_line took its line (or gave up): the rest is output
+  std::string offered_;    // output not yet offered to take_line (no newline yet)
   bool log_ends_line_ = true;
   std::uint64_t logged_ = 0, dropped_ = 0;
   std::string tail_;

@@ -1,6 +1,10 @@
 #include "host/host.h"
 
+#include <spdlog/spdlog.h>
+
 #include "exec/cgroup_tree.h"
+#include "slurm/slurm_command.h"
+#include "slurm/slurm_executor.h"
 
 namespace pto {
 
@@ -14,6 +18,20 @@ std::unique_ptr<Host> wire_host(boost::asio::io_context& io, const RunnerConfig&
   // Before the first step: containment is decided once per process.
   if (cfg.containment == "sweep") CgroupTree::disable("runner.yml containment: sweep");
   h->reaper = std::make_unique<OrphanReaper>(io);  // what steps orphan is reparented here and reaped
+  if (cfg.executor == "slurm" && !opts.simulate) {
+    // Slurm must answer before anything is accepted: a daemon that cannot reach it would only fail steps.
+    SlurmCommandResult ping = run_slurm_command({"sinfo", "--json"}, 30);
+    if (!ping.ok()) {
+      error = "executor: slurm, but Slurm does not answer (sinfo --json: " + ping.why() + ")";
+      return nullptr;
+    }
+    h->slurm = std::make_unique<SlurmCluster>(io, cfg, opts.slurm_instance);
+    if (opts.cancel_slurm_leftovers)
+      for (const auto& said : h->slurm->cancel_leftovers()) spdlog::warn("slurm: {}", said);
+    h->slurm_broker = std::make_unique<SlurmBroker>(io, *h->slurm);
+    h->executor = make_slurm_executor(io, *h->slurm, make_local_executor(io));
+    return h;
+  }
   h->executor = opts.simulate ? make_simulated_executor(io) : make_local_executor(io);
   if (opts.simulate && !opts.simulate_lead) h->lead_executor = make_local_executor(io);
   return h;

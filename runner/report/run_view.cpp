@@ -22,6 +22,8 @@ nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step
                       : nlohmann::json{{"minutes", ps.expected_minutes}, {"source", ps.expected_source},
                                        {"samples", ps.expected_samples}};
   j["cards"] = s.cards;
+  if (!s.node.empty()) j["node"] = s.node;
+  if (!s.executor_job.empty()) j["slurm_job"] = s.executor_job;
   j["attempt"] = s.attempt;
   j["created"] = nullable(s.created);
   j["runnable"] = nullable(s.runnable);

@@ -11,8 +11,10 @@
 
 #include "config/device_spec.h"
 #include "server/status_json.h"
+#include "slurm/slurm_command.h"
 #include "report/run_view.h"
 #include "server/daemon.h"
+#include "slurm/slurm_command.h"
 #include "server/log_slice.h"
 #include "util/json_text.h"
 #include "util/regular_file.h"
@@ -109,6 +111,12 @@ HttpResponse Daemon::route(const HttpRequest& req) {
     refresh_view();
     return json_response(200, {{"card", card}, {"state", "drained"}, {"reason", reason}});
   }
+  static const std::regex node_name("[A-Za-z0-9._-]{1,64}");
+  if (is({"api", "v1", "nodes", "*", "*"}) && std::regex_match(seg[3], node_name) && (seg[4] == "drain" || seg[4] == "undrain")) {
+    if (!post) return method_not_allowed();
+    if (!authorized(req)) return unauthorized();
+    return drain_node(req, seg[3], seg[4] == "drain");
+  }
   if (is({"api", "v1", "runs", "*", "cancel"}) && is_run_id(seg[3])) {
     if (!post) return method_not_allowed();
     if (!authorized(req)) return unauthorized();
@@ -117,6 +125,24 @@ HttpResponse Daemon::route(const HttpRequest& req) {
   if ((is({"api", "v1", "runs", "*", "steps", "*", "log"}) || is({"api", "v1", "runs", "*"})) && is_run_id(seg[3]))
     return method_not_allowed();
   return not_found("no such endpoint: " + req.path);
+}
+
+HttpResponse Daemon::drain_node(const HttpRequest& req, const std::string& node, bool drain) {
+  if (!host_->slurm)
+    return json_response(409, {{"error", "nodes are Slurm's: this daemon runs executor: local; drain a card with /api/v1/devices/ID/drain"}});
+  auto body = nlohmann::json::parse(req.body.empty() ? "{}" : req.body, nullptr, false);
+  std::string reason = body.is_object() && body.contains("reason") && body["reason"].is_string()
+                           ? body["reason"].get<std::string>() : "drained by an operator";
+  // Slurm's own drain: running jobs finish, no new ones start there; the reason shows in sinfo and here.
+  // One short scontrol call on this thread (an operator's rare action; bounded at 10 s).
+  std::vector<std::string> argv = {"scontrol", "update", "NodeName=" + node};
+  if (drain) argv.insert(argv.end(), {"State=DRAIN", "Reason=" + reason});
+  else argv.push_back("State=RESUME");
+  SlurmCommandResult r = run_slurm_command(argv, 10);
+  if (!r.ok()) return json_response(r.error.empty() ? 400 : 503, {{"error", "scontrol: " + r.why()}});
+  spdlog::warn("Slurm node {} {} by request from {}{}", node, drain ? "drained" : "resumed", req.peer, drain ? ": " + reason : "");
+  host_->slurm->poke();
+  return json_response(200, {{"node", node}, {"state", drain ? "drain" : "resume"}, {"reason", drain ? reason : ""}});
 }
 
 HttpResponse Daemon::status(const HttpRequest& req) {

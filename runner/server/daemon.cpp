@@ -184,6 +184,8 @@ std::string Daemon::start_unguarded() {
   HostOptions ho;
   ho.simulate = opts_.simulate;
   ho.wait_for_drained = true;  // drained cards may return: steps wait for them (`run` fails fast)
+  ho.slurm_instance = slurm_instance_tag(state_dir_);  // it holds the state dir: what the tag left is its own
+  ho.cancel_slurm_leftovers = true;
   std::string host_error;
   host_ = wire_host(io_, cfg_, ho, host_error);
   if (!host_) return host_error;
@@ -192,6 +194,7 @@ std::string Daemon::start_unguarded() {
   recover();
   prune_history(true);
   dispatcher_->set_on_change([this] { view_changed(); });
+  if (host_->slurm) host_->slurm->set_on_change([this] { view_changed(); });
   // A lease's client heartbeats every second; five missed and it is gone (killed, lost): its cards come back.
   leases_ = std::make_unique<LeaseBook>(io_, *dispatcher_, 5, cfg_.kill_grace_seconds);
   leases_->set_on_change([this] {
@@ -604,7 +607,7 @@ HttpResponse Daemon::start_run(EngineOptions eo, const Submission& s, Project pr
   if (mirror_) run->request["source"] = {{"repo", cfg_.source.repo}, {"worktree", eo.root}};
   run->observer = std::make_unique<JournalObserver>(*this);
   const std::string id = eo.run_id;
-  run->engine = std::make_unique<RunEngine>(io_, std::move(plan), *dispatcher_, *host_->executor, std::move(eo), run->observer.get());
+  run->engine = std::make_unique<RunEngine>(io_, std::move(plan), host_->broker(), *host_->executor, std::move(eo), run->observer.get());
   nlohmann::json skeleton = run_to_json(run->engine->record(), run->engine->plan(), "running", -1, 0);
   skeleton["request"] = run->request;
   bool journaled = journal_->run_created(id, run->engine->record().created, run->request, skeleton);

@@ -88,7 +88,9 @@ class Daemon {
   HttpResponse route(const HttpRequest& req);  // every request answered at once
   HttpResponse cancel(const std::string& id);
   HttpResponse status(const HttpRequest& req);
+  HttpResponse drain_node(const HttpRequest& req, const std::string& node, bool drain);  // executor: slurm
   std::string status_body(bool full_queue);  // server/daemon_view.cpp
+  void slurm_view(HostView& v) const;        // nodes and our steps on them (executor: slurm)
   HttpResponse page() const;                 // GET /: server/status_page.cpp
   HttpResponse runs(const HttpRequest& req);
   void run(const std::string& id, HttpServer::Respond respond);

@@ -112,7 +112,7 @@ void Daemon::refresh_view() {
   std::map<std::uint64_t, int> position_of_ticket;
   v.queue.clear();
   v.oldest_wait_seconds = 0;
-  for (auto& q : dispatcher_->queue()) {
+  for (auto& q : host_->broker().queue()) {
     QueueView e;
     e.position = static_cast<int>(v.queue.size()) + 1;
     e.ticket = q.ticket;
@@ -121,7 +121,15 @@ void Daemon::refresh_view() {
     e.reason = std::move(q.reason);
     e.wait_seconds = q.waited_seconds;
     e.since = std::move(q.since);
-    if (auto it = waiting.find(q.ticket); it != waiting.end()) {
+    if (!q.marker.empty()) {  // a step in Slurm's queue: RUN/JOB/STEP/ATTEMPT
+      auto a = q.marker.find('/'), b = q.marker.find('/', a + 1), c = q.marker.find('/', b + 1);
+      if (a != std::string::npos && b != std::string::npos && c != std::string::npos) {
+        e.run = q.marker.substr(0, a);
+        e.step = step_id(std::stoul(q.marker.substr(a + 1, b - a - 1)), std::stoul(q.marker.substr(b + 1, c - b - 1)));
+        e.run_url = "/api/v1/runs/" + e.run;
+        e.log_url = log_url(e.run, e.step);
+      }
+    } else if (auto it = waiting.find(q.ticket); it != waiting.end()) {
       e.run = it->second.run;
       e.step = it->second.step;
       e.run_url = "/api/v1/runs/" + e.run;
@@ -133,7 +141,11 @@ void Daemon::refresh_view() {
   }
 
   v.cards.clear();
+  v.nodes.clear();
   v.usable_cards = 0;
+  if (host_->slurm) {
+    slurm_view(v);
+  } else {
   const auto& reserved = dispatcher_->reserved();
   for (const auto& c : pool_->status(reserved)) {
     CardView cv;
@@ -164,6 +176,7 @@ void Daemon::refresh_view() {
       if (auto p = position_of_ticket.find(it->second); p != position_of_ticket.end()) cv.reserved_for_position = p->second;
     v.cards.push_back(std::move(cv));
   }
+  }
   v.leases = leases_json();
   v.runs_by_result = runs_by_result_;
   v.runs_by_result["running"] = static_cast<int>(active_.size());
@@ -171,6 +184,7 @@ void Daemon::refresh_view() {
   // waits or holds a card, refresh at least once a second, so /metrics and the page keep counting.
   bool busy = !v.queue.empty();
   for (const auto& c : v.cards) busy |= c.holder.has_value();
+  for (const auto& n : v.nodes) busy |= !n.steps.empty();
   if (busy && !view_tick_armed_) {
     view_tick_armed_ = true;
     view_tick_->expires_after(std::chrono::seconds(1));
@@ -178,6 +192,48 @@ void Daemon::refresh_view() {
       view_tick_armed_ = false;
       if (!ec) view_changed();
     });
+  }
+}
+
+void Daemon::slurm_view(HostView& v) const {
+  const SlurmCluster& cluster = *host_->slurm;
+  v.executor = "slurm";
+  v.slurm_problem = cluster.problem();
+  for (const auto& n : cluster.nodes()) {
+    NodeView nv;
+    nv.name = n.name;
+    nv.state = n.state;
+    nv.reason = n.reason;
+    nv.features = n.features;
+    nv.drained = n.drained();
+    for (const auto& [type, count] : n.total) nv.cards += count;
+    for (const auto& [type, count] : n.used) nv.cards_used += count;
+    if (!nv.drained) v.usable_cards += nv.cards;
+    v.nodes.push_back(std::move(nv));
+  }
+  // Where each placed step of ours runs, from the engines' records (exact: what the step's wrapper said).
+  for (const auto& [id, r] : active_) {
+    const RunRecord& rec = r->engine->record();
+    for (std::size_t k = 0; k < rec.jobs.size(); ++k)
+      for (std::size_t s = 0; s < rec.jobs[k].steps.size(); ++s) {
+        const StepRecord& sr = rec.jobs[k].steps[s];
+        if (sr.state != StepState::Running || sr.node.empty()) continue;
+        auto node = std::find_if(v.nodes.begin(), v.nodes.end(), [&](const NodeView& n) { return n.name == sr.node; });
+        if (node == v.nodes.end()) {
+          v.nodes.push_back({});
+          node = std::prev(v.nodes.end());
+          node->name = sr.node;
+          node->state = "unknown";
+        }
+        SlurmStepView sv;
+        sv.job = sr.executor_job;
+        sv.label = r->engine->plan().jobs[k].id + " / " + r->engine->plan().jobs[k].steps[s].name;
+        sv.run = id;
+        sv.step = step_id(k, s);
+        sv.log_url = log_url(id, sv.step);
+        sv.cards = sr.cards;
+        node->steps.push_back(std::move(sv));
+      }
   }
 }
 

@@ -34,6 +34,20 @@ struct CardView {
   double busy_seconds = 0;
 };
 
+/// A step running in Slurm, as its node shows it.
+struct SlurmStepView {
+  std::string job, label, run, step, log_url;
+  std::vector<int> cards;
+};
+
+/// A Slurm node (executor: slurm), with the cards Slurm counts and the steps of ours on it.
+struct NodeView {
+  std::string name, state, reason, features;
+  bool drained = false;
+  int cards = 0, cards_used = 0;  // of the configured GRES, every type
+  std::vector<SlurmStepView> steps;
+};
+
 struct QueueView {
   int position = 0;  // 1-based place in the host's one queue
   std::string label;  // "job / step" or "lease ID: COMMAND"
@@ -64,7 +78,10 @@ struct HostView {
   bool draining = false;  // SIGTERM: no new runs; accepted ones go on
   std::string pin_version, pin_sha256;  // what the definitions ask for, before a lead job ran
   ToolchainStatus toolchain;
-  std::vector<CardView> cards;
+  std::string executor = "local";  // local | slurm
+  std::vector<CardView> cards;     // this host's cards (executor: local)
+  std::vector<NodeView> nodes;     // Slurm's nodes (executor: slurm)
+  std::string slurm_problem;       // the last failure to read Slurm's state, "" when it answered
   int usable_cards = 0;  // not drained
   std::vector<QueueView> queue;  // every entry; the JSON shows the first 50 unless asked for all
   double oldest_wait_seconds = 0;

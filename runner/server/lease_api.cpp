@@ -59,6 +59,9 @@ void Daemon::lease_request(const HttpRequest& req, HttpServer::Respond respond) 
   std::string run;
   if (!lease_authorized(req, run))
     return respond(lease_json(401, {{"error", "missing or wrong bearer token (the admin token, or $PTO_RUNNER_LEASE_TOKEN in a step)"}}));
+  if (host_->slurm)  // this host's cards are not what Slurm hands out; a lease would bypass its queue
+    return respond(lease_json(501, {{"error", "card leases (task-submit) are not built for executor: slurm yet: run the "
+                                              "command as a device step, or on a host with executor: local"}}));
   auto bad = [&](const std::string& field, const std::string& why) {
     respond(lease_json(400, {{"error", why}, {"field", field}}));
   };

@@ -107,6 +107,24 @@ std::string render_metrics(const HostView& v, const Metrics& m, double uptime_se
   p.family("pto_runner_card_busy_seconds_total", "counter", "Seconds each card was held by a step, lease or health check");
   for (const auto& c : v.cards) p.sample("pto_runner_card_busy_seconds_total", {{"card", std::to_string(c.id)}}, c.busy_seconds);
 
+  if (v.executor == "slurm") {
+    // executor: slurm — Slurm's nodes and cards, our steps on each, and why ours wait (Slurm's reason).
+    p.family("pto_runner_slurm_node_cards", "gauge", "Cards of the configured GRES on each Slurm node, in use or not");
+    for (const auto& n : v.nodes) {
+      p.sample("pto_runner_slurm_node_cards", {{"node", n.name}, {"state", "used"}}, n.cards_used);
+      p.sample("pto_runner_slurm_node_cards", {{"node", n.name}, {"state", "idle"}}, std::max(0, n.cards - n.cards_used));
+    }
+    p.family("pto_runner_slurm_node_drained", "gauge", "1 when Slurm drains (or has downed) the node");
+    for (const auto& n : v.nodes) p.sample("pto_runner_slurm_node_drained", {{"node", n.name}}, n.drained ? 1 : 0);
+    p.family("pto_runner_slurm_running_steps", "gauge", "Steps of ours running on each Slurm node");
+    for (const auto& n : v.nodes) p.sample("pto_runner_slurm_running_steps", {{"node", n.name}}, static_cast<double>(n.steps.size()));
+    std::map<std::string, int> reasons;
+    for (const auto& q : v.queue)
+      if (q.reason.rfind("Slurm: ", 0) == 0) reasons[q.reason.substr(7, q.reason.find(" (job") - 7)]++;
+    p.family("pto_runner_slurm_pending_steps", "gauge", "Steps of ours pending in Slurm, by Slurm's reason");
+    for (const auto& [reason, n] : reasons) p.sample("pto_runner_slurm_pending_steps", {{"reason", reason}}, n);
+  }
+
   p.family("pto_runner_queue_length", "gauge", "Steps and leases waiting for cards");
   p.sample("pto_runner_queue_length", {}, static_cast<double>(v.queue.size()));
   p.family("pto_runner_queue_oldest_wait_seconds", "gauge", "How long the longest-waiting entry of the queue has waited");

@@ -66,6 +66,22 @@ nlohmann::json status_to_json(const HostView& v, bool full_queue, double uptime_
   }
   j["devices"] = std::move(devices);
   j["devices_by_state"] = by_state;
+  j["executor"] = v.executor;
+  if (v.executor == "slurm") {
+    // Slurm's nodes, the cards it counts on each, and the steps of ours running there with their cards.
+    nlohmann::json nodes = nlohmann::json::array();
+    for (const auto& n : v.nodes) {
+      nlohmann::json steps = nlohmann::json::array();
+      for (const auto& st : n.steps)
+        steps.push_back({{"slurm_job", st.job}, {"label", st.label}, {"run", st.run}, {"step", st.step},
+                         {"cards", st.cards}, {"log_url", st.log_url}});
+      nodes.push_back({{"name", n.name}, {"state", n.state}, {"drained", n.drained}, {"reason", or_null(n.reason)},
+                       {"features", n.features}, {"cards", n.cards}, {"cards_used", n.cards_used},
+                       {"steps", std::move(steps)}});
+    }
+    j["nodes"] = std::move(nodes);
+    j["slurm_problem"] = or_null(v.slurm_problem);
+  }
   j["usable_cards"] = v.usable_cards;
   j["queue_total"] = v.queue.size();
   j["queue_oldest_wait_seconds"] = ms(v.oldest_wait_seconds);

@@ -1,0 +1,39 @@
+#include "slurm/slurm_broker.h"
+
+#include <boost/asio.hpp>
+#include <chrono>
+#include <ctime>
+
+#include "util/iso_time.h"
+
+namespace pto {
+
+std::uint64_t SlurmBroker::request(CardRequest, Grant on_grant, Impossible) {
+  const std::uint64_t ticket = ++next_;
+  waiting_.insert(ticket);
+  // Posted: the engine records the ticket before it hears the grant.
+  boost::asio::post(io_, [this, ticket, on_grant = std::move(on_grant)] {
+    if (waiting_.erase(ticket)) on_grant({});
+  });
+  return ticket;
+}
+
+std::vector<QueueEntry> SlurmBroker::queue() {
+  std::vector<QueueEntry> out;
+  const double now = static_cast<double>(std::time(nullptr));
+  for (const auto& j : cluster_.jobs()) {
+    if (!j.pending()) continue;
+    QueueEntry e;
+    e.label = cluster_.label_of(j.name);
+    if (e.label.empty()) e.label = j.comment.substr(j.comment.find(" step=") == std::string::npos ? 0 : j.comment.find(" step=") + 6);
+    e.devices = cluster_.devices_of(j.name);
+    if (j.name.rfind("pto-runner/", 0) == 0) e.marker = j.name.substr(11);
+    e.reason = "Slurm: " + (j.reason.empty() || j.reason == "None" ? std::string("submitted") : j.reason) + " (job " + j.id + ")";
+    e.waited_seconds = j.submit_time > 0 ? std::max(0.0, now - static_cast<double>(j.submit_time)) : 0;
+    e.since = j.submit_time > 0 ? iso_time(std::chrono::system_clock::from_time_t(static_cast<std::time_t>(j.submit_time))) : "";
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+}  // namespace pto

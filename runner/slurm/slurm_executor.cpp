@@ -1,0 +1,274 @@
+#include "slurm/slurm_executor.h"
+
+#include <boost/asio.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+
+#include "util/process_env.h"
+#include "util/random_hex.h"
+
+namespace asio = boost::asio;
+
+namespace pto {
+
+namespace {
+
+// Runs inside the job: $1 the nonce, then the step's shell argv. A custom GRES sets no index variable, so the
+// indices come from the job's own record. The placement line starts with \036 (RS) and carries the nonce,
+// so no output of the step can pose as it (it is taken only before the step's shell starts).
+constexpr const char* kWrapper = R"SH(nonce=$1; shift
+detail=$(scontrol show job -d "$SLURM_JOB_ID" 2>&1) || {
+  echo "pto-runner: cannot read the cards Slurm allocated to job $SLURM_JOB_ID: $detail" >&2; exit 125; }
+ids=
+for spec in $(printf '%s\n' "$detail" | grep -o 'IDX:[0-9,-]*'); do
+  IFS=, read -ra parts <<<"${spec#IDX:}"
+  for p in "${parts[@]}"; do
+    [ -n "$p" ] || continue
+    case $p in
+      *-*) for ((i = ${p%-*}; i <= ${p#*-}; i++)); do ids=${ids:+$ids,}$i; done ;;
+      *) ids=${ids:+$ids,}$p ;;
+    esac
+  done
+done
+export TASK_DEVICE=$ids DEVICE_ID=${ids%%,*}
+printf '\036pto-runner-placed %s %s %s %s\n' "$nonce" "$SLURM_JOB_ID" "${SLURMD_NODENAME:-unknown}" "${ids:--}"
+exec "$@"
+)SH";
+
+std::string run_of(const StepLaunch& l) {
+  for (const auto& e : l.env)
+    if (e.rfind("PTO_RUNNER_RUN_ID=", 0) == 0) return e.substr(18);
+  return l.marker.substr(0, l.marker.find('/'));
+}
+
+std::vector<int> parse_ids(const std::string& s) {
+  std::vector<int> out;
+  if (s == "-") return out;
+  std::size_t start = 0;
+  while (start < s.size()) {
+    std::size_t c = s.find(',', start);
+    std::string part = s.substr(start, c == std::string::npos ? std::string::npos : c - start);
+    if (!part.empty() && part.find_first_not_of("0123456789") == std::string::npos && part.size() < 6) out.push_back(std::stoi(part));
+    start = c == std::string::npos ? s.size() : c + 1;
+  }
+  return out;
+}
+
+class SlurmStep : public std::enable_shared_from_this<SlurmStep> {
+ public:
+  SlurmStep(asio::io_context& io, SlurmCluster& cluster, Executor& local, StepLaunch launch,
+            std::function<void(const StepOutcome&)> done, std::function<void()> on_finished)
+      : io_(io), cluster_(cluster), local_(local), launch_(std::move(launch)), done_(std::move(done)),
+        on_finished_(std::move(on_finished)), timeout_(io), grace_(io) {}
+
+  void start() {
+    name_ = "pto-runner/" + launch_.marker;
+    nonce_ = random_hex(8);
+    const std::string group_type = launch_.devices > 1 ? cluster_.pick_group_type(launch_.devices) : "";
+    std::vector<std::string> argv =
+        slurm_step_argv(cluster_.config(), launch_, name_, cluster_.comment(run_of(launch_), launch_.label), group_type, nonce_);
+    StepLaunch inner;
+    inner.label = launch_.label;
+    for (const auto& a : argv) inner.command += (inner.command.empty() ? "" : " ") + shell_quote(a);
+    inner.command = "exec " + inner.command;
+    inner.working_directory = launch_.working_directory;
+    inner.env = launch_.env;
+    // srun finds the cluster the way the daemon does; the step's own environment is otherwise complete.
+    for (const char* var : {"SLURM_CONF", "SLURM_CLUSTERS"})
+      if (const char* v = std::getenv(var)) inner.env.push_back(std::string(var) + "=" + v);
+    inner.log_path = launch_.log_path;
+    inner.marker = launch_.marker;
+    inner.grace_seconds = launch_.grace_seconds;
+    inner.log_max_bytes = launch_.log_max_bytes;
+    inner.on_line = launch_.on_line;
+    auto self = shared_from_this();
+    inner.take_line = [self](std::string_view line) { return self->take_line(line); };
+    cluster_.watch(name_, launch_.label, [self](const SlurmJob& j) { self->on_update(j); });
+    cluster_.note_submitted(name_, group_type, launch_.devices);
+    cluster_.poke();
+    inner_ = local_.start(std::move(inner), [self](const StepOutcome& o) { self->on_srun_done(o); });
+    if (launch_.timeout_seconds > 0) {
+      timeout_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(launch_.timeout_seconds)));
+      timeout_.async_wait([self](boost::system::error_code ec) {
+        if (!ec) self->terminate(true);
+      });
+    }
+  }
+
+  void terminate(bool timed_out) {
+    if (finished_ || terminating_) return;
+    terminating_ = true;
+    (timed_out ? timed_out_ : cancelled_) = true;
+    const std::string target = job_.empty() ? "--name=" + name_ : job_;
+    say(std::string(timed_out ? "timed out" : "cancelled") + "; scancel --signal=TERM " +
+        (job_.empty() ? "(not started yet: scancel " + target + ")" : "Slurm job " + job_));
+    if (job_.empty()) cluster_.command({"scancel", target});
+    else cluster_.command({"scancel", "--signal=TERM", job_});
+    auto self = shared_from_this();
+    grace_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(launch_.grace_seconds)));
+    grace_.async_wait([self](boost::system::error_code ec) {
+      if (ec || self->srun_done_) return;
+      self->say("grace period over; SIGKILL to the job's steps and scancel");
+      const std::string t = self->job_.empty() ? "--name=" + self->name_ : self->job_;
+      self->cluster_.command({"scancel", "--signal=KILL", t}, [self, t](const SlurmCommandResult&) {
+        self->cluster_.command({"scancel", t});
+      });
+      // srun itself ends once its job does; if it does not, the local executor ends it (SIGTERM, SIGKILL).
+      self->grace_.expires_after(std::chrono::seconds(5));
+      self->grace_.async_wait([self](boost::system::error_code e) {
+        if (!e && !self->srun_done_) self->local_.cancel(self->inner_);
+      });
+    });
+  }
+
+ private:
+  bool take_line(std::string_view line) {
+    static constexpr std::string_view kQueued = "srun: job ";
+    if (line.substr(0, kQueued.size()) == kQueued && job_.empty()) {  // "srun: job 12 queued and waiting ..."
+      auto rest = line.substr(kQueued.size());
+      auto sp = rest.find(' ');
+      std::string id(rest.substr(0, sp));
+      if (!id.empty() && id.find_first_not_of("0123456789") == std::string::npos) job_ = id;
+      return false;
+    }
+    const std::string prefix = "\036pto-runner-placed " + nonce_ + " ";
+    if (line.substr(0, prefix.size()) != prefix) return false;
+    std::string rest(line.substr(prefix.size()));
+    std::string job = rest.substr(0, rest.find(' '));
+    rest = rest.find(' ') == std::string::npos ? "" : rest.substr(rest.find(' ') + 1);
+    std::string node = rest.substr(0, rest.find(' '));
+    std::string ids = rest.find(' ') == std::string::npos ? "" : rest.substr(rest.find(' ') + 1);
+    job_ = job;
+    place({node, parse_ids(ids), job});
+    return true;
+  }
+
+  void on_update(const SlurmJob& j) {
+    if (finished_) return;
+    if (job_.empty()) job_ = j.id;
+    if (j.pending()) {
+      std::string reason = j.reason == "None" || j.reason.empty() ? "submitted" : j.reason;
+      if (reason != last_reason_ && launch_.on_waiting) launch_.on_waiting("Slurm: " + reason + " (job " + j.id + ")");
+      last_reason_ = reason;
+    } else if (!placed_ && !j.cards.empty()) {
+      place({j.node, j.cards, j.id});  // the snapshot saw it running before its wrapper spoke
+    }
+  }
+
+  void place(const Placement& p) {
+    if (placed_ || finished_) return;
+    placed_ = true;
+    if (launch_.on_placed) launch_.on_placed(p);
+  }
+
+  void on_srun_done(StepOutcome o) {
+    srun_done_ = true;
+    timeout_.cancel();
+    grace_.cancel();
+    o.timed_out = timed_out_;
+    o.cancelled = cancelled_ && !timed_out_;
+    if (!placed_ && o.error.empty() && !terminating_ && o.exit_code != 0)
+      o.error = "srun failed before the step started (exit " + std::to_string(o.exit_code) + "; its log says why)";
+    auto self = shared_from_this();
+    // Ended by us, or before it ever ran: make sure Slurm holds nothing of it any more.
+    if (terminating_ || !placed_ || o.signal) {
+      cluster_.command({"scancel", job_.empty() ? "--name=" + name_ : job_},
+                       [self, o](const SlurmCommandResult&) { self->finish(o); });
+      return;
+    }
+    finish(o);
+  }
+
+  void finish(const StepOutcome& o) {
+    if (finished_) return;
+    finished_ = true;
+    cluster_.unwatch(name_);
+    auto done = std::move(done_);
+    on_finished_();
+    done(o);
+  }
+
+  void say(const std::string& what) {
+    std::ofstream(launch_.log_path, std::ios::app) << "\npto-runner: " << what << "\n";
+  }
+
+  asio::io_context& io_;
+  SlurmCluster& cluster_;
+  Executor& local_;
+  StepLaunch launch_;
+  std::function<void(const StepOutcome&)> done_;
+  std::function<void()> on_finished_;
+  asio::steady_timer timeout_, grace_;
+  std::string name_, nonce_, job_, last_reason_;
+  std::uint64_t inner_ = 0;
+  bool placed_ = false, terminating_ = false, timed_out_ = false, cancelled_ = false, srun_done_ = false,
+       finished_ = false;
+};
+
+class SlurmExecutor : public Executor {
+ public:
+  SlurmExecutor(asio::io_context& io, SlurmCluster& cluster, std::unique_ptr<Executor> local)
+      : io_(io), cluster_(cluster), local_(std::move(local)) {}
+
+  std::uint64_t start(StepLaunch launch, std::function<void(const StepOutcome&)> done) override {
+    const std::uint64_t handle = ++next_;
+    if (launch.devices <= 0) {  // no cards: this host runs it
+      local_only_[handle] = local_->start(std::move(launch), [this, handle, done = std::move(done)](const StepOutcome& o) {
+        local_only_.erase(handle);
+        done(o);
+      });
+      return handle;
+    }
+    auto step = std::make_shared<SlurmStep>(io_, cluster_, *local_, std::move(launch), std::move(done),
+                                            [this, handle] { steps_.erase(handle); });
+    steps_[handle] = step;
+    step->start();
+    return handle;
+  }
+
+  void cancel(std::uint64_t handle) override {
+    if (auto it = local_only_.find(handle); it != local_only_.end()) return local_->cancel(it->second);
+    if (auto it = steps_.find(handle); it != steps_.end()) it->second->terminate(false);
+  }
+
+  std::size_t active() const override { return steps_.size() + local_only_.size(); }
+  bool places(const StepLaunch& l) const override { return l.devices > 0; }
+
+ private:
+  asio::io_context& io_;
+  SlurmCluster& cluster_;
+  std::unique_ptr<Executor> local_;
+  std::uint64_t next_ = 0;
+  std::map<std::uint64_t, std::shared_ptr<SlurmStep>> steps_;
+  std::map<std::uint64_t, std::uint64_t> local_only_;
+};
+
+}  // namespace
+
+std::vector<std::string> slurm_step_argv(const SlurmConfig& cfg, const StepLaunch& launch, const std::string& name,
+                                         const std::string& comment, const std::string& group_type,
+                                         const std::string& nonce) {
+  std::vector<std::string> a = {"srun", "--job-name=" + name, "--comment=" + comment, "--nodes=1", "--ntasks=1",
+                                "--gres=" + cfg.gres + (group_type.empty() ? "" : ":" + group_type) + ":" +
+                                    std::to_string(launch.devices)};
+  if (!launch.device_type.empty()) a.push_back("--constraint=" + launch.device_type);
+  if (!cfg.partition.empty()) a.push_back("--partition=" + cfg.partition);
+  if (launch.timeout_seconds > 0)  // a backstop: the executor's own timer ends it first, at the second
+    a.push_back("--time=" + std::to_string(static_cast<long>(std::ceil((launch.timeout_seconds + launch.grace_seconds) / 60.0)) + 1));
+  if (!launch.working_directory.empty()) a.push_back("--chdir=" + launch.working_directory);
+  a.insert(a.end(), cfg.args.begin(), cfg.args.end());
+  a.insert(a.end(), {"/bin/bash", "-c", kWrapper, "pto-runner-slurm-step", nonce});
+  if (launch.shell == "sh") a.insert(a.end(), {"/bin/sh", "-e", "-c", launch.command});
+  else a.insert(a.end(), {"/bin/bash", "-e", "-o", "pipefail", "-c", launch.command});
+  return a;
+}
+
+std::unique_ptr<Executor> make_slurm_executor(asio::io_context& io, SlurmCluster& cluster, std::unique_ptr<Executor> local) {
+  return std::make_unique<SlurmExecutor>(io, cluster, std::move(local));
+}
+
+}  // namespace pto

@@ -1,0 +1,24 @@
+#pragma once
+// The Slurm executor: each device step is one Slurm job, `srun` run here under the local executor (so its
+// output comes back through srun into the same per-step log, with the same cap, console and log API). Slurm
+// picks the node and the cards; a small wrapper inside the job reads the GRES indices Slurm allocated
+// (`scontrol show job -d`), exports TASK_DEVICE/DEVICE_ID, tells the executor where it runs with one line the
+// log never shows, and execs the step's shell. Timeout and cancel are `scancel` (SIGTERM to the job's steps,
+// SIGKILL and cancel after the grace period). Steps with no cards run on this host (the local executor).
+#include <memory>
+
+#include "exec/executor.h"
+#include "slurm/slurm_cluster.h"
+
+namespace pto {
+
+std::unique_ptr<Executor> make_slurm_executor(boost::asio::io_context& io, SlurmCluster& cluster,
+                                              std::unique_ptr<Executor> local);
+
+/// The srun command line of a step (exposed for tests): `group_type` is the GRES type of the card group a
+/// multi-card step asks for ("" = untyped).
+std::vector<std::string> slurm_step_argv(const SlurmConfig& cfg, const StepLaunch& launch, const std::string& name,
+                                         const std::string& comment, const std::string& group_type,
+                                         const std::string& nonce);
+
+}  // namespace pto

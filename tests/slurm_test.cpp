@@ -1,0 +1,364 @@
+// executor: slurm against a real Slurm: each test starts its own throw-away cluster
+// (scripts/slurm-test-cluster.sh: munged, slurmctld, and two slurmd on this host: node `hostname -s` with 8
+// fake cards in 4 typed pairs and feature a2a3, node pto-a5 with 2 a5 cards). Plain files stand in for
+// /dev/davinci*; everything else (sbatch/srun, GRES allocation, scancel, squeue) is Slurm's own. Where Slurm
+// is not installed the cluster tests say so loudly and pass nothing off as tested.
+#include <signal.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "config/runner_config.h"
+#include "pypto_main.h"
+#include "served_daemon.h"
+#include "slurm/slurm_command.h"
+#include "slurm/slurm_executor.h"
+#include "test_support.h"
+
+using namespace pto::test;
+using nlohmann::json;
+
+namespace {
+
+struct TestCluster {
+  TempDir dir;
+  bool up = false;
+  std::string conf;
+  TestCluster() {
+    // Each test process its own ports, so ctest -j runs clusters side by side.
+    const int port = 10000 + (static_cast<int>(::getpid()) % 6000) * 3;
+    std::string out;
+    int rc = sh("SLURM_TEST_PORT=" + std::to_string(port) + " " + (source_dir() / "scripts/slurm-test-cluster.sh").string() +
+                    " start " + dir.str() + " 2>&1",
+                &out);
+    if (rc == 77) {
+      WARN("SKIPPED, NOT TESTED: Slurm is not installed here (apt-get install slurm-wlm munge): " << out);
+      return;
+    }
+    INFO(out);
+    REQUIRE(rc == 0);
+    conf = (dir.path() / "slurm.conf").string();
+    up = true;
+  }
+  ~TestCluster() {
+    if (up) sh((source_dir() / "scripts/slurm-test-cluster.sh").string() + " stop " + dir.str() + " >/dev/null 2>&1");
+  }
+  std::map<std::string, std::string> env() const { return {{"SLURM_CONF", conf}}; }
+  /// Jobs pto-runner submitted that Slurm still holds (pending, running, completing).
+  std::vector<pto::SlurmJob> our_active_jobs() const {
+    std::string out, error;
+    REQUIRE(sh("SLURM_CONF=" + conf + " squeue --json", &out) == 0);
+    std::vector<pto::SlurmJob> all, ours;
+    REQUIRE(pto::parse_squeue_json(out, all, error));
+    for (auto& j : all)
+      if (j.comment.rfind("pto-runner instance=", 0) == 0 && j.active()) ours.push_back(std::move(j));
+    return ours;
+  }
+  std::string host_yml(const std::string& lock_dir) const {
+    return "executor: slurm\nslurm: {poll-seconds: 0.2}\ndevices:\n  ids: [0, 1, 2, 3, 4, 5, 6, 7]\n"
+           "  groups: [[0, 1], [2, 3], [4, 5], [6, 7]]\n  lock-dir: " + lock_dir + "\n";
+  }
+};
+
+std::vector<int> ids_of(const std::string& list) {
+  std::vector<int> out;
+  std::stringstream in(list);
+  for (std::string x; std::getline(in, x, ',');) out.push_back(std::stoi(x));
+  return out;
+}
+
+bool no_process_with(const std::string& needle) {
+  std::string out;
+  sh("ps -eo stat=,args= | grep -v grep | grep -F -- '" + needle + "' | grep -v '^Z' || true", &out);
+  return out.empty();
+}
+
+}  // namespace
+
+TEST_CASE("slurm: GRES indices, counts and squeue --json are read as Slurm 22.05 prints them", "[slurm]") {
+  CHECK(pto::gres_indices("npu:g1:2(IDX:2-3)") == std::vector<int>{2, 3});
+  CHECK(pto::gres_indices("npu:g0:1(IDX:0),npu:g1:0(IDX:),npu:g2:0(IDX:)") == std::vector<int>{0});
+  CHECK(pto::gres_indices("npu:4(IDX:0,2-3,6)") == std::vector<int>{0, 2, 3, 6});
+  CHECK(pto::gres_indices("npu:g0:0(IDX:N/A)").empty());
+  CHECK(pto::gres_counts("npu:g0:2,npu:g1:2,gpu:1", "npu") == std::map<std::string, int>{{"g0", 2}, {"g1", 2}});
+  CHECK(pto::gres_counts("npu:g0:1(IDX:0),npu:g1:0(IDX:N/A)", "npu") == std::map<std::string, int>{{"g0", 1}, {"g1", 0}});
+  CHECK(pto::gres_counts("npu:8", "npu") == std::map<std::string, int>{{"", 8}});
+  std::vector<pto::SlurmJob> jobs;
+  std::string error;
+  const std::string text = R"J({"jobs": [
+      {"job_id": 48, "name": "pto-runner/r/0/1/1", "comment": "pto-runner instance=abc run=r step=a / b",
+       "job_state": "RUNNING", "state_reason": "None", "gres_detail": ["npu:g1:2(IDX:2-3)"], "nodes": "vm",
+       "submit_time": 1796011354, "start_time": 1796011355},
+      {"job_id": 49, "name": "x", "comment": "", "job_state": "PENDING", "state_reason": "Priority", "gres_detail": [],
+       "nodes": ""}]})J";
+  REQUIRE(pto::parse_squeue_json(text, jobs, error));
+  REQUIRE(jobs.size() == 2);
+  CHECK(jobs[0].id == "48");
+  CHECK(jobs[0].cards == std::vector<int>{2, 3});
+  CHECK(jobs[0].node == "vm");
+  CHECK(jobs[1].pending());
+  CHECK(jobs[1].reason == "Priority");
+  CHECK_FALSE(pto::parse_squeue_json("{\"nodes\": []}", jobs, error));
+  CHECK(error.find("no job list") != std::string::npos);
+}
+
+TEST_CASE("slurm: a step's srun asks for its card group's GRES type, its card type as a feature, a time limit, "
+          "and names its run and step", "[slurm]") {
+  pto::SlurmConfig cfg;
+  cfg.partition = "npu";
+  cfg.args = {"--account=ci"};
+  pto::StepLaunch l;
+  l.devices = 2;
+  l.device_type = "a5";
+  l.timeout_seconds = 90;
+  l.grace_seconds = 10;
+  l.working_directory = "/srv/run/src";
+  l.command = "python3 moe.py --ep 2";
+  auto argv = pto::slurm_step_argv(cfg, l, "pto-runner/RUN/3/1/1", "pto-runner instance=t run=RUN step=model / moe", "g2", "n0nce");
+  auto has = [&](const std::string& a) { return std::find(argv.begin(), argv.end(), a) != argv.end(); };
+  CHECK(argv.front() == "srun");
+  CHECK(has("--gres=npu:g2:2"));
+  CHECK(has("--constraint=a5"));
+  CHECK(has("--partition=npu"));
+  CHECK(has("--account=ci"));
+  CHECK(has("--time=3"));  // 90 s + 10 s grace, in whole minutes, plus one: Slurm's backstop after ours
+  CHECK(has("--job-name=pto-runner/RUN/3/1/1"));
+  CHECK(has("--comment=pto-runner instance=t run=RUN step=model / moe"));
+  CHECK(has("--chdir=/srv/run/src"));
+  CHECK(argv.back() == "python3 moe.py --ep 2");  // an argv element: no shell line is built from it
+  l.devices = 1;
+  l.device_type.clear();
+  argv = pto::slurm_step_argv(cfg, l, "n", "c", "", "n0nce");
+  CHECK(std::find(argv.begin(), argv.end(), "--gres=npu:1") != argv.end());
+}
+
+TEST_CASE("slurm: runner.yml executor and slurm settings are checked with their lines", "[slurm]") {
+  TempDir d;
+  d.write("runner.yml", "executor: slurmm\n");
+  pto::Diagnostics diags;
+  pto::load_runner_config((d.path() / "runner.yml").string(), "runner.yml", diags);
+  REQUIRE(diags.items().size() == 1);
+  CHECK(diags.items()[0].message.find("'executor' is local or slurm, got 'slurmm'") != std::string::npos);
+  CHECK(diags.items()[0].line == 1);
+  d.write("runner.yml", "executor: slurm\ndevices:\n  groups: [[0, 1], [2, 3]]\nslurm:\n  group-types: [g0]\n  args: [account=ci]\n");
+  pto::Diagnostics d2;
+  pto::load_runner_config((d.path() / "runner.yml").string(), "runner.yml", d2);
+  REQUIRE(d2.items().size() == 2);
+  std::string all;
+  for (const auto& i : d2.items()) all += i.message + "\n";
+  CHECK(all.find("'args' are srun options like --account=ci, got 'account=ci'") != std::string::npos);
+  CHECK(all.find("names 1 GRES type(s) for 2 devices.groups") != std::string::npos);
+}
+
+TEST_CASE("slurm: the shipped definitions run through Slurm: each device step gets its cards inside one group, "
+          "no card shared at any moment, moe on 2 cards with --ep 2, the a5 job on the a5 node", "[slurm]") {
+  TestCluster c;
+  if (!c.up) return;
+  PyptoMain p;
+  p.base.write("host.yml", read_file(p.base.path() / "host.yml") + "executor: slurm\nslurm: {poll-seconds: 0.2}\n");
+  p.extra_env = c.env();
+  p.extra_env["FAKE_HOLD"] = "0.3";  // each step holds its cards 0.3 s: sharing would overlap
+  CommandResult plan = p.cli({"plan", "--format", "json"});
+  REQUIRE(plan.exit_code == 0);
+  std::map<std::string, int> devices_of;  // "job / step" -> cards asked for
+  const json planned = json::parse(plan.out);
+  for (const auto& job : planned["jobs"])
+    for (const auto& st : job["steps"]) devices_of[job["name"].get<std::string>() + " / " + st["name"].get<std::string>()] = st["devices"];
+  CommandResult r = p.cli({"run"});
+  INFO(r.out << r.err << read_file(p.base.path() / "fake.log"));
+  REQUIRE(r.exit_code == 0);
+  // The console names each started step and the cards Slurm gave it: as many as it asked for.
+  int device_steps = 0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("==> ", 0) != 0 || line.find("  [cards ") == std::string::npos) continue;
+    std::string label = line.substr(4, line.find("  [cards ") - 4);
+    std::string cards = line.substr(line.find("  [cards ") + 9);
+    cards.pop_back();
+    INFO(label);
+    REQUIRE(devices_of.count(label));
+    CHECK(static_cast<int>(ids_of(cards).size()) == devices_of[label]);
+    ++device_steps;
+  }
+  int asked = 0;
+  for (const auto& [label, n] : devices_of) asked += n > 0;
+  CHECK(device_steps == asked);
+  // What the steps saw: TASK_DEVICE and the node from Slurm, and when they held them.
+  struct Held {
+    std::string node;
+    std::vector<int> cards;
+    double start, end;
+  };
+  std::vector<Held> held;
+  bool saw_moe = false, saw_a5 = false;
+  for (const auto& inv : p.invocations()) {
+    CHECK(inv["kind"] != "error");
+    if (!inv["task_device"].is_string()) continue;
+    Held h{inv["node"].is_string() ? inv["node"].get<std::string>() : "", ids_of(inv["task_device"]), inv["start"], inv["end"]};
+    CHECK(!h.node.empty());  // run by Slurm, on the node it chose
+    if (h.cards.size() == 2) {  // a pair is a whole group
+      CHECK(h.cards[0] % 2 == 0);
+      CHECK(h.cards[1] == h.cards[0] + 1);
+      CHECK(h.node != "pto-a5");
+    }
+    if (inv["kind"] == "script" && inv["script"] == "models/deepseek_v4_flash_mtp/moe.py") {
+      saw_moe = true;
+      CHECK(inv["ep"] == "2");
+      CHECK(h.cards.size() == 2);
+    }
+    if (inv["kind"] == "pytest" && inv["argv"].dump().find("--platform=a5\"") != std::string::npos) {
+      saw_a5 = true;
+      CHECK(h.node == "pto-a5");  // device-type a5 became --constraint=a5
+    }
+    held.push_back(std::move(h));
+  }
+  CHECK(saw_moe);
+  CHECK(saw_a5);
+  for (std::size_t i = 0; i < held.size(); ++i)
+    for (std::size_t k = i + 1; k < held.size(); ++k) {
+      if (held[i].node != held[k].node) continue;
+      bool share = false;
+      for (int a : held[i].cards)
+        for (int b : held[k].cards) share |= a == b;
+      if (!share) continue;
+      INFO("node " << held[i].node << ": [" << held[i].start << ", " << held[i].end << "] and [" << held[k].start << ", " << held[k].end << "]");
+      CHECK((held[i].end <= held[k].start || held[k].end <= held[i].start));
+    }
+  CHECK(c.our_active_jobs().empty());
+}
+
+TEST_CASE("slurm: Slurm's reason for a waiting step and the node and cards of running ones are in the status and "
+          "/metrics; a cancelled run leaves no Slurm job and no process", "[slurm]") {
+  TestCluster c;
+  if (!c.up) return;
+  Served s;
+  s.devices = "";
+  s.env = c.env();
+  s.dir.write("runner.yml", c.host_yml(s.locks()));
+  std::string steps;
+  for (int i = 0; i < 5; ++i)  // 5 pairs for 4 pairs of cards: one waits in Slurm's queue
+    steps += "  - {name: p" + std::to_string(i) + ", devices: 2, run: 'sleep 1000 # slurm-cancel-" + std::to_string(i) + "'}\n";
+  write_project(s.dir, {{"pairs.yml", "name: pairs\nparallel: true\nsteps:\n" + steps}});
+  s.start();
+  auto r = s.post("/api/v1/runs", json::object());
+  REQUIRE(r.status == 201);
+  std::string id = json::parse(r.body)["id"];
+  json status;
+  REQUIRE(wait_until([&] {
+    status = s.get("/api/v1/status");
+    int running = 0;
+    for (const auto& n : status["nodes"]) running += static_cast<int>(n["steps"].size());
+    return running == 4 && status["queue"].size() == 1 && status["queue"][0]["reason"].get<std::string>().rfind("Slurm: ", 0) == 0;
+  }, 30));
+  CHECK(status["executor"] == "slurm");
+  std::set<int> cards;
+  for (const auto& n : status["nodes"])
+    for (const auto& st : n["steps"]) {
+      CHECK(n["name"] != "pto-a5");
+      CHECK(st["cards"].size() == 2);
+      CHECK(!st["slurm_job"].get<std::string>().empty());
+      for (int card : st["cards"]) CHECK(cards.insert(card).second);  // no card twice
+    }
+  CHECK(cards.size() == 8);
+  std::string reason = status["queue"][0]["reason"];
+  CHECK((reason.find("Resources") != std::string::npos || reason.find("Priority") != std::string::npos));
+  CHECK(status["queue"][0]["run"] == id);
+  json run = s.get("/api/v1/runs/" + id);
+  int waiting = 0;
+  for (const auto& st : run["jobs"][0]["steps"])
+    if (st["state"] == "waiting") {
+      ++waiting;
+      CHECK(st["wait_reason"].get<std::string>().rfind("Slurm: ", 0) == 0);
+    } else {
+      CHECK(!st["node"].get<std::string>().empty());
+    }
+  CHECK(waiting == 1);
+  auto metrics = pto::api_request("GET", s.url("/metrics"));
+  CHECK(metrics.body.find("pto_runner_slurm_running_steps{node=\"") != std::string::npos);
+  CHECK(metrics.body.find("pto_runner_slurm_pending_steps{reason=\"") != std::string::npos);
+  TempDir prom;
+  prom.write("m.txt", metrics.body);
+  std::string promtool;
+  if (sh("command -v promtool >/dev/null") == 0) CHECK(sh("promtool check metrics < " + (prom.path() / "m.txt").string() + " 2>&1", &promtool) == 0);
+
+  REQUIRE(s.post("/api/v1/runs/" + id + "/cancel", json::object()).status == 202);
+  json done = s.wait_run(id, 60);
+  CHECK(done["state"] == "cancelled");
+  CHECK(wait_until([&] { return c.our_active_jobs().empty(); }, 20));
+  CHECK(wait_until([&] { return no_process_with("slurm-cancel-"); }, 20));
+}
+
+TEST_CASE("slurm: a timed-out step leaves no Slurm job and no process; a failed step's exit code reaches the run", "[slurm]") {
+  TestCluster c;
+  if (!c.up) return;
+  Served s;
+  s.devices = "";
+  s.env = c.env();
+  s.dir.write("runner.yml", c.host_yml(s.locks()) + "kill-grace-seconds: 2\n");
+  write_project(s.dir, {{"mixed.yml", "name: mixed\nparallel: true\nsteps:\n"
+                                      "  - {name: slow, devices: 1, timeout-minutes: 0.05, run: 'sleep 1000 # slurm-timeout'}\n"
+                                      "  - {name: bad, devices: 2, run: 'echo on $TASK_DEVICE; exit 7'}\n"
+                                      "  - {name: cpu, run: 'echo here'}\n"}});
+  s.start();
+  auto r = s.post("/api/v1/runs", json::object());
+  REQUIRE(r.status == 201);
+  std::string id = json::parse(r.body)["id"];
+  json run = s.wait_run(id, 60);
+  INFO(run.dump(2));
+  CHECK(run["state"] == "failed");
+  CHECK(run["result"] == 1);
+  const auto& steps = run["jobs"][0]["steps"];
+  CHECK(steps[0]["state"] == "timed_out");
+  CHECK(steps[0]["timed_out"] == true);
+  CHECK(steps[1]["state"] == "failed");
+  CHECK(steps[1]["exit_code"] == 7);
+  CHECK(steps[1]["cards"].size() == 2);
+  CHECK(steps[2]["state"] == "succeeded");
+  // The log is the step's own output through srun, without the placement line.
+  auto log = pto::api_request("GET", s.url("/api/v1/runs/" + id + "/steps/1-2/log"));
+  CHECK(log.body.find("on " + std::to_string(steps[1]["cards"][0].get<int>()) + ",") != std::string::npos);
+  CHECK(log.body.find("pto-runner-placed") == std::string::npos);
+  CHECK(wait_until([&] { return c.our_active_jobs().empty(); }, 20));
+  CHECK(wait_until([&] { return no_process_with("slurm-timeout"); }, 20));
+}
+
+TEST_CASE("slurm: a daemon killed with SIGKILL mid-run and restarted cancels the interrupted run's Slurm jobs; a new "
+          "run succeeds", "[slurm]") {
+  TestCluster c;
+  if (!c.up) return;
+  Served s;
+  s.devices = "";
+  s.env = c.env();
+  s.dir.write("runner.yml", c.host_yml(s.locks()));
+  write_project(s.dir, {{"one.yml", "name: one\nsteps:\n  - {name: hold, devices: 1, run: 'sleep 1000 # slurm-sigkill'}\n"},
+                        {"two.yml", "name: two\nsteps:\n  - {name: quick, devices: 2, run: 'echo quick on $TASK_DEVICE'}\n"}});
+  s.start();
+  auto r = s.post("/api/v1/runs", {{"jobs", {"one"}}});
+  REQUIRE(r.status == 201);
+  std::string id = json::parse(r.body)["id"];
+  REQUIRE(wait_until([&] { return s.get("/api/v1/runs/" + id)["jobs"][0]["steps"][0]["state"] == "running"; }, 30));
+  REQUIRE(c.our_active_jobs().size() == 1);
+  ::kill(s.proc.pid, SIGKILL);
+  wait_cli(s.proc);
+  s.proc.pid = -1;
+  CHECK(c.our_active_jobs().size() == 1);  // Slurm still runs it: nobody told it otherwise
+
+  Served again;
+  again.devices = "";
+  again.env = c.env();
+  again.state_dir = s.state();
+  again.dir.write("runner.yml", c.host_yml(again.locks()));
+  write_project(again.dir, {{"one.yml", "name: one\nsteps:\n  - {name: hold, devices: 1, run: 'sleep 1000 # slurm-sigkill'}\n"},
+                            {"two.yml", "name: two\nsteps:\n  - {name: quick, devices: 2, run: 'echo quick on $TASK_DEVICE'}\n"}});
+  again.start();
+  CHECK(again.get("/api/v1/runs/" + id)["state"] == "interrupted");
+  CHECK(wait_until([&] { return c.our_active_jobs().empty(); }, 20));
+  CHECK(wait_until([&] { return no_process_with("slurm-sigkill"); }, 20));
+  auto r2 = again.post("/api/v1/runs", {{"jobs", {"two"}}});
+  REQUIRE(r2.status == 201);
+  json done = again.wait_run(json::parse(r2.body)["id"], 60);
+  CHECK(done["state"] == "succeeded");
+}
