@@ -45,7 +45,7 @@ TEST_CASE("card lock: the holder line names pid and step while held, and is blan
   CHECK(after.find("ci / moe") == std::string::npos);  // no stale holder left in the file
 }
 
-TEST_CASE("card lock: a shorter holder after a longer one leaves no stale tail; long labels are cut", "[sched]") {
+TEST_CASE("card lock: a shorter holder after a longer one leaves no stale tail, long labels are cut", "[sched]") {
   TempDir dir;
   std::string holder, error, seen;
   {

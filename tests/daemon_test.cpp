@@ -98,7 +98,7 @@ TEST_CASE("serve: status has every field with the right types, during and after 
   CHECK(runs["runs"][0]["request"]["env"] == json::array({"SECRET"}));
 }
 
-TEST_CASE("serve: mutations need the token; bad requests get 400/404/413 and the daemon keeps serving", "[daemon]") {
+TEST_CASE("serve: mutations need the token, bad requests get 400/404/413 and the daemon keeps serving", "[daemon]") {
   Served s;
   sleepy_project(s.dir, s.dir.str());
   s.start();
@@ -141,7 +141,7 @@ TEST_CASE("serve: mutations need the token; bad requests get 400/404/413 and the
   CHECK(metrics.body.find("pto_runner_cards{state=\"free\"} 2") != std::string::npos);
   CHECK(metrics.body.find("pto_runner_steps_total{result=\"succeeded\"} 1") != std::string::npos);
   CHECK(metrics.body.find("pto_runner_wait_seconds_count 1") != std::string::npos);
-  CHECK(metrics.body.find("pto_runner_step_duration_seconds_bucket{le=\"+Inf\"} 1") != std::string::npos);
+  CHECK(metrics.body.find("pto_runner_step_duration_seconds_bucket{result=\"succeeded\",le=\"+Inf\"} 1") != std::string::npos);
 
   // A step that printed nothing has no log file (it is made on the first output); its log reads as empty.
   auto quiet = s.post("/api/v1/runs", {{"jobs", {"quiet"}}});
@@ -153,7 +153,7 @@ TEST_CASE("serve: mutations need the token; bad requests get 400/404/413 and the
   CHECK(empty.body.empty());
 }
 
-TEST_CASE("serve: 200 concurrent pollers are all answered; a byte-a-second client blocks nobody", "[daemon]") {
+TEST_CASE("serve: 200 concurrent pollers are all answered, a byte-a-second client blocks nobody", "[daemon]") {
   Served s;
   sleepy_project(s.dir, s.dir.str());
   s.start();
@@ -193,7 +193,7 @@ TEST_CASE("serve: 200 concurrent pollers are all answered; a byte-a-second clien
   close(slow);
 }
 
-TEST_CASE("submit --wait exits with the run's result; 3 when the server is down", "[daemon]") {
+TEST_CASE("submit --wait exits with the run's result, 3 when the server is down", "[daemon]") {
   Served s;
   sleepy_project(s.dir, s.dir.str());
   s.start();
@@ -213,7 +213,7 @@ TEST_CASE("submit --wait exits with the run's result; 3 when the server is down"
 
   CommandResult refused = run_cli({"submit", "--server", s.url(), "--job", "quick"}, {{"PTO_RUNNER_TOKEN", "wrong-token-value"}});
   CHECK(refused.exit_code == 2);
-  CHECK(refused.err.find("HTTP 401") != std::string::npos);
+  CHECK((refused.out + refused.err).find("the server refused the run (HTTP 401)") != std::string::npos);
 
   s.stop();
   CommandResult down = run_cli({"submit", "--server", s.url(), "--token-file", token_file, "--wait"});
@@ -357,7 +357,7 @@ TEST_CASE("submit inside Actions: no byte of step output is a workflow command, 
   CHECK(runs["runs"][0]["request"]["github"]["run_url"] == "https://github.com/hw-native-sys/pypto/actions/runs/42");
 }
 
-TEST_CASE("serve: a step without an estimate is planned with the p90 of its last runs; expected-minutes still wins", "[daemon]") {
+TEST_CASE("serve: a step without an estimate is planned with the p90 of its last runs, expected-minutes still wins", "[daemon]") {
   Served s;
   const std::string counter = (s.dir.path() / "count").string();
   write_project(s.dir, {{"h.yml", "name: h\nsteps:\n"

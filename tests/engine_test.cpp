@@ -179,7 +179,7 @@ TEST_CASE("engine (fake broker): an infrastructure exit code is reported to the 
   CHECK(h.engine->result() == ExitCode::Failure);  // the step failed; the card, not the run, carries the count
 }
 
-TEST_CASE("engine (fake broker): cancel withdraws what waits and stops what runs; cards come back after it ends", "[engine]") {
+TEST_CASE("engine (fake broker): cancel withdraws what waits and stops what runs, cards come back after it ends", "[engine]") {
   Harness h("name: j\nparallel: true\nsteps:\n  - {name: a, devices: 1, run: 'sleep 1 # a'}\n  - {name: b, devices: 1, run: 'sleep 1 # b'}\n");
   REQUIRE(h.broker.waiting.size() == 2);
   h.broker.grant_first({0});

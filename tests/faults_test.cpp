@@ -39,8 +39,8 @@ struct SmallDisk {
 
 }  // namespace
 
-TEST_CASE("faults: a full disk ends the run with an infrastructure error naming the path; the daemon keeps serving "
-          "and recovers when space returns; serve on a full disk exits 3", "[faults]") {
+TEST_CASE("faults: a full disk ends the run with an infrastructure error naming the path, the daemon keeps serving "
+          "and recovers when space returns, serve on a full disk exits 3", "[faults]") {
   SmallDisk disk("4m");
   if (!disk.mounted) {
     WARN("SKIPPED: cannot mount a tmpfs here (needs root): the full-disk test did not run");
@@ -136,7 +136,7 @@ void overwrite(const std::string& path, long offset, std::size_t n) {
 
 }  // namespace
 
-TEST_CASE("faults: a damaged journal stops serve with exit 3 naming it; --rebuild-journal restores the same history", "[faults]") {
+TEST_CASE("faults: a damaged journal stops serve with exit 3 naming it, --rebuild-journal restores the same history", "[faults]") {
   for (const char* damage : {"truncated", "garbage header", "garbage page"}) {
     History h;
     INFO(damage);

@@ -98,7 +98,7 @@ json essence(const std::string& root) {
 
 }  // namespace
 
-TEST_CASE("import: a pypto-style workflow plans as the hand-written definitions; the rest is listed at its line", "[import]") {
+TEST_CASE("import: a pypto-style workflow plans as the hand-written definitions, the rest is listed at its line", "[import]") {
   TempDir wf, imported, expected;
   wf.write("ci.yml", workflow());
   imported.write("toolchain/versions.env", valid_versions_env());

@@ -95,7 +95,7 @@ TEST_CASE("run: two 1-card steps and a 2-card step on 2 cards never overlap on a
   CHECK((ivs[0].start < ivs[1].end && ivs[1].start < ivs[0].end));
 }
 
-TEST_CASE("run: with groups 0,1;2,3 a 2-card step never spans groups; 3 cards is a load error", "[run]") {
+TEST_CASE("run: with groups 0,1,2,3 a 2-card step never spans groups, 3 cards is a load error", "[run]") {
   Project p;
   std::string steps;
   for (int i = 0; i < 4; ++i) steps += recording_step("pair" + std::to_string(i), 2, 0.2);
@@ -189,7 +189,7 @@ TEST_CASE("run: retry follows on-exit-codes", "[run]") {
   CHECK(read_file(count2) == "x\n");  // exit 1 is not retried
 }
 
-TEST_CASE("run: fail-fast cancels the other matrix legs; fail-fast: false lets them finish", "[run]") {
+TEST_CASE("run: fail-fast cancels the other matrix legs, fail-fast: false lets them finish", "[run]") {
   for (bool fail_fast : {true, false}) {
     Project p;
     auto done = (p.dir.path() / "slow-done").string();
@@ -365,7 +365,7 @@ TEST_CASE("run: after an infrastructure failure the health check runs before the
   CHECK(read_file(fs::path(p.state()) / "devices.json").find("health check") != std::string::npos);
 }
 
-TEST_CASE("run: a health check holds only its own card; other steps go on meanwhile", "[run]") {
+TEST_CASE("run: a health check holds only its own card, other steps go on meanwhile", "[run]") {
   // The check on card 0 waits until the next step, on card 1, has run: it can only succeed if the engine
   // keeps dispatching while the check runs. (It gives up after ~10 s, failing, if the engine were blocked.)
   Project p;
@@ -441,7 +441,7 @@ TEST_CASE("run: in a parallel job, if: failure()/always() steps run after the ot
   CHECK(fs::exists(p.dir.path() / "on-failure"));  // it saw the failure of `bad`
 }
 
-TEST_CASE("run: a silent step that succeeds leaves no log file; a failed one's log says how it ended", "[run]") {
+TEST_CASE("run: a silent step that succeeds leaves no log file, a failed one's log says how it ended", "[run]") {
   Project p;
   write_project(p.dir, {{"q.yml", "name: q\nsteps:\n  - {name: quiet, run: 'true'}\n  - {name: loud, run: 'echo hi'}\n"
                                   "  - {name: sulk, run: 'exit 3'}\n"}});

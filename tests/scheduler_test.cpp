@@ -96,7 +96,7 @@ TEST_CASE("scheduler: reservation prefers the busy cards expected to free first"
   CHECK_FALSE(r.reserved.count(0));
 }
 
-TEST_CASE("scheduler: drained cards are never handed out; impossible requests are flagged", "[sched]") {
+TEST_CASE("scheduler: drained cards are never handed out, impossible requests are flagged", "[sched]") {
   auto cs = cards(2);
   cs[1].usable = false;
   cs[1].free = false;

@@ -127,7 +127,7 @@ TEST_CASE("signals: a second SIGTERM cancels what the drain waits for: the run i
   CHECK(again.get("/api/v1/runs/" + id)["state"] == "cancelled");
 }
 
-TEST_CASE("signals: SIGHUP reloads runner.yml: an added card is used; a broken file keeps the old settings", "[service]") {
+TEST_CASE("signals: SIGHUP reloads runner.yml: an added card is used, a broken file keeps the old settings", "[service]") {
   Served s;
   s.devices = "";  // the cards come from runner.yml
   s.dir.write("runner.yml", "devices:\n  ids: [0]\n");
@@ -264,7 +264,7 @@ TEST_CASE("devices --drain without --server refuses while a daemon holds the sta
   CHECK(s.get("/api/v1/status")["devices"][1]["state"] == "free");  // nothing changed behind the daemon's back
 }
 
-TEST_CASE("serve: --log-format json writes one JSON object per line with UTC times; --version names the commit", "[service]") {
+TEST_CASE("serve: --log-format json writes one JSON object per line with UTC times, --version names the commit", "[service]") {
   Served s;
   write_project(s.dir, {{"one.yml", "name: one\nsteps:\n  - run: 'echo \"quoted\"'\n"}});
   s.start({"--log-format", "json", "--log-level", "debug"});

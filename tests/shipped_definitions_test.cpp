@@ -32,7 +32,7 @@ TEST_CASE("shipped definitions: lint --strict and plan are clean against a host 
       CHECK((need == "toolchain" || need == "build" || (need == "pypto-lib-checkout" && job["name"] == "pypto-lib-model")));
 }
 
-TEST_CASE("shipped definitions: every command runs in pypto's layout with pypto's flags; moe on 2 cards with --ep 2; "
+TEST_CASE("shipped definitions: every command runs in pypto's layout with pypto's flags, moe on 2 cards with --ep 2, "
           "the a5 job on an a5 card", "[shipped]") {
   PyptoMain p;
   CommandResult r = p.cli({"run"});

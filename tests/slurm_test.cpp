@@ -231,7 +231,7 @@ TEST_CASE("slurm: the shipped definitions run through Slurm: each device step ge
 }
 
 TEST_CASE("slurm: Slurm's reason for a waiting step and the node and cards of running ones are in the status and "
-          "/metrics; a cancelled run leaves no Slurm job and no process", "[slurm]") {
+          "/metrics, and a cancelled run leaves no Slurm job and no process", "[slurm]") {
   TestCluster c;
   if (!c.up) return;
   Served s;
@@ -291,7 +291,7 @@ TEST_CASE("slurm: Slurm's reason for a waiting step and the node and cards of ru
   CHECK(wait_until([&] { return no_process_with("slurm-cancel-"); }, 20));
 }
 
-TEST_CASE("slurm: a timed-out step leaves no Slurm job and no process; a failed step's exit code reaches the run", "[slurm]") {
+TEST_CASE("slurm: a timed-out step leaves no Slurm job and no process, a failed step's exit code reaches the run", "[slurm]") {
   TestCluster c;
   if (!c.up) return;
   Served s;
@@ -325,7 +325,7 @@ TEST_CASE("slurm: a timed-out step leaves no Slurm job and no process; a failed 
   CHECK(wait_until([&] { return no_process_with("slurm-timeout"); }, 20));
 }
 
-TEST_CASE("slurm: a daemon killed with SIGKILL mid-run and restarted cancels the interrupted run's Slurm jobs; a new "
+TEST_CASE("slurm: a daemon killed with SIGKILL mid-run and restarted cancels the interrupted run's Slurm jobs, and a new "
           "run succeeds", "[slurm]") {
   TestCluster c;
   if (!c.up) return;

@@ -230,7 +230,7 @@ TEST_CASE("toolchain: a truncated archive is refused", "[toolchain]") {
   for (auto& e : fs::recursive_directory_iterator(r.cache(), ec)) CHECK(e.path().filename() != ".pto-runner-complete");
 }
 
-TEST_CASE("toolchain: 404 and 500 from a real HTTP server are clear errors; 503 once is retried", "[toolchain]") {
+TEST_CASE("toolchain: 404 and 500 from a real HTTP server are clear errors, 503 once is retried", "[toolchain]") {
   Release r;
   r.make("v0.52");
   fs::path served = r.dir.path() / "served";
@@ -307,7 +307,7 @@ TEST_CASE("toolchain outputs prints the pin for $GITHUB_OUTPUT", "[toolchain]") 
                  "ptoas_sha256_x86_64=ee86289cd61433c1226774dd6a5a884ee0c8e6c42003d78201ff39e8aec4b304\n");
 }
 
-TEST_CASE("run: the lead job exports PTOAS_* to dependants; a failed lead job skips them with exit 3", "[toolchain][run]") {
+TEST_CASE("run: the lead job exports PTOAS_* to dependants, a failed lead job skips them with exit 3", "[toolchain][run]") {
   for (bool good : {true, false}) {
     Release r;
     r.make("v0.52", "", "tar.gz", good ? "" : std::string(64, 'd'));

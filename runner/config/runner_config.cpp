@@ -166,7 +166,7 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
       m.error_at(m.get("executor"), "bad-value", "'executor' is local or slurm, got '" + *v + "'");
   }
   if (m.has("slurm")) {
-    MapReader sl(m.get("slurm"), "slurm", {"partition", "args", "gres", "group-types", "poll-seconds"}, display, diags);
+    MapReader sl(m.get("slurm"), "slurm", {"partition", "args", "gres", "group-types", "poll-seconds", "max-cards"}, display, diags);
     if (sl.is_map()) {
       if (auto v = sl.string("partition")) cfg.slurm.partition = *v;
       if (auto v = sl.strings("args", true)) cfg.slurm.args = *v;
@@ -185,6 +185,7 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
             sl.error_at(sl.get("group-types"), "bad-value", "slurm: 'group-types' are GRES type names like g0, got '" + t + "'");
       }
       if (auto v = sl.number("poll-seconds", 0.05, 60)) cfg.slurm.poll_seconds = *v;
+      if (auto v = sl.integer("max-cards", 0, 1000000)) cfg.slurm.max_cards = static_cast<int>(*v);
     }
   }
   if (cfg.executor == "slurm" && !cfg.slurm.group_types.empty() && cfg.slurm.group_types.size() != cfg.device_groups.size())

@@ -55,6 +55,7 @@ struct SlurmConfig {
   std::string gres = "npu";        // the GRES name of the cards in gres.conf
   std::vector<std::string> group_types;  // default: g0, g1, ... by group
   double poll_seconds = 1;         // how often squeue is asked while jobs of ours wait or run
+  int max_cards = 0;               // cards our jobs in Slurm may ask for at once; 0: the cluster's usable cards
   std::string type_of_group(std::size_t i) const {
     return i < group_types.size() ? group_types[i] : "g" + std::to_string(i);
   }

@@ -33,6 +33,17 @@ std::vector<QueueEntry> SlurmBroker::queue() {
     e.since = j.submit_time > 0 ? iso_time(std::chrono::system_clock::from_time_t(static_cast<std::time_t>(j.submit_time))) : "";
     out.push_back(std::move(e));
   }
+  // Behind them, the steps not submitted yet (slurm.max-cards), in the order they will be.
+  for (const auto& q : cluster_.queued_here()) {
+    QueueEntry e;
+    e.label = q.label;
+    e.devices = q.devices;
+    e.reason = q.reason;
+    e.marker = q.marker;
+    e.waited_seconds = std::chrono::duration<double>(std::chrono::system_clock::now() - q.since).count();
+    e.since = iso_time(q.since);
+    out.push_back(std::move(e));
+  }
   return out;
 }
 

@@ -71,6 +71,12 @@ int SlurmCluster::devices_of(const std::string& name) const {
   return it == watched_.end() ? 0 : it->second.devices;
 }
 
+void SlurmCluster::unqueue_here(const std::string& marker) {
+  queued_here_.erase(std::remove_if(queued_here_.begin(), queued_here_.end(),
+                                    [&](const QueuedHere& q) { return q.marker == marker; }),
+                     queued_here_.end());
+}
+
 std::string SlurmCluster::label_of(const std::string& name) const {
   auto it = watched_.find(name);
   return it == watched_.end() ? "" : it->second.label;
@@ -156,6 +162,7 @@ void SlurmCluster::take_snapshot(std::vector<SlurmJob> jobs, std::vector<SlurmNo
     if (ours(j) && j.active()) jobs_.push_back(std::move(j));
   for (const auto& j : jobs_)
     if (auto w = watched_.find(j.name); w != watched_.end() && w->second.on_update) w->second.on_update(j);
+  for (const auto& [id, l] : listeners_) l();
   if (on_change_) on_change_();
 }
 

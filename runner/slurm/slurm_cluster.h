@@ -5,6 +5,7 @@
 // their state (Slurm's pending reason, the node and cards once running). Other commands (scancel, scontrol
 // update) run on a worker. Our jobs are told apart by their comment: "pto-runner instance=TAG run=ID ...",
 // TAG naming this daemon's state directory on this host, so a restarted daemon finds what it left.
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -50,6 +51,16 @@ class SlurmCluster {
   std::string label_of(const std::string& name) const;
   int devices_of(const std::string& name) const;
 
+  /// Steps the executor holds back before submitting (slurm.max-cards), for the queue view, in order.
+  struct QueuedHere {
+    std::string marker, label, reason;
+    int devices = 0;
+    std::chrono::system_clock::time_point since;
+  };
+  void queue_here(QueuedHere q) { queued_here_.push_back(std::move(q)); }
+  void unqueue_here(const std::string& marker);
+  const std::vector<QueuedHere>& queued_here() const { return queued_here_; }
+
   /// For a step of `devices` > 1 cards: the GRES type of the card group it should ask for, the one with the
   /// fewest cards in use on its least busy node (Slurm's own counts, plus our submissions not yet running).
   std::string pick_group_type(int devices) const;
@@ -59,6 +70,12 @@ class SlurmCluster {
   /// Polls now rather than at the next period.
   void poke();
   void set_on_change(std::function<void()> f) { on_change_ = std::move(f); }
+  /// Also told of each snapshot (the executor: the cluster's cards may have changed).
+  int add_snapshot_listener(std::function<void()> f) {
+    listeners_[++last_listener_] = std::move(f);
+    return last_listener_;
+  }
+  void remove_snapshot_listener(int id) { listeners_.erase(id); }
 
   /// At a daemon's start (it holds the state directory, so nothing of this instance can be running): cancels
   /// every job this instance left in Slurm. Blocking. Returns what it did, for the log.
@@ -75,6 +92,8 @@ class SlurmCluster {
   std::string instance_;
   std::unique_ptr<boost::asio::thread_pool> workers_;
   std::function<void()> on_change_;
+  std::map<int, std::function<void()>> listeners_;
+  int last_listener_ = 0;
   struct Watched {
     std::string label;
     std::function<void(const SlurmJob&)> on_update;
@@ -82,6 +101,7 @@ class SlurmCluster {
     int devices = 0;
   };
   std::map<std::string, Watched> watched_;  // by job name (engine thread)
+  std::vector<QueuedHere> queued_here_;
   std::vector<SlurmJob> jobs_;
   std::vector<SlurmNode> nodes_;
   std::string problem_;
