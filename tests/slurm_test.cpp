@@ -284,6 +284,26 @@ TEST_CASE("slurm: Slurm's reason for a waiting step and the node and cards of ru
   std::string promtool;
   if (sh("command -v promtool >/dev/null") == 0) CHECK(sh("promtool check metrics < " + (prom.path() / "m.txt").string() + " 2>&1", &promtool) == 0);
 
+  CommandResult cli = run_cli({"status", "--server", s.url()});
+  CHECK(cli.exit_code == 0);
+  CHECK(cli.out.find("SLURM NODES") != std::string::npos);
+  CHECK(cli.out.find("pairs / p") != std::string::npos);
+  CHECK(cli.out.find("Slurm: ") != std::string::npos);
+  // The page a person reads shows the node, our steps there with their log links, and Slurm's reason.
+  if (sh("command -v chromium >/dev/null") == 0) {
+    std::string dom;
+    REQUIRE(sh("timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --user-data-dir=" +
+                   (s.dir.path() / "chromium-profile").string() + " --virtual-time-budget=5000 --dump-dom " + s.url("/") +
+                   " 2>/dev/null",
+               &dom) == 0);
+    const std::string node = status["nodes"][0]["steps"].empty() ? status["nodes"][1]["name"] : status["nodes"][0]["name"];
+    CHECK(dom.find("<td>" + node + "</td>") != std::string::npos);
+    CHECK(dom.find("href=\"/api/v1/runs/" + id + "/steps/1-") != std::string::npos);
+    CHECK(dom.find("Slurm: ") != std::string::npos);
+  } else {
+    WARN("NOT TESTED here: the page in a browser (chromium is not installed)");
+  }
+
   REQUIRE(s.post("/api/v1/runs/" + id + "/cancel", json::object()).status == 202);
   json done = s.wait_run(id, 60);
   CHECK(done["state"] == "cancelled");

@@ -41,7 +41,21 @@ void register_status_command(CLI::App& app, CommonOptions& common, int& exit_cod
     std::printf("PTOAS %s: %s%s%s\n", str(t["pin"], "version").c_str(), str(t, "state").c_str(),
                 t["bin"].is_string() ? (" at " + t["bin"].get<std::string>()).c_str() : "",
                 t["last_verified"].is_string() ? (", verified " + t["last_verified"].get<std::string>()).c_str() : "");
-    std::printf("\nCARDS\n");
+    if (s.value("executor", "local") == "slurm") {
+      std::printf("\nSLURM NODES%s\n", s["slurm_problem"].is_string() ? (" (Slurm does not answer: " + s["slurm_problem"].get<std::string>() + ")").c_str() : "");
+      for (const auto& n : s["nodes"]) {
+        std::printf("  %-16s %-10s %d of %d cards in use%s\n", str(n, "name").c_str(), str(n, "state").c_str(),
+                    n.value("cards_used", 0), n.value("cards", 0),
+                    n.value("drained", false) ? (", drained: " + str(n, "reason")).c_str() : "");
+        for (const auto& st : n["steps"]) {
+          std::string cards;
+          for (const auto& c : st["cards"]) cards += (cards.empty() ? "" : ",") + std::to_string(c.get<int>());
+          std::printf("      %-56s cards %s, Slurm job %s (run %s)\n", str(st, "label").c_str(), cards.c_str(),
+                      str(st, "slurm_job").c_str(), str(st, "run").c_str());
+        }
+      }
+    }
+    if (!s["devices"].empty()) std::printf("\nCARDS\n");
     for (const auto& d : s["devices"]) {
       std::string who = d["holder"].is_object() ? d["holder"].value("label", "") : "";
       if (d["holder"].is_object() && d["holder"].contains("run")) who += "  (run " + d["holder"]["run"].get<std::string>() + ")";

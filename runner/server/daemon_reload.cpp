@@ -1,6 +1,6 @@
 // SIGHUP: the daemon reads runner.yml again. What can change while runs are active is applied and each
 // difference logged; what cannot (where it listens, its state and lock directories, the source repository,
-// containment) is logged as needing a restart. A file with errors keeps every old setting.
+// containment, executor, slurm) is logged as needing a restart. A file with errors keeps every old setting.
 #include <spdlog/spdlog.h>
 
 #include "server/daemon.h"
@@ -66,6 +66,15 @@ std::string Daemon::reload() {
   restart("devices.lock-name", cfg_.lock_name, next.lock_name);
   restart("source.repo", cfg_.source.repo, next.source.repo);  // both resolved by resolve_host_dirs
   restart("containment", cfg_.containment, next.containment);
+  restart("executor", cfg_.executor, next.executor);
+  auto slurm_text = [](const SlurmConfig& c) {
+    std::string t = "partition=" + c.partition + " gres=" + c.gres + " max-cards=" + std::to_string(c.max_cards) + " args=";
+    for (const auto& a : c.args) t += a + " ";
+    t += "group-types=";
+    for (const auto& g : c.group_types) t += g + " ";
+    return t + "poll-seconds=" + std::to_string(c.poll_seconds);
+  };
+  restart("slurm", slurm_text(cfg_.slurm), slurm_text(next.slurm));  // the cluster object keeps what it started with
 
   // Live settings move over; the restart-only ones stay as the daemon started with them.
   RunnerConfig applied = cfg_;

@@ -34,7 +34,11 @@ const char* kPage = R"PAGE(<!doctype html>
 <h1>pto-runner <span id="version" class="muted"></span></h1>
 <div id="summary" class="muted">loading /api/v1/status …</div>
 <div id="banner"></div>
-<h2>Cards</h2>
+<div id="slurm" hidden>
+<h2>Slurm nodes</h2>
+<table id="nodes"><thead><tr><th>node</th><th>state</th><th>features</th><th>cards in use</th><th>our steps there (cards, Slurm job)</th></tr></thead><tbody></tbody></table>
+</div>
+<h2 id="cards-title">Cards</h2>
 <table id="cards"><thead><tr><th>card</th><th>type</th><th>group</th><th>state</th><th>held by / reason</th><th>since</th></tr></thead><tbody></tbody></table>
 <h2>Queue <span id="queue-count" class="muted"></span></h2>
 <table id="queue"><thead><tr><th>#</th><th>step</th><th>cards</th><th>waiting because</th><th>waited</th></tr></thead><tbody></tbody></table>
@@ -119,6 +123,23 @@ function render(s) {
   const banner = document.getElementById("banner");
   banner.replaceChildren();
   if (s.draining) banner.appendChild(el("div", "Draining (SIGTERM): accepted runs go on to their end; new runs are refused.", "banner"));
+  const slurm = s.executor === "slurm";
+  document.getElementById("slurm").hidden = !slurm;
+  document.getElementById("cards-title").hidden = document.getElementById("cards").hidden = slurm;
+  if (slurm) {
+    if (s.slurm_problem) banner.appendChild(el("div", "Slurm does not answer: " + s.slurm_problem, "banner"));
+    fill("nodes", (s.nodes || []).map(n => {
+      const steps = el("span");
+      for (const st of n.steps) {
+        if (steps.childNodes.length) steps.appendChild(el("br"));
+        steps.appendChild(link(st.log_url, st.label));
+        steps.appendChild(el("span", " · cards " + st.cards.join(",") + " · job " + st.slurm_job, "muted"));
+      }
+      const state = el("span", n.state + (n.drained ? " (drained)" : ""), "state " + (n.drained ? "drained" : n.state));
+      if (n.reason) { state.appendChild(el("br")); state.appendChild(el("span", n.reason, "muted")); }
+      return row([n.name, state, n.features, n.cards_used + " of " + n.cards, steps]);
+    }), "Slurm has shown no node yet");
+  }
   fill("cards", s.devices.map(d => row([d.id, d.type || "", (d.group || []).join(","), el("span", d.state, "state " + d.state),
                                         holder(d), when(d.since)])), "no cards");
   document.getElementById("queue-count").textContent =

@@ -136,10 +136,10 @@ void SlurmCluster::poll_loop() {
     std::vector<SlurmJob> jobs;
     std::vector<SlurmNode> nodes;
     std::string problem;
-    SlurmCommandResult q = run_slurm_command({"squeue", "--json"});
+    SlurmCommandResult q = run_slurm_command({"squeue", "--json"}, 10);
     if (!q.ok()) problem = "squeue --json: " + q.why();
     else if (!parse_squeue_json(q.out, jobs, problem)) jobs.clear();
-    SlurmCommandResult s = run_slurm_command({"sinfo", "--json"});
+    SlurmCommandResult s = run_slurm_command({"sinfo", "--json"}, 10);
     if (!s.ok()) problem += (problem.empty() ? "" : "; ") + std::string("sinfo --json: ") + s.why();
     else if (std::string e; !parse_sinfo_json(s.out, cfg_.gres, nodes, e)) problem += (problem.empty() ? "" : "; ") + e;
     boost::asio::post(io_, [this, jobs = std::move(jobs), nodes = std::move(nodes), problem]() mutable {
