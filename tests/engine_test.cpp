@@ -82,6 +82,8 @@ struct FakeExecutor : Executor {
     finish(h, -1, SIGTERM, true);
   }
   std::size_t active() const override { return running.size(); }
+  bool places_steps = false;  // like the Slurm executor: it picks the cards itself
+  bool places(const StepLaunch& l) const override { return places_steps && l.devices > 0; }
 
   void finish(std::uint64_t h, int exit_code, int signal = 0, bool was_cancelled = false) {
     auto it = running.find(h);
@@ -108,7 +110,8 @@ struct Harness {
   FakeExecutor executor;
   std::unique_ptr<RunEngine> engine;
 
-  explicit Harness(const std::string& job, const std::string& runner_yml = "") {
+  explicit Harness(const std::string& job, const std::string& runner_yml = "", bool executor_places = false) {
+    executor.places_steps = executor_places;
     write_project(dir, {{"j.yml", job}});
     if (!runner_yml.empty()) dir.write("runner.yml", runner_yml);
     LoadOptions lo;
@@ -192,4 +195,36 @@ TEST_CASE("engine (fake broker): cancel withdraws what waits and stops what runs
   CHECK(h.broker.released == std::vector<std::vector<int>>{{0}});
   CHECK(h.engine->finished());
   CHECK(h.state(0, 1) == StepState::Cancelled);
+}
+
+TEST_CASE("engine (executor places): a step waits with the executor's reason until placed, runs on the cards it "
+          "reports, and gives the broker nothing back", "[engine]") {
+  Harness h("name: j\nparallel: true\nsteps:\n  - {name: a, devices: 2, run: 'true # a'}\n  - {name: b, devices: 1, run: 'true # b'}\n",
+            "", /*executor_places=*/true);
+  h.broker.grant_first({});  // a Slurm-like broker admits at once, with no cards of its own
+  h.broker.grant_first({});
+  h.settle();
+  REQUIRE(h.executor.launched.size() == 2);
+  CHECK(h.executor.launched[0].devices == 2);
+  CHECK(h.executor.env(0, "TASK_DEVICE").empty());  // set in the job, from what Slurm allocated
+  CHECK(h.state(0, 0) == StepState::Waiting);
+  h.executor.launched[0].on_waiting("Slurm: Resources (job 7)");
+  CHECK(h.engine->record().jobs[0].steps[0].wait_reason == "Slurm: Resources (job 7)");
+  h.executor.running[1].launch.on_placed({"node1", {2, 3}, "7"});
+  const StepRecord& a = h.engine->record().jobs[0].steps[0];
+  CHECK(a.state == StepState::Running);
+  CHECK(a.cards == std::vector<int>{2, 3});
+  CHECK(a.node == "node1");
+  CHECK(a.executor_job == "7");
+  h.executor.finish(1, 0);
+  h.settle();
+  CHECK(h.state(0, 0) == StepState::Succeeded);
+  CHECK(h.broker.released.empty());  // Slurm's cards, never the broker's
+  // b is still in the cluster's queue: cancelling the run asks the executor to end it.
+  CHECK(h.state(0, 1) == StepState::Waiting);
+  h.engine->cancel(0);
+  h.settle();
+  CHECK(h.executor.cancelled == std::vector<std::uint64_t>{2});
+  CHECK(h.state(0, 1) == StepState::Cancelled);
+  CHECK(h.engine->finished());
 }
