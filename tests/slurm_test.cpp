@@ -101,6 +101,14 @@ TEST_CASE("slurm: GRES indices, counts and squeue --json are read as Slurm 22.05
   CHECK(jobs[0].node == "vm");
   CHECK(jobs[1].pending());
   CHECK(jobs[1].reason == "Priority");
+  // Newer Slurm: the comment is an object, states are lists; a malformed entry is an error, not a throw.
+  std::vector<pto::SlurmJob> newer;
+  REQUIRE(pto::parse_squeue_json(R"J({"jobs": [{"job_id": 5, "name": "n", "comment": {"job": "pto-runner instance=x run=r step=s"},
+      "job_state": ["RUNNING"], "state_reason": "None", "gres_detail": [], "nodes": "vm"}]})J", newer, error));
+  CHECK(newer.at(0).comment == "pto-runner instance=x run=r step=s");
+  CHECK(newer.at(0).state == "RUNNING");
+  CHECK_FALSE(pto::parse_squeue_json(R"J({"jobs": [{"job_state": [7]}]})J", newer, error));
+  CHECK(error.find("unexpected content") != std::string::npos);
   CHECK_FALSE(pto::parse_squeue_json("{\"nodes\": []}", jobs, error));
   CHECK(error.find("no job list") != std::string::npos);
 }
@@ -143,14 +151,15 @@ TEST_CASE("slurm: runner.yml executor and slurm settings are checked with their 
   REQUIRE(diags.items().size() == 1);
   CHECK(diags.items()[0].message.find("'executor' is local or slurm, got 'slurmm'") != std::string::npos);
   CHECK(diags.items()[0].line == 1);
-  d.write("runner.yml", "executor: slurm\ndevices:\n  groups: [[0, 1], [2, 3]]\nslurm:\n  group-types: [g0]\n  args: [account=ci]\n");
+  d.write("runner.yml", "executor: slurm\ndevices:\n  groups: [[0, 1], [2, 3]]\nslurm:\n  group-types: [g0]\n  args: [account=ci, --output=x.log]\n");
   pto::Diagnostics d2;
   pto::load_runner_config((d.path() / "runner.yml").string(), "runner.yml", d2);
-  REQUIRE(d2.items().size() == 2);
+  REQUIRE(d2.items().size() == 3);
   std::string all;
   for (const auto& i : d2.items()) all += i.message + "\n";
   CHECK(all.find("'args' are srun options like --account=ci, got 'account=ci'") != std::string::npos);
   CHECK(all.find("names 1 GRES type(s) for 2 devices.groups") != std::string::npos);
+  CHECK(all.find("'args' cannot set '--output=x.log'") != std::string::npos);  // it would hide the placement line
 }
 
 TEST_CASE("slurm: the shipped definitions run through Slurm: each device step gets its cards inside one group, "
@@ -311,36 +320,47 @@ TEST_CASE("slurm: Slurm's reason for a waiting step and the node and cards of ru
   CHECK(wait_until([&] { return no_process_with("slurm-cancel-"); }, 20));
 }
 
-TEST_CASE("slurm: a timed-out step leaves no Slurm job and no process, a failed step's exit code reaches the run", "[slurm]") {
+TEST_CASE("slurm: a timed-out step leaves no Slurm job and no process, a step Slurm cannot place in time times "
+          "out, and a failed step's exit code reaches the run", "[slurm]") {
   TestCluster c;
   if (!c.up) return;
   Served s;
   s.devices = "";
   s.env = c.env();
   s.dir.write("runner.yml", c.host_yml(s.locks()) + "kill-grace-seconds: 2\n");
-  write_project(s.dir, {{"mixed.yml", "name: mixed\nparallel: true\nsteps:\n"
+  std::string pairs;
+  for (int i = 0; i < 4; ++i)  // every pair of the 8-card node busy for 6 s
+    pairs += "  - {name: p" + std::to_string(i) + ", devices: 2, run: 'sleep 6 # slurm-timeout-p" + std::to_string(i) + "'}\n";
+  write_project(s.dir, {{"mixed.yml", "name: mixed\nparallel: true\nsteps:\n" + pairs +
                                       "  - {name: slow, devices: 1, timeout-minutes: 0.05, run: 'sleep 1000 # slurm-timeout'}\n"
-                                      "  - {name: bad, devices: 2, run: 'echo on $TASK_DEVICE; exit 7'}\n"
+                                      "  - {name: bad, devices: 1, run: 'echo on $TASK_DEVICE; exit 7'}\n"
+                                      "  - {name: late, devices: 2, queue-timeout-minutes: 0.02, run: 'echo never placed'}\n"
                                       "  - {name: cpu, run: 'echo here'}\n"}});
   s.start();
   auto r = s.post("/api/v1/runs", json::object());
   REQUIRE(r.status == 201);
   std::string id = json::parse(r.body)["id"];
-  json run = s.wait_run(id, 60);
+  json run = s.wait_run(id, 90);
   INFO(run.dump(2));
   CHECK(run["state"] == "failed");
   CHECK(run["result"] == 1);
   const auto& steps = run["jobs"][0]["steps"];
-  CHECK(steps[0]["state"] == "timed_out");
-  CHECK(steps[0]["timed_out"] == true);
-  CHECK(steps[1]["state"] == "failed");
-  CHECK(steps[1]["exit_code"] == 7);
-  CHECK(steps[1]["cards"].size() == 2);
-  CHECK(steps[2]["state"] == "succeeded");
+  for (int i = 0; i < 4; ++i) CHECK(steps[i]["state"] == "succeeded");
+  CHECK(steps[4]["state"] == "timed_out");  // slow: timeout-minutes
+  CHECK(steps[4]["timed_out"] == true);
+  CHECK(steps[5]["state"] == "failed");     // bad
+  CHECK(steps[5]["exit_code"] == 7);
+  CHECK(steps[5]["cards"].size() == 1);
+  CHECK(steps[6]["state"] == "timed_out");  // late: queue-timeout-minutes, never placed
+  CHECK_FALSE(steps[6].contains("node"));
+  CHECK(steps[7]["state"] == "succeeded");
   // The log is the step's own output through srun, without the placement line.
-  auto log = pto::api_request("GET", s.url("/api/v1/runs/" + id + "/steps/1-2/log"));
-  CHECK(log.body.find("on " + std::to_string(steps[1]["cards"][0].get<int>()) + ",") != std::string::npos);
+  auto log = pto::api_request("GET", s.url("/api/v1/runs/" + id + "/steps/1-6/log"));
+  CHECK(log.body.find("on " + std::to_string(steps[5]["cards"][0].get<int>()) + "\n") != std::string::npos);
   CHECK(log.body.find("pto-runner-placed") == std::string::npos);
+  auto late = pto::api_request("GET", s.url("/api/v1/runs/" + id + "/steps/1-7/log"));
+  CHECK(late.body.find("queue-timeout-minutes") != std::string::npos);
+  CHECK(late.body.find("never placed") == std::string::npos);
   CHECK(wait_until([&] { return c.our_active_jobs().empty(); }, 20));
   CHECK(wait_until([&] { return no_process_with("slurm-timeout"); }, 20));
 }

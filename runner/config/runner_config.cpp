@@ -170,9 +170,16 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
     if (sl.is_map()) {
       if (auto v = sl.string("partition")) cfg.slurm.partition = *v;
       if (auto v = sl.strings("args", true)) cfg.slurm.args = *v;
-      for (const auto& a : cfg.slurm.args)
+      // Options that would redirect or relabel srun's output hide the step's placement line, or take the
+      // job out of its one node and one task.
+      static const std::regex taken("^(-[loeiNn](=.*)?|-[loeiNn].+|--(label|output|error|input|open-mode|pty|nodes|ntasks|"
+                                    "jobid|job-name|comment|gres|het-group|overlap)(=.*)?)$");
+      for (const auto& a : cfg.slurm.args) {
         if (a.rfind("-", 0) != 0)
           sl.error_at(sl.get("args"), "bad-value", "slurm: 'args' are srun options like --account=ci, got '" + a + "'");
+        else if (std::regex_match(a, taken))
+          sl.error_at(sl.get("args"), "bad-value", "slurm: 'args' cannot set '" + a + "': pto-runner sets it for each step (or reads the step's output through it)");
+      }
       static const std::regex name_re("[A-Za-z0-9_.-]{1,64}");
       if (auto v = sl.string("gres")) {
         cfg.slurm.gres = *v;

@@ -569,6 +569,11 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
   if (exec.places(l)) {
     // Slurm picks the node and the cards: the step waits in Slurm's queue (with Slurm's reason) and starts
     // when the executor says where. Its clock (timeout-minutes) runs from the submission, as it does here.
+    // Its three clocks go to the executor: timeout-minutes (left) from now, queue-timeout-minutes until it
+    // is placed, run-timeout-minutes from then.
+    l.timeout_seconds = ps.timeout_minutes ? std::max(0.001, *ps.timeout_minutes * 60 - waited) : 0;
+    l.wait_timeout_seconds = ps.queue_timeout_minutes ? *ps.queue_timeout_minutes * 60 : 0;
+    l.run_timeout_seconds = ps.run_timeout_minutes ? *ps.run_timeout_minutes * 60 : 0;
     sr.state = StepState::Waiting;
     sr.wait_reason = "submitted; waiting for the cluster to place it";
     sr.started.clear();

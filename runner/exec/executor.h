@@ -45,6 +45,10 @@ struct StepLaunch {
   /// then granted none.
   int devices = 0;
   std::string device_type;
+  /// For such an executor, `timeout_seconds` counts from the start (timeout-minutes); these two count
+  /// until it is placed (queue-timeout-minutes) and from then on (run-timeout-minutes). 0: none.
+  double wait_timeout_seconds = 0;
+  double run_timeout_seconds = 0;
   /// Such an executor reports why the step still waits, and where it started once it does.
   std::function<void(const std::string& reason)> on_waiting;
   std::function<void(const Placement&)> on_placed;

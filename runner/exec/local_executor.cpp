@@ -108,6 +108,7 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
   void read_output() {
     auto self = shared_from_this();
     pipe_.async_read_some(asio::buffer(buf_), [self](bp::error_code ec, std::size_t n) {
+      if (self->finished_) return;  // ended by the EOF timer: the log is closed and `done` was called
       if (n) self->consume(std::string_view(self->buf_.data(), n));
       if (ec) {
         self->pipe_eof_ = true;
@@ -305,6 +306,7 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
     if (finished_) return;
     finished_ = true;
     eof_wait_.cancel();
+    flush_partial_line();  // what was held back for take_line or the console goes out before the log closes
     flush_tail();
     // A step that failed always leaves a log naming how it ended (the console and the API point at it).
     if (!outcome_.ok() && outcome_.error.empty())

@@ -82,13 +82,17 @@ std::string SlurmCluster::label_of(const std::string& name) const {
   return it == watched_.end() ? "" : it->second.label;
 }
 
-std::string SlurmCluster::pick_group_type(int devices) const {
+std::string SlurmCluster::pick_group_type(int devices, const std::string& card_type) const {
   const auto& groups = runner_.device_groups;
-  std::string best;
+  std::string best, first;
   long best_score = LONG_MAX;
   for (std::size_t i = 0; i < groups.size(); ++i) {
     if (static_cast<int>(groups[i].size()) < devices) continue;
+    bool of_type = true;
+    for (int card : groups[i]) of_type &= card_type.empty() || runner_.type_of(card) == card_type;
+    if (!of_type) continue;
     const std::string type = cfg_.type_of_group(i);
+    if (first.empty()) first = type;
     // Cards of this type in use on its least busy node (Slurm's count), plus ours submitted and not yet
     // running (Slurm does not count those yet): the type most likely to start soonest.
     long least = nodes_.empty() ? 0 : LONG_MAX;
@@ -110,7 +114,9 @@ std::string SlurmCluster::pick_group_type(int devices) const {
     long score = least + waiting;
     if (score < best_score) best_score = score, best = type;
   }
-  return best;
+  // Groups of the type exist but no node shows one now (all drained, no snapshot yet): ask for the first,
+  // never for untyped cards that could span two groups.
+  return best.empty() ? first : best;
 }
 
 void SlurmCluster::command(std::vector<std::string> argv, std::function<void(const SlurmCommandResult&)> done) {
@@ -138,7 +144,7 @@ void SlurmCluster::poll_loop() {
     std::string problem;
     SlurmCommandResult q = run_slurm_command({"squeue", "--json"}, 10);
     if (!q.ok()) problem = "squeue --json: " + q.why();
-    else if (!parse_squeue_json(q.out, jobs, problem)) jobs.clear();
+    else if (!parse_squeue_json(q.out, jobs, problem)) jobs.clear();  // (the parsers catch what they throw)
     SlurmCommandResult s = run_slurm_command({"sinfo", "--json"}, 10);
     if (!s.ok()) problem += (problem.empty() ? "" : "; ") + std::string("sinfo --json: ") + s.why();
     else if (std::string e; !parse_sinfo_json(s.out, cfg_.gres, nodes, e)) problem += (problem.empty() ? "" : "; ") + e;

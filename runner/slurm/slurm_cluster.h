@@ -61,9 +61,11 @@ class SlurmCluster {
   void unqueue_here(const std::string& marker);
   const std::vector<QueuedHere>& queued_here() const { return queued_here_; }
 
-  /// For a step of `devices` > 1 cards: the GRES type of the card group it should ask for, the one with the
-  /// fewest cards in use on its least busy node (Slurm's own counts, plus our submissions not yet running).
-  std::string pick_group_type(int devices) const;
+  /// For a step of `devices` > 1 cards (of card type `card_type`, "" any): the GRES type of the card group it
+  /// should ask for, among the groups big enough whose cards are all of that type: the one with the fewest
+  /// cards in use on its least busy node (Slurm's own counts, plus our submissions not yet running). "" when no
+  /// group fits (then the step asks for untyped cards on a node with the type's feature).
+  std::string pick_group_type(int devices, const std::string& card_type) const;
 
   /// Runs a Slurm command on a worker; `done` (optional) on the engine thread.
   void command(std::vector<std::string> argv, std::function<void(const SlurmCommandResult&)> done = {});

@@ -133,7 +133,7 @@ static std::int64_t number_of(const nlohmann::json& j, const char* key) {
   return 0;
 }
 
-bool parse_squeue_json(const std::string& text, std::vector<SlurmJob>& out, std::string& error) {
+static bool parse_squeue_json_unguarded(const std::string& text, std::vector<SlurmJob>& out, std::string& error) {
   auto j = nlohmann::json::parse(text, nullptr, false);
   if (!j.is_object() || !j.contains("jobs") || !j["jobs"].is_array()) {
     error = "squeue --json printed no job list";
@@ -145,6 +145,7 @@ bool parse_squeue_json(const std::string& text, std::vector<SlurmJob>& out, std:
     job.id = text_of(x, "job_id");
     job.name = text_of(x, "name");
     job.comment = text_of(x, "comment");
+    if (x.contains("comment") && x["comment"].is_object()) job.comment = text_of(x["comment"], "job");  // newer Slurm
     job.state = text_of(x, "job_state");
     if (x.contains("job_state") && x["job_state"].is_array() && !x["job_state"].empty())
       job.state = x["job_state"][0].get<std::string>();  // newer Slurm: a list of flags
@@ -162,7 +163,8 @@ bool parse_squeue_json(const std::string& text, std::vector<SlurmJob>& out, std:
   return true;
 }
 
-bool parse_sinfo_json(const std::string& text, const std::string& gres, std::vector<SlurmNode>& out, std::string& error) {
+static bool parse_sinfo_json_unguarded(const std::string& text, const std::string& gres, std::vector<SlurmNode>& out,
+                                       std::string& error) {
   auto j = nlohmann::json::parse(text, nullptr, false);
   if (!j.is_object() || !j.contains("nodes") || !j["nodes"].is_array()) {
     error = "sinfo --json printed no node list";
@@ -186,6 +188,26 @@ bool parse_sinfo_json(const std::string& text, const std::string& gres, std::vec
   return true;
 }
 
+// What a Slurm of another version prints differently (a string where a list was, a number too large) is an
+// error of this poll, never an exception on the poller's thread.
+bool parse_squeue_json(const std::string& text, std::vector<SlurmJob>& out, std::string& error) {
+  try {
+    return parse_squeue_json_unguarded(text, out, error);
+  } catch (const std::exception& e) {
+    error = std::string("squeue --json: unexpected content: ") + e.what();
+    return false;
+  }
+}
+
+bool parse_sinfo_json(const std::string& text, const std::string& gres, std::vector<SlurmNode>& out, std::string& error) {
+  try {
+    return parse_sinfo_json_unguarded(text, gres, out, error);
+  } catch (const std::exception& e) {
+    error = std::string("sinfo --json: unexpected content: ") + e.what();
+    return false;
+  }
+}
+
 std::vector<int> gres_indices(const std::string& detail) {
   std::vector<int> out;
   static const std::regex idx("IDX:([0-9,-]*)");
@@ -198,6 +220,7 @@ std::vector<int> gres_indices(const std::string& detail) {
       start = comma == std::string::npos ? list.size() : comma + 1;
       if (part.empty()) continue;
       auto dash = part.find('-');
+      if (part.size() > 12 || part.front() == '-' || part.back() == '-') continue;  // not a range of card ids
       int a = std::stoi(part.substr(0, dash));
       int b = dash == std::string::npos ? a : std::stoi(part.substr(dash + 1));
       for (int c = a; c <= b && c - a < 4096; ++c) out.push_back(c);

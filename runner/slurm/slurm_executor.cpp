@@ -58,26 +58,48 @@ std::vector<int> parse_ids(const std::string& s) {
   return out;
 }
 
+// The environment srun itself reads: a job id would make it start a step inside someone else's allocation
+// (and the wrapper read that job's cards, and a cancel end it), SLURM_ACCOUNT/QOS would pass slurm.args by.
+// Only where the cluster is passes; Slurm sets the job's own SLURM_* for the step.
+bool srun_reads(const std::string& kv) {
+  for (const char* p : {"SLURM_", "SRUN_", "SALLOC_", "SBATCH_"})
+    if (kv.rfind(p, 0) == 0) return kv.rfind("SLURM_CONF=", 0) != 0 && kv.rfind("SLURM_CLUSTERS=", 0) != 0;
+  return false;
+}
+
 class SlurmStep : public std::enable_shared_from_this<SlurmStep> {
  public:
   SlurmStep(asio::io_context& io, SlurmCluster& cluster, Executor& local, StepLaunch launch,
             std::function<void(const StepOutcome&)> done, std::function<void()> on_finished)
       : io_(io), cluster_(cluster), local_(local), launch_(std::move(launch)), done_(std::move(done)),
-        on_finished_(std::move(on_finished)), timeout_(io), grace_(io) {}
+        on_finished_(std::move(on_finished)), deadline_(io), phase_(io), grace_(io) {}
 
+  /// From the moment the engine hands the step over, queued here or not: timeout-minutes counts from now, as
+  /// its clock counts the wait for cards with the local executor; queue-timeout-minutes until it is placed.
+  void arm() {
+    auto self = shared_from_this();
+    after(deadline_, launch_.timeout_seconds, [self] { self->terminate(true, "timeout-minutes"); });
+    after(phase_, launch_.wait_timeout_seconds, [self] { self->terminate(true, "queue-timeout-minutes: not placed in time"); });
+  }
+
+  /// Submits it (srun, under the local executor).
   void start() {
+    submitted_ = true;
     name_ = "pto-runner/" + launch_.marker;
     nonce_ = random_hex(8);
-    const std::string group_type = launch_.devices > 1 ? cluster_.pick_group_type(launch_.devices) : "";
+    const std::string group_type = launch_.devices > 1 ? cluster_.pick_group_type(launch_.devices, launch_.device_type) : "";
+    StepLaunch shown = launch_;  // srun's --time: what is left of the step's time now
+    shown.timeout_seconds = left_seconds();
     std::vector<std::string> argv =
-        slurm_step_argv(cluster_.config(), launch_, name_, cluster_.comment(run_of(launch_), launch_.label), group_type, nonce_);
+        slurm_step_argv(cluster_.config(), shown, name_, cluster_.comment(run_of(launch_), launch_.label), group_type, nonce_);
     StepLaunch inner;
     inner.label = launch_.label;
     for (const auto& a : argv) inner.command += (inner.command.empty() ? "" : " ") + shell_quote(a);
     inner.command = "exec " + inner.command;
     inner.working_directory = launch_.working_directory;
-    inner.env = launch_.env;
-    // srun finds the cluster the way the daemon does; the step's own environment is otherwise complete.
+    for (const auto& kv : launch_.env)
+      if (!srun_reads(kv)) inner.env.push_back(kv);
+    // srun finds the cluster the way the daemon does.
     for (const char* var : {"SLURM_CONF", "SLURM_CLUSTERS"})
       if (const char* v = std::getenv(var)) inner.env.push_back(std::string(var) + "=" + v);
     inner.log_path = launch_.log_path;
@@ -91,50 +113,65 @@ class SlurmStep : public std::enable_shared_from_this<SlurmStep> {
     cluster_.note_submitted(name_, group_type, launch_.devices);
     cluster_.poke();
     inner_ = local_.start(std::move(inner), [self](const StepOutcome& o) { self->on_srun_done(o); });
-    if (launch_.timeout_seconds > 0) {
-      timeout_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-          std::chrono::duration<double>(launch_.timeout_seconds)));
-      timeout_.async_wait([self](boost::system::error_code ec) {
-        if (!ec) self->terminate(true);
-      });
-    }
   }
 
-  /// Never submitted (cancelled while queued here): ends at once, as cancelled.
-  void drop() {
-    StepOutcome o;
-    o.cancelled = true;
-    finish(o);
-  }
-
-  void terminate(bool timed_out) {
+  /// Cancelled (or out of time): a placed step gets SIGTERM through Slurm, SIGKILL and scancel after the
+  /// grace period; one Slurm has not placed yet is withdrawn (srun, on SIGTERM, revokes its request; Slurm
+  /// refuses to signal a pending job); one never submitted ends at once.
+  void terminate(bool timed_out, const std::string& why = "") {
     if (finished_ || terminating_) return;
     terminating_ = true;
     (timed_out ? timed_out_ : cancelled_) = true;
-    const std::string target = job_.empty() ? "--name=" + name_ : job_;
-    say(std::string(timed_out ? "timed out" : "cancelled") + "; scancel --signal=TERM " +
-        (job_.empty() ? "(not started yet: scancel " + target + ")" : "Slurm job " + job_));
-    if (job_.empty()) cluster_.command({"scancel", target});
-    else cluster_.command({"scancel", "--signal=TERM", job_});
+    const std::string what = timed_out ? "timed out (" + why + ")" : "cancelled";
+    if (!submitted_) {
+      say(what + " while queued here (slurm.max-cards), before it was submitted to Slurm");
+      StepOutcome o;
+      o.timed_out = timed_out_;
+      o.cancelled = cancelled_;
+      return finish(o);
+    }
+    deadline_.cancel();
+    phase_.cancel();
     auto self = shared_from_this();
-    grace_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-        std::chrono::duration<double>(launch_.grace_seconds)));
-    grace_.async_wait([self](boost::system::error_code ec) {
-      if (ec || self->srun_done_) return;
-      self->say("grace period over; SIGKILL to the job's steps and scancel");
-      const std::string t = self->job_.empty() ? "--name=" + self->name_ : self->job_;
-      self->cluster_.command({"scancel", "--signal=KILL", t}, [self, t](const SlurmCommandResult&) {
-        self->cluster_.command({"scancel", t});
-      });
-      // srun itself ends once its job does; if it does not, the local executor ends it (SIGTERM, SIGKILL).
-      self->grace_.expires_after(std::chrono::seconds(5));
-      self->grace_.async_wait([self](boost::system::error_code e) {
-        if (!e && !self->srun_done_) self->local_.cancel(self->inner_);
+    if (!placed_) {
+      say(what + " before Slurm placed it: its request is withdrawn");
+      if (!job_.empty()) cluster_.command({"scancel", job_});
+      local_.cancel(inner_);  // SIGTERM to srun (it revokes the pending job), SIGKILL after the grace period
+      return;
+    }
+    say(what + "; scancel --signal=TERM Slurm job " + job_);
+    cluster_.command({"scancel", "--signal=TERM", job_});
+    after(grace_, launch_.grace_seconds, [self] {
+      if (self->srun_done_) return;
+      self->say("grace period over; SIGKILL to Slurm job " + self->job_ + " and scancel");
+      self->cluster_.command({"scancel", "--signal=KILL", self->job_},
+                             [self](const SlurmCommandResult&) { self->cluster_.command({"scancel", self->job_}); });
+      // srun ends once its job does; if it does not, the local executor ends it (SIGTERM, SIGKILL).
+      after(self->grace_, 5, [self] {
+        if (!self->srun_done_) self->local_.cancel(self->inner_);
       });
     });
   }
 
  private:
+  template <class F>
+  static void after(asio::steady_timer& t, double seconds, F f) {
+    if (seconds <= 0) return;
+    t.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds)));
+    t.async_wait([f = std::move(f)](boost::system::error_code ec) {
+      if (!ec) f();
+    });
+  }
+
+  /// The longest it may still run, for srun's --time: what timeout-minutes leaves, and run-timeout-minutes.
+  double left_seconds() const {
+    double left = 0;
+    if (launch_.timeout_seconds > 0)
+      left = std::max(1.0, launch_.timeout_seconds - std::chrono::duration<double>(std::chrono::steady_clock::now() - armed_).count());
+    if (launch_.run_timeout_seconds > 0) left = left > 0 ? std::min(left, launch_.run_timeout_seconds) : launch_.run_timeout_seconds;
+    return left;
+  }
+
   bool take_line(std::string_view line) {
     static constexpr std::string_view kQueued = "srun: job ";
     if (line.substr(0, kQueued.size()) == kQueued && job_.empty()) {  // "srun: job 12 queued and waiting ..."
@@ -171,31 +208,35 @@ class SlurmStep : public std::enable_shared_from_this<SlurmStep> {
   void place(const Placement& p) {
     if (placed_ || finished_) return;
     placed_ = true;
+    phase_.cancel();  // the queue limit is over; run-timeout-minutes counts from here
+    auto self = shared_from_this();
+    if (!terminating_)
+      after(phase_, launch_.run_timeout_seconds, [self] { self->terminate(true, "run-timeout-minutes"); });
     if (launch_.on_placed) launch_.on_placed(p);
   }
 
   void on_srun_done(StepOutcome o) {
     srun_done_ = true;
-    timeout_.cancel();
+    deadline_.cancel();
+    phase_.cancel();
     grace_.cancel();
     o.timed_out = timed_out_;
     o.cancelled = cancelled_ && !timed_out_;
     if (!placed_ && o.error.empty() && !terminating_ && o.exit_code != 0)
       o.error = "srun failed before the step started (exit " + std::to_string(o.exit_code) + "; its log says why)";
-    auto self = shared_from_this();
-    // Ended by us, or before it ever ran: make sure Slurm holds nothing of it any more.
-    if (terminating_ || !placed_ || o.signal) {
-      cluster_.command({"scancel", job_.empty() ? "--name=" + name_ : job_},
-                       [self, o](const SlurmCommandResult&) { self->finish(o); });
-      return;
-    }
+    // Ended by us, or killed: make sure Slurm holds nothing of it any more (not waited for: the step is over
+    // here, and a slow slurmctld must not hold the run).
+    if ((terminating_ || o.signal) && !job_.empty()) cluster_.command({"scancel", job_});
     finish(o);
   }
 
   void finish(const StepOutcome& o) {
     if (finished_) return;
     finished_ = true;
-    cluster_.unwatch(name_);
+    deadline_.cancel();
+    phase_.cancel();
+    grace_.cancel();
+    if (submitted_) cluster_.unwatch(name_);
     auto done = std::move(done_);
     on_finished_();
     done(o);
@@ -211,11 +252,12 @@ class SlurmStep : public std::enable_shared_from_this<SlurmStep> {
   StepLaunch launch_;
   std::function<void(const StepOutcome&)> done_;
   std::function<void()> on_finished_;
-  asio::steady_timer timeout_, grace_;
+  asio::steady_timer deadline_, phase_, grace_;  // timeout-minutes; queue- then run-timeout-minutes; the grace
+  std::chrono::steady_clock::time_point armed_ = std::chrono::steady_clock::now();
   std::string name_, nonce_, job_, last_reason_;
   std::uint64_t inner_ = 0;
-  bool placed_ = false, terminating_ = false, timed_out_ = false, cancelled_ = false, srun_done_ = false,
-       finished_ = false;
+  bool submitted_ = false, placed_ = false, terminating_ = false, timed_out_ = false, cancelled_ = false,
+       srun_done_ = false, finished_ = false;
 };
 
 // Slurm is the queue, but not for everything at once: a run of 200 one-card steps submitted together would
@@ -246,6 +288,7 @@ class SlurmExecutor : public Executor {
     auto step = std::make_shared<SlurmStep>(io_, cluster_, *local_, std::move(launch), std::move(done),
                                             [this, handle] { ended(handle); });
     steps_[handle] = {step, devices, false, marker};
+    step->arm();
     gate_.push_back(handle);
     admit();
     if (steps_.count(handle) && !steps_[handle].submitted) {
@@ -259,13 +302,7 @@ class SlurmExecutor : public Executor {
 
   void cancel(std::uint64_t handle) override {
     if (auto it = local_only_.find(handle); it != local_only_.end()) return local_->cancel(it->second);
-    auto it = steps_.find(handle);
-    if (it == steps_.end()) return;
-    if (it->second.submitted) return it->second.step->terminate(false);
-    gate_.erase(std::remove(gate_.begin(), gate_.end(), handle), gate_.end());
-    cluster_.unqueue_here(it->second.marker);
-    auto step = it->second.step;
-    asio::post(io_, [step] { step->drop(); });  // never submitted: nothing in Slurm to end
+    if (auto it = steps_.find(handle); it != steps_.end()) it->second.step->terminate(false);
   }
 
   std::size_t active() const override { return steps_.size() + local_only_.size(); }
@@ -283,7 +320,12 @@ class SlurmExecutor : public Executor {
 
   void admit() {
     while (!gate_.empty()) {
-      auto& s = steps_[gate_.front()];
+      auto it = steps_.find(gate_.front());
+      if (it == steps_.end()) {  // ended while queued here (cancelled, out of time)
+        gate_.pop_front();
+        continue;
+      }
+      auto& s = it->second;
       if (in_flight_ > 0 && in_flight_ + s.devices > capacity()) return;  // an oversized step still goes alone
       gate_.pop_front();
       cluster_.unqueue_here(s.marker);
@@ -297,6 +339,7 @@ class SlurmExecutor : public Executor {
     auto it = steps_.find(handle);
     if (it == steps_.end()) return;
     if (it->second.submitted) in_flight_ -= it->second.devices;
+    else cluster_.unqueue_here(it->second.marker);
     steps_.erase(it);
     asio::post(io_, [this] { admit(); });
   }
