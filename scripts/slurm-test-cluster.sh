@@ -73,6 +73,7 @@ CPUS=$(( $(nproc) < 16 ? 16 : $(nproc) ))
 # RealMemory above the real value drains the node ("Low RealMemory"): use 90%.
 MEM=$(awk '/^MemTotal:/ {print int($2 / 1024 * 0.9)}' /proc/meminfo)
 mkdir -p "$D"/{munge,state,spool,log,run,dev}
+chmod 0755 "$D"  # munged: every directory above its socket searchable by all (whatever the umask)
 chmod 0755 "$D/munge"  # munged: socket dir needs a+x, key dir must not be g/o-writable
 for i in 0 1 2 3 4 5 6 7; do : >"$D/dev/npu$i"; done   # stand-ins for /dev/davinci*
 for i in 0 1; do : >"$D/dev/a5npu$i"; done
