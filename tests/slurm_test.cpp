@@ -402,3 +402,50 @@ TEST_CASE("slurm: a daemon killed with SIGKILL mid-run and restarted cancels the
   json done = again.wait_run(json::parse(r2.body)["id"], 60);
   CHECK(done["state"] == "succeeded");
 }
+
+TEST_CASE("slurm: a step's task-submit runs its command as a Slurm job on the cards Slurm picks, and cancelling the "
+          "run ends that job", "[slurm]") {
+  TestCluster c;
+  if (!c.up) return;
+  TempDir bin;
+  fs::create_symlink(PTO_RUNNER_BIN, bin.path() / "task-submit");
+  Served s;
+  s.devices = "";
+  s.env = c.env();
+  s.env["PATH"] = bin.str() + ":" + std::getenv("PATH");
+  s.dir.write("runner.yml", c.host_yml(s.locks()));
+  const fs::path pidfile = s.dir.path() / "leased.pid";
+  write_project(s.dir, {{"h.yml", "name: h\nsteps:\n"
+                                  "  - name: pair\n    run: |\n"
+                                  "      task-submit --device-num 2 --run 'echo leased {} $TASK_DEVICE on $SLURMD_NODENAME'\n"
+                                  "  - name: hold\n    run: |\n"
+                                  "      task-submit --device-num 1 --run 'echo $$ > " + pidfile.string() +
+                                  "; exec sleep 1000 # slurm-lease'\n"}});
+  s.start();
+  auto r = s.post("/api/v1/runs", json::object());
+  REQUIRE(r.status == 201);
+  std::string id = json::parse(r.body)["id"];
+  REQUIRE(wait_until([&] { return fs::exists(pidfile) && !read_file(pidfile).empty(); }, 30));
+  // The first lease ran on a whole pair Slurm picked: {} and TASK_DEVICE filled in the job, on a node.
+  std::string log = pto::api_request("GET", s.url("/api/v1/runs/" + id + "/steps/1-1/log")).body;
+  INFO(log);
+  auto at = log.find("leased ");
+  REQUIRE(at != std::string::npos);
+  std::istringstream words(log.substr(at + 7));
+  std::string braces, device, on, node;
+  words >> braces >> device >> on >> node;
+  CHECK(braces == device);
+  std::vector<int> pair = ids_of(device);
+  REQUIRE(pair.size() == 2);
+  CHECK(pair[0] % 2 == 0);
+  CHECK(pair[1] == pair[0] + 1);
+  CHECK(node != "pto-a5");
+  auto jobs = c.our_active_jobs();
+  REQUIRE(jobs.size() == 1);
+  CHECK(jobs[0].name.find("/lease/") != std::string::npos);  // the second lease's command, in Slurm
+  int leased = std::stoi(read_file(pidfile));
+  REQUIRE(s.post("/api/v1/runs/" + id + "/cancel", json::object()).status == 202);
+  CHECK(s.wait_run(id, 60)["state"] == "cancelled");
+  CHECK(wait_until([&] { return c.our_active_jobs().empty(); }, 20));
+  CHECK(wait_until([&] { return !pid_running(leased); }, 20));
+}

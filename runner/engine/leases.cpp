@@ -121,6 +121,7 @@ bool LeaseBook::end(const std::string& id, const std::string& why, bool by_clien
     l.state = "ended";
     ended_by_reason_["released"]++;
     if (on_ended_) on_ended_("released", seconds_since(l.granted_at));
+    if (on_granted_end_) on_granted_end_(l.marker);
     broker_.release(l.cards);
     leases_.erase(id);
     if (on_change_) on_change_();
@@ -162,6 +163,7 @@ void LeaseBook::finish(Lease& l, const std::string& state, const std::string& wh
   l.end_reason = why;
   ended_by_reason_[reason_key]++;
   if (on_ended_) on_ended_(reason_key, seconds_since(l.granted_at));
+  if (on_granted_end_) on_granted_end_(l.marker);
   // Whatever still carries the lease's marker is killed before the cards are handed on: SIGTERM, then
   // SIGKILL after the grace. A client that released normally has nothing left, so its cards go at once.
   const std::string marker = l.marker, cgroup = l.cgroup;

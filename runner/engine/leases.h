@@ -80,6 +80,8 @@ class LeaseBook {
   void set_on_change(std::function<void()> f) { on_change_ = std::move(f); }
   /// Called when a granted lease ends: how (the ended_by_reason key) and how long it held its cards.
   void set_on_ended(std::function<void(const std::string& how, double held_seconds)> f) { on_ended_ = std::move(f); }
+  /// Called with a granted lease's marker when it ends, however (executor: slurm ends its Slurm job).
+  void set_on_granted_end(std::function<void(const std::string& marker)> f) { on_granted_end_ = std::move(f); }
 
   double heartbeat_timeout() const { return heartbeat_timeout_; }
 
@@ -97,6 +99,7 @@ class LeaseBook {
   std::function<void(const std::string&, double)> on_ended_;
   std::unique_ptr<Timers> timers_;
   std::function<void()> on_change_;
+  std::function<void(const std::string&)> on_granted_end_;
 };
 
 }  // namespace pto

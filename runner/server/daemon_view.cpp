@@ -121,9 +121,12 @@ void Daemon::refresh_view() {
     e.reason = std::move(q.reason);
     e.wait_seconds = q.waited_seconds;
     e.since = std::move(q.since);
-    if (!q.marker.empty()) {  // a step in Slurm's queue: RUN/JOB/STEP/ATTEMPT
+    if (!q.marker.empty()) {  // a step in Slurm's queue: RUN/JOB/STEP/ATTEMPT (a lease's: [RUN/]lease/ID)
       auto a = q.marker.find('/'), b = q.marker.find('/', a + 1), c = q.marker.find('/', b + 1);
-      if (a != std::string::npos && b != std::string::npos && c != std::string::npos) {
+      auto digits = [&](std::size_t from, std::size_t to) {
+        return to > from && q.marker.find_first_not_of("0123456789", from) >= to && to - from < 9;
+      };
+      if (c != std::string::npos && digits(a + 1, b) && digits(b + 1, c)) {
         e.run = q.marker.substr(0, a);
         e.step = step_id(std::stoul(q.marker.substr(a + 1, b - a - 1)), std::stoul(q.marker.substr(b + 1, c - b - 1)));
         e.run_url = "/api/v1/runs/" + e.run;
@@ -210,6 +213,19 @@ void Daemon::slurm_view(HostView& v) const {
     for (const auto& [type, count] : n.used) nv.cards_used += count;
     if (!nv.drained) v.usable_cards += nv.cards;
     v.nodes.push_back(std::move(nv));
+  }
+  // Leases' commands running in Slurm (task-submit under executor: slurm), as Slurm shows them.
+  for (const auto& j : cluster.jobs()) {
+    if (j.pending() || j.name.find("/lease/") == std::string::npos) continue;
+    auto node = std::find_if(v.nodes.begin(), v.nodes.end(), [&](const NodeView& n) { return n.name == j.node; });
+    if (node == v.nodes.end()) continue;
+    SlurmStepView sv;
+    sv.job = j.id;
+    sv.label = j.name.substr(j.name.rfind('/') + 1);
+    auto run = j.comment.find(" run=");
+    if (run != std::string::npos) sv.run = j.comment.substr(run + 5, j.comment.find(' ', run + 5) - run - 5);
+    sv.cards = j.cards;
+    node->steps.push_back(std::move(sv));
   }
   // Where each placed step of ours runs, from the engines' records (exact: what the step's wrapper said).
   for (const auto& [id, r] : active_) {

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "server/daemon.h"
+#include "slurm/slurm_executor.h"
 #include "util/json_text.h"
 
 namespace pto {
@@ -59,9 +60,6 @@ void Daemon::lease_request(const HttpRequest& req, HttpServer::Respond respond) 
   std::string run;
   if (!lease_authorized(req, run))
     return respond(lease_json(401, {{"error", "missing or wrong bearer token (the admin token, or $PTO_RUNNER_LEASE_TOKEN in a step)"}}));
-  if (host_->slurm)  // this host's cards are not what Slurm hands out; a lease would bypass its queue
-    return respond(lease_json(501, {{"error", "card leases (task-submit) are not built for executor: slurm yet: run the "
-                                              "command as a device step, or on a host with executor: local"}}));
   auto bad = [&](const std::string& field, const std::string& why) {
     respond(lease_json(400, {{"error", why}, {"field", field}}));
   };
@@ -75,6 +73,7 @@ void Daemon::lease_request(const HttpRequest& req, HttpServer::Respond respond) 
     } else if (k == "device-ids") {
       if (!v.is_array() || v.empty()) return bad(k, "device-ids is a list of card ids");
       for (const auto& id : v) {
+        if (host_->slurm) return bad(k, "device-ids: Slurm picks the cards under executor: slurm; ask for a count (devices)");
         if (!id.is_number_integer() || !pool_->has_card(id.get<int>()))
           return bad(k, "device-ids: no card " + id.dump() + " on this host");
         lr.device_ids.push_back(id.get<int>());
@@ -100,13 +99,19 @@ void Daemon::lease_request(const HttpRequest& req, HttpServer::Respond respond) 
   std::string id = leases_->create(
       lr,
       [this, respond](const Lease& l) {
-        respond(lease_json(201, {{"id", l.id},
-                                 {"cards", l.cards},
-                                 {"marker", l.marker},
-                                 {"cgroup", l.cgroup},
-                                 {"heartbeat_seconds", 1},
-                                 {"heartbeat_timeout_seconds", leases_->heartbeat_timeout()},
-                                 {"max_seconds", l.request.max_seconds}}));
+        nlohmann::json reply = {{"id", l.id},
+                                {"cards", l.cards},
+                                {"marker", l.marker},
+                                {"cgroup", l.cgroup},
+                                {"heartbeat_seconds", 1},
+                                {"heartbeat_timeout_seconds", leases_->heartbeat_timeout()},
+                                {"max_seconds", l.request.max_seconds}};
+        // executor: slurm: Slurm is the queue. The client runs its command through this srun (a job named
+        // after the lease), and the wrapper in the job sets TASK_DEVICE from the cards Slurm allocated.
+        if (host_->slurm)
+          reply["srun"] = slurm_lease_argv(*host_->slurm, l.marker, l.request.run_id, "lease " + l.id + ": " + l.request.label,
+                                           l.request.devices, l.request.device_type, l.request.max_seconds);
+        respond(lease_json(201, reply));
       },
       [respond](int status, const std::string& why) { respond(lease_json(status, {{"error", why}})); });
   spdlog::debug("lease {} requested from {}{}", id, peer, run.empty() ? "" : " by run " + run);

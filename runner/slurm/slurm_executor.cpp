@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 
+#include "slurm/srun_env.h"
 #include "util/process_env.h"
 #include "util/random_hex.h"
 
@@ -20,7 +21,7 @@ namespace {
 // Runs inside the job: $1 the nonce, then the step's shell argv. A custom GRES sets no index variable, so the
 // indices come from the job's own record. The placement line starts with \036 (RS) and carries the nonce,
 // so no output of the step can pose as it (it is taken only before the step's shell starts).
-constexpr const char* kWrapper = R"SH(nonce=$1; shift
+constexpr const char* kWrapper = R"SH(nonce=$1; shift  # "lease": no placement line; {} in the command becomes the cards
 detail=$(scontrol show job -d "$SLURM_JOB_ID" 2>&1) || {
   echo "pto-runner: cannot read the cards Slurm allocated to job $SLURM_JOB_ID: $detail" >&2; exit 125; }
 ids=
@@ -35,7 +36,11 @@ for spec in $(printf '%s\n' "$detail" | grep -o 'IDX:[0-9,-]*'); do
   done
 done
 export TASK_DEVICE=$ids DEVICE_ID=${ids%%,*}
-printf '\036pto-runner-placed %s %s %s %s\n' "$nonce" "$SLURM_JOB_ID" "${SLURMD_NODENAME:-unknown}" "${ids:--}"
+if [ "$nonce" = lease ]; then
+  set -- "${@:1:$#-1}" "${!#//\{\}/$ids}"
+else
+  printf '\036pto-runner-placed %s %s %s %s\n' "$nonce" "$SLURM_JOB_ID" "${SLURMD_NODENAME:-unknown}" "${ids:--}"
+fi
 exec "$@"
 )SH";
 
@@ -56,15 +61,6 @@ std::vector<int> parse_ids(const std::string& s) {
     start = c == std::string::npos ? s.size() : c + 1;
   }
   return out;
-}
-
-// The environment srun itself reads: a job id would make it start a step inside someone else's allocation
-// (and the wrapper read that job's cards, and a cancel end it), SLURM_ACCOUNT/QOS would pass slurm.args by.
-// Only where the cluster is passes; Slurm sets the job's own SLURM_* for the step.
-bool srun_reads(const std::string& kv) {
-  for (const char* p : {"SLURM_", "SRUN_", "SALLOC_", "SBATCH_"})
-    if (kv.rfind(p, 0) == 0) return kv.rfind("SLURM_CONF=", 0) != 0 && kv.rfind("SLURM_CLUSTERS=", 0) != 0;
-  return false;
 }
 
 class SlurmStep : public std::enable_shared_from_this<SlurmStep> {
@@ -363,22 +359,43 @@ class SlurmExecutor : public Executor {
 
 }  // namespace
 
+namespace {
+
+// srun's options for one job of ours on one node: the cards (a group's GRES type for several), the card type
+// as a feature, the partition, a time limit (seconds of work plus the grace, in whole minutes, plus one: a
+// backstop behind pto-runner's own timers), then slurm.args and the wrapper.
+std::vector<std::string> srun_prefix(const SlurmConfig& cfg, const std::string& name, const std::string& comment, int devices,
+                                     const std::string& device_type, const std::string& group_type, double seconds,
+                                     double grace, const std::string& chdir, const std::string& wrapper_mode) {
+  std::vector<std::string> a = {"srun", "--job-name=" + name, "--comment=" + comment, "--nodes=1", "--ntasks=1",
+                                "--gres=" + cfg.gres + (group_type.empty() ? "" : ":" + group_type) + ":" + std::to_string(devices)};
+  if (!device_type.empty()) a.push_back("--constraint=" + device_type);
+  if (!cfg.partition.empty()) a.push_back("--partition=" + cfg.partition);
+  if (seconds > 0) a.push_back("--time=" + std::to_string(static_cast<long>(std::ceil((seconds + grace) / 60.0)) + 1));
+  if (!chdir.empty()) a.push_back("--chdir=" + chdir);
+  a.insert(a.end(), cfg.args.begin(), cfg.args.end());
+  a.insert(a.end(), {"/bin/bash", "-c", kWrapper, "pto-runner-slurm-step", wrapper_mode});
+  return a;
+}
+
+}  // namespace
+
 std::vector<std::string> slurm_step_argv(const SlurmConfig& cfg, const StepLaunch& launch, const std::string& name,
                                          const std::string& comment, const std::string& group_type,
                                          const std::string& nonce) {
-  std::vector<std::string> a = {"srun", "--job-name=" + name, "--comment=" + comment, "--nodes=1", "--ntasks=1",
-                                "--gres=" + cfg.gres + (group_type.empty() ? "" : ":" + group_type) + ":" +
-                                    std::to_string(launch.devices)};
-  if (!launch.device_type.empty()) a.push_back("--constraint=" + launch.device_type);
-  if (!cfg.partition.empty()) a.push_back("--partition=" + cfg.partition);
-  if (launch.timeout_seconds > 0)  // a backstop: the executor's own timer ends it first, at the second
-    a.push_back("--time=" + std::to_string(static_cast<long>(std::ceil((launch.timeout_seconds + launch.grace_seconds) / 60.0)) + 1));
-  if (!launch.working_directory.empty()) a.push_back("--chdir=" + launch.working_directory);
-  a.insert(a.end(), cfg.args.begin(), cfg.args.end());
-  a.insert(a.end(), {"/bin/bash", "-c", kWrapper, "pto-runner-slurm-step", nonce});
+  std::vector<std::string> a = srun_prefix(cfg, name, comment, launch.devices, launch.device_type, group_type,
+                                           launch.timeout_seconds, launch.grace_seconds, launch.working_directory, nonce);
   if (launch.shell == "sh") a.insert(a.end(), {"/bin/sh", "-e", "-c", launch.command});
   else a.insert(a.end(), {"/bin/bash", "-e", "-o", "pipefail", "-c", launch.command});
   return a;
+}
+
+std::vector<std::string> slurm_lease_argv(const SlurmCluster& cluster, const std::string& marker, const std::string& run,
+                                          const std::string& label, int devices, const std::string& device_type,
+                                          double max_seconds) {
+  const std::string group_type = devices > 1 ? cluster.pick_group_type(devices, device_type) : "";
+  return srun_prefix(cluster.config(), "pto-runner/" + marker, cluster.comment(run, label), devices, device_type, group_type,
+                     max_seconds, 0, "", "lease");
 }
 
 std::unique_ptr<Executor> make_slurm_executor(asio::io_context& io, SlurmCluster& cluster, std::unique_ptr<Executor> local) {

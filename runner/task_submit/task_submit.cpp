@@ -22,6 +22,7 @@
 #include "config/device_spec.h"
 #include "exec/process_sweep.h"
 #include "exec/spawn_process.h"
+#include "slurm/srun_env.h"
 #include "util/build_commit.h"
 #include "task_submit/task_submit.h"
 
@@ -53,34 +54,44 @@ std::string read_token_file(const std::string& path, std::string& error) {
   return t.substr(0, t.find('\n'));
 }
 
-// `bash` as found on PATH (the command is spawned without a PATH search).
-std::string bash_path() {
+// A program as found on PATH (commands are spawned without a PATH search).
+std::string on_path(const std::string& name, const std::string& fallback) {
   const char* path = std::getenv("PATH");
   std::string dirs = path ? path : "/usr/bin:/bin";
   for (std::size_t b = 0; b <= dirs.size();) {
     std::size_t e = dirs.find(':', b);
     if (e == std::string::npos) e = dirs.size();
-    std::string candidate = (e > b ? dirs.substr(b, e - b) : std::string(".")) + "/bash";
+    std::string candidate = (e > b ? dirs.substr(b, e - b) : std::string(".")) + "/" + name;
     if (::access(candidate.c_str(), X_OK) == 0) return candidate;
     b = e + 1;
   }
-  return "/bin/bash";
+  return fallback;
 }
+std::string bash_path() { return on_path("bash", "/bin/bash"); }
 
 // The command in its own process group, with the lease's cards and marker in its environment and, where the
 // daemon made one, inside the lease's cgroup (so a revoke's cgroup.kill reaches whatever it started, also what
 // left the group and scrubbed its environment). A cgroup this user may not enter is not an error: the
 // group and the marker still reach what did not escape.
-pid_t spawn_command(const std::string& command, const std::vector<std::string>& extra_env, const std::string& cgroup = "") {
+// Under executor: slurm the daemon answers with an srun command line (`srun_argv`): the command then runs in a
+// Slurm job on the node with the cards, through srun, whose environment loses what srun itself reads.
+pid_t spawn_command(const std::string& command, const std::vector<std::string>& extra_env, const std::string& cgroup = "",
+                    const std::vector<std::string>& srun_argv = {}) {
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
     bool replaced = false;
     for (const auto& x : extra_env) replaced |= kv.compare(0, x.find('=') + 1, x, 0, x.find('=') + 1) == 0;
-    if (!replaced) env.push_back(kv);
+    if (!replaced && !(!srun_argv.empty() && srun_reads(kv))) env.push_back(kv);
   }
   env.insert(env.end(), extra_env.begin(), extra_env.end());
-  SpawnSpec spec{{bash_path(), "-c", command}, std::move(env), "", -1, cgroup};
+  std::vector<std::string> argv = {bash_path(), "-c", command};
+  if (!srun_argv.empty()) {
+    argv = srun_argv;
+    argv[0] = on_path(argv[0], argv[0]);
+    argv.insert(argv.end(), {"/bin/bash", "-c", command});
+  }
+  SpawnSpec spec{std::move(argv), std::move(env), "", -1, cgroup};
   int error = 0;
   pid_t pid = spawn_process(spec, error);
   if (pid < 0 && !cgroup.empty()) {
@@ -228,13 +239,22 @@ int run_task_submit(int argc, char** argv) {
       return;
     }
     const std::string id = reply.value("id", ""), marker = reply.value("marker", "");
-    std::vector<int> cards = reply["cards"].get<std::vector<int>>();
-    const std::string ids = join_ids(cards);
-    for (std::size_t p; (p = command.find("{}")) != std::string::npos;) command.replace(p, 2, ids);
-    std::vector<std::string> env = {"TASK_DEVICE=" + ids, "DEVICE_ID=" + std::to_string(cards.front()),
-                                    "TASKQUEUE_TASK_ID=" + id, std::string(kStepMarkVar) + "=" + marker};
+    std::vector<int> cards = reply.contains("cards") && reply["cards"].is_array() ? reply["cards"].get<std::vector<int>>() : std::vector<int>{};
+    std::vector<std::string> srun;
+    if (reply.contains("srun") && reply["srun"].is_array()) srun = reply["srun"].get<std::vector<std::string>>();
+    std::vector<std::string> env = {"TASKQUEUE_TASK_ID=" + id, std::string(kStepMarkVar) + "=" + marker};
+    if (srun.empty()) {  // Slurm's cards are known in its job only: the wrapper there sets them and fills {}
+      if (cards.empty()) {
+        std::cerr << "task-submit: the daemon granted no cards\n";
+        exit_code = kRefused;
+        return;
+      }
+      const std::string ids = join_ids(cards);
+      for (std::size_t p; (p = command.find("{}")) != std::string::npos;) command.replace(p, 2, ids);
+      env.insert(env.end(), {"TASK_DEVICE=" + ids, "DEVICE_ID=" + std::to_string(cards.front())});
+    }
     const auto granted = Clock::now();
-    pid_t pid = spawn_command(command, env, reply.value("cgroup", ""));
+    pid_t pid = spawn_command(command, env, reply.value("cgroup", ""), srun);
     auto release = [&](const char* why) {
       daemon.request("DELETE", "/api/v1/leases/" + id + "?reason=" + why, token, "", 10);
     };
