@@ -293,6 +293,27 @@ TEST_CASE("slurm: Slurm's reason for a waiting step and the node and cards of ru
   std::string promtool;
   if (sh("command -v promtool >/dev/null") == 0) CHECK(sh("promtool check metrics < " + (prom.path() / "m.txt").string() + " 2>&1", &promtool) == 0);
 
+  // Draining is Slurm's: a node, with the reason, shown as Slurm shows it; a card drain says where to go.
+  const std::string busy_node = status["nodes"][0]["steps"].empty() ? status["nodes"][1]["name"] : status["nodes"][0]["name"];
+  std::map<std::string, std::string> admin = {{"PTO_RUNNER_TOKEN", s.token}};
+  CommandResult drain = run_cli({"devices", "--server", s.url(), "--drain-node", busy_node, "--reason", "card 3 flaky"}, admin);
+  INFO(drain.out << drain.err);
+  CHECK(drain.exit_code == 0);
+  REQUIRE(wait_until([&] {
+    const json now = s.get("/api/v1/status");
+    for (const auto& n : now["nodes"])
+      if (n["name"] == busy_node) return n["drained"] == true && n["reason"] == "card 3 flaky";
+    return false;
+  }, 15));
+  CHECK(s.post("/api/v1/devices/3/drain", json::object()).status == 409);
+  CHECK(run_cli({"devices", "--server", s.url(), "--undrain-node", busy_node}, admin).exit_code == 0);
+  CHECK(wait_until([&] {
+    const json now = s.get("/api/v1/status");
+    for (const auto& n : now["nodes"])
+      if (n["name"] == busy_node) return n["drained"] == false;
+    return false;
+  }, 15));
+
   CommandResult cli = run_cli({"status", "--server", s.url()});
   CHECK(cli.exit_code == 0);
   CHECK(cli.out.find("SLURM NODES") != std::string::npos);

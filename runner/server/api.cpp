@@ -94,6 +94,9 @@ HttpResponse Daemon::route(const HttpRequest& req) {
   if (is({"api", "v1", "devices", "*", "*"}) && std::regex_match(seg[3], card_id) && (seg[4] == "drain" || seg[4] == "undrain")) {
     if (!post) return method_not_allowed();
     if (!authorized(req)) return unauthorized();
+    if (host_->slurm)
+      return json_response(409, {{"error", "under executor: slurm the cards are Slurm's, and Slurm drains nodes: "
+                                           "POST /api/v1/nodes/NODE/drain (pto-runner devices --drain-node NODE)"}});
     int card = std::stoi(seg[3]);
     if (!pool_->has_card(card)) return not_found("no card " + seg[3]);
     if (seg[4] == "undrain") {
