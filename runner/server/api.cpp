@@ -11,10 +11,8 @@
 
 #include "config/device_spec.h"
 #include "server/status_json.h"
-#include "slurm/slurm_command.h"
 #include "report/run_view.h"
 #include "server/daemon.h"
-#include "slurm/slurm_command.h"
 #include "server/log_slice.h"
 #include "util/json_text.h"
 #include "util/regular_file.h"
@@ -136,15 +134,10 @@ HttpResponse Daemon::drain_node(const HttpRequest& req, const std::string& node,
   auto body = nlohmann::json::parse(req.body.empty() ? "{}" : req.body, nullptr, false);
   std::string reason = body.is_object() && body.contains("reason") && body["reason"].is_string()
                            ? body["reason"].get<std::string>() : "drained by an operator";
-  // Slurm's own drain: running jobs finish, no new ones start there; the reason shows in sinfo and here.
-  // One short scontrol call on this thread (an operator's rare action; bounded at 10 s).
-  std::vector<std::string> argv = {"scontrol", "update", "NodeName=" + node};
-  if (drain) argv.insert(argv.end(), {"State=DRAIN", "Reason=" + reason});
-  else argv.push_back("State=RESUME");
-  SlurmCommandResult r = run_slurm_command(argv, 10);
+  // Slurm's own drain, on this thread (an operator's rare action; bounded at 10 s).
+  SlurmCommandResult r = host_->slurm->set_node_drained(node, drain, reason);
   if (!r.ok()) return json_response(r.error.empty() ? 400 : 503, {{"error", "scontrol: " + r.why()}});
   spdlog::warn("Slurm node {} {} by request from {}{}", node, drain ? "drained" : "resumed", req.peer, drain ? ": " + reason : "");
-  host_->slurm->poke();
   return json_response(200, {{"node", node}, {"state", drain ? "drain" : "resume"}, {"reason", drain ? reason : ""}});
 }
 

@@ -172,6 +172,16 @@ void SlurmCluster::take_snapshot(std::vector<SlurmJob> jobs, std::vector<SlurmNo
   if (on_change_) on_change_();
 }
 
+SlurmCommandResult SlurmCluster::set_node_drained(const std::string& node, bool drain, const std::string& reason) {
+  // Running jobs finish; no new ones start there; the reason shows in sinfo and in our status.
+  std::vector<std::string> argv = {"scontrol", "update", "NodeName=" + node};
+  if (drain) argv.insert(argv.end(), {"State=DRAIN", "Reason=" + reason});
+  else argv.push_back("State=RESUME");
+  SlurmCommandResult r = run_slurm_command(argv, 10);
+  if (r.ok()) poke();
+  return r;
+}
+
 std::vector<std::string> SlurmCluster::cancel_leftovers() {
   std::vector<std::string> said;
   SlurmCommandResult q = run_slurm_command({"squeue", "--json"});

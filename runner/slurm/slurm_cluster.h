@@ -79,6 +79,10 @@ class SlurmCluster {
   }
   void remove_snapshot_listener(int id) { listeners_.erase(id); }
 
+  /// Slurm's drain of a node with the reason (`drain`), or its return to service. Blocking (at most 10 s):
+  /// an operator's rare action.
+  SlurmCommandResult set_node_drained(const std::string& node, bool drain, const std::string& reason);
+
   /// At a daemon's start (it holds the state directory, so nothing of this instance can be running): cancels
   /// every job this instance left in Slurm. Blocking. Returns what it did, for the log.
   std::vector<std::string> cancel_leftovers();
