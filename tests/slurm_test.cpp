@@ -439,6 +439,8 @@ TEST_CASE("slurm: a step's task-submit runs its command as a Slurm job on the ca
   write_project(s.dir, {{"h.yml", "name: h\nsteps:\n"
                                   "  - name: pair\n    run: |\n"
                                   "      task-submit --device-num 2 --run 'echo leased {} $TASK_DEVICE on $SLURMD_NODENAME'\n"
+                                  "  - name: capped\n    run: |\n"
+                                  "      task-submit --device-num 1 --max-time 2 --run 'sleep 1000 # slurm-lease-max' || echo \"exit $?\"\n"
                                   "  - name: hold\n    run: |\n"
                                   "      task-submit --device-num 1 --run 'echo $$ > " + pidfile.string() +
                                   "; exec sleep 1000 # slurm-lease'\n"}});
@@ -461,7 +463,15 @@ TEST_CASE("slurm: a step's task-submit runs its command as a Slurm job on the ca
   CHECK(pair[0] % 2 == 0);
   CHECK(pair[1] == pair[0] + 1);
   CHECK(node != "pto-a5");
-  auto jobs = c.our_active_jobs();
+  // --max-time counts from the command's start in its job, and ends it with task-submit's 137.
+  std::string capped = pto::api_request("GET", s.url("/api/v1/runs/" + id + "/steps/1-2/log")).body;
+  INFO(capped);
+  CHECK(capped.find("killed after --max-time 2 s") != std::string::npos);
+  CHECK(capped.find("exit 137") != std::string::npos);
+  CHECK(no_process_with("slurm-lease-max"));
+  std::vector<pto::SlurmJob> jobs;
+  for (auto& j : c.our_active_jobs())
+    if (j.state == "RUNNING") jobs.push_back(j);  // (the first lease's job may still be COMPLETING)
   REQUIRE(jobs.size() == 1);
   CHECK(jobs[0].name.find("/lease/") != std::string::npos);  // the second lease's command, in Slurm
   int leased = std::stoi(read_file(pidfile));

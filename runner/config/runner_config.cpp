@@ -172,7 +172,7 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
       if (auto v = sl.strings("args", true)) cfg.slurm.args = *v;
       // Options that would redirect or relabel srun's output hide the step's placement line, or take the
       // job out of its one node and one task.
-      static const std::regex taken("^(-[loeiNn](=.*)?|-[loeiNn].+|--(label|output|error|input|open-mode|pty|nodes|ntasks|"
+      static const std::regex taken("^(-[loeiNnJ](=.*)?|-[loeiNnJ].+|--(label|output|error|input|open-mode|pty|nodes|ntasks|"
                                     "jobid|job-name|comment|gres|het-group|overlap)(=.*)?)$");
       for (const auto& a : cfg.slurm.args) {
         if (a.rfind("-", 0) != 0)

@@ -95,10 +95,15 @@ void Daemon::lease_request(const HttpRequest& req, HttpServer::Respond respond) 
   if (!server_ || cancelling_ || (draining_ && (run.empty() || !active_.count(run))))
     return respond(stopping_refusal());
   lr.run_id = run;
+  // executor: slurm: the lease is granted at once and its command waits in Slurm's queue; the wait and run
+  // limits go into its srun line (they count from the submission and from the command's start there), not
+  // into the lease book's clocks, which start at the grant.
+  const double slurm_max = lr.max_seconds, slurm_wait = lr.wait_seconds;
+  if (host_->slurm) lr.max_seconds = lr.wait_seconds = 0;
   const std::string peer = req.peer;
   std::string id = leases_->create(
       lr,
-      [this, respond](const Lease& l) {
+      [this, respond, slurm_max, slurm_wait](const Lease& l) {
         nlohmann::json reply = {{"id", l.id},
                                 {"cards", l.cards},
                                 {"marker", l.marker},
@@ -110,7 +115,7 @@ void Daemon::lease_request(const HttpRequest& req, HttpServer::Respond respond) 
         // after the lease), and the wrapper in the job sets TASK_DEVICE from the cards Slurm allocated.
         if (host_->slurm)
           reply["srun"] = slurm_lease_argv(*host_->slurm, l.marker, l.request.run_id, "lease " + l.id + ": " + l.request.label,
-                                           l.request.devices, l.request.device_type, l.request.max_seconds);
+                                           l.request.devices, l.request.device_type, slurm_max, slurm_wait);
         respond(lease_json(201, reply));
       },
       [respond](int status, const std::string& why) { respond(lease_json(status, {{"error", why}})); });

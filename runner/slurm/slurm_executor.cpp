@@ -21,7 +21,10 @@ namespace {
 // Runs inside the job: $1 the nonce, then the step's shell argv. A custom GRES sets no index variable, so the
 // indices come from the job's own record. The placement line starts with \036 (RS) and carries the nonce,
 // so no output of the step can pose as it (it is taken only before the step's shell starts).
-constexpr const char* kWrapper = R"SH(nonce=$1; shift  # "lease": no placement line; {} in the command becomes the cards
+// In a lease's job ($1 = lease:MAX) there is no placement line; {} in the command becomes the cards, and
+// task-submit's --max-time (MAX seconds, 0: none) counts from here, where the command starts, and ends it with
+// task-submit's exit 137.
+constexpr const char* kWrapper = R"SH(nonce=$1; shift
 detail=$(scontrol show job -d "$SLURM_JOB_ID" 2>&1) || {
   echo "pto-runner: cannot read the cards Slurm allocated to job $SLURM_JOB_ID: $detail" >&2; exit 125; }
 ids=
@@ -35,9 +38,16 @@ for spec in $(printf '%s\n' "$detail" | grep -o 'IDX:[0-9,-]*'); do
     esac
   done
 done
+[ -n "$ids" ] || { echo "pto-runner: no card indices in Slurm job $SLURM_JOB_ID (a GRES without File=?)" >&2; exit 125; }
 export TASK_DEVICE=$ids DEVICE_ID=${ids%%,*}
-if [ "$nonce" = lease ]; then
+if [ "${nonce%%:*}" = lease ]; then
   set -- "${@:1:$#-1}" "${!#//\{\}/$ids}"
+  max=${nonce#lease:}
+  if [ "$max" != 0 ]; then
+    timeout -k 3 "$max" "$@"; rc=$?
+    [ $rc = 124 ] && { echo "[task-submit] killed after --max-time $max s" >&2; rc=137; }
+    exit $rc
+  fi
 else
   printf '\036pto-runner-placed %s %s %s %s\n' "$nonce" "$SLURM_JOB_ID" "${SLURMD_NODENAME:-unknown}" "${ids:--}"
 fi
@@ -87,7 +97,8 @@ class SlurmStep : public std::enable_shared_from_this<SlurmStep> {
     StepLaunch shown = launch_;  // srun's --time: what is left of the step's time now
     shown.timeout_seconds = left_seconds();
     std::vector<std::string> argv =
-        slurm_step_argv(cluster_.config(), shown, name_, cluster_.comment(run_of(launch_), launch_.label), group_type, nonce_);
+        slurm_step_argv(cluster_.config(), shown, name_, cluster_.comment(run_of(launch_), launch_.label.substr(0, 200)),
+                        group_type, nonce_);
     StepLaunch inner;
     inner.label = launch_.label;
     for (const auto& a : argv) inner.command += (inner.command.empty() ? "" : " ") + shell_quote(a);
@@ -124,7 +135,9 @@ class SlurmStep : public std::enable_shared_from_this<SlurmStep> {
       StepOutcome o;
       o.timed_out = timed_out_;
       o.cancelled = cancelled_;
-      return finish(o);
+      // Reported later, as every executor reports: the engine may be walking its steps (cancel_job).
+      asio::post(io_, [self = shared_from_this(), o] { self->finish(o); });
+      return;
     }
     deadline_.cancel();
     phase_.cancel();
@@ -137,7 +150,7 @@ class SlurmStep : public std::enable_shared_from_this<SlurmStep> {
     }
     say(what + "; scancel --signal=TERM Slurm job " + job_);
     cluster_.command({"scancel", "--signal=TERM", job_});
-    after(grace_, launch_.grace_seconds, [self] {
+    after(grace_, std::max(0.001, launch_.grace_seconds), [self] {  // 0: at once, never "no escalation"
       if (self->srun_done_) return;
       self->say("grace period over; SIGKILL to Slurm job " + self->job_ + " and scancel");
       self->cluster_.command({"scancel", "--signal=KILL", self->job_},
@@ -392,10 +405,16 @@ std::vector<std::string> slurm_step_argv(const SlurmConfig& cfg, const StepLaunc
 
 std::vector<std::string> slurm_lease_argv(const SlurmCluster& cluster, const std::string& marker, const std::string& run,
                                           const std::string& label, int devices, const std::string& device_type,
-                                          double max_seconds) {
+                                          double max_seconds, double wait_seconds) {
   const std::string group_type = devices > 1 ? cluster.pick_group_type(devices, device_type) : "";
-  return srun_prefix(cluster.config(), "pto-runner/" + marker, cluster.comment(run, label), devices, device_type, group_type,
-                     max_seconds, 0, "", "lease");
+  // Slurm takes comments up to 1024 bytes: the label (a whole command line) is cut well before.
+  auto a = srun_prefix(cluster.config(), "pto-runner/" + marker, cluster.comment(run, label.substr(0, 200)), devices,
+                       device_type, group_type, max_seconds, 3, "",
+                       "lease:" + std::to_string(static_cast<long long>(std::ceil(max_seconds))));
+  // task-submit's --timeout: srun gives up when Slurm has not placed the job within it (exit 1, "no card").
+  if (wait_seconds > 0)
+    a.insert(a.begin() + 1, "--immediate=" + std::to_string(static_cast<long long>(std::ceil(wait_seconds))));
+  return a;
 }
 
 std::unique_ptr<Executor> make_slurm_executor(asio::io_context& io, SlurmCluster& cluster, std::unique_ptr<Executor> local) {

@@ -24,9 +24,10 @@ std::vector<std::string> slurm_step_argv(const SlurmConfig& cfg, const StepLaunc
 /// A lease (task-submit) of `devices` cards under executor: slurm: the srun command line its client runs its
 /// command with (append `/bin/bash -c COMMAND`). The job is named after the lease's marker, so ending the
 /// lease can end it (`scancel --name`); inside it TASK_DEVICE is set and `{}` in the command replaced as the
-/// local client does.
+/// local client does. `max_seconds` (--max-time) counts from the command's start in the job (exit 137), and
+/// `wait_seconds` (--timeout) bounds the wait in Slurm's queue (`srun --immediate`, exit 1).
 std::vector<std::string> slurm_lease_argv(const SlurmCluster& cluster, const std::string& marker, const std::string& run,
                                           const std::string& label, int devices, const std::string& device_type,
-                                          double max_seconds);
+                                          double max_seconds, double wait_seconds);
 
 }  // namespace pto

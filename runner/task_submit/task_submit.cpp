@@ -273,7 +273,8 @@ int run_task_submit(int argc, char** argv) {
     while (true) {
       if (::waitpid(pid, &status, WNOHANG) == pid) break;
       auto until = next_beat;
-      if (o->max_time > 0) until = std::min(until, granted + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o->max_time)));
+      const bool own_max_time = o->max_time > 0 && srun.empty();  // in Slurm, the job's wrapper counts it from the start
+      if (own_max_time) until = std::min(until, granted + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o->max_time)));
       int ms = static_cast<int>(std::max<long long>(1, std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count()));
       if (pidfd >= 0) {
         pollfd pfd{pidfd, POLLIN, 0};
@@ -288,7 +289,7 @@ int run_task_submit(int argc, char** argv) {
         exit_code = g_signal == SIGINT ? 130 : 143;
         return;
       }
-      if (o->max_time > 0 && Clock::now() - granted > std::chrono::duration<double>(o->max_time)) {
+      if (own_max_time && Clock::now() - granted > std::chrono::duration<double>(o->max_time)) {
         std::cerr << "[task-submit] " << id << " killed after --max-time " << o->max_time << " s\n";
         stop_command(pid, marker, 3);
         release("max-time");
