@@ -60,6 +60,16 @@ struct Served {
     REQUIRE(r.status == 200);
     return json::parse(r.body);
   }
+  /// GET / rendered by headless Chromium with its scripts run (the page draws itself from /api/v1/status).
+  /// False when chromium is not installed; REQUIREs that it ran when it is.
+  bool page_dom(std::string& dom) const {
+    if (sh("command -v chromium >/dev/null") != 0) return false;
+    REQUIRE(sh("timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --user-data-dir=" +
+                   (dir.path() / "chromium-profile").string() + " --virtual-time-budget=5000 --dump-dom " + url("/") +
+                   " 2>/dev/null",
+               &dom) == 0);
+    return true;
+  }
   json wait_run(const std::string& id, double seconds = 30) const {
     json run;
     REQUIRE(wait_until([&] {

@@ -175,12 +175,8 @@ TEST_CASE("status page: headless Chromium shows the cards, a waiting step's reas
   REQUIRE(wait_until([&] {
     return pto::api_request("GET", s.url("/api/v1/runs/" + id + "/steps/1-1/log")).body.find("holding the card") != std::string::npos;
   }, 10));
-  const fs::path profile = s.dir.path() / "chromium-profile";
   std::string dom;
-  int rc = sh("timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --user-data-dir=" +
-                  profile.string() + " --virtual-time-budget=5000 --dump-dom " + s.url("/") + " 2>/dev/null",
-              &dom);
-  REQUIRE(rc == 0);
+  REQUIRE(s.page_dom(dom));
   // Rendered by the page's script from /api/v1/status (the static HTML has empty tables).
   CHECK(dom.find("class=\"state busy\"") != std::string::npos);
   CHECK(dom.find(">busy / holder<") != std::string::npos);

@@ -57,6 +57,13 @@ struct TestCluster {
       if (j.comment.rfind("pto-runner instance=", 0) == 0 && j.active()) ours.push_back(std::move(j));
     return ours;
   }
+  /// A daemon on this cluster: runner.yml's cards (8 in pairs), executor: slurm, SLURM_CONF; `more` appended
+  /// to its runner.yml.
+  void configure(Served& s, const std::string& more = "") const {
+    s.devices = "";
+    s.env = env();
+    s.dir.write("runner.yml", host_yml(s.locks()) + more);
+  }
   std::string host_yml(const std::string& lock_dir) const {
     return "executor: slurm\nslurm: {poll-seconds: 0.2}\ndevices:\n  ids: [0, 1, 2, 3, 4, 5, 6, 7]\n"
            "  groups: [[0, 1], [2, 3], [4, 5], [6, 7]]\n  lock-dir: " + lock_dir + "\n";
@@ -244,9 +251,7 @@ TEST_CASE("slurm: Slurm's reason for a waiting step and the node and cards of ru
   TestCluster c;
   if (!c.up) return;
   Served s;
-  s.devices = "";
-  s.env = c.env();
-  s.dir.write("runner.yml", c.host_yml(s.locks()));
+  c.configure(s);
   std::string steps;
   for (int i = 0; i < 5; ++i)  // 5 pairs for 4 pairs of cards: one waits in Slurm's queue
     steps += "  - {name: p" + std::to_string(i) + ", devices: 2, run: 'sleep 1000 # slurm-cancel-" + std::to_string(i) + "'}\n";
@@ -320,12 +325,7 @@ TEST_CASE("slurm: Slurm's reason for a waiting step and the node and cards of ru
   CHECK(cli.out.find("pairs / p") != std::string::npos);
   CHECK(cli.out.find("Slurm: ") != std::string::npos);
   // The page a person reads shows the node, our steps there with their log links, and Slurm's reason.
-  if (sh("command -v chromium >/dev/null") == 0) {
-    std::string dom;
-    REQUIRE(sh("timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --user-data-dir=" +
-                   (s.dir.path() / "chromium-profile").string() + " --virtual-time-budget=5000 --dump-dom " + s.url("/") +
-                   " 2>/dev/null",
-               &dom) == 0);
+  if (std::string dom; s.page_dom(dom)) {
     const std::string node = status["nodes"][0]["steps"].empty() ? status["nodes"][1]["name"] : status["nodes"][0]["name"];
     CHECK(dom.find("<td>" + node + "</td>") != std::string::npos);
     CHECK(dom.find("href=\"/api/v1/runs/" + id + "/steps/1-") != std::string::npos);
@@ -346,9 +346,7 @@ TEST_CASE("slurm: a timed-out step leaves no Slurm job and no process, a step Sl
   TestCluster c;
   if (!c.up) return;
   Served s;
-  s.devices = "";
-  s.env = c.env();
-  s.dir.write("runner.yml", c.host_yml(s.locks()) + "kill-grace-seconds: 2\n");
+  c.configure(s, "kill-grace-seconds: 2\n");
   std::string pairs;
   for (int i = 0; i < 4; ++i)  // every pair of the 8-card node busy for 6 s
     pairs += "  - {name: p" + std::to_string(i) + ", devices: 2, run: 'sleep 6 # slurm-timeout-p" + std::to_string(i) + "'}\n";
@@ -391,9 +389,7 @@ TEST_CASE("slurm: a daemon killed with SIGKILL mid-run and restarted cancels the
   TestCluster c;
   if (!c.up) return;
   Served s;
-  s.devices = "";
-  s.env = c.env();
-  s.dir.write("runner.yml", c.host_yml(s.locks()));
+  c.configure(s);
   write_project(s.dir, {{"one.yml", "name: one\nsteps:\n  - {name: hold, devices: 1, run: 'sleep 1000 # slurm-sigkill'}\n"},
                         {"two.yml", "name: two\nsteps:\n  - {name: quick, devices: 2, run: 'echo quick on $TASK_DEVICE'}\n"}});
   s.start();
@@ -408,10 +404,8 @@ TEST_CASE("slurm: a daemon killed with SIGKILL mid-run and restarted cancels the
   CHECK(c.our_active_jobs().size() == 1);  // Slurm still runs it: nobody told it otherwise
 
   Served again;
-  again.devices = "";
-  again.env = c.env();
+  c.configure(again);
   again.state_dir = s.state();
-  again.dir.write("runner.yml", c.host_yml(again.locks()));
   write_project(again.dir, {{"one.yml", "name: one\nsteps:\n  - {name: hold, devices: 1, run: 'sleep 1000 # slurm-sigkill'}\n"},
                             {"two.yml", "name: two\nsteps:\n  - {name: quick, devices: 2, run: 'echo quick on $TASK_DEVICE'}\n"}});
   again.start();
@@ -431,10 +425,8 @@ TEST_CASE("slurm: a step's task-submit runs its command as a Slurm job on the ca
   TempDir bin;
   fs::create_symlink(PTO_RUNNER_BIN, bin.path() / "task-submit");
   Served s;
-  s.devices = "";
-  s.env = c.env();
+  c.configure(s);
   s.env["PATH"] = bin.str() + ":" + std::getenv("PATH");
-  s.dir.write("runner.yml", c.host_yml(s.locks()));
   const fs::path pidfile = s.dir.path() / "leased.pid";
   write_project(s.dir, {{"h.yml", "name: h\nsteps:\n"
                                   "  - name: pair\n    run: |\n"

@@ -1,4 +1,5 @@
 #include "server/daemon.h"
+#include "slurm/slurm_command.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -199,7 +200,7 @@ std::string Daemon::start_unguarded() {
   leases_ = std::make_unique<LeaseBook>(io_, host_->broker(), 5, cfg_.kill_grace_seconds);
   if (host_->slurm)  // a lease's command is a Slurm job named after it: it ends with the lease, however it ends
     leases_->set_on_granted_end([this](const std::string& marker) {
-      host_->slurm->command({"scancel", "--me", "--name=pto-runner/" + marker});
+      host_->slurm->command({"scancel", "--me", "--name=" + job_name_of(marker)});
     });
   leases_->set_on_change([this] {
     view_changed();

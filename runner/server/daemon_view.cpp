@@ -10,6 +10,7 @@
 
 #include "exec/cgroup_tree.h"
 #include "server/daemon.h"
+#include "slurm/slurm_command.h"
 #include "server/status_json.h"
 #include "util/json_text.h"
 
@@ -214,18 +215,27 @@ void Daemon::slurm_view(HostView& v) const {
     if (!nv.drained) v.usable_cards += nv.cards;
     v.nodes.push_back(std::move(nv));
   }
-  // Leases' commands running in Slurm (task-submit under executor: slurm), as Slurm shows them.
+  // The node a step runs on, also one the last snapshot did not list (yet).
+  auto node_named = [&v](const std::string& name) -> NodeView& {
+    for (auto& n : v.nodes)
+      if (n.name == name) return n;
+    v.nodes.push_back({});
+    v.nodes.back().name = name;
+    v.nodes.back().state = "unknown";
+    return v.nodes.back();
+  };
+  // Leases' commands running in Slurm (task-submit under executor: slurm), as Slurm shows them; their job is
+  // named after the lease's marker, [RUN/]lease/ID.
   for (const auto& j : cluster.jobs()) {
-    if (j.pending() || j.name.find("/lease/") == std::string::npos) continue;
-    auto node = std::find_if(v.nodes.begin(), v.nodes.end(), [&](const NodeView& n) { return n.name == j.node; });
-    if (node == v.nodes.end()) continue;
+    const std::string marker = marker_of_job(j.name);
+    const auto lease = marker.rfind("lease/", std::string::npos);
+    if (j.pending() || j.node.empty() || lease == std::string::npos) continue;
     SlurmStepView sv;
     sv.job = j.id;
-    sv.label = j.name.substr(j.name.rfind('/') + 1);
-    auto run = j.comment.find(" run=");
-    if (run != std::string::npos) sv.run = j.comment.substr(run + 5, j.comment.find(' ', run + 5) - run - 5);
+    sv.label = marker.substr(lease + 6);
+    if (lease > 0) sv.run = marker.substr(0, lease - 1);
     sv.cards = j.cards;
-    node->steps.push_back(std::move(sv));
+    node_named(j.node).steps.push_back(std::move(sv));
   }
   // Where each placed step of ours runs, from the engines' records (exact: what the step's wrapper said).
   for (const auto& [id, r] : active_) {
@@ -234,13 +244,6 @@ void Daemon::slurm_view(HostView& v) const {
       for (std::size_t s = 0; s < rec.jobs[k].steps.size(); ++s) {
         const StepRecord& sr = rec.jobs[k].steps[s];
         if (sr.state != StepState::Running || sr.node.empty()) continue;
-        auto node = std::find_if(v.nodes.begin(), v.nodes.end(), [&](const NodeView& n) { return n.name == sr.node; });
-        if (node == v.nodes.end()) {
-          v.nodes.push_back({});
-          node = std::prev(v.nodes.end());
-          node->name = sr.node;
-          node->state = "unknown";
-        }
         SlurmStepView sv;
         sv.job = sr.executor_job;
         sv.label = r->engine->plan().jobs[k].id + " / " + r->engine->plan().jobs[k].steps[s].name;
@@ -248,7 +251,7 @@ void Daemon::slurm_view(HostView& v) const {
         sv.step = step_id(k, s);
         sv.log_url = log_url(id, sv.step);
         sv.cards = sr.cards;
-        node->steps.push_back(std::move(sv));
+        node_named(sr.node).steps.push_back(std::move(sv));
       }
   }
 }

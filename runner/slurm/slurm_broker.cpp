@@ -27,8 +27,8 @@ std::vector<QueueEntry> SlurmBroker::queue() {
     e.label = cluster_.label_of(j.name);
     if (e.label.empty()) e.label = j.comment.substr(j.comment.find(" step=") == std::string::npos ? 0 : j.comment.find(" step=") + 6);
     e.devices = cluster_.devices_of(j.name);
-    if (j.name.rfind("pto-runner/", 0) == 0) e.marker = j.name.substr(11);
-    e.reason = "Slurm: " + (j.reason.empty() || j.reason == "None" ? std::string("submitted") : j.reason) + " (job " + j.id + ")";
+    e.marker = marker_of_job(j.name);
+    e.reason = j.wait_reason();
     e.waited_seconds = j.submit_time > 0 ? std::max(0.0, now - static_cast<double>(j.submit_time)) : 0;
     e.since = j.submit_time > 0 ? iso_time(std::chrono::system_clock::from_time_t(static_cast<std::time_t>(j.submit_time))) : "";
     out.push_back(std::move(e));

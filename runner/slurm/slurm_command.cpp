@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <regex>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -109,6 +110,18 @@ bool SlurmJob::active() const {
   for (const char* s : kActive)
     if (state == s) return true;
   return false;
+}
+
+std::string SlurmJob::wait_reason() const {
+  return "Slurm: " + (reason.empty() || reason == "None" ? std::string("submitted") : reason) + " (job " + id + ")";
+}
+
+static constexpr std::string_view kJobNamePrefix = "pto-runner/";
+
+std::string job_name_of(const std::string& marker) { return std::string(kJobNamePrefix) + marker; }
+
+std::string marker_of_job(const std::string& name) {
+  return name.rfind(kJobNamePrefix, 0) == 0 ? name.substr(kJobNamePrefix.size()) : "";
 }
 
 bool SlurmNode::drained() const {

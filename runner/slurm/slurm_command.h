@@ -27,7 +27,14 @@ struct SlurmJob {
   std::int64_t submit_time = 0, start_time = 0;
   bool pending() const { return state == "PENDING"; }
   bool active() const;  // pending, running, or on its way to either or out of them
+  /// Why it waits, as the status and the run record say it: "Slurm: Resources (job 52)".
+  std::string wait_reason() const;
 };
+
+/// Our jobs are named after the marker of what they run (a step's RUN/JOB/STEP/ATTEMPT, a lease's
+/// [RUN/]lease/ID): "pto-runner/MARKER". `marker_of_job` gives "" for a name not of that form.
+std::string job_name_of(const std::string& marker);
+std::string marker_of_job(const std::string& name);
 
 struct SlurmNode {
   std::string name, state, reason, features;

@@ -91,7 +91,7 @@ class SlurmStep : public std::enable_shared_from_this<SlurmStep> {
   /// Submits it (srun, under the local executor).
   void start() {
     submitted_ = true;
-    name_ = "pto-runner/" + launch_.marker;
+    name_ = job_name_of(launch_.marker);
     nonce_ = random_hex(8);
     const std::string group_type = launch_.devices > 1 ? cluster_.pick_group_type(launch_.devices, launch_.device_type) : "";
     StepLaunch shown = launch_;  // srun's --time: what is left of the step's time now
@@ -206,8 +206,8 @@ class SlurmStep : public std::enable_shared_from_this<SlurmStep> {
     if (finished_) return;
     if (job_.empty()) job_ = j.id;
     if (j.pending()) {
-      std::string reason = j.reason == "None" || j.reason.empty() ? "submitted" : j.reason;
-      if (reason != last_reason_ && launch_.on_waiting) launch_.on_waiting("Slurm: " + reason + " (job " + j.id + ")");
+      std::string reason = j.wait_reason();
+      if (reason != last_reason_ && launch_.on_waiting) launch_.on_waiting(reason);
       last_reason_ = reason;
     } else if (!placed_ && !j.cards.empty()) {
       place({j.node, j.cards, j.id});  // the snapshot saw it running before its wrapper spoke
@@ -408,7 +408,7 @@ std::vector<std::string> slurm_lease_argv(const SlurmCluster& cluster, const std
                                           double max_seconds, double wait_seconds) {
   const std::string group_type = devices > 1 ? cluster.pick_group_type(devices, device_type) : "";
   // Slurm takes comments up to 1024 bytes: the label (a whole command line) is cut well before.
-  auto a = srun_prefix(cluster.config(), "pto-runner/" + marker, cluster.comment(run, label.substr(0, 200)), devices,
+  auto a = srun_prefix(cluster.config(), job_name_of(marker), cluster.comment(run, label.substr(0, 200)), devices,
                        device_type, group_type, max_seconds, 3, "",
                        "lease:" + std::to_string(static_cast<long long>(std::ceil(max_seconds))));
   // task-submit's --timeout: srun gives up when Slurm has not placed the job within it (exit 1, "no card").
