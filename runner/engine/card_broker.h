@@ -30,6 +30,7 @@ struct QueueEntry {
   double waited_seconds = 0;
   std::string since;
   std::string marker;  // a step the executor placed (Slurm): its launch marker "RUN/JOB/STEP/ATTEMPT"
+  std::string cluster_reason;  // Slurm's own word for why it waits ("Resources"), for /metrics
 };
 
 class CardBroker {

@@ -120,6 +120,7 @@ void Daemon::refresh_view() {
     e.label = std::move(q.label);
     e.devices = q.devices;
     e.reason = std::move(q.reason);
+    e.cluster_reason = std::move(q.cluster_reason);
     e.wait_seconds = q.waited_seconds;
     e.since = std::move(q.since);
     if (!q.marker.empty()) {  // a step in Slurm's queue: RUN/JOB/STEP/ATTEMPT (a lease's: [RUN/]lease/ID)

@@ -53,6 +53,7 @@ struct QueueView {
   std::string label;  // "job / step" or "lease ID: COMMAND"
   int devices = 0;
   std::string reason;
+  std::string cluster_reason;  // executor: slurm: Slurm's own reason ("Resources", "Priority")
   double wait_seconds = 0;
   std::string since;
   std::string run, step, run_url, log_url;

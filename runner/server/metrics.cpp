@@ -120,7 +120,7 @@ std::string render_metrics(const HostView& v, const Metrics& m, double uptime_se
     for (const auto& n : v.nodes) p.sample("pto_runner_slurm_running_steps", {{"node", n.name}}, static_cast<double>(n.steps.size()));
     std::map<std::string, int> reasons;
     for (const auto& q : v.queue)
-      if (q.reason.rfind("Slurm: ", 0) == 0) reasons[q.reason.substr(7, q.reason.find(" (job") - 7)]++;
+      if (!q.cluster_reason.empty()) reasons[q.cluster_reason]++;
     p.family("pto_runner_slurm_pending_steps", "gauge", "Steps of ours pending in Slurm, by Slurm's reason");
     for (const auto& [reason, n] : reasons) p.sample("pto_runner_slurm_pending_steps", {{"reason", reason}}, n);
   }

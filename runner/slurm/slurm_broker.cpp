@@ -29,6 +29,7 @@ std::vector<QueueEntry> SlurmBroker::queue() {
     e.devices = cluster_.devices_of(j.name);
     e.marker = marker_of_job(j.name);
     e.reason = j.wait_reason();
+    e.cluster_reason = j.slurm_reason();
     e.waited_seconds = j.submit_time > 0 ? std::max(0.0, now - static_cast<double>(j.submit_time)) : 0;
     e.since = j.submit_time > 0 ? iso_time(std::chrono::system_clock::from_time_t(static_cast<std::time_t>(j.submit_time))) : "";
     out.push_back(std::move(e));

@@ -113,7 +113,7 @@ bool SlurmJob::active() const {
 }
 
 std::string SlurmJob::wait_reason() const {
-  return "Slurm: " + (reason.empty() || reason == "None" ? std::string("submitted") : reason) + " (job " + id + ")";
+  return "Slurm: " + slurm_reason() + " (job " + id + ")";
 }
 
 static constexpr std::string_view kJobNamePrefix = "pto-runner/";

@@ -27,7 +27,9 @@ struct SlurmJob {
   std::int64_t submit_time = 0, start_time = 0;
   bool pending() const { return state == "PENDING"; }
   bool active() const;  // pending, running, or on its way to either or out of them
-  /// Why it waits, as the status and the run record say it: "Slurm: Resources (job 52)".
+  /// Why it waits: Slurm's word ("Resources"; "submitted" before Slurm gave one), and as the status and the
+  /// run record say it ("Slurm: Resources (job 52)").
+  std::string slurm_reason() const { return reason.empty() || reason == "None" ? "submitted" : reason; }
   std::string wait_reason() const;
 };
 
