@@ -1,5 +1,6 @@
 #include "exec/cgroup_tree.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,19 +18,26 @@ namespace pto {
 
 namespace {
 
+// cgroupfs files are small and read or written once per step end: plain system calls, no stream set-up.
 std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::string out;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  return out;
 }
 
 bool write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  out.flush();
-  return static_cast<bool>(out);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  return ok;
 }
+
+constexpr std::size_t kMaxSpare = 64;  // more than any host's cards; the rest are removed
 
 // The cgroup2 mount point, from /proc/self/mountinfo (field 5 is the mount point; the type follows " - ").
 std::string cgroup2_mount() {
@@ -120,6 +128,14 @@ CgroupTree::~CgroupTree() {
 
 std::string CgroupTree::make_child() {
   if (root_.empty()) return "";
+  {
+    std::lock_guard<std::mutex> g(spare_lock_);
+    if (!spare_.empty()) {
+      std::string path = std::move(spare_.back());
+      spare_.pop_back();
+      return path;
+    }
+  }
   std::string path = root_ + "/step-" + std::to_string(++g_next_child);
   return ::mkdir(path.c_str(), 0755) == 0 ? path : "";
 }
@@ -147,6 +163,18 @@ int CgroupTree::signal_all(const std::string& cgroup, int sig) {
   }
   for (pid_t p : pids) ::kill(p, sig);
   return static_cast<int>(pids.size());
+}
+
+void CgroupTree::recycle(const std::string& cgroup) {
+  if (cgroup.empty()) return;
+  if (!populated(cgroup)) {
+    std::lock_guard<std::mutex> g(spare_lock_);
+    if (spare_.size() < kMaxSpare) {
+      spare_.push_back(cgroup);
+      return;
+    }
+  }
+  remove(cgroup);
 }
 
 void CgroupTree::remove(const std::string& cgroup) {

@@ -73,7 +73,7 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
     }
     ::close(fds[1]);
     if (pid < 0) {
-      CgroupTree::remove(cgroup_);
+      CgroupTree::instance().recycle(cgroup_);
       cgroup_.clear();
       return fail_to_start("cannot start " + std::string(exe) + " in '" + launch_.working_directory +
                            "': " + std::strerror(err));
@@ -212,7 +212,7 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
     if (!cgroup_.empty()) {
       // Everything left in the step's cgroup, however it left the group or scrubbed its environment, is
       // killed at once; the step is over when the cgroup is empty. No /proc scan.
-      int left = CgroupTree::signal_all(cgroup_, SIGKILL);
+      int left = CgroupTree::populated(cgroup_) ? CgroupTree::signal_all(cgroup_, SIGKILL) : 0;
       if (left)
         if (std::FILE* f = log()) std::fprintf(f, "pto-runner: killed %d leftover process(es) of this step\n", left);
       wait_cgroup_empty(std::chrono::steady_clock::now() + std::chrono::seconds(5));
@@ -246,7 +246,7 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
 
   void wait_cgroup_empty(std::chrono::steady_clock::time_point deadline) {
     if (!CgroupTree::populated(cgroup_) || std::chrono::steady_clock::now() > deadline) {
-      CgroupTree::remove(cgroup_);
+      CgroupTree::instance().recycle(cgroup_);  // removed instead when something is still in it
       cgroup_.clear();
       swept_ = true;
       maybe_finish();
