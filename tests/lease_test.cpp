@@ -273,3 +273,31 @@ TEST_CASE("leases: what a leased command started with `setsid env -i` dies with 
   // The card is free again only once the escapee is gone.
   CHECK(wait_until([&] { return s.get("/api/v1/status")["devices"][0]["state"] == "free"; }, 10));
 }
+
+TEST_CASE("leases: a step's device-type is its task-submit leases' type, and --device-type asks for one", "[lease]") {
+  Served s;
+  TaskSubmit ts;
+  s.devices = "";  // runner.yml's cards: a2a3 0-3, a5 4-5
+  s.dir.write("runner.yml", "devices:\n  ids: [0, 1, 2, 3, 4, 5]\n  types: {a2a3: [0, 1, 2, 3], a5: [4, 5]}\n");
+  s.env = {{"PATH", ts.path_env()}};
+  const fs::path out = s.dir.path() / "cards";
+  // A harness step holds no card and borrows each batch's card itself (pypto's --execute-via-task-submit).
+  write_project(s.dir, {{"h.yml", "name: h\nsteps:\n  - device-type: a5\n    run: |\n      for i in 1 2 3 4 5 6; do task-submit "
+                                  "--device-num 1 --run 'echo $TASK_DEVICE >> " + out.string() + "'; done\n"}});
+  s.start();
+  auto r = s.post("/api/v1/runs", json::object());
+  REQUIRE(r.status == 201);
+  CHECK(s.wait_run(json::parse(r.body)["id"])["state"] == "succeeded");
+  std::istringstream in(read_file(out));
+  int n = 0;
+  for (int card; in >> card; ++n) CHECK((card == 4 || card == 5));
+  CHECK(n == 6);
+  // Outside a step, the flag: a type no card has is refused (126), an a2a3 lease gets an a2a3 card.
+  CommandResult none = task_submit(s, ts, {"--device-type", "a9", "--run", "true"});
+  CHECK(none.exit_code == 126);
+  INFO(none.err);
+  CHECK(none.err.find("card of type a9") != std::string::npos);
+  CommandResult a2a3 = task_submit(s, ts, {"--device-type", "a2a3", "--run", "echo $TASK_DEVICE"});
+  CHECK(a2a3.exit_code == 0);
+  CHECK(std::stoi(a2a3.out) < 4);
+}

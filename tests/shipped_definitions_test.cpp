@@ -55,8 +55,14 @@ TEST_CASE("shipped definitions: every command runs in pypto's layout with pypto'
   for (const auto& inv : p.invocations())
     if (inv["kind"] == "pytest" && inv["argv"].dump().find("--platform=a5\"") != std::string::npos)
       CHECK((inv["task_device"] == "8" || inv["task_device"] == "9"));
-  // Cards go to a2a3 steps from the a2a3 pool only when they ask for none: the a5 step never got another.
+  // Every a2a3 step says so (device-type: a2a3): on this mixed host none of them got an a5 card (8, 9).
   for (const auto& [name, inv] : scripts) CHECK(inv["platform"] == "a2a3");
+  for (const auto& inv : p.invocations()) {
+    if (!inv["task_device"].is_string()) continue;
+    INFO(inv.dump());
+    const bool a5 = inv["job"] == "mixed-kernel-tests-a5";
+    for (int card : ids_of(inv["task_device"])) CHECK((a5 ? card >= 8 : card < 8));
+  }
 }
 
 TEST_CASE("shipped definitions: a host without a5 cards refuses the a5 job at its line", "[shipped]") {

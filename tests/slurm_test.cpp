@@ -70,13 +70,6 @@ struct TestCluster {
   }
 };
 
-std::vector<int> ids_of(const std::string& list) {
-  std::vector<int> out;
-  std::stringstream in(list);
-  for (std::string x; std::getline(in, x, ',');) out.push_back(std::stoi(x));
-  return out;
-}
-
 bool no_process_with(const std::string& needle) {
   std::string out;
   sh("ps -eo stat=,args= | grep -v grep | grep -F -- '" + needle + "' | grep -v '^Z' || true", &out);

@@ -127,4 +127,11 @@ int sh(const std::string& cmd, std::string* out) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+std::vector<int> ids_of(const std::string& list) {
+  std::vector<int> out;
+  std::stringstream in(list);
+  for (std::string x; std::getline(in, x, ',');) out.push_back(std::stoi(x));
+  return out;
+}
+
 }  // namespace pto::test

@@ -64,4 +64,7 @@ int sh(const std::string& cmd, std::string* out = nullptr);
 /// Whether `pid` is alive (a zombie counts as gone).
 bool pid_running(int pid);
 
+/// Card ids of a TASK_DEVICE value ("3", "2,3").
+std::vector<int> ids_of(const std::string& list);
+
 }  // namespace pto::test

@@ -494,6 +494,7 @@ std::vector<std::string> RunEngine::step_env(std::size_t j, std::size_t s, const
   env["PTO_RUNNER_RUN_ID"] = run_.id;
   env["PTO_RUNNER_JOB"] = pj.id;
   env["PTO_RUNNER_STEP"] = ps.name;
+  if (!ps.device_type.empty()) env["PTO_RUNNER_DEVICE_TYPE"] = ps.device_type;  // task-submit's leases: the same type
   if (ps.kind == StepKind::ToolchainSetup) env["PTO_RUNNER_OUTPUT_ENV"] = opts_.run_dir + "/toolchain.env";
   std::vector<std::string> out;
   for (const auto& [k, v] : env) out.push_back(k + "=" + v);

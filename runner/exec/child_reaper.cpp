@@ -54,10 +54,13 @@ int reap_orphans() {
 struct OrphanReaper::Impl {
   explicit Impl(boost::asio::io_context& io) : timer(io) {}
   boost::asio::steady_timer timer;
+  // cancel() does not reach a wait that has already expired and whose handler is queued: that handler would
+  // re-arm the timer and the io_context would never run out of work (`run` hung after its summary).
+  bool stopped = false;
   void arm() {
     timer.expires_after(std::chrono::seconds(1));
     timer.async_wait([this](boost::system::error_code ec) {
-      if (ec) return;
+      if (ec || stopped) return;
       reap_orphans();
       arm();
     });
@@ -72,6 +75,7 @@ OrphanReaper::OrphanReaper(boost::asio::io_context& io) : impl_(std::make_unique
 OrphanReaper::~OrphanReaper() { stop(); }
 
 void OrphanReaper::stop() {
+  impl_->stopped = true;
   impl_->timer.cancel();
   reap_orphans();
 }

@@ -168,7 +168,8 @@ class Builder {
   void check_pool(int devices, const std::string& type, const std::string& step_name, const std::string& file,
                   SourceLoc loc, const Plan& plan) {
     const RunnerConfig& rc = project_.runner;
-    if (devices == 0) return;
+    // A step with no cards of its own may still name a type: its task-submit leases ask for it.
+    if (devices == 0 && type.empty()) return;
     int pool = plan.pool_size, gang = plan.largest_gang;
     std::vector<int> ids = rc.device_ids;
     std::string of_type;
@@ -193,6 +194,7 @@ class Builder {
           if (rc.type_of(id) == type) members.push_back(id);
         if (!members.empty()) groups.push_back(members);
       }
+      if (devices == 0) return;
       pool = static_cast<int>(ids.size());
       gang = largest_gang(ids, rc.device_groups.empty() ? std::vector<std::vector<int>>{} : groups);
       of_type = " of type " + type;

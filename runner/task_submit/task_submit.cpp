@@ -124,7 +124,7 @@ int run_task_submit(int argc, char** argv) {
   app.set_version_flag("--version", std::string("pto-task-submit " PTO_RUNNER_VERSION " (git ") + kBuildCommit + ")");
   int exit_code = 0;
   struct Opts {
-    std::string device, server, token_file, run, find, kill;
+    std::string device, device_type, server, token_file, run, find, kill;
     int device_num = 0;
     double timeout = 600, max_time = 300;
     bool list = false, no_device = false;
@@ -133,6 +133,9 @@ int run_task_submit(int argc, char** argv) {
   auto* cmd = &app;
   cmd->add_option("--device", o->device, "auto, a card id, or ids A,B (default auto when --device-num is given)");
   cmd->add_option("--device-num", o->device_num, "How many cards (with --device auto)")->check(CLI::Range(1, 4096));
+  cmd->add_option("--device-type", o->device_type,
+                  "Only cards of this type (runner.yml devices.types; default $PTO_RUNNER_DEVICE_TYPE, which a step's "
+                  "device-type sets)");
   cmd->add_flag("--no-device", o->no_device, "Run without a card (no lease)");
   cmd->add_option("--timeout", o->timeout, "Seconds to wait for the cards (0: as long as it takes)")->check(CLI::Range(0.0, 7 * 86400.0));
   cmd->add_option("--max-time", o->max_time, "Seconds the command may run; then it is killed, exit 137 (0: no limit)")
@@ -223,6 +226,10 @@ int run_task_submit(int argc, char** argv) {
     } else {
       body["devices"] = o->device_num ? o->device_num : 1;
     }
+    // A step's leases are of the step's card type: pypto's a2a3 harness must not borrow an a5 card of a mixed host.
+    const char* step_type = std::getenv("PTO_RUNNER_DEVICE_TYPE");
+    if (std::string type = !o->device_type.empty() ? o->device_type : step_type ? step_type : ""; !type.empty())
+      body["device-type"] = type;
     struct sigaction sa {};
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, nullptr);
