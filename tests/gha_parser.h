@@ -35,9 +35,27 @@ inline std::vector<std::string> runner_lines(const std::string& text) {
   return lines;
 }
 
+/// Where .NET's TrimStart() stops: past every Char.IsWhiteSpace character (ASCII ones, U+0085, U+00A0, U+1680,
+/// U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000), in UTF-8.
+inline std::size_t after_leading_whitespace(const std::string& s) {
+  auto u = [&](std::size_t i) { return i < s.size() ? static_cast<unsigned char>(s[i]) : 0u; };
+  std::size_t i = 0;
+  while (i < s.size()) {
+    unsigned c = u(i);
+    if (c == ' ' || (c >= 0x09 && c <= 0x0d)) i += 1;
+    else if (c == 0xc2 && (u(i + 1) == 0x85 || u(i + 1) == 0xa0)) i += 2;
+    else if (c == 0xe1 && u(i + 1) == 0x9a && u(i + 2) == 0x80) i += 3;
+    else if (c == 0xe2 && u(i + 1) == 0x80 && (u(i + 2) <= 0x8a || u(i + 2) == 0xa8 || u(i + 2) == 0xa9 || u(i + 2) == 0xaf)) i += 3;
+    else if (c == 0xe2 && u(i + 1) == 0x81 && u(i + 2) == 0x9f) i += 3;
+    else if (c == 0xe3 && u(i + 1) == 0x80 && u(i + 2) == 0x80) i += 3;
+    else break;
+  }
+  return i;
+}
+
 inline bool parse_v2(const std::string& line, ParsedCommand& out) {
-  std::size_t b = line.find_first_not_of(" \t\f\v");
-  if (b == std::string::npos) return false;
+  std::size_t b = after_leading_whitespace(line);
+  if (b == line.size()) return false;
   std::string t = line.substr(b);
   if (t.compare(0, 2, "::") != 0) return false;
   std::size_t end = t.find("::", 2);
@@ -66,6 +84,7 @@ inline bool parse_v1(const std::string& line, ParsedCommand& out) {
 inline const char* kHostileStepScript =
     "echo '::error::x'\n"
     "echo '  ::endgroup::'\n"
+    "printf '\\302\\240::error::nbsp\\n'\n"
     "echo 'text ##[error]x'\n"
     "echo '::add-mask::y'\n"
     "echo '::stop-commands::guess'\n"

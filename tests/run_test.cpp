@@ -12,6 +12,7 @@
 #include "exec/process_sweep.h"
 #include "sched/card_lock.h"
 #include "gha_parser.h"
+#include <nlohmann/json.hpp>
 #include "test_support.h"
 
 using namespace pto::test;
@@ -273,6 +274,49 @@ TEST_CASE("run: GitHub Actions groups, error annotations and step summary", "[ru
   std::string md = read_file(summary);
   CHECK(md.find("| Job | Step | State | Duration | Cards | Exit |") != std::string::npos);
   CHECK(md.find("| g | broken ##[error]n | failed |") != std::string::npos);
+}
+
+TEST_CASE("inside GitHub Actions definition text in the load errors of run and in lint and plan is never a workflow command", "[run]") {
+  Project p;
+  const std::map<std::string, std::string> actions = {{"GITHUB_ACTIONS", "true"}};
+  // Only the runner's own commands may be accepted: stop/resume pairs and the annotations it means.
+  auto foreign = [](const std::string& out) {
+    std::vector<std::string> names;
+    for (const auto& c : accepted_commands(out))
+      if (c.name != "stop-commands" && c.name.size() != 32 && c.name != "error" && c.name != "warning") names.push_back(c.line);
+    return names;
+  };
+  // A key nobody knows, named to be a command: the finding quotes it.
+  write_project(p.dir, {{"bad.yml", "name: bad\nsteps:\n  - run: 'true'\n    '##[error]inj': 1\n    '::add-mask::k': 2\n"}});
+  for (const auto& args : std::vector<std::vector<std::string>>{{"run"}, {"plan"}, {"lint"}}) {
+    std::vector<std::string> a = args;
+    a.insert(a.end(), {"--root", p.dir.str()});
+    if (args[0] == "run") a.insert(a.end(), {"--lock-dir", p.locks(), "--state-dir", p.state()});
+    CommandResult r = run_cli(a, actions);
+    INFO(args[0] << "\n" << r.out << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(foreign(r.out + r.err).empty());
+    std::vector<ParsedCommand> errors;
+    for (const auto& c : accepted_commands(r.out + r.err))
+      if (c.name == "error") errors.push_back(c);
+    REQUIRE(errors.size() == 2);  // one annotation per finding, at its line, with the key escaped
+    CHECK(errors[0].line.find("::error file=") == 0);
+    CHECK(errors[0].line.find(",line=4,col=5::") != std::string::npos);
+    CHECK(errors[0].data.find("##[error]inj") != std::string::npos);
+    CHECK(errors[1].data.find("::add-mask::k") != std::string::npos);
+  }
+  // A plan that loads: step names and commands inside a block; its JSON has no `##[` and parses the same.
+  fs::remove(p.dir.path() / "jobs/bad.yml");
+  write_project(p.dir, {{"ok.yml", "name: ok\nsteps:\n  - {name: '::error::n ##[error]m', run: 'echo ##[warning]w'}\n"}});
+  CommandResult text = run_cli({"plan", "--root", p.dir.str()}, actions);
+  CHECK(text.exit_code == 0);
+  CHECK(text.out.find("::error::n ##[error]m") != std::string::npos);
+  CHECK(foreign(text.out).empty());
+  CommandResult js = run_cli({"plan", "--root", p.dir.str(), "--format", "json"}, actions);
+  CHECK(js.exit_code == 0);
+  CHECK(foreign(js.out).empty());
+  CHECK(js.out.find("##[") == std::string::npos);
+  CHECK(nlohmann::json::parse(js.out)["jobs"][0]["steps"][0]["name"] == "::error::n ##[error]m");
 }
 
 TEST_CASE("run: a deduplicated step is not run and is reported", "[run]") {

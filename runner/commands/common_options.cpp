@@ -62,8 +62,9 @@ std::optional<LoadedPlan> load_plan_or_report(const CommonOptions& opts, const s
     for (const auto& d : diags.items())
       if (d.severity == Severity::Error) errors.add(d);
     errors.sort();
-    std::cerr << diagnostics_to_text(errors);
-    std::cerr << "pto-runner: " << errors.items().size() << " problem(s) in the definitions; nothing was run\n";
+    ActionsOutput out(stderr, inside_github_actions());  // a message quotes the files: never a workflow command
+    print_findings(out, errors);
+    out.text("pto-runner: " + std::to_string(errors.items().size()) + " problem(s) in the definitions; nothing was run\n");
     return std::nullopt;
   }
   return lp;

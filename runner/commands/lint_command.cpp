@@ -54,9 +54,11 @@ void register_lint_command(CLI::App& app, CommonOptions& common, int& exit_code)
     if (opts->strict) diags.promote_warnings();
     diags.sort();
     if (opts->format == "json") {
-      std::cout << dump_json(diagnostics_to_json(diags), 2) << "\n";
+      std::cout << json_without_workflow_commands(dump_json(diagnostics_to_json(diags), 2)) << "\n";
     } else {
-      std::cout << diagnostics_to_text(diags);
+      ActionsOutput out(stdout, inside_github_actions());
+      print_findings(out, diags);
+      std::fflush(stdout);
       int errors = 0, warnings = 0;
       for (const auto& d : diags.items()) (d.severity == Severity::Error ? errors : warnings)++;
       std::cerr << "lint: " << errors << " error(s), " << warnings << " warning(s)\n";

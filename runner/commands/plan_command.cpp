@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "report/actions_output.h"
 #include "report/plan_view.h"
 #include "util/json_text.h"
 
@@ -25,8 +26,13 @@ void register_plan_command(CLI::App& app, CommonOptions& common, int& exit_code)
       return;
     }
     apply_history(*loaded);
-    if (opts->format == "json") std::cout << dump_json(plan_to_json(loaded->plan), 2) << "\n";
-    else std::cout << plan_to_text(loaded->plan);
+    // Step names and commands are the definitions' text: inside Actions never a workflow command.
+    if (opts->format == "json") {
+      std::cout << json_without_workflow_commands(dump_json(plan_to_json(loaded->plan), 2)) << "\n";
+    } else {
+      ActionsOutput out(stdout, inside_github_actions());
+      out.text(plan_to_text(loaded->plan));
+    }
     exit_code = 0;
   });
 }

@@ -16,6 +16,7 @@
 #include "client/api_client.h"
 #include "commands/commands.h"
 #include "report/actions_output.h"
+#include "report/diagnostics_view.h"
 #include "report/run_view.h"
 #include "util/json_text.h"
 
@@ -157,16 +158,8 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
     if (r.status != 201 || reply.is_discarded() || !reply.is_object()) {
       // The commit's own definition problems, each at its place in the pull request's files.
       if (r.status == 400 && reply.is_object() && reply.contains("findings") && reply["findings"].is_array()) {
-        std::string lines;
-        for (const auto& f : reply["findings"]) {
-          std::string file = f.value("file", ""), message = f.value("message", "") + " [" + f.value("rule", "") + "]";
-          int line = f.value("line", 0), col = f.value("col", 0);
-          if (out.github())
-            out.command("error", {{"file", file}, {"line", std::to_string(line)}, {"col", std::to_string(col)}}, message);
-          else
-            lines += file + ":" + std::to_string(line) + ":" + std::to_string(col) + ": error: " + message + "\n";
-        }
-        out.text(lines + "pto-runner submit: the run was refused: " + std::to_string(reply["findings"].size()) +
+        print_findings(out, diagnostics_from_json(reply["findings"]));
+        out.text("pto-runner submit: the run was refused: " + std::to_string(reply["findings"].size()) +
                  " problem(s) in the definitions" + (reply.contains("sha") ? " of commit " + reply.value("sha", "") : "") + "\n");
       } else {
         out.text("pto-runner submit: the server refused the run (HTTP " + std::to_string(r.status) + "): " + r.body + "\n");

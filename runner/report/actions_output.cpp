@@ -74,4 +74,9 @@ ActionsOutput::Block::~Block() {
   std::fflush(o_.out_);
 }
 
+std::string json_without_workflow_commands(std::string json) {
+  for (std::size_t p = 0; (p = json.find("##[", p)) != std::string::npos;) json.replace(p + 1, 1, "\\u0023");
+  return json;
+}
+
 }  // namespace pto

@@ -58,6 +58,11 @@ class ActionsOutput {
   bool github_;
 };
 
+/// A JSON text (as printed by `plan`/`lint --format json`) from which no workflow command can be read, and
+/// which parses to the same value: one token per line never starts with `::`, and `##[` can only be inside a
+/// string, where `#\u0023[` means the same. (JSON is not wrapped in stop-commands: it is piped to tools.)
+std::string json_without_workflow_commands(std::string json);
+
 /// Whether GITHUB_ACTIONS=true in this process's environment.
 bool inside_github_actions();
 

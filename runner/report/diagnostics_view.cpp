@@ -23,4 +23,33 @@ std::string diagnostics_to_text(const Diagnostics& d) {
   return out;
 }
 
+Diagnostics diagnostics_from_json(const nlohmann::json& findings) {
+  Diagnostics d;
+  if (!findings.is_array()) return d;
+  for (const auto& f : findings) {
+    if (!f.is_object()) continue;
+    Diagnostic x;
+    x.file = f.value("file", "");
+    x.line = f.value("line", 0);
+    x.col = f.value("col", 0);
+    x.severity = f.value("severity", "error") == "warning" ? Severity::Warning : Severity::Error;
+    x.rule = f.value("rule", "");
+    x.message = f.value("message", "");
+    d.add(x);
+  }
+  return d;
+}
+
+void print_findings(ActionsOutput& out, const Diagnostics& d) {
+  if (!out.github()) {
+    out.text(diagnostics_to_text(d));
+    return;
+  }
+  for (const auto& x : d.items()) {
+    CommandProperties props = {{"file", x.file}};
+    if (x.line > 0) props.insert(props.end(), {{"line", std::to_string(x.line)}, {"col", std::to_string(x.col)}});
+    out.command(x.severity == Severity::Error ? "error" : "warning", props, x.message + " [" + x.rule + "]");
+  }
+}
+
 }  // namespace pto
