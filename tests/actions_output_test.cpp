@@ -57,6 +57,10 @@ TEST_CASE("the parser double accepts what GitHub's runner would") {
   CHECK(names.count("endgroup"));
   CHECK(names.count("add-mask"));
   CHECK(names.count("set-output"));
+  // .NET's TrimStart() also trims Unicode whitespace: a no-break space or an ideographic space before `::`.
+  CHECK(accepted_commands("\xc2\xa0::warning::nbsp\n").size() == 1);
+  CHECK(accepted_commands("\xe3\x80\x80::notice::ideographic\n").size() == 1);
+  CHECK(accepted_commands("x::notice::not at the start\n").empty());
 }
 
 TEST_CASE("an untrusted block injects nothing, only the runner's own commands remain") {
