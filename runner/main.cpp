@@ -54,6 +54,11 @@ int main(int argc, char** argv) {
     int rc = app.exit(e);
     // CLI11 returns 0 for --help/--version and its own codes for usage errors; the spec says 2 for bad usage.
     return rc == 0 ? 0 : pto::to_int(pto::ExitCode::BadInput);
+  } catch (const std::exception& e) {
+    // Nothing should get here (I/O errors are caught where they happen); if something does, say what and exit
+    // with the infrastructure code rather than abort.
+    std::cerr << "pto-runner: internal error: " << e.what() << "\n";
+    return pto::to_int(pto::ExitCode::Infrastructure);
   }
   return exit_code;
 }

@@ -154,6 +154,26 @@ TEST_CASE("faults: a damaged journal stops serve with exit 3 naming it, --rebuil
   }
 }
 
+TEST_CASE("faults: a journal that goes bad while the daemon serves is answered with 503 and the daemon stays up", "[faults]") {
+  Served s;
+  write_project(s.dir, {{"a.yml", "name: a\nsteps:\n  - run: 'echo hi'\n"}});
+  s.start();
+  auto r = s.post("/api/v1/runs", json::object());
+  std::string id = json::parse(r.body)["id"];
+  REQUIRE(s.wait_run(id)["state"] == "succeeded");
+  // The run's own record is gone and the journal's table with it (another program, a bad page): the API must
+  // read the journal, and the read fails. It used to throw on the engine thread and abort the daemon.
+  fs::remove(fs::path(s.state()) / "runs" / id / "run.json");
+  REQUIRE(sh("python3 -c \"import sqlite3; c = sqlite3.connect('" + s.state() + "/journal.sqlite'); "
+             "c.execute('DROP TABLE runs'); c.commit()\"") == 0);
+  auto run = pto::api_request("GET", s.url("/api/v1/runs/" + id));
+  CHECK(run.status == 503);
+  CHECK(run.body.find("the journal cannot be read now") != std::string::npos);
+  CHECK(pto::api_request("GET", s.url("/api/v1/runs/" + id + "/steps/1-1/log")).status == 503);
+  CHECK(pto::api_request("GET", s.url("/healthz")).status == 200);
+  CHECK(pid_running(s.proc.pid));
+}
+
 TEST_CASE("faults: an empty or deleted journal beside run directories is rebuilt, said loudly", "[faults]") {
   for (bool deleted : {false, true}) {
     History h;

@@ -1,6 +1,7 @@
 // One fixture per class of load error: each checked through the real CLI for its exact FILE:LINE:COL, rule and
 // exit code (2: the input files are invalid).
 #include <catch2/catch.hpp>
+#include <sys/stat.h>
 #include <nlohmann/json.hpp>
 
 #include "test_support.h"
@@ -195,5 +196,22 @@ TEST_CASE("a missing versions.env is an unreadable input", "[load]") {
   d.write("jobs/a.yml", kOkJob);
   CommandResult r = run_cli({"lint", "--root", d.str()});
   CHECK(r.exit_code == 2);
-  CHECK(r.out.find("toolchain/versions.env: error: cannot read toolchain pin file [unreadable]") != std::string::npos);
+  CHECK(r.out.find("toolchain/versions.env: error: cannot read toolchain pin file: ") != std::string::npos);
+  CHECK(r.out.find("[unreadable]") != std::string::npos);
+}
+
+TEST_CASE("a versions.env that is a FIFO or a directory is refused at once with what it is", "[load]") {
+  for (const char* kind : {"fifo", "dir"}) {
+    TempDir d;
+    d.write("jobs/a.yml", kOkJob);
+    fs::create_directories(d.path() / "toolchain");
+    const std::string pin = (d.path() / "toolchain/versions.env").string();
+    if (std::string(kind) == "fifo") REQUIRE(::mkfifo(pin.c_str(), 0644) == 0);
+    else fs::create_directories(pin);
+    CommandResult r = run_cli({"lint", "--root", d.str()});  // a FIFO used to block lint (and serve) forever
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.out.find(std::string("cannot read toolchain pin file: ") + pin + (std::string(kind) == "fifo" ? " is a FIFO" : " is a directory")) !=
+          std::string::npos);
+  }
 }

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "config/yaml_map.h"
+#include "util/regular_file.h"
 
 namespace pto {
 
@@ -126,16 +127,15 @@ VersionsEnv parse_versions_env(const std::string& text, const std::string& displ
 }
 
 VersionsEnv load_versions_env(const std::string& path, const std::string& display, Diagnostics& diags) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    diags.error(display, 0, 0, "unreadable", "cannot read toolchain pin file");
+  // Never blocks on a FIFO and reads only a regular file (util/regular_file), as every file a person names.
+  std::string text, error;
+  if (!read_regular_file(path, 1 << 20, text, error)) {
+    diags.error(display, 0, 0, "unreadable", "cannot read toolchain pin file: " + error);
     VersionsEnv env;
     env.file = display;
     return env;
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_versions_env(ss.str(), display, diags);
+  return parse_versions_env(text, display, diags);
 }
 
 }  // namespace pto

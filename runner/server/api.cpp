@@ -196,6 +196,7 @@ void Daemon::run(const std::string& id, HttpServer::Respond respond) {
       return respond(HttpResponse{200, "application/json", std::move(text), {}});
     boost::asio::post(io_, [this, id, respond] {
       auto rec = journal_->run_record(id);
+      if (!rec && !journal_->read_error().empty()) return respond(json_response(503, {{"error", "the journal cannot be read now: " + journal_->read_error()}}));
       respond(rec ? json_response(200, *rec) : not_found("no run " + id));
     });
   });
@@ -259,6 +260,7 @@ void Daemon::step_log(const std::string& id, const std::string& step, const Http
     boost::asio::post(io_, [this, id, respond, from_record, rec = std::move(rec)] {
       if (rec.is_object() && rec.value("state", "") != "running") return from_record(rec);
       auto j = journal_->run_record(id);
+      if (!j && !journal_->read_error().empty()) return respond(json_response(503, {{"error", "the journal cannot be read now: " + journal_->read_error()}}));
       if (!j) return respond(not_found("no run " + id));
       from_record(*j);
     });

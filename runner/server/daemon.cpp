@@ -443,10 +443,12 @@ void Daemon::prune_history(bool at_start) {
     });
   }
   if (!at_start) return;
+  const std::set<std::string> pruned_now(pruned.begin(), pruned.end());
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(state_dir_ + "/runs", ec)) {
     std::string id = e.path().filename().string();
-    if (!active_.count(id) && !preparing_.count(id) && !journal_->has_run(id)) {
+    // A run just pruned is on its way out (removed on a worker): not an orphan to warn about.
+    if (!active_.count(id) && !preparing_.count(id) && !pruned_now.count(id) && !journal_->has_run(id)) {
       spdlog::warn("removing {}: no run of the journal owns it (a refused or interrupted submission)", e.path().string());
       remove_run_dir(e.path().string());
     }
@@ -572,8 +574,8 @@ void Daemon::write_run_record(const std::string& run_dir, const nlohmann::json& 
 
 void Daemon::remove_run_dir(const std::string& run_dir) {
   boost::asio::post(*workers_, [this, run_dir] {
-    if (mirror_ && fs::exists(run_dir + "/src")) mirror_->remove(run_dir + "/src");
     std::error_code ec;
+    if (mirror_ && fs::exists(run_dir + "/src", ec)) mirror_->remove(run_dir + "/src");
     fs::remove_all(run_dir, ec);
   });
 }

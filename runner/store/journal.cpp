@@ -114,6 +114,18 @@ bool Journal::write(F&& f) {
   }
 }
 
+template <typename T, typename F>
+T Journal::read(T fallback, F&& f) const {
+  try {
+    T out = f();
+    read_error_.clear();
+    return out;
+  } catch (const std::exception& e) {
+    read_error_ = e.what();
+    return fallback;
+  }
+}
+
 std::string Journal::check_integrity() const {
   try {
     Stmt s(db_, "PRAGMA quick_check");
@@ -159,15 +171,17 @@ bool Journal::record_duration(const std::string& step_key, double seconds, const
 }
 
 std::vector<double> Journal::durations(const std::string& step_key) const {
-  std::vector<double> out;
-  try {
-    Stmt s(db_, "SELECT seconds FROM step_durations WHERE key = ? ORDER BY finished DESC, rowid DESC LIMIT ?");
-    s.bind(1, step_key).bind(2, kKeptDurations);
-    while (s.step()) out.push_back(s.real(0));
-  } catch (const std::exception&) {
-    // A journal from before durations were kept (opened read-only): no history yet.
-  }
-  return out;
+  return read<std::vector<double>>({}, [&]() -> std::vector<double> {
+    std::vector<double> out;
+    try {
+      Stmt s(db_, "SELECT seconds FROM step_durations WHERE key = ? ORDER BY finished DESC, rowid DESC LIMIT ?");
+      s.bind(1, step_key).bind(2, kKeptDurations);
+      while (s.step()) out.push_back(s.real(0));
+    } catch (const std::exception&) {
+      // A journal from before durations were kept (opened read-only): no history yet.
+    }
+    return out;
+  });
 }
 
 Journal::~Journal() { sqlite3_close(db_); }
@@ -228,9 +242,11 @@ bool Journal::run_finished(const std::string& id, const std::string& state, int 
 }
 
 bool Journal::has_run(const std::string& id) const {
-  Stmt s(db_, "SELECT 1 FROM runs WHERE id = ?");
-  s.bind(1, id);
-  return s.step();
+  return read<bool>(true, [&]() -> bool {
+    Stmt s(db_, "SELECT 1 FROM runs WHERE id = ?");
+    s.bind(1, id);
+    return s.step();
+  });
 }
 
 std::vector<std::string> Journal::prune(int max_runs, const std::string& finished_before) {
@@ -273,21 +289,25 @@ std::vector<std::string> Journal::prune(int max_runs, const std::string& finishe
 }
 
 std::vector<std::string> Journal::finished_runs_after(int keep) const {
-  std::vector<std::string> ids;
-  Stmt s(db_, "SELECT id FROM runs WHERE record IS NOT NULL ORDER BY created DESC, id DESC LIMIT -1 OFFSET ?");
-  s.bind(1, keep);
-  while (s.step()) ids.push_back(s.text(0));
-  return ids;
+  return read<std::vector<std::string>>({}, [&]() -> std::vector<std::string> {
+    std::vector<std::string> ids;
+    Stmt s(db_, "SELECT id FROM runs WHERE record IS NOT NULL ORDER BY created DESC, id DESC LIMIT -1 OFFSET ?");
+    s.bind(1, keep);
+    while (s.step()) ids.push_back(s.text(0));
+    return ids;
+  });
 }
 
 std::vector<RunSummary> Journal::list_runs(int limit) const {
-  std::vector<RunSummary> out;
-  Stmt s(db_, "SELECT id, state, created, COALESCE(finished, ''), COALESCE(result, -1), request FROM runs "
-              "ORDER BY created DESC, id DESC LIMIT ?");
-  s.bind(1, limit);
-  while (s.step())
-    out.push_back({s.text(0), s.text(1), s.text(2), s.text(3), static_cast<int>(s.integer(4)), parse_or_null(s.text(5))});
-  return out;
+  return read<std::vector<RunSummary>>({}, [&]() -> std::vector<RunSummary> {
+    std::vector<RunSummary> out;
+    Stmt s(db_, "SELECT id, state, created, COALESCE(finished, ''), COALESCE(result, -1), request FROM runs "
+                "ORDER BY created DESC, id DESC LIMIT ?");
+    s.bind(1, limit);
+    while (s.step())
+      out.push_back({s.text(0), s.text(1), s.text(2), s.text(3), static_cast<int>(s.integer(4)), parse_or_null(s.text(5))});
+    return out;
+  });
 }
 
 nlohmann::json Journal::replay(const std::string& id, nlohmann::json record) const {
@@ -310,12 +330,14 @@ nlohmann::json Journal::replay(const std::string& id, nlohmann::json record) con
 }
 
 std::optional<nlohmann::json> Journal::run_record(const std::string& id) const {
-  Stmt s(db_, "SELECT record, skeleton FROM runs WHERE id = ?");
-  s.bind(1, id);
-  if (!s.step()) return std::nullopt;
-  std::string record = s.text(0);
-  if (!record.empty()) return parse_or_null(record);
-  return replay(id, parse_or_null(s.text(1)));
+  return read<std::optional<nlohmann::json>>(std::nullopt, [&]() -> std::optional<nlohmann::json> {
+    Stmt s(db_, "SELECT record, skeleton FROM runs WHERE id = ?");
+    s.bind(1, id);
+    if (!s.step()) return std::nullopt;
+    std::string record = s.text(0);
+    if (!record.empty()) return parse_or_null(record);
+    return replay(id, parse_or_null(s.text(1)));
+  });
 }
 
 std::vector<nlohmann::json> Journal::unfinished_runs() const {
@@ -330,10 +352,12 @@ std::vector<nlohmann::json> Journal::unfinished_runs() const {
 }
 
 std::map<std::string, int> Journal::runs_by_state() const {
-  std::map<std::string, int> out;
-  Stmt s(db_, "SELECT state, COUNT(*) FROM runs GROUP BY state");
-  while (s.step()) out[s.text(0)] = static_cast<int>(s.integer(1));
-  return out;
+  return read<std::map<std::string, int>>({}, [&]() -> std::map<std::string, int> {
+    std::map<std::string, int> out;
+    Stmt s(db_, "SELECT state, COUNT(*) FROM runs GROUP BY state");
+    while (s.step()) out[s.text(0)] = static_cast<int>(s.integer(1));
+    return out;
+  });
 }
 
 }  // namespace pto

@@ -47,6 +47,10 @@ class Journal {
   /// A finished run's final record, put back by a rebuild from its run directory.
   bool restore_run(const nlohmann::json& record);
 
+  // Reads after start never throw either (an I/O error or a page gone bad while serving): each answers as if
+  // nothing were there, except has_run (true: a run directory is never removed on doubt), and says why in
+  // read_error() (cleared by the next read that succeeds).
+  const std::string& read_error() const { return read_error_; }
   std::vector<RunSummary> list_runs(int limit) const;
   std::optional<nlohmann::json> run_record(const std::string& id) const;
   /// Runs never marked finished, each rebuilt from its skeleton and events.
@@ -71,10 +75,13 @@ class Journal {
   void exec(const char* sql) const;
   template <typename F>
   bool write(F&& f);
+  template <typename T, typename F>
+  T read(T fallback, F&& f) const;
   nlohmann::json replay(const std::string& id, nlohmann::json skeleton) const;
   sqlite3* db_;
   std::string path_;
   std::string write_error_;
+  mutable std::string read_error_;
 };
 
 }  // namespace pto
