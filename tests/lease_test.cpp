@@ -301,3 +301,23 @@ TEST_CASE("leases: a step's device-type is its task-submit leases' type, and --d
   CHECK(a2a3.exit_code == 0);
   CHECK(std::stoi(a2a3.out) < 4);
 }
+
+TEST_CASE("run: a step's task-submit leases from the run's own queue and SIGINT of the run kills the leased command", "[lease]") {
+  TempDir d;
+  TaskSubmit ts;
+  const fs::path rec = d.path() / "rec", pidfile = d.path() / "leased.pid";
+  // One card, which the step (holding none itself) borrows through task-submit.
+  write_project(d, {{"h.yml", "name: h\nsteps:\n  - run: task-submit --device-num 1 --run 'echo $TASK_DEVICE > " + rec.string() +
+                                  "; echo $$ > " + pidfile.string() + "; sleep 1000'\n"}});
+  Spawned p = spawn_cli({"run", "--root", d.str(), "--devices", "1", "--lock-dir", (d.path() / "locks").string(), "--state-dir",
+                         (d.path() / "state").string()},
+                        {{"PATH", ts.path_env()}, {"PTO_RUNNER_SERVER", "http://127.0.0.1:9"}, {"PTO_RUNNER_TOKEN", "an-admin-token"}});
+  REQUIRE(wait_until([&] { return fs::exists(pidfile) && !read_file(pidfile).empty(); }, 20));
+  CHECK(read_file(rec) == "0\n");  // granted by the run (the inherited PTO_RUNNER_SERVER is not what steps see)
+  int leased = std::stoi(read_file(pidfile));
+  ::kill(p.pid, SIGINT);
+  CommandResult r = wait_cli(p);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 130);
+  CHECK(wait_until([&] { return !pid_running(leased); }, 10));
+}

@@ -19,6 +19,8 @@ struct PyptoMain {
     REQUIRE(sh("python3 " + (source_dir() / "tests/fixtures/pypto-main/make_tree.py").string() + " " + base.str()) == 0);
     for (const char* d : {"jobs", "models", "toolchain"}) fs::copy(source_dir() / d, tree() / d, fs::copy_options::recursive);
     REQUIRE(sh((source_dir() / "scripts/make-local-pin.sh").string() + " " + tree().string() + " >/dev/null") == 0);
+    // The harness's `task-submit` (pypto's --execute-via-task-submit) is the drop-in, found on PATH.
+    fs::create_symlink(PTO_RUNNER_BIN, base.path() / "bin" / "task-submit");
     base.write("host.yml", "devices:\n  ids: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n  groups: [[0, 1], [2, 3], [4, 5], [6, 7]]\n"
                            "  types: {a2a3: [0, 1, 2, 3, 4, 5, 6, 7], a5: [8, 9]}\n  lock-dir: " + (base.path() / "locks").string() +
                            "\nstate-dir: " + (base.path() / "state").string() + "\ncache-dir: " + (base.path() / "cache").string() +

@@ -47,6 +47,12 @@ TEST_CASE("shipped definitions: every command runs in pypto's layout with pypto'
   }
   CHECK(errors == 0);
   CHECK(pytests == 12);  // shard A; shard B and 5 direct; dist; 3 simulator; a5
+  // The two batched shards borrowed their cards through task-submit, from the run's own queue: two batches
+  // each, on an a2a3 card (the step's device-type), never on the a5 ones (checked below with every card use).
+  std::map<std::string, int> batches;
+  for (const auto& inv : p.invocations())
+    if (inv["kind"] == "batch") batches[inv["job"]]++;
+  CHECK(batches == std::map<std::string, int>{{"system-tests", 2}, {"system-tests-direct", 2}});
   CHECK(scripts.size() == 9);
   const json& moe = scripts.at("models/deepseek_v4_flash_mtp/moe.py");
   CHECK(moe["ep"] == "2");

@@ -13,6 +13,7 @@
 #include "report/actions_output.h"
 #include "report/console.h"
 #include "report/simulation_report.h"
+#include "server/run_leases.h"
 
 namespace fs = std::filesystem;
 
@@ -71,6 +72,18 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
                                            opts->time_scale, "PTO_RUNNER_");
     eo.lead_executor = host->lead_executor.get();
     if (const char* trace = std::getenv("PTO_RUNNER_TRACE")) eo.trace_file = trace;
+    // Steps whose harness borrows cards itself (task-submit) lease them from this run's queue, as under serve.
+    std::unique_ptr<RunLeases> leases;
+    if (!opts->simulate) {
+      leases = std::make_unique<RunLeases>(io, *host, cfg.kill_grace_seconds, eo.run_id);
+      if (std::string e = leases->start(); !e.empty()) {
+        std::cerr << "pto-runner: cannot serve the run's card leases: " << e << "\n";
+        exit_code = to_int(ExitCode::Infrastructure);
+        return;
+      }
+      eo.base_env["PTO_RUNNER_SERVER"] = leases->url();
+      eo.base_env["PTO_RUNNER_LEASE_TOKEN"] = leases->token();
+    }
 
     ConsoleOptions co;
     co.github = inside_github_actions();
@@ -93,12 +106,14 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
         std::cerr << "\npto-runner: " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
                   << ": cancelling every step (SIGTERM, then SIGKILL after " << cfg.kill_grace_seconds << " s)\n";
         engine.cancel(sig);
+        if (leases) leases->close("the run was cancelled");
         wait_signal();
       });
     };
     wait_signal();
     engine.set_on_finished([&] {
       signals.cancel();
+      if (leases) leases->close("its run ended");
       host->reaper->stop();  // the io_context then runs out of work and run() returns
     });
     engine.start();

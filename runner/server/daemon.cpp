@@ -198,10 +198,11 @@ std::string Daemon::start_unguarded() {
   if (host_->slurm) host_->slurm->set_on_change([this] { view_changed(); });
   // A lease's client heartbeats every second; five missed and it is gone (killed, lost): its cards come back.
   leases_ = std::make_unique<LeaseBook>(io_, host_->broker(), 5, cfg_.kill_grace_seconds);
-  if (host_->slurm)  // a lease's command is a Slurm job named after it: it ends with the lease, however it ends
-    leases_->set_on_granted_end([this](const std::string& marker) {
-      host_->slurm->command({"scancel", "--me", "--name=" + job_name_of(marker)});
-    });
+  // Accepted runs may still lease while the daemon drains; nothing else may.
+  lease_service_ = std::make_unique<LeaseService>(*leases_, *host_, [this](const std::string& run) -> std::optional<HttpResponse> {
+    if (!server_ || cancelling_ || (draining_ && (run.empty() || !active_.count(run)))) return stopping_refusal();
+    return std::nullopt;
+  });
   leases_->set_on_change([this] {
     view_changed();
     if (draining_ || cancelling_) boost::asio::post(io_, [this] { check_stopped(); });

@@ -16,6 +16,7 @@
 #include "engine/dispatcher.h"
 #include "engine/engine.h"
 #include "engine/leases.h"
+#include "server/lease_service.h"
 #include "host/host.h"
 #include "server/host_view.h"
 #include "server/http_server.h"
@@ -146,6 +147,7 @@ class Daemon {
   DevicePool* pool_ = nullptr;        // host_'s
   Dispatcher* dispatcher_ = nullptr;  // host_'s
   std::unique_ptr<LeaseBook> leases_;
+  std::unique_ptr<LeaseService> lease_service_;  // the lease endpoints over leases_
   std::map<std::string, std::string> lease_tokens_;  // a run's lease token -> the run (PTO_RUNNER_LEASE_TOKEN)
   std::string self_url_;                             // how steps reach this daemon (PTO_RUNNER_SERVER)
   std::unique_ptr<HttpServer> server_;

@@ -1,0 +1,41 @@
+#pragma once
+// `run`'s own lease endpoints: a step of a foreground run whose harness borrows cards itself (pypto's
+// `--execute-via-task-submit`: one `task-submit` per batch of test cases) gets them from the run's own queue,
+// as it would from the daemon's under `serve`. Only the lease endpoints (server/lease_service), on a free
+// loopback port, with a token made for the run; the run's steps get both (PTO_RUNNER_SERVER,
+// PTO_RUNNER_LEASE_TOKEN), and every lease ends with the run.
+#include <memory>
+#include <string>
+
+#include "engine/leases.h"
+#include "server/http_server.h"
+#include "server/lease_service.h"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace pto {
+
+struct Host;
+
+class RunLeases {
+ public:
+  RunLeases(boost::asio::io_context& io, Host& host, double kill_grace_seconds, std::string run_id);
+  /// Listens on 127.0.0.1 (a free port). "" or why not.
+  std::string start();
+  std::string url() const;
+  const std::string& token() const { return token_; }
+  /// The run is over or cancelled: every lease ends (what runs under it is killed) and nothing new is taken.
+  void close(const std::string& why);
+
+ private:
+  void handle(const HttpRequest& req, HttpServer::Respond respond);
+  std::string run_id_, token_;
+  bool closed_ = false;
+  LeaseBook book_;
+  LeaseService service_;
+  HttpServer server_;
+};
+
+}  // namespace pto
