@@ -3,6 +3,8 @@
 // what cannot be carried over is listed at its line, and drift between the two is found.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -71,10 +73,11 @@ void hand_written(const TempDir& d) {
                     {"pypto-lib-model.yml",
                      "name: pypto-lib-model\nparallel: true\nsteps:\n  - name: Run pypto-lib {model} {example} example\n"
                      "    models: [qwen3-14b, deepseek-v4-flash]\n"}},
-                {{"qwen3-14b.yml", "model: Qwen3-14B\ndir: models/qwen3_14b\ncommand: |-\n  source activate.sh\n"
+                {{"qwen3-14b.yml", "model: Qwen3-14B\ndir: models/qwen3_14b\ncommand: |-\n  export PYTHONPATH=\"$(cd ../pypto-lib && pwd)\"\n  source activate.sh\n"
                                    "  source ./activate.sh && cd ../pypto-lib && python {dir}/{example}.py -p a2a3 -d $TASK_DEVICE {args}\n"
                                    "queue-timeout-minutes: 60\nrun-timeout-minutes: 30\nexamples:\n  - {name: decode_fwd}\n  - {name: prefill_fwd}\n"},
-                 {"deepseek-v4-flash.yml", "model: DeepSeek-V4-Flash\ndir: models/deepseek_v4_flash_mtp\ncommand: |-\n  source activate.sh\n"
+                 {"deepseek-v4-flash.yml", "model: DeepSeek-V4-Flash\ndir: models/deepseek_v4_flash_mtp\ncommand: |-\n"
+                                           "  export PYTHONPATH=\"$(cd ../pypto-lib && pwd)\"\n  source activate.sh\n"
                                            "  source ./activate.sh && cd ../pypto-lib && python {dir}/{example}.py -p a2a3 -d $TASK_DEVICE {args}\n"
                                            "queue-timeout-minutes: 60\nrun-timeout-minutes: 30\nexamples:\n  - {name: decode_swa}\n"
                                            "  - {name: moe, devices: 2, args: --ep 2}\n"}});
@@ -114,14 +117,64 @@ TEST_CASE("import: a pypto-style workflow plans as the hand-written definitions,
                        "commit, in its own worktree) [not-imported]") != std::string::npos);
   CHECK(r.out.find(f + ":24:16: warning: job 'dist-system-tests': container: has no equivalent in pto-runner") != std::string::npos);
   CHECK(r.out.find(f + ":35:7: warning: job 'pypto-lib-model': services: has no equivalent in pto-runner") != std::string::npos);
-  CHECK(r.out.find("env PYTHONPATH: ${{ github.workspace }}/pypto-lib reads a GitHub-only context") != std::string::npos);
+  // pypto's PYTHONPATH (${{ github.workspace }}/pypto-lib) is an absolute path made in the command, not dropped.
+  CHECK(r.out.find("PYTHONPATH") == std::string::npos);
   // Nothing is overwritten without --force.
   CommandResult again = run_cli({"import", "--workflow", f, "--out", imported.str()});
   CHECK(again.exit_code == 2);
   CHECK(again.err.find("exists; nothing written") != std::string::npos);
 }
 
-TEST_CASE("lint --workflow --against: a changed card count and a missing step are drift at the workflow's lines", "[import]") {
+TEST_CASE("import: pypto's wiring (the toolchain job, CPU jobs, the docs gate, a5 runners, the harness's card) becomes "
+          "pto-runner's and the result lints clean", "[import]") {
+  TempDir wf, out;
+  const std::string text =
+      "name: ci\non: [pull_request]\njobs:\n"
+      "  changes:\n    runs-on: ubuntu-latest\n    outputs: {docs_only: '${{ steps.f.outputs.docs_only }}'}\n"
+      "    steps:\n      - id: f\n        run: echo docs_only=false >> \"$GITHUB_OUTPUT\"\n"
+      "  toolchain:\n    runs-on: ubuntu-latest\n    outputs: {ptoas_version: '${{ steps.v.outputs.ptoas_version }}'}\n"
+      "    steps:\n      - id: v\n        run: echo ptoas_version=v0.57 >> \"$GITHUB_OUTPUT\"\n"
+      "  lint:\n    runs-on: ubuntu-latest\n    steps:\n      - run: make lint\n"
+      "  system-tests:\n    needs: [changes, toolchain, lint]\n    if: needs.changes.outputs.docs_only != 'true'\n"
+      "    runs-on: [self-hosted, npu]\n    env:\n      PTOAS_VERSION: ${{ needs.toolchain.outputs.ptoas_version }}\n"
+      "    steps:\n      - uses: actions/cache@v4\n        id: cache\n        with: {path: x, key: y}\n"
+      "      - name: Shard A\n        if: steps.cache.outputs.cache-hit != 'true'\n        run: |\n"
+      "          echo \"[device] DEVICE_ID=$DEVICE_ID\"\n          test -n \"$DEVICE_ID\" || exit 1\n"
+      "          python -m pytest tests/st --execute-via-task-submit --task-submit-device=\"$DEVICE_ID\"\n"
+      "  a5:\n    needs: [toolchain]\n    runs-on: [self-hosted, npu-a5]\n    steps:\n"
+      "      - name: On board\n        run: task-submit --device \"$DEVICE_ID\" --max-time 600 --run \"pytest x --device=\\$TASK_DEVICE\"\n";
+  wf.write("ci.yml", text);
+  out.write("toolchain/versions.env", valid_versions_env());
+  out.write("toolchain/ptoas.yml", read_file(source_dir() / "toolchain/ptoas.yml"));
+  const std::string f = (wf.path() / "ci.yml").string();
+  CommandResult r = run_cli({"import", "--workflow", f, "--out", out.str()});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  // Only the NPU jobs; the others stay in Actions, each said once at its line.
+  CHECK(fs::exists(out.path() / "jobs/system-tests.yml"));
+  CHECK(fs::exists(out.path() / "jobs/a5.yml"));
+  for (const char* left : {"changes", "toolchain", "lint"}) {
+    CHECK_FALSE(fs::exists(out.path() / "jobs" / (std::string(left) + ".yml")));
+    CHECK(r.out.find("job '" + std::string(left) + "' stays in GitHub Actions") != std::string::npos);
+  }
+  const std::string st = read_file(out.path() / "jobs/system-tests.yml"), a5 = read_file(out.path() / "jobs/a5.yml");
+  CHECK(st.find("toolchain: ptoas") != std::string::npos);   // the toolchain job is the lead job
+  CHECK(st.find("needs") == std::string::npos);              // changes and lint are left to Actions
+  CHECK(st.find("docs_only") == std::string::npos);          // the docs gate decides whether to submit
+  CHECK(st.find("PTOAS_VERSION") == std::string::npos);      // the lead job sets the pin's environment
+  CHECK(st.find("cache-hit") == std::string::npos);          // the action it read is gone: the step always runs
+  CHECK(st.find("DEVICE_ID") == std::string::npos);          // the runner's card is the queue's now
+  CHECK(st.find("--task-submit-device=auto") != std::string::npos);
+  CHECK(a5.find("device-type: a5") != std::string::npos);    // runs-on npu-a5
+  CHECK(r.out.find(f + ":21:13: warning: job 'system-tests': needs: changes stays in GitHub Actions") != std::string::npos);
+  CHECK(r.out.find(f + ":22:9: warning: job 'system-tests': if: needs.changes.outputs.docs_only != 'true' reads job "
+                       "'changes', which stays in GitHub Actions") != std::string::npos);
+  CommandResult lint = run_cli({"lint", "--root", out.str(), "--strict"});
+  INFO(lint.out << lint.err);
+  CHECK(lint.exit_code == 0);
+}
+
+TEST_CASE("lint --workflow --against: each drifted field of a device step is named at the workflow's line", "[import]") {
   TempDir wf, defs;
   hand_written(defs);
   wf.write("same.yml", workflow());
@@ -129,14 +182,45 @@ TEST_CASE("lint --workflow --against: a changed card count and a missing step ar
   CommandResult clean = run_cli({"lint", "--workflow", same, "--against", defs.str()});
   INFO(clean.out);
   CHECK(clean.out.find("[drift]") == std::string::npos);
-  wf.write("drifted.yml", workflow(" --device-num 1", model_step("DeepSeek-V4-Flash", "models/deepseek_v4_flash_mtp", "prefill_csa", "", "")));
+  // Drift, each kind once: moe on 1 card, a new example, dist's --max-time, direct-device's platform flag,
+  // an NPU job with no definition. Not drift: a model step renamed (same program line), a CPU job (it stays
+  // in GitHub Actions).
+  std::string text = workflow(" --device-num 1", model_step("DeepSeek-V4-Flash", "models/deepseek_v4_flash_mtp", "prefill_csa", "", ""));
+  auto replace = [&](const std::string& from, const std::string& to) {
+    auto p = text.find(from);
+    REQUIRE(p != std::string::npos);
+    text.replace(p, from.size(), to);
+  };
+  replace("--max-time 1800 --run \"cd $GITHUB_WORKSPACE/dist-checkout", "--max-time 600 --run \"cd $GITHUB_WORKSPACE/dist-checkout");
+  replace("--device=\\$TASK_DEVICE --platform=a2a3\"", "--device=\\$TASK_DEVICE --platform=a5\"");
+  replace("name: Run pypto-lib Qwen3-14B decode_fwd example", "name: Run pypto-lib Qwen3-14B decode example");
+  text += "  docs:\n    runs-on: ubuntu-latest\n    steps:\n      - run: make docs\n"
+          "  npu-extra:\n    runs-on: [self-hosted, npu]\n    steps:\n      - run: python -m pytest tests/extra\n";
+  wf.write("drifted.yml", text);
   const std::string drifted = (wf.path() / "drifted.yml").string();
+  auto line_of = [&](const std::string& needle) {
+    auto p = text.find(needle);
+    REQUIRE(p != std::string::npos);
+    return std::to_string(std::count(text.begin(), text.begin() + static_cast<long>(p), '\n') + 1);
+  };
   CommandResult r = run_cli({"lint", "--workflow", drifted, "--against", defs.str()});
   INFO(r.out);
   CHECK(r.exit_code == 1);
-  CHECK(r.out.find(drifted + ":56:9: error: step 'Run pypto-lib DeepSeek-V4-Flash moe example' of job 'pypto-lib-model': the "
-                             "workflow asks task-submit for 1 card(s), models/deepseek-v4-flash.yml:10:5 for 2 [drift]") !=
-        std::string::npos);
-  CHECK(r.out.find(drifted + ":62:9: error: step 'Run pypto-lib DeepSeek-V4-Flash prefill_csa example' of job 'pypto-lib-model' "
-                             "is not in the definitions") != std::string::npos);
+  CHECK(r.out.find(drifted + ":" + line_of("name: Run pypto-lib DeepSeek-V4-Flash moe") + ":9: error: step 'Run pypto-lib "
+                   "DeepSeek-V4-Flash moe example' of job 'pypto-lib-model': cards (task-submit --device-num) is 1 in the workflow, "
+                   "2 at models/deepseek-v4-flash.yml:11:5 [drift]") != std::string::npos);
+  CHECK(r.out.find(drifted + ":" + line_of("name: Run pypto-lib DeepSeek-V4-Flash prefill_csa") + ":9: error: step 'Run pypto-lib "
+                   "DeepSeek-V4-Flash prefill_csa example' of job 'pypto-lib-model' runs on cards through task-submit; no step of "
+                   "the definitions runs it [drift]") != std::string::npos);
+  CHECK(r.out.find(drifted + ":" + line_of("name: Test distributed") + ":9: error: step 'Test distributed system tests' of job "
+                   "'dist-system-tests': the run's limit (task-submit --max-time, run-timeout-minutes) is 10 min in the workflow, "
+                   "30 min at jobs/dist-system-tests.yml:4:5 [drift]") != std::string::npos);
+  CHECK(r.out.find(drifted + ":" + line_of("name: Test direct-device") + ":9: error: step 'Test direct-device' of job "
+                   "'system-tests-direct': the command is '... --platform=a5' in the workflow, '... --platform=a2a3' at "
+                   "jobs/system-tests-direct.yml:3:5 [drift]") != std::string::npos);
+  CHECK(r.out.find(drifted + ":" + line_of("  npu-extra:") + ":3: error: NPU job 'npu-extra' has no definition "
+                   "(jobs/npu-extra.yml) [drift]") != std::string::npos);
+  CHECK(r.out.find("decode example") == std::string::npos);
+  CHECK(r.out.find("'docs'") == std::string::npos);
+  CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 5);  // those five, nothing else
 }

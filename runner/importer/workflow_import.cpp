@@ -165,6 +165,7 @@ struct Step {
   std::optional<double> timeout, queue_timeout, run_timeout;
   bool continue_on_error = false;
   int devices = 0;
+  bool task_submit = false;
   // Set when folded into a model: which model and example.
   std::string model, example, args;
   bool repeat = false;  // the same example with the same arguments as an earlier step: not emitted
@@ -176,6 +177,8 @@ struct Job {
   std::map<std::string, std::string> env;
   std::vector<std::pair<std::string, std::string>> outputs;
   YAML::Node strategy;  // carried over as written (matrix, fail-fast, max-parallel)
+  bool toolchain = false;      // needed the workflow's `toolchain` job: pto-runner's lead job does that
+  std::string device_type;     // runs-on `npu-TYPE`
   std::optional<double> timeout;
   bool continue_on_error = false;
   std::vector<Step> steps;
@@ -199,30 +202,88 @@ struct Importer {
   Diagnostics& diags;
   ImportResult& out;
   std::set<std::string> used_model_ids;
+  // Of the job being imported: needs that are not carried over (the toolchain job, jobs left in Actions).
+  std::set<std::string> dropped_needs;
+
+  // The dropped need a value reads (`${{ needs.X.outputs.Y }}`), or "".
+  std::string reads_dropped_need(const std::string& v) const {
+    static const std::regex need_ref(R"(needs\.([A-Za-z_][A-Za-z0-9_-]*)\.)");
+    for (std::sregex_iterator m(v.begin(), v.end(), need_ref), e; m != e; ++m)
+      if (dropped_needs.count((*m)[1].str())) return (*m)[1].str();
+    return "";
+  }
 
   void skip(const YAML::Node& n, const std::string& what) {
     SourceLoc l = loc_of(n);
     out.not_carried.warning(display, l.line, l.col, "not-imported", what);
   }
 
-  std::map<std::string, std::string> env_of(const YAML::Node& n, const std::string& where) {
+  // `exports`: values that are a path under ${{ github.workspace }} (pypto's PYTHONPATH) cannot be env values
+  // here (they are literal); they become `export NAME="$(cd DIR && pwd)"` lines at the start of the run, DIR
+  // mapped as the run's paths are (the job's checkout is the run's tree, its siblings the tree's siblings).
+  std::map<std::string, std::string> env_of(const YAML::Node& n, const std::string& where, const std::string& checkout,
+                                            std::string& exports) {
+    static const std::regex workspace_path(R"(^\$\{\{\s*github\.workspace\s*\}\}(/[A-Za-z0-9._/-]*)?$)");
     std::map<std::string, std::string> env;
     if (!n.IsMap()) return env;
     for (auto it = n.begin(); it != n.end(); ++it) {
       std::string v = scalar(it->second);
-      if (github_only(v)) skip(it->second, where + " env " + it->first.Scalar() + ": " + v + " reads a GitHub-only context");
-      else env[it->first.Scalar()] = v;
+      std::smatch m;
+      if (std::string need = reads_dropped_need(v); !need.empty()) {
+        skip(it->second, where + " env " + it->first.Scalar() + ": " + v + " reads job '" + need + "', which is not carried over" +
+                             (need == "toolchain" ? " (the lead job sets the pin's environment)" : "") + "; dropped");
+      } else if (std::regex_match(v, m, workspace_path)) {
+        std::string dir = map_workspace("$GITHUB_WORKSPACE" + (m[1].length() ? m[1].str() : "/"), checkout);
+        while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+        exports += "export " + it->first.Scalar() + "=\"$(cd " + dir + " && pwd)\"\n";
+      } else if (github_only(v)) {
+        skip(it->second, where + " env " + it->first.Scalar() + ": " + v + " reads a GitHub-only context");
+      } else {
+        env[it->first.Scalar()] = v;
+      }
     }
     return env;
   }
 
-  Step step_of(const YAML::Node& s, const std::string& job, const std::string& checkout) {
+  // Lines of a run: script that only print or check the runner's own $DEVICE_ID go (pto-runner picks and
+  // holds the cards); a harness told to borrow "$DEVICE_ID" borrows from the queue instead (auto).
+  std::string drop_runner_device(const std::string& run, const YAML::Node& where, const std::string& what) {
+    static const std::regex pinned(R"re(--task-submit-device=("\$\{?DEVICE_ID\}?"|\$\{?DEVICE_ID\}?))re");
+    static const std::regex check(R"re(^\s*(echo\b.*DEVICE_ID.*|(test|\[) -n "?\$\{?DEVICE_ID\}?"?.*)$)re");
+    std::string out;
+    bool pinned_seen = false;
+    std::istringstream lines(run);
+    for (std::string line; std::getline(lines, line);) {
+      if (std::regex_match(line, check)) continue;
+      if (std::regex_search(line, pinned)) {
+        line = std::regex_replace(line, pinned, "--task-submit-device=auto");
+        pinned_seen = true;
+      }
+      out += line + "\n";
+    }
+    if (pinned_seen)
+      skip(where, what + ": --task-submit-device=\"$DEVICE_ID\" became auto (the queue lends the harness its cards)");
+    return out;
+  }
+
+  Step step_of(const YAML::Node& s, const std::string& job, const std::string& checkout, const std::string& job_exports,
+               const std::set<std::string>& dropped_ids) {
     Step st;
     st.loc = loc_of(s);
     st.name = scalar(child(s, "name"));
     st.id = scalar(child(s, "id"));
     st.if_expr = scalar(child(s, "if"));
-    st.env = env_of(child(s, "env"), "step '" + st.name + "'");
+    // An `if:` on the outputs of a step that was not carried over (an action's cache-hit): the step always runs.
+    static const std::regex step_ref(R"(steps\.([A-Za-z_][A-Za-z0-9_-]*)\.)");
+    for (std::sregex_iterator m(st.if_expr.begin(), st.if_expr.end(), step_ref), e; m != e; ++m)
+      if (dropped_ids.count((*m)[1].str())) {
+        skip(child(s, "if"), "job '" + job + "', step '" + st.name + "': if: " + st.if_expr + " reads step '" + (*m)[1].str() +
+                                 "', which was not carried over: the step always runs");
+        st.if_expr.clear();
+        break;
+      }
+    std::string exports = job_exports;
+    st.env = env_of(child(s, "env"), "step '" + st.name + "'", checkout, exports);
     if (auto t = number(scalar(child(s, "timeout-minutes")))) st.timeout = t;
     st.continue_on_error = scalar(child(s, "continue-on-error")) == "true";
     std::string run = scalar(child(s, "run"));
@@ -230,6 +291,7 @@ struct Importer {
     std::vector<std::string> problems;
     if (auto call = find_task_submit(run, before, after, problems)) {
       st.devices = call->devices;
+      st.task_submit = true;
       if (call->max_time && *call->max_time > 0) st.run_timeout = *call->max_time / 60;
       if (call->timeout && *call->timeout > 0) st.queue_timeout = *call->timeout / 60;
       // The runner's own $DEVICE_ID lines go: pto-runner picks and holds the cards now.
@@ -242,8 +304,9 @@ struct Importer {
     } else {
       run = map_workspace(run, checkout);
     }
+    run = drop_runner_device(run, child(s, "run"), "job '" + job + "', step '" + st.name + "'");
     if (github_only(run)) skip(child(s, "run"), "job '" + job + "', step '" + st.name + "': its run: reads a GitHub-only context");
-    st.run = trim(run);
+    st.run = trim(exports + trim(run));
     return st;
   }
 
@@ -346,6 +409,7 @@ struct Importer {
     YAML::Emitter e;
     e << YAML::BeginMap << YAML::Key << "name" << YAML::Value << job.id;
     if (!job.needs.empty()) e << YAML::Key << "needs" << YAML::Value << YAML::Flow << job.needs;
+    if (job.toolchain) e << YAML::Key << "toolchain" << YAML::Value << "ptoas";
     if (!job.if_expr.empty()) e << YAML::Key << "if" << YAML::Value << job.if_expr;
     emit_minutes(e, "timeout-minutes", job.timeout);
     if (job.continue_on_error) e << YAML::Key << "continue-on-error" << YAML::Value << true;
@@ -381,6 +445,7 @@ struct Importer {
           ++i;
         }
         e << YAML::Key << "name" << YAML::Value << tmpl;
+        if (!job.device_type.empty()) e << YAML::Key << "device-type" << YAML::Value << job.device_type;
         if (!s.if_expr.empty()) e << YAML::Key << "if" << YAML::Value << s.if_expr;
         emit_minutes(e, "timeout-minutes", s.timeout);
         emit_env(e, s.env);
@@ -392,6 +457,7 @@ struct Importer {
       if (!s.id.empty()) e << YAML::Key << "id" << YAML::Value << s.id;
       if (!s.if_expr.empty()) e << YAML::Key << "if" << YAML::Value << s.if_expr;
       if (s.devices) e << YAML::Key << "devices" << YAML::Value << s.devices;
+      if (!job.device_type.empty()) e << YAML::Key << "device-type" << YAML::Value << job.device_type;
       emit_minutes(e, "timeout-minutes", s.timeout);
       emit_minutes(e, "queue-timeout-minutes", s.queue_timeout);
       emit_minutes(e, "run-timeout-minutes", s.run_timeout);
@@ -437,50 +503,115 @@ struct Importer {
       diags.error(display, l.line, l.col, "wrong-type", "the workflow has no `jobs:` mapping");
       return;
     }
+    // NPU work is what moves to pto-runner: a job whose runs-on has an `npu...` label, or that calls
+    // task-submit. CPU jobs (and the docs gate, lint, unit tests) stay in GitHub Actions; a workflow with no
+    // NPU job at all is imported whole.
+    static const std::regex task_submit_call(R"((^|[\n;&|]\s*)task-submit\s)");
+    std::map<std::string, ImportedJob> kinds;
+    bool any_npu = false;
+    for (auto it = jobs.begin(); it != jobs.end(); ++it) {
+      const YAML::Node& j = it->second;
+      if (!j.IsMap()) continue;
+      ImportedJob ij{it->first.Scalar(), false, "", loc_of(it->first).line, loc_of(it->first).col};
+      std::vector<std::string> labels;
+      if (child(j, "runs-on").IsSequence()) for (const auto& l : child(j, "runs-on")) labels.push_back(scalar(l));
+      else labels.push_back(scalar(child(j, "runs-on")));
+      for (const auto& l : labels)
+        if (l.rfind("npu", 0) == 0) {
+          ij.npu = true;
+          if (l.size() > 4 && l[3] == '-') ij.card_type = l.substr(4);
+        }
+      if (child(j, "steps").IsSequence())
+        for (const auto& st : child(j, "steps")) ij.npu |= std::regex_search(scalar(child(st, "run")), task_submit_call);
+      any_npu |= ij.npu;
+      kinds[ij.id] = ij;
+      out.jobs.push_back(ij);
+    }
     for (auto it = jobs.begin(); it != jobs.end(); ++it) {
       const std::string id = it->first.Scalar();
       const YAML::Node& j = it->second;
       if (!j.IsMap()) continue;
-      for (const char* key : {"services", "container", "uses", "environment", "concurrency"})
-        if (j[key].IsDefined()) skip(j[key], "job '" + id + "': " + key + ": has no equivalent in pto-runner");
-      if (child(j, "runs-on").IsDefined()) skip(child(j, "runs-on"), "job '" + id + "': runs-on: the daemon's host runs it (card types say which cards)");
-      Job job;
-      job.id = id;
-      if (child(j, "needs").IsSequence()) for (const auto& n : child(j, "needs")) job.needs.push_back(n.Scalar());
-      else if (child(j, "needs").IsScalar()) job.needs.push_back(child(j, "needs").Scalar());
-      job.if_expr = scalar(child(j, "if"));
-      if (github_only(job.if_expr)) {
-        skip(child(j, "if"), "job '" + id + "': if: " + job.if_expr + " reads a GitHub-only context");
-        job.if_expr.clear();
-      }
-      job.env = env_of(child(j, "env"), "job '" + id + "'");
-      if (auto t = number(scalar(child(j, "timeout-minutes")))) job.timeout = t;
-      job.continue_on_error = scalar(child(j, "continue-on-error")) == "true";
-      if (child(j, "outputs").IsMap())
-        for (auto o = child(j, "outputs").begin(); o != child(j, "outputs").end(); ++o) job.outputs.emplace_back(o->first.Scalar(), scalar(o->second));
-      job.strategy = child(j, "strategy");
-      const std::string checkout = scalar(child(child(child(j, "defaults"), "run"), "working-directory"));
-      if (child(j, "steps").IsSequence())
-        for (const auto& s : child(j, "steps")) {
-          if (child(s, "uses").IsDefined()) {
-            skip(child(s, "uses"), "job '" + id + "': uses: " + scalar(child(s, "uses")) +
-                                (scalar(child(s, "uses")).rfind("actions/checkout", 0) == 0
-                                     ? " (not needed: a run is of one commit, in its own worktree)"
-                                     : " (actions do not run here; do its work in a run: step)"));
-            continue;
-          }
-          if (!child(s, "run").IsDefined()) continue;
-          job.steps.push_back(step_of(s, id, checkout));
-        }
+      const bool imported = !any_npu || kinds[id].npu;
+      if (!imported)
+        skip(it->first, "job '" + id + "' stays in GitHub Actions: no NPU work (no runs-on npu label, no task-submit)");
+      // What a job left in Actions could not carry over is no one's concern: its notes are not kept.
+      Diagnostics kept;
+      if (!imported) std::swap(out.not_carried, kept);
+      Job job = job_of(id, j, kinds);
+      if (!imported) std::swap(out.not_carried, kept);
       if (job.steps.empty()) {
-        skip(j, "job '" + id + "': no run: step left to import");
+        if (imported) skip(j, "job '" + id + "': no run: step left to import");
         continue;
       }
-      for (const auto& s : job.steps) out.steps.push_back({id, s.name, s.run, s.devices, s.loc.line, s.loc.col});
+      for (const auto& s : job.steps)
+        out.steps.push_back({id, s.name, s.run, s.devices, s.task_submit, s.timeout, s.queue_timeout, s.run_timeout, s.loc.line, s.loc.col});
+      if (!imported) continue;
       std::vector<Model> models = fold_models(job);
       out.files.push_back({"jobs/" + id + ".yml", emit_job(job, models)});
       for (auto& m : models) out.files.push_back({"models/" + m.id + ".yml", emit_model(m)});
     }
+  }
+
+  Job job_of(const std::string& id, const YAML::Node& j, std::map<std::string, ImportedJob>& kinds) {
+    for (const char* key : {"services", "container", "uses", "environment", "concurrency"})
+      if (j[key].IsDefined()) skip(j[key], "job '" + id + "': " + key + ": has no equivalent in pto-runner");
+    if (child(j, "runs-on").IsDefined())
+      skip(child(j, "runs-on"), "job '" + id + "': runs-on: the daemon's host runs it (card types say which cards)");
+    Job job;
+    job.id = id;
+    job.device_type = kinds[id].card_type;
+    std::vector<YAML::Node> needs;
+    if (child(j, "needs").IsSequence()) for (const auto& n : child(j, "needs")) needs.push_back(n);
+    else if (child(j, "needs").IsScalar()) needs.push_back(child(j, "needs"));
+    bool any_npu = false;
+    for (const auto& [_, k] : kinds) any_npu |= k.npu;
+    dropped_needs.clear();
+    for (const auto& n : needs) {
+      const std::string need = n.Scalar();
+      if (need == "toolchain") {
+        job.toolchain = true;  // the pin's lead job: set up once per run, before every job that declares it
+        dropped_needs.insert(need);
+      } else if (any_npu && kinds.count(need) && !kinds[need].npu) {
+        dropped_needs.insert(need);
+        skip(n, "job '" + id + "': needs: " + need + " stays in GitHub Actions (the workflow that submits the run can "
+                                                   "wait for it); dropped");
+      } else {
+        job.needs.push_back(need);
+      }
+    }
+    job.if_expr = scalar(child(j, "if"));
+    if (github_only(job.if_expr)) {
+      skip(child(j, "if"), "job '" + id + "': if: " + job.if_expr + " reads a GitHub-only context");
+      job.if_expr.clear();
+    } else if (std::string need = reads_dropped_need(job.if_expr); !need.empty()) {
+      // pypto's docs-only gate: the workflow that submits the run decides whether to submit it at all.
+      skip(child(j, "if"), "job '" + id + "': if: " + job.if_expr + " reads job '" + need +
+                               "', which stays in GitHub Actions: decide there whether to submit the run; dropped");
+      job.if_expr.clear();
+    }
+    const std::string checkout = scalar(child(child(child(j, "defaults"), "run"), "working-directory"));
+    std::string job_exports;
+    job.env = env_of(child(j, "env"), "job '" + id + "'", checkout, job_exports);
+    if (auto t = number(scalar(child(j, "timeout-minutes")))) job.timeout = t;
+    job.continue_on_error = scalar(child(j, "continue-on-error")) == "true";
+    if (child(j, "outputs").IsMap())
+      for (auto o = child(j, "outputs").begin(); o != child(j, "outputs").end(); ++o) job.outputs.emplace_back(o->first.Scalar(), scalar(o->second));
+    job.strategy = child(j, "strategy");
+    std::set<std::string> dropped_ids;  // ids of steps not carried over (actions): an `if:` on them cannot hold
+    if (child(j, "steps").IsSequence())
+      for (const auto& s : child(j, "steps")) {
+        if (child(s, "uses").IsDefined()) {
+          if (!scalar(child(s, "id")).empty()) dropped_ids.insert(scalar(child(s, "id")));
+          skip(child(s, "uses"), "job '" + id + "': uses: " + scalar(child(s, "uses")) +
+                                     (scalar(child(s, "uses")).rfind("actions/checkout", 0) == 0
+                                          ? " (not needed: a run is of one commit, in its own worktree)"
+                                          : " (actions do not run here; do its work in a run: step)"));
+          continue;
+        }
+        if (!child(s, "run").IsDefined()) continue;
+        job.steps.push_back(step_of(s, id, checkout, job_exports, dropped_ids));
+      }
+    return job;
   }
 };
 

@@ -9,6 +9,7 @@
 // `$GITHUB_WORKSPACE/X` its sibling `../X`). Steps of one job that run the same script command on different
 // examples (`python DIR/EXAMPLE.py ...`) are folded into models/<dir>.yml and a `models:` step. What has no
 // equivalent (`uses:`, `services:`, `container:`, GitHub-only contexts) is listed with its line.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,12 +26,24 @@ struct ImportedFile {
 struct ImportedStep {
   std::string job, name, run;
   int devices = 0;
+  bool task_submit = false;  // the workflow wrapped it in `task-submit ... --run`
+  std::optional<double> timeout_minutes, queue_timeout_minutes, run_timeout_minutes;
+  int line = 0, col = 0;
+};
+
+/// A job of the workflow as lint --against sees it: whether it is NPU work (a `runs-on` label `npu...` or a
+/// task-submit call), and the card type its label names (`npu-a5` -> a5).
+struct ImportedJob {
+  std::string id;
+  bool npu = false;
+  std::string card_type;
   int line = 0, col = 0;
 };
 
 struct ImportResult {
   std::vector<ImportedFile> files;
   std::vector<ImportedStep> steps;
+  std::vector<ImportedJob> jobs;  // every job with a run: step
   /// What could not be carried over, each at its line of the workflow (severity warning, rule "not-imported").
   Diagnostics not_carried;
 };

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <regex>
 #include <set>
+#include <sstream>
 
 namespace fs = std::filesystem;
 
@@ -126,53 +127,134 @@ void lint_unused_models(const Project& project, Diagnostics& diags) {
                     "no job runs model '" + id + "' (no `models: [" + id + "]` in jobs/); its examples never run");
 }
 
+namespace {
+
+std::string collapse_spaces(const std::string& s) {
+  std::string out;
+  bool space = false;
+  for (char c : s) {
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      space = !out.empty();
+    } else {
+      if (space) out += ' ';
+      out += c;
+      space = false;
+    }
+  }
+  return out;
+}
+
+// The command a step exists to run: the last piece of its last line (after `&&` or `;`), spaces collapsed.
+// Definitions may set up the environment differently (PYTHONPATH, which activate.sh) and still run the same
+// program with the same flags; that program line is what must not drift.
+std::string program_line(const std::string& run) {
+  std::string joined = run;  // a line continued with a backslash is one line
+  for (std::size_t p; (p = joined.find("\\\n")) != std::string::npos;) joined.replace(p, 2, " ");
+  std::string last;
+  std::istringstream lines(joined);
+  for (std::string line; std::getline(lines, line);)
+    if (!collapse_spaces(line).empty()) last = line;
+  for (const char* sep : {"&&", ";"})
+    if (auto p = last.rfind(sep); p != std::string::npos) last = last.substr(p + std::string(sep).size());
+  return collapse_spaces(last);
+}
+
+// The words where two program lines differ (their common first and last words left out): "'a' in ..., 'b' at".
+std::pair<std::string, std::string> differing_words(const std::string& a, const std::string& b) {
+  auto words = [](const std::string& s) {
+    std::vector<std::string> w;
+    std::istringstream in(s);
+    for (std::string x; in >> x;) w.push_back(x);
+    return w;
+  };
+  std::vector<std::string> x = words(a), y = words(b);
+  std::size_t head = 0;
+  while (head < x.size() && head < y.size() && x[head] == y[head]) ++head;
+  std::size_t tail = 0;
+  while (tail < x.size() - head && tail < y.size() - head && x[x.size() - 1 - tail] == y[y.size() - 1 - tail]) ++tail;
+  auto join = [](const std::vector<std::string>& w, std::size_t from, std::size_t to, bool more_before, bool more_after) {
+    std::string out = more_before ? "... " : "";
+    for (std::size_t i = from; i < to; ++i) out += (i > from ? " " : "") + w[i];
+    if (from == to) out += "(nothing)";
+    return out + (more_after ? " ..." : "");
+  };
+  return {join(x, head, x.size() - tail, head > 0, tail > 0), join(y, head, y.size() - tail, head > 0, tail > 0)};
+}
+
+std::string minutes(const std::optional<double>& m) {
+  if (!m) return "none";
+  std::ostringstream os;
+  os << *m << " min";
+  return os.str();
+}
+
+}  // namespace
+
 void lint_drift(const ImportResult& wf, const std::string& display, const Project& project, const Plan& plan,
                 Diagnostics& diags) {
-  auto norm = [](const std::string& s) {
-    std::string out;
-    bool space = false;
-    for (char c : s) {
-      if (std::isspace(static_cast<unsigned char>(c))) space = !out.empty();
-      else {
-        if (space) out += ' ';
-        out += c;
-        space = false;
-      }
-    }
-    return out;
-  };
-  std::set<std::pair<std::string, std::string>> in_workflow;  // (job, run)
-  for (const auto& s : wf.steps) {
-    in_workflow.insert({s.job, norm(s.run)});
-    const PlanJob* job = nullptr;
+  (void)project;
+  std::map<std::string, const PlanJob*> jobs;
+  for (const auto& j : plan.jobs) jobs[j.name] = &j;
+  // Jobs that belong in the definitions: NPU work (they must have one), and any job that has one by name. CPU
+  // jobs without a definition stay in GitHub Actions and are not drift.
+  std::set<std::string> compared;
+  std::map<std::string, const ImportedJob*> wf_jobs;
+  for (const auto& j : wf.jobs) {
+    wf_jobs[j.id] = &j;
+    if (jobs.count(j.id)) compared.insert(j.id);
+    else if (j.npu) diags.error(display, j.line, j.col, "drift", "NPU job '" + j.id + "' has no definition (jobs/" + j.id + ".yml)");
+  }
+  // A workflow step is found in the definitions by job and name, else by name in any job (a step moved to a
+  // job of its own), else by its program line anywhere (a renamed model example).
+  auto find = [&](const ImportedStep& s) -> const PlanStep* {
+    if (auto j = jobs.find(s.job); j != jobs.end())
+      for (const auto& ps : j->second->steps)
+        if (ps.name == s.name) return &ps;
     for (const auto& j : plan.jobs)
-      if (j.name == s.job) job = &j;
-    if (!job) {
-      diags.error(display, s.line, s.col, "drift", "job '" + s.job + "' has no definition (jobs/" + s.job + ".yml)");
+      for (const auto& ps : j.steps)
+        if (ps.name == s.name) return &ps;
+    const std::string want = program_line(s.run);
+    for (const auto& j : plan.jobs)
+      for (const auto& ps : j.steps)
+        if (!want.empty() && program_line(ps.run) == want) return &ps;
+    return nullptr;
+  };
+  std::set<const PlanStep*> matched;
+  for (const auto& s : wf.steps) {
+    if (!compared.count(s.job)) continue;
+    const std::string what = "step '" + s.name + "' of job '" + s.job + "'";
+    const PlanStep* ps = find(s);
+    if (!ps) {
+      // Work on cards that the definitions do not do is drift; a setup step left out may be deliberate.
+      if (s.task_submit) diags.error(display, s.line, s.col, "drift", what + " runs on cards through task-submit; no step of the definitions runs it");
+      else diags.warning(display, s.line, s.col, "drift", what + " is not in the definitions");
       continue;
     }
-    const PlanStep* match = nullptr;
-    for (const auto& ps : job->steps)
-      if (norm(ps.run) == norm(s.run)) match = &ps;
-    if (!match)
+    matched.insert(ps);
+    auto differ = [&](const std::string& field, const std::string& in_workflow, const std::string& in_definitions) {
       diags.error(display, s.line, s.col, "drift",
-                  "step '" + s.name + "' of job '" + s.job + "' is not in the definitions (no step of " + job->file + " runs it)");
-    else if (match->devices != s.devices)
-      diags.error(display, s.line, s.col, "drift",
-                  "step '" + s.name + "' of job '" + s.job + "': the workflow asks task-submit for " + std::to_string(s.devices) +
-                      " card(s), " + match->source + " for " + std::to_string(match->devices));
+                  what + ": " + field + " is " + in_workflow + " in the workflow, " + in_definitions + " at " + ps->source);
+    };
+    if (s.task_submit && s.devices != ps->devices) differ("cards (task-submit --device-num)", std::to_string(s.devices), std::to_string(ps->devices));
+    if (s.task_submit && s.run_timeout_minutes != ps->run_timeout_minutes)
+      differ("the run's limit (task-submit --max-time, run-timeout-minutes)", minutes(s.run_timeout_minutes), minutes(ps->run_timeout_minutes));
+    if (s.task_submit && s.queue_timeout_minutes != ps->queue_timeout_minutes)
+      differ("the wait for cards (task-submit --timeout, queue-timeout-minutes)", minutes(s.queue_timeout_minutes), minutes(ps->queue_timeout_minutes));
+    if (s.timeout_minutes && s.timeout_minutes != ps->timeout_minutes)
+      differ("timeout-minutes", minutes(s.timeout_minutes), minutes(ps->timeout_minutes));
+    if (const ImportedJob* j = wf_jobs[s.job]; j && s.task_submit && !j->card_type.empty() && ps->device_type != j->card_type)
+      differ("the card type (runs-on npu-" + j->card_type + ")", j->card_type, ps->device_type.empty() ? "any" : ps->device_type);
+    if (program_line(s.run) != program_line(ps->run)) {
+      auto [in_workflow, in_definitions] = differing_words(program_line(s.run), program_line(ps->run));
+      differ("the command", "'" + in_workflow + "'", "'" + in_definitions + "'");
+    }
   }
-  std::set<std::string> jobs_in_workflow;
-  for (const auto& s : wf.steps) jobs_in_workflow.insert(s.job);
-  for (const auto& j : plan.jobs)
-    if (jobs_in_workflow.count(j.name))
-      for (const auto& ps : j.steps)
-        if (!in_workflow.count({j.name, norm(ps.run)})) {
-          Place at = parse_place(ps.source);
-          diags.warning(at.file, at.line, at.col, "drift",
-                        "step '" + ps.name + "' of job '" + j.name + "' is not in " + display);
-        }
-  (void)project;
+  for (const auto& job : compared)
+    for (const auto& ps : jobs[job]->steps)
+      if (!matched.count(&ps)) {
+        Place at = parse_place(ps.source);
+        diags.warning(at.file, at.line, at.col, "drift", "step '" + ps.name + "' of job '" + job + "' is not in " + display);
+      }
 }
 
 void lint_project_files(const Project& project, const Plan& plan, Diagnostics& diags) {
