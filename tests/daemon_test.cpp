@@ -2,6 +2,8 @@
 // bad requests, concurrency, slow clients, submit's exit codes and cancel, and recovery after SIGKILL.
 #include <arpa/inet.h>
 #include <catch2/catch.hpp>
+
+#include <fstream>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -388,4 +390,32 @@ TEST_CASE("serve: a step without an estimate is planned with the p90 of its last
   auto r = s.post("/api/v1/runs", json::object());
   json run = s.wait_run(json::parse(r.body)["id"]);
   CHECK(run["jobs"][0]["steps"][0]["estimate"]["source"] == "history");
+}
+
+TEST_CASE("status: a running step's card and a waiting step's queue entry carry the step's estimate and its source", "[daemon]") {
+  Served s;
+  s.devices = "1";
+  const std::string go = (s.dir.path() / "go").string();
+  write_project(s.dir, {{"e.yml", "name: e\nparallel: true\nsteps:\n"
+                                  "  - {name: a, devices: 1, expected-minutes: 3, run: 'while [ ! -e " + go + " ]; do sleep 0.05; done'}\n"
+                                  "  - {name: b, devices: 1, expected-minutes: 4, run: 'true'}\n"}});
+  s.start();
+  auto r = s.post("/api/v1/runs", json::object());
+  REQUIRE(r.status == 201);
+  json st;
+  bool both = wait_until([&] {
+    st = s.get("/api/v1/status");
+    return st["devices"][0]["holder"].is_object() && st["queue"].size() == 1;
+  }, 10);
+  INFO(st.dump(1));
+  REQUIRE(both);
+  INFO(st.dump(1));
+  const json& holder = st["devices"][0]["holder"]["estimate"];
+  const json& waiting = st["queue"][0]["estimate"];
+  CHECK(holder["source"] == "expected-minutes");
+  CHECK(waiting["source"] == "expected-minutes");
+  // One runs, the other waits: between them, both estimates.
+  CHECK(holder["minutes"].get<double>() + waiting["minutes"].get<double>() == 7);
+  std::ofstream(go) << "1";
+  CHECK(s.wait_run(json::parse(r.body)["id"])["state"] == "succeeded");
 }

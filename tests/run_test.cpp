@@ -544,3 +544,18 @@ TEST_CASE("run: timeout-minutes counts the wait for cards, as a GitHub step's cl
   // It got its card after ~1 s of its 1.5 s, so it was killed ~0.5 s into a 5 s run.
   CHECK(r.out.find("t / waiter: timed_out in 0.") != std::string::npos);
 }
+
+TEST_CASE("run --simulate: a timeline per card and each step's estimate with where it came from", "[run]") {
+  Project p;
+  write_project(p.dir, {{"s.yml", "name: s\nparallel: true\nsteps:\n"
+                                  "  - {name: known, devices: 1, expected-minutes: 2, run: 'exit 7'}\n"
+                                  "  - {name: unknown, devices: 2, run: 'exit 7'}\n"}});
+  CommandResult r = p.run({"--simulate", "--devices", "2", "--time-scale", "0.001"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);  // simulated steps never run their commands
+  CHECK(r.out.find("Simulated timeline") != std::string::npos);
+  CHECK(r.out.find("  card 0   |") != std::string::npos);
+  CHECK(r.out.find("s / known  [~2.0 min (expected-minutes)]") != std::string::npos);
+  CHECK(r.out.find("s / unknown  [no estimate]") != std::string::npos);
+  CHECK(r.out.find("estimates:             1 from expected-minutes, 0 learned from history, 1 none") != std::string::npos);
+}

@@ -12,7 +12,7 @@ nlohmann::json plan_to_json(const Plan& plan);
 nlohmann::json plan_step_to_json(const PlanJob& job, const PlanStep& step);
 std::string plan_to_text(const Plan& plan);
 
-/// "~12.0 min (expected-minutes)", "~3.2 min (learned: p80 of 5 runs)", "no estimate": where a step's
+/// "~12.0 min (expected-minutes)", "~3.2 min (learned: p90 of 5 runs)", "no estimate": where a step's
 /// expected duration comes from, for `plan`, the status and the simulation.
 std::string estimate_text(const PlanStep& s);
 

@@ -8,6 +8,11 @@ std::string step_id(int job, int step) { return std::to_string(job + 1) + "-" + 
 
 static nlohmann::json nullable(const std::string& s) { return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s); }
 
+nlohmann::json estimate_to_json(double minutes, const std::string& source, int samples) {
+  if (source.empty()) return nullptr;
+  return {{"minutes", minutes}, {"source", source}, {"samples", samples}};
+}
+
 nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step, double now) {
   const PlanStep& ps = p.jobs[job].steps[step];
   const StepRecord& s = r.jobs[job].steps[step];
@@ -17,10 +22,7 @@ nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step
   j["state"] = to_string(s.state);
   j["devices"] = ps.devices;
   j["device_type"] = ps.device_type.empty() ? nlohmann::json(nullptr) : nlohmann::json(ps.device_type);
-  j["estimate"] = ps.expected_source.empty()
-                      ? nlohmann::json(nullptr)
-                      : nlohmann::json{{"minutes", ps.expected_minutes}, {"source", ps.expected_source},
-                                       {"samples", ps.expected_samples}};
+  j["estimate"] = estimate_to_json(ps.expected_minutes, ps.expected_source, ps.expected_samples);
   j["cards"] = s.cards;
   if (!s.node.empty()) j["node"] = s.node;
   if (!s.executor_job.empty()) j["slurm_job"] = s.executor_job;

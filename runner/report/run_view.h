@@ -14,6 +14,9 @@ namespace pto {
 std::string step_id(int job, int step);
 
 nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step, double now);
+/// A step's estimate as every rendering shows it: null, or {minutes, source ("expected-minutes" | "history"),
+/// samples}.
+nlohmann::json estimate_to_json(double minutes, const std::string& source, int samples);
 nlohmann::json job_to_json(const RunRecord& r, const Plan& p, int job, double now, bool with_steps = true);
 /// `state`: queued/running/succeeded/failed/cancelled/interrupted; `result` the exit code it ends with (-1 while running).
 nlohmann::json run_to_json(const RunRecord& r, const Plan& p, const std::string& state, int result, double now);

@@ -5,6 +5,8 @@
 #include <map>
 #include <sstream>
 
+#include "report/plan_view.h"
+
 namespace pto {
 
 SimulationSummary summarize_simulation(const RunRecord& r, const Plan& p, int cards, double time_scale) {
@@ -61,13 +63,13 @@ std::string simulation_report(const RunRecord& r, const Plan& p, const std::vect
         int to = s.makespan > 0 ? static_cast<int>(b / s.makespan * width + 0.999) : 0;
         for (int id : iv.cards)
           for (int x = std::max(0, from); x < std::min(width, std::max(to, from + 1)); ++x) lane[id][x] = c;
-        std::snprintf(line, sizeof(line), "  %c  %7.1f-%7.1f min  cards %-8s %s / %s", c, a / 60, b / 60,
+        std::snprintf(line, sizeof(line), "  %c  %7.1f-%7.1f min  cards %-8s %s / %s  [%s]", c, a / 60, b / 60,
                       [&] {
                         std::string ids;
                         for (int id : iv.cards) ids += (ids.empty() ? "" : ",") + std::to_string(id);
                         return ids;
                       }().c_str(),
-                      p.jobs[j].id.c_str(), p.jobs[j].steps[k].name.c_str());
+                      p.jobs[j].id.c_str(), p.jobs[j].steps[k].name.c_str(), estimate_text(p.jobs[j].steps[k]).c_str());
         legend.push_back(line);
       }
     }

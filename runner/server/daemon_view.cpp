@@ -91,6 +91,7 @@ void Daemon::refresh_view() {
   // Which step of which run waits on a queue ticket, and runs on a card.
   struct Where {
     std::string run, step;
+    StepEstimate estimate;
   };
   std::map<std::uint64_t, Where> waiting;
   std::map<int, Where> on_card;
@@ -100,9 +101,11 @@ void Daemon::refresh_view() {
     for (std::size_t k = 0; k < rec.jobs.size(); ++k)
       for (std::size_t s = 0; s < rec.jobs[k].steps.size(); ++s) {
         const StepRecord& sr = rec.jobs[k].steps[s];
-        if (sr.state == StepState::Waiting && sr.ticket) waiting[sr.ticket] = {id, step_id(k, s)};
+        const PlanStep& ps = r->engine->plan().jobs[k].steps[s];
+        const Where where{id, step_id(k, s), {ps.expected_minutes, ps.expected_source, ps.expected_samples}};
+        if (sr.state == StepState::Waiting && sr.ticket) waiting[sr.ticket] = where;
         if (sr.state == StepState::Running)
-          for (int c : sr.cards) on_card[c] = {id, step_id(k, s)};
+          for (int c : sr.cards) on_card[c] = where;
       }
     v.active.push_back(overview_of(id, *r));
   }
@@ -137,6 +140,7 @@ void Daemon::refresh_view() {
     } else if (auto it = waiting.find(q.ticket); it != waiting.end()) {
       e.run = it->second.run;
       e.step = it->second.step;
+      e.estimate = it->second.estimate;
       e.run_url = "/api/v1/runs/" + e.run;
       e.log_url = log_url(e.run, e.step);
     }
@@ -171,6 +175,7 @@ void Daemon::refresh_view() {
       if (auto it = on_card.find(c.id); it != on_card.end() && !c.held_outside) {
         h.run = it->second.run;
         h.step = it->second.step;
+        h.estimate = it->second.estimate;
         h.log_url = log_url(h.run, h.step);
       } else if (auto l = lease_run_of_card.find(c.id); l != lease_run_of_card.end() && !l->second.empty()) {
         h.run = l->second;

@@ -15,10 +15,18 @@
 namespace pto {
 
 /// Who holds a card: a step of a run, a lease, a health check, or a program pto-runner does not run.
+/// How long a step is expected to take, and from where (plan: expected-minutes or learned from history).
+struct StepEstimate {
+  double minutes = 0;
+  std::string source;  // "expected-minutes" | "history"; "" = no estimate
+  int samples = 0;     // history: how many finished runs it was learned from
+};
+
 struct HolderView {
   std::string label;          // "job / step", "lease ID: COMMAND", or who holds the lock file
   bool other_program = false;  // the card's lock file is held by a program pto-runner does not run
   std::string run, step, log_url;  // for a step of an active run
+  StepEstimate estimate;
 };
 
 struct CardView {
@@ -57,6 +65,7 @@ struct QueueView {
   double wait_seconds = 0;
   std::string since;
   std::string run, step, run_url, log_url;
+  StepEstimate estimate;
   std::uint64_t ticket = 0;  // the dispatcher's id of the request (not shown: `position` says more)
 };
 

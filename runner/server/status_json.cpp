@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "report/run_view.h"
 #include "server/host_view.h"
 
 namespace pto {
@@ -53,6 +54,7 @@ nlohmann::json status_to_json(const HostView& v, bool full_queue, double uptime_
         d["holder"]["run"] = c.holder->run;
         d["holder"]["step"] = c.holder->step;
         d["holder"]["log_url"] = c.holder->log_url;
+        d["holder"]["estimate"] = estimate_to_json(c.holder->estimate.minutes, c.holder->estimate.source, c.holder->estimate.samples);
       }
     } else {
       d["holder"] = nullptr;
@@ -98,6 +100,7 @@ nlohmann::json status_to_json(const HostView& v, bool full_queue, double uptime_
     if (!q.step.empty()) {
       e["step_id"] = q.step;
       e["log_url"] = q.log_url;
+      e["estimate"] = estimate_to_json(q.estimate.minutes, q.estimate.source, q.estimate.samples);
     }
     queue.push_back(std::move(e));
   }
