@@ -186,6 +186,25 @@ TEST_CASE("faults: an empty or deleted journal beside run directories is rebuilt
   }
 }
 
+TEST_CASE("faults: a run killed with its daemon before any job ended is in the history rebuilt without the journal", "[faults]") {
+  Served s;
+  const std::string started = (s.dir.path() / "started").string();
+  write_project(s.dir, {{"slow.yml", "name: slow\nsteps:\n  - run: 'touch " + started + "; sleep 1000'\n"}});
+  s.start();
+  auto r = s.post("/api/v1/runs", json::object());
+  std::string id = json::parse(r.body)["id"];
+  REQUIRE(wait_until([&] { return fs::exists(started); }, 10));
+  ::kill(s.proc.pid, SIGKILL);  // no job has ended: only the record written at submission is beside the logs
+  wait_cli(s.proc);
+  s.proc.pid = -1;
+  fs::remove(s.state() + "/journal.sqlite");
+  s.start();
+  json run = s.get("/api/v1/runs/" + id);
+  CHECK(run["state"] == "interrupted");
+  CHECK(run["result"] == 3);
+  CHECK(read_file(s.proc.err).find("rebuilt 1 run(s) from the run directories") != std::string::npos);
+}
+
 TEST_CASE("faults: a 100 MB line neither stalls the daemon nor its memory, and the log keeps its cap", "[faults]") {
   Served s;
   s.dir.write("runner.yml", "log-max-mb: 8\n");

@@ -166,9 +166,15 @@ TEST_CASE("status page: headless Chromium shows the cards, a waiting step's reas
   write_project(s.dir, {{"busy.yml", "name: busy\nparallel: true\nsteps:\n"
                                      "  - {name: holder, devices: 1, run: 'echo holding the card; sleep 1000'}\n"
                                      "  - {name: other, devices: 1, run: 'sleep 1000'}\n"
-                                     "  - {name: pair, devices: 2, run: 'true'}\n"}});
+                                     "  - {name: pair, devices: 2, run: 'true'}\n"},
+                        {"broken.yml", "name: broken\nsteps:\n  - {name: fails, run: 'echo bad; exit 3'}\n"}});
   s.start();
-  auto r = s.post("/api/v1/runs", json::object());
+  // A finished run with a failed step: the recent runs' table links that step's log.
+  auto f = s.post("/api/v1/runs", {{"jobs", {"broken"}}});
+  REQUIRE(f.status == 201);
+  std::string failed = json::parse(f.body)["id"];
+  REQUIRE(s.wait_run(failed)["state"] == "failed");
+  auto r = s.post("/api/v1/runs", {{"jobs", {"busy"}}});
   REQUIRE(r.status == 201);
   std::string id = json::parse(r.body)["id"];
   REQUIRE(wait_until([&] { return s.get("/api/v1/status")["queue"].size() == 1; }, 10));
@@ -185,6 +191,11 @@ TEST_CASE("status page: headless Chromium shows the cards, a waiting step's reas
   CHECK(dom.find("href=\"" + log + "\"") != std::string::npos);
   // The link the page shows serves the step's log.
   CHECK(pto::api_request("GET", s.url(log)).body.find("holding the card") != std::string::npos);
+  // Runs link the logs worth opening: the active run's running steps, the finished run's failed one.
+  CHECK(dom.find("href=\"/api/v1/runs/" + id + "/steps/1-2/log\">busy / other<") != std::string::npos);
+  const std::string failed_log = "/api/v1/runs/" + failed + "/steps/1-1/log";
+  CHECK(dom.find("href=\"" + failed_log + "\">broken / fails<") != std::string::npos);
+  CHECK(pto::api_request("GET", s.url(failed_log)).body.find("bad") != std::string::npos);
   // Nothing from outside the daemon.
   std::string html = pto::api_request("GET", s.url("/")).body;
   CHECK(html.find("src=\"http") == std::string::npos);

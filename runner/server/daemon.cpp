@@ -556,17 +556,31 @@ void Daemon::journal_result(bool ok, const std::string& run_id) {
 }
 
 void Daemon::write_run_record(const std::string& run_dir, const nlohmann::json& record) {
+  // Written whole beside, flushed to the disk, then renamed over the old one: a crash or power loss leaves
+  // the old record or the new one, never half of one.
   const std::string path = run_dir + "/run.json", tmp = path + ".tmp";
   std::error_code ec;
   fs::create_directories(run_dir, ec);
-  std::ofstream out(tmp, std::ios::trunc);
-  out << dump_json(record);
-  out.close();
-  if (out) fs::rename(tmp, path, ec);
-  if (!out || ec) {
+  const std::string text = dump_json(record);
+  std::string error;
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    error = std::strerror(errno);
+  } else {
+    std::size_t done = 0;
+    while (done < text.size()) {
+      ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+      if (n <= 0) break;
+      done += static_cast<std::size_t>(n);
+    }
+    if (done != text.size() || ::fsync(fd) != 0) error = std::strerror(errno);
+    if (::close(fd) != 0 && error.empty()) error = std::strerror(errno);
+    if (error.empty()) fs::rename(tmp, path, ec);
+    if (error.empty() && ec) error = ec.message();
+  }
+  if (!error.empty()) {
     fs::remove(tmp, ec);
-    if (!record_failing_)
-      spdlog::error("cannot write {} ({}); the journal keeps the run's history", path, out ? ec.message() : "write failed");
+    if (!record_failing_) spdlog::error("cannot write {} ({}); the journal keeps the run's history", path, error);
     record_failing_ = true;
     return;
   }
@@ -619,6 +633,8 @@ HttpResponse Daemon::start_run(EngineOptions eo, const Submission& s, Project pr
   nlohmann::json skeleton = run_to_json(run->engine->record(), run->engine->plan(), "running", -1, 0);
   skeleton["request"] = run->request;
   bool journaled = journal_->run_created(id, run->engine->record().created, run->request, skeleton);
+  // Beside its logs from the start: a run interrupted before its first job ends is still in a rebuilt history.
+  write_run_record(state_dir_ + "/runs/" + id, skeleton);
   run->engine->start();
   spdlog::info("run {} submitted from {}: {} job(s){}", id, peer, run->engine->plan().jobs.size(),
                s.sha.empty() ? "" : ", sha " + s.sha);

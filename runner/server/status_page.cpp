@@ -43,9 +43,9 @@ const char* kPage = R"PAGE(<!doctype html>
 <h2>Queue <span id="queue-count" class="muted"></span></h2>
 <table id="queue"><thead><tr><th>#</th><th>step</th><th>cards</th><th>waiting because</th><th>waited</th></tr></thead><tbody></tbody></table>
 <h2>Active runs</h2>
-<table id="active"><thead><tr><th>run</th><th>state</th><th>steps</th><th>commit</th><th>started</th><th>GitHub</th></tr></thead><tbody></tbody></table>
+<table id="active"><thead><tr><th>run</th><th>state</th><th>steps</th><th>running now (logs)</th><th>commit</th><th>started</th><th>GitHub</th></tr></thead><tbody></tbody></table>
 <h2>Recent runs</h2>
-<table id="recent"><thead><tr><th>run</th><th>result</th><th>commit</th><th>finished</th><th>GitHub</th></tr></thead><tbody></tbody></table>
+<table id="recent"><thead><tr><th>run</th><th>result</th><th>failed steps (logs)</th><th>commit</th><th>finished</th><th>GitHub</th></tr></thead><tbody></tbody></table>
 <p class="muted">Times are UTC. The page reads <a href="/api/v1/status">/api/v1/status</a> every 2 s; metrics: <a href="/metrics">/metrics</a>.</p>
 <script>
 "use strict";
@@ -113,6 +113,33 @@ function holder(d) {
   if (d.reserved_for) box.appendChild(el("span", "kept free for queue entry #" + d.reserved_for, "muted"));
   return box;
 }
+// The steps worth opening a log for: an active run's running steps, a finished run's failed ones. Read from
+// the run's own JSON; a finished run never changes, so it is read once.
+const finishedSteps = new Map();
+async function stepLogs(run, finished) {
+  if (finished && finishedSteps.has(run)) return finishedSteps.get(run);
+  const r = await fetch("/api/v1/runs/" + encodeURIComponent(run), {cache: "no-store"});
+  if (!r.ok) return [];
+  const j = await r.json();
+  const out = [];
+  for (const job of j.jobs || [])
+    for (const st of job.steps || [])
+      if ((finished ? st.state === "failed" || st.state === "timed_out" : st.state === "running") && st.log)
+        out.push({label: job.id + " / " + st.name, url: st.log});
+  if (finished) finishedSteps.set(run, out);
+  return out;
+}
+function stepsCell(run, finished) {
+  const box = el("span");
+  stepLogs(run, finished).then(list => {
+    for (const st of list.slice(0, 5)) {
+      if (box.childNodes.length) box.appendChild(el("br"));
+      box.appendChild(link(st.url, st.label));
+    }
+    if (list.length > 5) box.appendChild(el("span", " and " + (list.length - 5) + " more", "muted"));
+  }).catch(() => {});
+  return box;
+}
 function render(s) {
   document.getElementById("version").textContent = s.version + " (" + s.commit + ")";
   const counts = Object.entries(s.devices_by_state || {}).map(([k, v]) => v + " " + k).join(", ");
@@ -152,11 +179,11 @@ function render(s) {
   }), "nothing waits");
   fill("active", s.active_runs.map(r => row([link(r.url, r.id), el("span", r.state, "state"),
       r.steps_finished + "/" + r.steps + " done, " + r.steps_running + " running, " + r.steps_waiting + " waiting",
-      (r.sha || "").slice(0, 12) + (r.ref ? " " + r.ref : ""), when(r.created),
+      stepsCell(r.id, false), (r.sha || "").slice(0, 12) + (r.ref ? " " + r.ref : ""), when(r.created),
       r.github_run ? link(r.github_run, "Actions run") : ""])), "no active run");
   fill("recent", (s.recent_runs || []).map(r => row([link(r.url, r.id),
       el("span", r.state + (r.result !== null ? " (exit " + r.result + ")" : ""), "state " + r.state),
-      (r.sha || "").slice(0, 12), when(r.finished), r.github_run ? link(r.github_run, "Actions run") : ""])), "none yet");
+      r.state === "succeeded" ? "" : stepsCell(r.id, true), (r.sha || "").slice(0, 12), when(r.finished), r.github_run ? link(r.github_run, "Actions run") : ""])), "none yet");
 }
 async function refresh() {
   try {
