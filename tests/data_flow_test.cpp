@@ -139,11 +139,25 @@ TEST_CASE("load: expressions that read what cannot exist are errors at their pla
   CommandResult r = run_cli({"--root", d.str(), "lint"});
   INFO(r.out);
   CHECK(r.exit_code == 2);
-  CHECK(r.out.find("jobs/a.yml:5:5: error: run: ${{ steps.two.outputs.x }}: 'steps.two.outputs.x': no earlier step of job 'a' has id 'two'") != std::string::npos);
-  CHECK(r.out.find("jobs/a.yml:6:5: error: run: ${{ github.sha }}: unsupported 'github.sha'") != std::string::npos);
+  CHECK(r.out.find("jobs/a.yml:5:11: error: run: ${{ steps.two.outputs.x }}: 'steps.two.outputs.x': no earlier step of job 'a' has id 'two'") != std::string::npos);
+  CHECK(r.out.find("jobs/a.yml:6:20: error: run: ${{ github.sha }}: unsupported 'github.sha'") != std::string::npos);
   CHECK(r.out.find("jobs/b.yml:3:6: error: env.X: ${{ needs.a.outputs.w }}: 'needs.a.outputs.w': job 'a' declares no output 'w' (outputs: v)") != std::string::npos);
-  CHECK(r.out.find("jobs/b.yml:5:5: error: run: ${{ needs.c.outputs.v }}: 'needs.c.outputs.v': job 'b' does not need 'c'") != std::string::npos);
+  CHECK(r.out.find("jobs/b.yml:5:11: error: run: ${{ needs.c.outputs.v }}: 'needs.c.outputs.v': job 'b' does not need 'c'") != std::string::npos);
   CHECK(r.out.find("jobs/b.yml:7:10: error: step id 'one' is also used on line 6 [duplicate-key]") != std::string::npos);
-  CHECK(r.out.find("jobs/p.yml:5:5: error: run: ${{ steps.x.outputs.v }}: 'steps.x.outputs.v': in a parallel job the plain steps run at once") != std::string::npos);
+  CHECK(r.out.find("jobs/p.yml:5:11: error: run: ${{ steps.x.outputs.v }}: 'steps.x.outputs.v': in a parallel job the plain steps run at once") != std::string::npos);
   CHECK(r.out.find("jobs/p.yml:6:") == std::string::npos);  // the cleanup step may read it
+}
+
+TEST_CASE("load: a bad expression in a step's name, working-directory or env is reported at that value's line", "[dataflow]") {
+  TempDir d;
+  write_project(d, {{"w.yml", "name: w\nsteps:\n  - run: 'true'\n"
+                              "    name: 'step ${{ steps.nope.outputs.n }}'\n"
+                              "    env:\n      A: ok\n      B: '${{ needs.x.outputs.y }}'\n"
+                              "    working-directory: '${{ env.MISSING_CONTEXT.x }}'\n"}});
+  CommandResult r = run_cli({"--root", d.str(), "lint"});
+  INFO(r.out);
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("jobs/w.yml:4:11: error: name: ") != std::string::npos);
+  CHECK(r.out.find("jobs/w.yml:7:10: error: env.B: ") != std::string::npos);
+  CHECK(r.out.find("jobs/w.yml:8:24: error: working-directory: ") != std::string::npos);
 }

@@ -115,8 +115,14 @@ StepDef read_step(const YAML::Node& node, const std::string& file, Diagnostics& 
     if (!std::regex_match(*v, id_re))
       m.error_at(m.get("id"), "bad-value", "step: 'id' must start with a letter or _ and hold only letters, digits, _ -; got '" + *v + "'");
   }
-  if (auto v = m.string("name")) s.name = *v;
-  if (auto v = m.string("run")) s.run = *v;
+  if (auto v = m.string("name")) {
+    s.name = *v;
+    s.name_loc = loc_of(m.get("name"));
+  }
+  if (auto v = m.string("run")) {
+    s.run = *v;
+    s.run_loc = loc_of(m.get("run"));
+  }
   if (auto v = m.strings("models", true)) {
     s.models = *v;
     YAML::Node mn = m.get("models");
@@ -130,7 +136,11 @@ StepDef read_step(const YAML::Node& node, const std::string& file, Diagnostics& 
     m.error_at(m.get("models"), "bad-value", "step: give either 'run' or 'models', not both");
   else if (!m.has("run") && !m.has("models"))
     m.error_at(node, "missing-key", "step: needs 'run' (a command) or 'models' (model names)");
-  if (auto v = m.scalar_map("env")) s.env = *v;
+  if (auto v = m.scalar_map("env")) {
+    s.env = *v;
+    YAML::Node en = m.get("env");
+    for (auto it = en.begin(); it != en.end(); ++it) s.env_locs[it->first.Scalar()] = loc_of(it->second);
+  }
   if (auto v = m.string("if")) {
     s.if_expr = *v;
     s.if_loc = loc_of(m.get("if"));
@@ -144,7 +154,10 @@ StepDef read_step(const YAML::Node& node, const std::string& file, Diagnostics& 
     s.device_type_loc = loc_of(m.get("device-type"));
   }
   if (auto v = m.boolean("continue-on-error")) s.continue_on_error = *v;
-  if (auto v = m.string("working-directory")) s.working_directory = *v;
+  if (auto v = m.string("working-directory")) {
+    s.working_directory = *v;
+    s.working_directory_loc = loc_of(m.get("working-directory"));
+  }
   if (auto v = m.string("shell")) {
     s.shell = *v;
     if (*v != "bash" && *v != "sh")

@@ -41,6 +41,9 @@ struct StepDef {
   SourceLoc loc;
   SourceLoc devices_loc;
   SourceLoc if_loc;
+  // Where each value that may hold ${{ }} is written, so a finding points at it (0: not written).
+  SourceLoc name_loc, run_loc, working_directory_loc;
+  std::map<std::string, SourceLoc> env_locs;
 };
 
 struct MatrixDef {

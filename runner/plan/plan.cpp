@@ -270,10 +270,15 @@ class Builder {
         scope.steps_unavailable = "in a parallel job the plain steps run at once; only a step whose if: calls a status "
                                   "function (it runs after them) can read steps.*";
       check_condition(sd.if_expr, def.file, sd.if_loc.line ? sd.if_loc : sd.loc, "if", scope);
-      check_text(wd, scope, def.file, sd.loc, "working-directory");
-      for (const auto& [k, v] : env) check_text(v, scope, def.file, sd.loc, "env." + k);
-      check_text(sd.run, scope, def.file, sd.loc, "run");
-      check_text(sd.name, scope, def.file, sd.loc, "name");
+      // Each finding at the value it is about (the step's first line when the value is the job's default).
+      auto at = [&](const SourceLoc& l) { return l.line ? l : sd.loc; };
+      check_text(wd, scope, def.file, at(sd.working_directory_loc), "working-directory");
+      for (const auto& [k, v] : env) {
+        auto l = sd.env_locs.find(k);
+        check_text(v, scope, def.file, at(l == sd.env_locs.end() ? SourceLoc{} : l->second), "env." + k);
+      }
+      check_text(sd.run, scope, def.file, at(sd.run_loc), "run");
+      check_text(sd.name, scope, def.file, at(sd.name_loc), "name");
       scope.steps_unavailable.clear();
       if (!sd.id.empty()) earlier_ids.insert(sd.id);
 
