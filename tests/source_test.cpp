@@ -2,6 +2,8 @@
 // from the commit with the host's settings, and clear refusals. Real git repositories made here; no network.
 #include <catch2/catch.hpp>
 
+#include <fstream>
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -196,6 +198,28 @@ TEST_CASE("source: unknown commits, bad shas and an unreachable repository are c
                                                              (gone.served.dir.path() / "no-such-repo").string()) == 0);
   auto sub = run_cli({"submit", "--server", gone.served.url(), "--sha", missing, "--wait"}, {{"PTO_RUNNER_TOKEN", gone.served.token}});
   CHECK(sub.exit_code == 3);
+  CHECK_FALSE(fs::exists(gone.served.state() + "/source.git"));  // no empty mirror left by a first fetch that failed
+}
+
+TEST_CASE("source: lock files a killed fetch left in the mirror are cleared before the next fetch", "[source]") {
+  SourceDaemon d;
+  d.repo.write("jobs/ok.yml", "name: ok\nsteps:\n  - run: 'true'\n");
+  const std::string first = d.repo.commit("first");
+  d.start();
+  auto r = d.submit(first);
+  REQUIRE(r.status == 201);
+  REQUIRE(d.served.wait_run(json::parse(r.body)["id"])["state"] == "succeeded");
+  // What `git fetch` killed at fetch-timeout-seconds leaves: ref and packed-refs locks.
+  const std::string mirror = d.served.state() + "/source.git";
+  fs::create_directories(mirror + "/refs/heads");
+  for (const std::string lock : {mirror + "/packed-refs.lock", mirror + "/refs/heads/main.lock"}) std::ofstream(lock) << "";
+  d.repo.write("jobs/ok.yml", "name: ok\nsteps:\n  - run: 'echo second'\n");
+  const std::string second = d.repo.commit("second");
+  auto again = d.submit(second);
+  REQUIRE(again.status == 201);
+  CHECK(d.served.wait_run(json::parse(again.body)["id"])["state"] == "succeeded");
+  CHECK_FALSE(fs::exists(mirror + "/packed-refs.lock"));
+  CHECK_FALSE(fs::exists(mirror + "/refs/heads/main.lock"));
 }
 
 TEST_CASE("source: a mirror locked by another fetch is waited for, then refused, nothing half made", "[source]") {

@@ -84,15 +84,46 @@ bool is_full_sha(const std::string& s) {
 GitMirror::GitMirror(SourceConfig cfg) : cfg_(std::move(cfg)) {}
 
 SourceResult GitMirror::ensure_commit(const std::string& sha) {
-  const double t = cfg_.fetch_timeout_seconds;
-  if (!fs::exists(fs::path(cfg_.mirror) / "HEAD")) {
+  std::error_code ec;
+  const bool created = !fs::exists(fs::path(cfg_.mirror) / "HEAD", ec);
+  if (created) {
     // Created here, empty, then fetched like any other commit: "first use" costs one fetch, not a full clone
     // before the first answer.
-    std::error_code ec;
     fs::create_directories(cfg_.mirror, ec);
     SyncResult init = git({"init", "--quiet", "--bare", cfg_.mirror}, 60);
-    if (!init.outcome.ok()) return {SourceError::Failed, "cannot create the source mirror " + cfg_.mirror + ": " + last_lines(init.output)};
+    if (!init.outcome.ok()) {
+      fs::remove_all(cfg_.mirror, ec);
+      return {SourceError::Failed, "cannot create the source mirror " + cfg_.mirror + ": " + last_lines(init.output)};
+    }
+  } else {
+    clear_stale_locks();
   }
+  SourceResult r = fetch_commit(sha);
+  // A mirror made by this call whose first fetch failed is nothing worth keeping: no empty mirror is left.
+  if (!r.ok() && created) fs::remove_all(cfg_.mirror, ec);
+  return r;
+}
+
+void GitMirror::clear_stale_locks() {
+  // Only under our flock: no git of ours runs in the mirror now, so a `*.lock` git left (a fetch killed at its
+  // timeout) is stale, and would make every later fetch fail ("Unable to create '...lock': File exists").
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(cfg_.mirror, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (it.depth() == 0 && (name == "objects" || name == "worktrees")) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".lock") == 0 && it->is_regular_file(ec)) {
+      std::error_code rm;
+      fs::remove(it->path(), rm);
+    }
+  }
+}
+
+SourceResult GitMirror::fetch_commit(const std::string& sha) {
+  const double t = cfg_.fetch_timeout_seconds;
   const std::string gd = "--git-dir=" + cfg_.mirror;
   auto has = [&] { return git({gd, "cat-file", "-e", sha + "^{commit}"}, 60).outcome.ok(); };
   if (has()) return {};  // fetches only what is missing
@@ -140,8 +171,14 @@ SourceResult GitMirror::checkout(const std::string& sha, const std::string& dir)
 
 void GitMirror::remove(const std::string& dir) {
   MirrorLock lock(cfg_.mirror + ".lock", cfg_.lock_timeout_seconds);
-  git({"--git-dir=" + cfg_.mirror, "worktree", "remove", "--force", "--force", dir}, 300);
   std::error_code ec;
+  if (!lock.locked()) {
+    // Another fetch holds the mirror: no git in it now. The files go; the mirror forgets the worktree at the
+    // next removal's `worktree prune`.
+    fs::remove_all(dir, ec);
+    return;
+  }
+  git({"--git-dir=" + cfg_.mirror, "worktree", "remove", "--force", "--force", dir}, 300);
   fs::remove_all(dir, ec);
   git({"--git-dir=" + cfg_.mirror, "worktree", "prune"}, 300);
 }

@@ -41,7 +41,9 @@ class GitMirror {
   const SourceConfig& config() const { return cfg_; }
 
  private:
-  SourceResult ensure_commit(const std::string& sha);
+  SourceResult ensure_commit(const std::string& sha);  // creates the mirror on first use
+  SourceResult fetch_commit(const std::string& sha);   // fetches only what is missing
+  void clear_stale_locks();
   SourceConfig cfg_;
 };
 
