@@ -673,8 +673,13 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
     run_.infrastructure_failure = true;
     run_.infrastructure_problems.push_back(label(j, s) + ": " + o.log_error);
   }
+  if (!o.survivors.empty()) {
+    run_.infrastructure_failure = true;
+    run_.infrastructure_problems.push_back(label(j, s) + ": " + o.survivors);
+  }
   bool infra = std::count(opts_.health.infra_exit_codes.begin(), opts_.health.infra_exit_codes.end(), o.exit_code) ||
-               (o.signal && std::count(opts_.health.infra_signals.begin(), opts_.health.infra_signals.end(), o.signal));
+               (o.signal && std::count(opts_.health.infra_signals.begin(), opts_.health.infra_signals.end(), o.signal)) ||
+               !o.survivors.empty();
   // Cards the executor placed the step on (Slurm) were never the broker's to give back.
   std::vector<int> cards = sr.executor_job.empty() ? sr.cards : std::vector<int>{};
   const bool cancelled = o.cancelled || (jr.cancelled && !o.timed_out) || run_.cancelled;

@@ -64,6 +64,7 @@ struct StepOutcome {
   bool cancelled = false;
   std::string error;  // the process could not be started
   std::string log_error;  // its log could not be written (disk full, I/O error): the output is lost from there
+  std::string survivors;  // processes of the step outlived SIGKILL (uninterruptible sleep): the host's problem
   int pid = 0;
   bool ok() const { return exit_code == 0 && signal == 0 && !timed_out && !cancelled && error.empty(); }
 };
