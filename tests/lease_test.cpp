@@ -321,3 +321,39 @@ TEST_CASE("run: a step's task-submit leases from the run's own queue and SIGINT 
   CHECK(r.exit_code == 130);
   CHECK(wait_until([&] { return !pid_running(leased); }, 10));
 }
+
+TEST_CASE("leases: the daemon revokes a lease past its max-seconds even while its client heartbeats, and --list --find --kill work", "[lease]") {
+  Served s;
+  TaskSubmit ts;
+  s.devices = "1";
+  write_project(s.dir, {{"idle.yml", "name: idle\nsteps:\n  - run: 'true'\n"}});
+  s.start();
+  // A client that heartbeats but never ends (its own --max-time is not what stops it here).
+  auto r = s.post("/api/v1/leases", {{"devices", 1}, {"max-seconds", 1}, {"label", "overstays"}});
+  REQUIRE(r.status == 201);
+  const std::string id = json::parse(r.body)["id"];
+  int revoked_status = 0;
+  CHECK(wait_until([&] {
+    revoked_status = s.post("/api/v1/leases/" + id + "/heartbeat", json::object()).status;
+    return revoked_status == 410;
+  }, 10));
+  CHECK(wait_until([&] { return s.get("/api/v1/status")["leases"].empty(); }, 5));
+  CHECK(wait_until([&] { return s.get("/api/v1/status")["devices"][0]["state"] == "free"; }, 5));
+  // The incumbent's listing, search and kill.
+  const fs::path pidfile = s.dir.path() / "leased.pid";
+  Spawned client = spawn_cli({"task-submit", "--device-num", "1", "--max-time", "0", "--run", "echo $$ > " + pidfile.string() + "; sleep 1000"},
+                             client_env(s, ts));
+  REQUIRE(wait_until([&] { return fs::exists(pidfile) && !read_file(pidfile).empty(); }, 10));
+  CommandResult list = task_submit(s, ts, {"--list"});
+  CHECK(list.exit_code == 0);
+  CHECK(list.out.find("sleep 1000") != std::string::npos);
+  CommandResult find = task_submit(s, ts, {"--find", "sleep 1000"});
+  REQUIRE(find.exit_code == 0);
+  std::string lease = find.out.substr(0, find.out.find('\n'));
+  CHECK(lease.rfind("lease-", 0) == 0);
+  CommandResult kill = task_submit(s, ts, {"--kill", lease});
+  CHECK(kill.exit_code == 0);
+  CommandResult ended = wait_cli(client);
+  CHECK(ended.exit_code == 137);  // revoked: as task-submit's killed command
+  CHECK(wait_until([&] { return !pid_running(std::stoi(read_file(pidfile))); }, 10));
+}

@@ -111,6 +111,9 @@ HttpResponse LeaseService::route(const HttpRequest& req, const std::string& id, 
     if (!book_.heartbeat(id)) return lease_json(410, {{"error", "lease " + id + " was revoked: " + l->end_reason}});
     return lease_json(200, {{"id", id}, {"state", "granted"}});
   }
+  // Being revoked (its processes are being killed): its client learns it was not its own end.
+  if (l->state == "revoked" || l->state == "ended")
+    return lease_json(410, {{"error", "lease " + id + " was " + l->state + ": " + l->end_reason}});
   // The client says "released by its client" when its command is over; anything else (--kill, an operator)
   // ends a lease that may still have processes.
   std::string why = req.query.count("reason") ? req.query.at("reason") : "ended by request";

@@ -263,7 +263,7 @@ int run_task_submit(int argc, char** argv) {
     const auto granted = Clock::now();
     pid_t pid = spawn_command(command, env, reply.value("cgroup", ""), srun);
     auto release = [&](const char* why) {
-      daemon.request("DELETE", "/api/v1/leases/" + id + "?reason=" + why, token, "", 10);
+      return daemon.request("DELETE", "/api/v1/leases/" + id + "?reason=" + why, token, "", 10);
     };
     if (pid < 0) {
       std::cerr << "task-submit: cannot start bash\n";
@@ -329,8 +329,14 @@ int run_task_submit(int argc, char** argv) {
     }
     if (pidfd >= 0) ::close(pidfd);
     ::kill(-pid, SIGKILL);  // what the command left in its group does not outlive the lease
-    release("released+by+its+client");
+    PlainHttpResult released = release("released+by+its+client");
     exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    // Killed because the lease was revoked (--kill, its run ended) before the next heartbeat said so: the
+    // daemon no longer knows the lease. That is task-submit's "killed" (137), not the command's own end.
+    if (WIFSIGNALED(status) && released.reached && released.status == 410) {
+      std::cerr << "[task-submit] " << id << " was revoked; its command was killed\n";
+      exit_code = kKilled;
+    }
   });
   try {
     app.parse(argc, argv);
