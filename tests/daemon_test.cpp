@@ -332,7 +332,7 @@ TEST_CASE("submit inside Actions: no byte of step output is a workflow command, 
   Served s;
   s.dir.write("hostile.sh", kHostileStepScript);
   write_project(s.dir, {{"h.yml", "name: h\nsteps:\n  - {name: 'talk ##[error]n', run: 'sh hostile.sh; sleep 0.3; sh hostile.sh'}\n"
-                                  "  - {name: fail, run: 'sh hostile.sh; exit 3'}\n"}});
+                                  "  - {name: fail, run: 'echo \"### from the step\" >> \"$GITHUB_STEP_SUMMARY\"; sh hostile.sh; exit 3'}\n"}});
   s.start();
   const std::string summary = (s.dir.path() / "summary.md").string();
   auto r = run_cli({"submit", "--server", s.url(), "--wait", "--follow", "--poll-interval", "0.1"},
@@ -354,6 +354,7 @@ TEST_CASE("submit inside Actions: no byte of step output is a workflow command, 
   CHECK(own == std::vector<std::string>{"group:h / fail (failed, exit 3), last lines of its log", "endgroup:",
                                         "error:failed, exit 3"});
   CHECK(read_file(summary).find("| h | fail | failed |") != std::string::npos);
+  CHECK(read_file(summary).find("\n### from the step\n") != std::string::npos);  // the step's own summary follows
   // The run links back to the Actions run that submitted it.
   json runs = s.get("/api/v1/runs");
   CHECK(runs["runs"][0]["request"]["github"]["run_url"] == "https://github.com/hw-native-sys/pypto/actions/runs/42");

@@ -253,7 +253,7 @@ TEST_CASE("run: GitHub Actions groups, error annotations and step summary", "[ru
   Project p;
   auto summary = (p.dir.path() / "summary.md").string();
   p.dir.write("hostile.sh", kHostileStepScript);
-  write_project(p.dir, {{"g.yml", "name: g\nsteps:\n  - {name: hello, run: 'echo hello; sh hostile.sh'}\n"
+  write_project(p.dir, {{"g.yml", "name: g\nsteps:\n  - {name: hello, run: 'echo hello; sh hostile.sh; echo \"**hello** from the step\" >> \"$GITHUB_STEP_SUMMARY\"'}\n"
                                   "  - {name: 'broken ##[error]n', run: 'echo nope; exit 5'}\n"}});
   CommandResult r = p.run({}, {{"GITHUB_ACTIONS", "true"}, {"GITHUB_STEP_SUMMARY", summary}});
   INFO(r.out);
@@ -274,6 +274,7 @@ TEST_CASE("run: GitHub Actions groups, error annotations and step summary", "[ru
   std::string md = read_file(summary);
   CHECK(md.find("| Job | Step | State | Duration | Cards | Exit |") != std::string::npos);
   CHECK(md.find("| g | broken ##[error]n | failed |") != std::string::npos);
+  CHECK(md.find("\n**hello** from the step\n") != std::string::npos);  // each step's own summary follows the table
 }
 
 TEST_CASE("inside GitHub Actions definition text in the load errors of run and in lint and plan is never a workflow command", "[run]") {

@@ -391,6 +391,11 @@ bool RunEngine::read_file_commands(std::size_t j, std::size_t s, std::string& er
   for (auto& [k, v] : env)
     if (k.rfind("PTO_RUNNER_", 0) != 0) jr.file_env[k] = v;
   for (auto& p : parse_path_file(path_text)) jr.path_prepend.insert(jr.path_prepend.begin(), p);
+  // Its summary joins the run's (as GitHub shows every step's under the job); over GitHub's 1 MiB it is left
+  // out and said so, without failing the step.
+  std::string summary_error;
+  if (!read_step_file(dir + ".summary", sr.summary, summary_error))
+    sr.summary = "*(" + label(j, s) + ": its step summary is left out: " + summary_error + ")*\n";
   return true;
 }
 

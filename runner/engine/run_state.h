@@ -43,6 +43,7 @@ struct StepRecord {
   std::string log_path;
   std::vector<Interval> intervals;
   std::map<std::string, std::string> outputs;  // from $GITHUB_OUTPUT
+  std::string summary;  // what it wrote to $GITHUB_STEP_SUMMARY (Markdown, at most 1 MiB, as GitHub keeps)
   // engine bookkeeping
   bool resolved = false;     // its ${{ }} were replaced (once, when it first became runnable)
   std::uint64_t order = 0;   // place in the card queue, kept across retries

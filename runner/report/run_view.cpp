@@ -47,6 +47,7 @@ nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step
   j["log_path"] = nullable(s.log_path);
   if (!ps.id.empty()) j["step_id"] = ps.id;
   j["outputs"] = s.outputs;
+  j["summary"] = nullable(s.summary);
   return j;
 }
 
@@ -104,7 +105,15 @@ std::string markdown_summary(const nlohmann::json& run) {
              (ran ? format_duration(s.value("duration_seconds", 0.0)) : "-") + " | " + (cards.empty() ? "-" : cards) +
              " | " + cell(exit.empty() ? "-" : exit) + " |\n";
     }
-  return out + "\n";
+  out += "\n";
+  // What the steps wrote to their own $GITHUB_STEP_SUMMARY follows, in step order, as GitHub shows them.
+  for (const auto& job : run["jobs"])
+    for (const auto& s : job["steps"])
+      if (s.contains("summary") && s["summary"].is_string() && !s["summary"].get<std::string>().empty()) {
+        std::string text = s["summary"];
+        out += text + (text.back() == '\n' ? "\n" : "\n\n");
+      }
+  return out;
 }
 
 std::string run_state_name(const RunRecord& r, bool finished, int result) {
