@@ -420,3 +420,32 @@ TEST_CASE("status: a running step's card and a waiting step's queue entry carry 
   std::ofstream(go) << "1";
   CHECK(s.wait_run(json::parse(r.body)["id"])["state"] == "succeeded");
 }
+
+TEST_CASE("log API paging by offset, and submit found through PTO_RUNNER_SERVER with a heartbeat for a long step", "[daemon]") {
+  Served s;
+  write_project(s.dir, {{"l.yml", "name: l\nsteps:\n  - {name: long, run: 'printf \"0123456789\"; sleep 2.2; printf \"abcdef\"'}\n"}});
+  s.start();
+  // No --server: $PTO_RUNNER_SERVER; no --follow: a "still running" line per heartbeat interval.
+  auto sub = run_cli({"submit", "--wait", "--heartbeat", "1", "--poll-interval", "0.1"},
+                     {{"PTO_RUNNER_SERVER", s.url()}, {"PTO_RUNNER_TOKEN", s.token}});
+  INFO(sub.out << sub.err);
+  CHECK(sub.exit_code == 0);
+  CHECK(sub.out.find("l / long: still running after") != std::string::npos);
+  std::string id = s.get("/api/v1/runs")["runs"][0]["id"];
+  const std::string log = s.url("/api/v1/runs/" + id + "/steps/1-1/log");
+  // Paging: each answer says where the next read starts.
+  auto first = pto::api_request("GET", log + "?offset=0&bytes=4");
+  REQUIRE(first.status == 200);
+  CHECK(first.body == "0123");
+  CHECK(first.header("x-log-start") == "0");
+  CHECK(first.header("x-log-end") == "4");
+  CHECK(first.header("x-log-size") == "16");
+  auto rest = pto::api_request("GET", log + "?offset=" + first.header("x-log-end"));
+  CHECK(rest.body == "456789abcdef");
+  CHECK(rest.header("x-log-end") == "16");
+  auto past = pto::api_request("GET", log + "?offset=16");
+  CHECK(past.status == 200);
+  CHECK(past.body.empty());
+  CHECK(pto::api_request("GET", log + "?offset=-1").status == 400);
+  CHECK(pto::api_request("GET", log + "?offset=0&tail=3").status == 400);
+}
