@@ -1,6 +1,7 @@
 // Runs of the commit under test (runner.yml `source:`): a bare mirror, one worktree per run, definitions read
 // from the commit with the host's settings, and clear refusals. Real git repositories made here; no network.
 #include <catch2/catch.hpp>
+#include <atomic>
 
 #include <fstream>
 
@@ -246,6 +247,42 @@ TEST_CASE("source: a mirror locked by another fetch is waited for, then refused,
   auto again = d.submit(sha);
   REQUIRE(again.status == 201);
   CHECK(d.served.wait_run(json::parse(again.body)["id"])["state"] == "succeeded");
+}
+
+TEST_CASE("source: submissions waiting for a locked mirror never hold up reads of logs and runs", "[source]") {
+  SourceDaemon d;
+  d.repo.write("jobs/ok.yml", "name: ok\nsteps:\n  - run: 'echo readable'\n");
+  const std::string sha = d.repo.commit("good");
+  d.start("  lock-timeout-seconds: 8\n");
+  auto first = d.submit(sha);
+  REQUIRE(first.status == 201);
+  const std::string id = json::parse(first.body)["id"];
+  REQUIRE(d.served.wait_run(id)["state"] == "succeeded");
+  const std::string lock = d.served.state() + "/source.git.lock";
+  int pid = fork();
+  if (pid == 0) {
+    execlp("flock", "flock", "-o", lock.c_str(), "sleep", "30", (char*)nullptr);
+    _exit(127);
+  }
+  REQUIRE(wait_until([&] { return sh("flock -n " + lock + " true") != 0; }, 10));
+  // More submissions than the daemon has threads for blocking work, all waiting for the mirror.
+  std::atomic<int> answered{0};
+  std::vector<std::thread> waiting;
+  for (int i = 0; i < 6; ++i) waiting.emplace_back([&] {
+    d.submit(sha);
+    ++answered;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto log = pto::api_request("GET", d.served.url("/api/v1/runs/" + id + "/steps/1-1/log"));
+  auto run = pto::api_request("GET", d.served.url("/api/v1/runs/" + id));
+  const int answered_before_reads = answered;
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  for (auto& t : waiting) t.join();
+  CHECK(log.status == 200);
+  CHECK(log.body == "readable\n");
+  CHECK(run.status == 200);
+  CHECK(answered_before_reads == 0);  // the reads were answered while every submission still waited
 }
 
 TEST_CASE("source: old worktrees and runs are pruned by keep-worktrees and retention, logs stay with their run", "[source]") {

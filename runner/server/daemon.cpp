@@ -101,7 +101,8 @@ class Daemon::JournalObserver : public RunObserver {
 
 Daemon::Daemon(boost::asio::io_context& io, DaemonOptions opts) : io_(io), opts_(std::move(opts)) {}
 Daemon::~Daemon() {
-  if (workers_) workers_->join();  // a checkout in progress finishes (it is bounded by the fetch timeout)
+  if (git_workers_) git_workers_->join();  // a checkout in progress finishes (it is bounded by the fetch timeout)
+  if (workers_) workers_->join();
   if (state_lock_fd_ >= 0) ::close(state_lock_fd_);
 }
 
@@ -174,6 +175,7 @@ std::string Daemon::start_unguarded() {
   }
 
   workers_ = std::make_unique<boost::asio::thread_pool>(4);
+  git_workers_ = std::make_unique<boost::asio::thread_pool>(4);
   if (cfg_.source.configured()) {
     SourceConfig src = cfg_.source;
     if (src.mirror.empty()) src.mirror = state_dir_ + "/source.git";  // paths were resolved with the host dirs
@@ -384,7 +386,7 @@ void Daemon::submit(const HttpRequest& req, HttpServer::Respond respond) {
   // host's settings, never the commit's runner.yml), then plan and start here, on the engine thread.
   const std::string src = eo.run_dir + "/src";
   preparing_.insert(eo.run_id);
-  boost::asio::post(*workers_, [this, s, eo = std::move(eo), src, respond, host = cfg_, peer = req.peer]() mutable {
+  boost::asio::post(*git_workers_, [this, s, eo = std::move(eo), src, respond, host = cfg_, peer = req.peer]() mutable {
     SourceResult got = mirror_->checkout(s->sha, src);
     auto project = std::make_shared<Project>();
     auto diags = std::make_shared<Diagnostics>();
@@ -435,7 +437,7 @@ void Daemon::prune_history(bool at_start) {
   if (!pruned.empty()) spdlog::info("retention: pruned {} finished run(s) (max-runs {}, max-age-days {})", pruned.size(), r.max_runs, r.max_age_days);
   if (mirror_) {
     std::vector<std::string> old = journal_->finished_runs_after(cfg_.source.keep_worktrees);
-    boost::asio::post(*workers_, [this, old] {
+    boost::asio::post(*git_workers_, [this, old] {
       for (const auto& id : old) {
         std::string src = state_dir_ + "/runs/" + id + "/src";
         std::error_code ec;
@@ -588,7 +590,7 @@ void Daemon::write_run_record(const std::string& run_dir, const nlohmann::json& 
 }
 
 void Daemon::remove_run_dir(const std::string& run_dir) {
-  boost::asio::post(*workers_, [this, run_dir] {
+  boost::asio::post(*git_workers_, [this, run_dir] {
     std::error_code ec;
     if (mirror_ && fs::exists(run_dir + "/src", ec)) mirror_->remove(run_dir + "/src");
     fs::remove_all(run_dir, ec);

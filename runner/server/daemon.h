@@ -151,8 +151,11 @@ class Daemon {
   std::map<std::string, std::string> lease_tokens_;  // a run's lease token -> the run (PTO_RUNNER_LEASE_TOKEN)
   std::string self_url_;                             // how steps reach this daemon (PTO_RUNNER_SERVER)
   std::unique_ptr<HttpServer> server_;
-  // Blocking work (git, log reads) runs here so no request can stall the engine thread.
+  // Blocking work runs off the engine thread so no request can stall it, in two pools: reads (logs, run.json)
+  // answer in milliseconds; git (checkouts that may wait minutes for the mirror's lock or a fetch, worktree
+  // removals) must never keep a read waiting behind it.
   std::unique_ptr<boost::asio::thread_pool> workers_;
+  std::unique_ptr<boost::asio::thread_pool> git_workers_;
   std::unique_ptr<GitMirror> mirror_;  // with runner.yml `source:`
   std::map<std::string, std::unique_ptr<ActiveRun>> active_;
   std::set<std::string> preparing_;  // run ids whose commit is being checked out
