@@ -77,6 +77,36 @@ TEST_CASE("metrics: /metrics passes promtool check metrics during and after a ru
   CHECK(busy0 + busy1 >= 1.0);
 }
 
+TEST_CASE("signals: a drain past shutdown-timeout-minutes cancels the rest (143), and a draining run's step may still lease", "[service]") {
+  Served s;
+  TempDir bin;
+  fs::create_symlink(PTO_RUNNER_BIN, bin.path() / "task-submit");
+  s.env = {{"PATH", bin.str() + ":" + std::getenv("PATH")}};
+  const fs::path leased = s.dir.path() / "leased", stuck = s.dir.path() / "stuck.pid";
+  s.dir.write("runner.yml", "shutdown-timeout-minutes: 0.05\n");  // 3 s
+  write_project(s.dir, {{"slow.yml", "name: slow\nsteps:\n"
+                                     "  - run: |\n      while [ ! -e " + s.dir.str() + "/draining ]; do sleep 0.05; done\n"
+                                     "      task-submit --device-num 1 --run 'echo $TASK_DEVICE > " + leased.string() + "'\n"
+                                     "      echo $$ > " + stuck.string() + "; sleep 1000\n"}});
+  s.start();
+  auto r = s.post("/api/v1/runs", json::object());
+  REQUIRE(r.status == 201);
+  std::string id = json::parse(r.body)["id"];
+  ::kill(s.proc.pid, SIGTERM);
+  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["draining"] == true; }, 5));
+  std::ofstream((s.dir.path() / "draining").string()) << "";
+  // An accepted run's step still borrows a card through task-submit while the daemon drains.
+  REQUIRE(wait_until([&] { return fs::exists(leased) && !read_file(leased).empty(); }, 10));
+  REQUIRE(wait_until([&] { return fs::exists(stuck) && !read_file(stuck).empty(); }, 10));
+  int step = std::stoi(read_file(stuck));
+  // It never ends by itself: at shutdown-timeout-minutes the daemon cancels it and exits 143.
+  CommandResult exit = wait_cli(s.proc);
+  s.proc.pid = -1;
+  INFO(exit.err);
+  CHECK(exit.exit_code == 143);
+  CHECK(wait_until([&] { return !pid_running(step); }, 10));
+}
+
 TEST_CASE("signals: SIGTERM drains: new runs get 503, the accepted run's steps all run, it succeeds, exit 0", "[service]") {
   Served s;
   const fs::path gate = s.dir.path() / "gate", second = s.dir.path() / "second";
