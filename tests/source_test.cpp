@@ -63,6 +63,23 @@ struct SourceDaemon {
     for (const auto& e : fs::directory_iterator(served.state() + "/runs", ec)) out.push_back(e.path().filename().string());
     return out;
   }
+  /// Another fetch holding the mirror's lock (flock(1), as a second daemon on the same mirror would), until
+  /// let_go(): its pid.
+  int hold_mirror_lock() const {
+    fs::create_directories(served.state());
+    const std::string lock = served.state() + "/source.git.lock";
+    int pid = fork();
+    if (pid == 0) {
+      execlp("flock", "flock", "-o", lock.c_str(), "sleep", "30", (char*)nullptr);
+      _exit(127);
+    }
+    REQUIRE(wait_until([&] { return sh("flock -n " + lock + " true") != 0; }, 10));
+    return pid;
+  }
+  static void let_go(int holder) {
+    ::kill(holder, SIGKILL);
+    ::waitpid(holder, nullptr, 0);
+  }
 };
 
 }  // namespace
@@ -228,18 +245,9 @@ TEST_CASE("source: a mirror locked by another fetch is waited for, then refused,
   d.repo.write("jobs/ok.yml", "name: ok\nsteps:\n  - run: 'true'\n");
   const std::string sha = d.repo.commit("good");
   d.start("  lock-timeout-seconds: 0.5\n");
-  // Another fetch (flock(1), as a second daemon on the same mirror would hold it).
-  fs::create_directories(d.served.state());
-  const std::string lock = d.served.state() + "/source.git.lock";
-  int pid = fork();
-  if (pid == 0) {
-    execlp("flock", "flock", "-o", lock.c_str(), "sleep", "30", (char*)nullptr);
-    _exit(127);
-  }
-  REQUIRE(wait_until([&] { return sh("flock -n " + lock + " true") != 0; }, 10));
+  int holder = d.hold_mirror_lock();
   auto r = d.submit(sha);
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, nullptr, 0);
+  SourceDaemon::let_go(holder);
   REQUIRE(r.status == 503);
   CHECK(json::parse(r.body)["error"].get<std::string>().find("the source mirror is locked by another fetch") == 0);
   REQUIRE(wait_until([&] { return d.run_dirs().empty(); }, 10));
@@ -258,13 +266,7 @@ TEST_CASE("source: submissions waiting for a locked mirror never hold up reads o
   REQUIRE(first.status == 201);
   const std::string id = json::parse(first.body)["id"];
   REQUIRE(d.served.wait_run(id)["state"] == "succeeded");
-  const std::string lock = d.served.state() + "/source.git.lock";
-  int pid = fork();
-  if (pid == 0) {
-    execlp("flock", "flock", "-o", lock.c_str(), "sleep", "30", (char*)nullptr);
-    _exit(127);
-  }
-  REQUIRE(wait_until([&] { return sh("flock -n " + lock + " true") != 0; }, 10));
+  int holder = d.hold_mirror_lock();
   // More submissions than the daemon has threads for blocking work, all waiting for the mirror.
   std::atomic<int> answered{0};
   std::vector<std::thread> waiting;
@@ -276,8 +278,7 @@ TEST_CASE("source: submissions waiting for a locked mirror never hold up reads o
   auto log = pto::api_request("GET", d.served.url("/api/v1/runs/" + id + "/steps/1-1/log"));
   auto run = pto::api_request("GET", d.served.url("/api/v1/runs/" + id));
   const int answered_before_reads = answered;
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, nullptr, 0);
+  SourceDaemon::let_go(holder);
   for (auto& t : waiting) t.join();
   CHECK(log.status == 200);
   CHECK(log.body == "readable\n");
