@@ -2,8 +2,11 @@
 // (checked by promtool), SIGTERM's drain and a second SIGTERM's cancel, SIGHUP's reload, the status page in
 // headless Chromium, packaging (cmake --install, cpack DEB), retention of a long history, the daemon's log
 // format, and the refusals that keep one owner per state dir.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
@@ -423,4 +426,63 @@ TEST_CASE("packaging: cmake --install into a prefix and cpack's .deb hold the bi
   CHECK(info.find("Package: pto-runner") != std::string::npos);
   CHECK(info.find("postinst") != std::string::npos);
   CHECK(info.find("conffiles") != std::string::npos);
+
+  // No container here: the package is installed into this (throw-away) machine with dpkg -i, its daemon run
+  // as the package's own user from the installed files, then purged.
+  if (::geteuid() != 0 || !have("dpkg") || sh("dpkg-query -W -f='${Status}' pto-runner 2>/dev/null | grep -q installed") == 0) {
+    WARN("SKIPPED: installing the .deb needs root, dpkg, and no pto-runner package installed already");
+    return;
+  }
+  const int installed = sh("dpkg -i " + deb + " > " + (dir.path() / "dpkg.log").string() + " 2>&1");
+  INFO(read_file(dir.path() / "dpkg.log"));
+  REQUIRE(installed == 0);
+  struct Purge {
+    fs::path log;
+    ~Purge() { sh("dpkg --purge pto-runner >> " + log.string() + " 2>&1"); }
+  } purge{dir.path() / "dpkg.log"};
+  CHECK(sh("getent passwd pto-runner > /dev/null") == 0);  // postinst made the service's user
+  CHECK(sh("/usr/bin/task-submit --version", &out) == 0);
+  // The unit's command line, as the unit's user, on a free port and a scratch state dir: it serves.
+  const fs::path state = dir.path() / "state";
+  fs::create_directories(state);
+  REQUIRE(sh("chown pto-runner: " + state.string() + " && chmod 755 " + dir.str()) == 0);
+  // setpriv execs the daemon itself (runuser would stay its parent and swallow SIGINT).
+  const std::string serve = "setpriv --reuid=pto-runner --regid=pto-runner --init-groups -- /usr/bin/pto-runner serve --root /usr/share/pto-runner/definitions "
+                            "--config /etc/pto-runner/runner.yml --listen 127.0.0.1:0 --state-dir " + state.string() +
+                            " --lock-dir " + (state / "locks").string();
+  int pid = fork();
+  if (pid == 0) {
+    int fd = ::open((dir.path() / "serve.out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::close_range(3, ~0U, 0);
+    execl("/bin/sh", "sh", "-c", ("exec " + serve).c_str(), (char*)nullptr);
+    _exit(127);
+  }
+  std::string said;
+  bool listening = wait_until([&] {
+    said = read_file(dir.path() / "serve.out");
+    return said.find("listening on http://127.0.0.1:") != std::string::npos;
+  }, 20);
+  INFO(said);
+  if (listening) {
+    int port = std::stoi(said.substr(said.find("127.0.0.1:") + 10));
+    auto health = pto::api_request("GET", "http://127.0.0.1:" + std::to_string(port) + "/healthz");
+    CHECK(health.status == 200);
+    auto status = pto::api_request("GET", "http://127.0.0.1:" + std::to_string(port) + "/api/v1/status");
+    CHECK(status.body.find("\"a2a3\"") != std::string::npos);  // the installed config's 8 a2a3 cards
+  }
+  CHECK(listening);
+  ::kill(pid, SIGINT);
+  ::waitpid(pid, nullptr, 0);
+  // The token it made belongs to its user and no one else reads it.
+  struct stat st {};
+  CHECK(::stat((state / "token").c_str(), &st) == 0);
+  CHECK((st.st_mode & 077) == 0);
+  // A purge takes the files, the unit and the user with it.
+  REQUIRE(sh("dpkg --purge pto-runner >> " + (dir.path() / "dpkg.log").string() + " 2>&1") == 0);
+  CHECK_FALSE(fs::exists("/usr/bin/pto-runner"));
+  CHECK_FALSE(fs::exists("/usr/lib/systemd/system/pto-runner.service"));
+  CHECK_FALSE(fs::exists("/etc/pto-runner/runner.yml"));
+  CHECK(sh("getent passwd pto-runner > /dev/null") != 0);
 }
