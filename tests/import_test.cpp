@@ -73,11 +73,11 @@ void hand_written(const TempDir& d) {
                     {"pypto-lib-model.yml",
                      "name: pypto-lib-model\nparallel: true\nsteps:\n  - name: Run pypto-lib {model} {example} example\n"
                      "    models: [qwen3-14b, deepseek-v4-flash]\n"}},
-                {{"qwen3-14b.yml", "model: Qwen3-14B\ndir: models/qwen3_14b\ncommand: |-\n  export PYTHONPATH=\"$(cd ../pypto-lib && pwd)\"\n  source activate.sh\n"
+                {{"qwen3-14b.yml", "model: Qwen3-14B\ndir: models/qwen3_14b\ncommand: |-\n  export PYTHONPATH=\"$(realpath -m -- ../pypto-lib)\"\n  source activate.sh\n"
                                    "  source ./activate.sh && cd ../pypto-lib && python {dir}/{example}.py -p a2a3 -d $TASK_DEVICE {args}\n"
                                    "queue-timeout-minutes: 60\nrun-timeout-minutes: 30\nexamples:\n  - {name: decode_fwd}\n  - {name: prefill_fwd}\n"},
                  {"deepseek-v4-flash.yml", "model: DeepSeek-V4-Flash\ndir: models/deepseek_v4_flash_mtp\ncommand: |-\n"
-                                           "  export PYTHONPATH=\"$(cd ../pypto-lib && pwd)\"\n  source activate.sh\n"
+                                           "  export PYTHONPATH=\"$(realpath -m -- ../pypto-lib)\"\n  source activate.sh\n"
                                            "  source ./activate.sh && cd ../pypto-lib && python {dir}/{example}.py -p a2a3 -d $TASK_DEVICE {args}\n"
                                            "queue-timeout-minutes: 60\nrun-timeout-minutes: 30\nexamples:\n  - {name: decode_swa}\n"
                                            "  - {name: moe, devices: 2, args: --ep 2}\n"}});
@@ -137,9 +137,11 @@ TEST_CASE("import: pypto's wiring (the toolchain job, CPU jobs, the docs gate, a
       "  lint:\n    runs-on: ubuntu-latest\n    steps:\n      - run: make lint\n"
       "  system-tests:\n    needs: [changes, toolchain, lint]\n    if: needs.changes.outputs.docs_only != 'true'\n"
       "    runs-on: [self-hosted, npu]\n    env:\n      PTOAS_VERSION: ${{ needs.toolchain.outputs.ptoas_version }}\n"
+      "      PTO_HOME: ${{ github.workspace }}/home\n      BAD-NAME: ${{ github.workspace }}/x\n"
       "    steps:\n      - uses: actions/cache@v4\n        id: cache\n        with: {path: x, key: y}\n"
-      "      - name: Shard A\n        if: steps.cache.outputs.cache-hit != 'true'\n        run: |\n"
+      "      - name: Shard A\n        if: steps.cache.outputs.cache-hit != 'true'\n        env: {PTO_HOME: /opt/home}\n        run: |\n"
       "          echo \"[device] DEVICE_ID=$DEVICE_ID\"\n          test -n \"$DEVICE_ID\" || exit 1\n"
+      "          echo \"ASCEND_DEVICE_ID=0\" >> env.sh\n          [ -n \"$DEVICE_ID\" ] || {\n            exit 1\n          }\n"
       "          python -m pytest tests/st --execute-via-task-submit --task-submit-device=\"$DEVICE_ID\"\n"
       "  a5:\n    needs: [toolchain]\n    runs-on: [self-hosted, npu-a5]\n    steps:\n"
       "      - name: On board\n        run: task-submit --device \"$DEVICE_ID\" --max-time 600 --run \"pytest x --device=\\$TASK_DEVICE\"\n";
@@ -163,7 +165,14 @@ TEST_CASE("import: pypto's wiring (the toolchain job, CPU jobs, the docs gate, a
   CHECK(st.find("docs_only") == std::string::npos);          // the docs gate decides whether to submit
   CHECK(st.find("PTOAS_VERSION") == std::string::npos);      // the lead job sets the pin's environment
   CHECK(st.find("cache-hit") == std::string::npos);          // the action it read is gone: the step always runs
-  CHECK(st.find("DEVICE_ID") == std::string::npos);          // the runner's card is the queue's now
+  CHECK(st.find("[device] DEVICE_ID") == std::string::npos);  // the runner's card is the queue's now
+  CHECK(st.find("test -n") == std::string::npos);
+  CHECK(st.find("echo \"ASCEND_DEVICE_ID=0\" >> env.sh") != std::string::npos);  // not a check of the runner's card
+  CHECK(st.find("[ -n \"$DEVICE_ID\" ] || {") != std::string::npos);          // a block over lines is kept whole
+  CHECK(st.find("PTO_HOME: \"/opt/home\"") != std::string::npos);            // the step's value wins over the job's
+  CHECK(st.find("realpath -m -- ../home") == std::string::npos);
+  CHECK(r.out.find("env BAD-NAME: not a shell variable name") != std::string::npos);
+  CHECK(st.find("BAD-NAME") == std::string::npos);
   CHECK(st.find("--task-submit-device=auto") != std::string::npos);
   CHECK(a5.find("device-type: a5") != std::string::npos);    // runs-on npu-a5
   CHECK(r.out.find(f + ":21:13: warning: job 'system-tests': needs: changes stays in GitHub Actions") != std::string::npos);

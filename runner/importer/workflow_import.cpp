@@ -142,8 +142,16 @@ std::string map_workspace(std::string s, const std::string& checkout) {
   for (const std::string var : {"$GITHUB_WORKSPACE", "${GITHUB_WORKSPACE}"}) {
     if (!checkout.empty()) {
       const std::string own = var + "/" + checkout;
-      for (std::size_t p; (p = s.find("cd " + own + " && ")) != std::string::npos;) s.erase(p, own.size() + 7);
-      for (std::size_t p; (p = s.find(own)) != std::string::npos;) s.replace(p, own.size(), ".");
+      // The checkout as a whole path component only: with checkout `pypto`, `$GITHUB_WORKSPACE/pypto-lib` is
+      // a sibling, not `./-lib`.
+      auto whole = [&](std::size_t end) {
+        return end >= s.size() || !(std::isalnum(static_cast<unsigned char>(s[end])) || s[end] == '_' || s[end] == '-' || s[end] == '.');
+      };
+      for (std::size_t p = 0; (p = s.find("cd " + own + " && ", p)) != std::string::npos;) s.erase(p, own.size() + 7);
+      for (std::size_t p = 0; (p = s.find(own, p)) != std::string::npos;) {
+        if (whole(p + own.size())) s.replace(p, own.size(), ".");
+        else p += own.size();
+      }
     }
     for (std::size_t p; (p = s.find(var + "/")) != std::string::npos;) s.replace(p, var.size() + 1, "../");
   }
@@ -157,6 +165,9 @@ std::string trim(std::string s) {
 }
 
 // --- the imported definitions -----------------------------------------------------------------------------
+
+// `export NAME=...` lines made of env values (by name, so a step's own value can replace its job's).
+using Exports = std::vector<std::pair<std::string, std::string>>;
 
 struct Step {
   SourceLoc loc;
@@ -222,39 +233,58 @@ struct Importer {
   // here (they are literal); they become `export NAME="$(cd DIR && pwd)"` lines at the start of the run, DIR
   // mapped as the run's paths are (the job's checkout is the run's tree, its siblings the tree's siblings).
   std::map<std::string, std::string> env_of(const YAML::Node& n, const std::string& where, const std::string& checkout,
-                                            std::string& exports) {
+                                            Exports& exports) {
     static const std::regex workspace_path(R"(^\$\{\{\s*github\.workspace\s*\}\}(/[A-Za-z0-9._/-]*)?$)");
+    static const std::regex shell_name("[A-Za-z_][A-Za-z0-9_]*");
     std::map<std::string, std::string> env;
     if (!n.IsMap()) return env;
     for (auto it = n.begin(); it != n.end(); ++it) {
       std::string v = scalar(it->second);
+      const std::string name = it->first.Scalar();
       std::smatch m;
       if (std::string need = reads_dropped_need(v); !need.empty()) {
-        skip(it->second, where + " env " + it->first.Scalar() + ": " + v + " reads job '" + need + "', which is not carried over" +
+        skip(it->second, where + " env " + name + ": " + v + " reads job '" + need + "', which is not carried over" +
                              (need == "toolchain" ? " (the lead job sets the pin's environment)" : "") + "; dropped");
       } else if (std::regex_match(v, m, workspace_path)) {
+        // The name goes into a shell line: only a shell variable name may (the workflow is not trusted text).
+        if (!std::regex_match(name, shell_name)) {
+          skip(it->first, where + " env " + name + ": not a shell variable name, so it cannot be exported; dropped");
+          continue;
+        }
+        // A literal path in GitHub, which need not exist yet (a later line may clone it): made absolute
+        // without cd. DIR holds only [A-Za-z0-9._/-] (the pattern above) and starts with `.`.
         std::string dir = map_workspace("$GITHUB_WORKSPACE" + (m[1].length() ? m[1].str() : "/"), checkout);
         while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-        exports += "export " + it->first.Scalar() + "=\"$(cd " + dir + " && pwd)\"\n";
+        exports.emplace_back(name, "export " + name + "=\"$(realpath -m -- " + dir + ")\"\n");
       } else if (github_only(v)) {
-        skip(it->second, where + " env " + it->first.Scalar() + ": " + v + " reads a GitHub-only context");
+        skip(it->second, where + " env " + name + ": " + v + " reads a GitHub-only context");
       } else {
-        env[it->first.Scalar()] = v;
+        env[name] = v;
       }
     }
     return env;
   }
 
   // Lines of a run: script that only print or check the runner's own $DEVICE_ID go (pto-runner picks and
-  // holds the cards); a harness told to borrow "$DEVICE_ID" borrows from the queue instead (auto).
+  // holds the cards), each said at the step; a harness told to borrow "$DEVICE_ID" borrows from the queue
+  // instead (auto). Only whole one-line checks go: an `if`/`{` block that spans lines is kept as written.
+  static bool runner_device_line(const std::string& line) {
+    static const std::regex echo_line(R"re(^\s*echo\s[^>|;&]*(^|[^A-Za-z0-9_])\$\{?DEVICE_ID\}?([^A-Za-z0-9_>|;&][^>|;&]*)?$)re");
+    static const std::regex test_line(
+        R"re(^\s*(test|\[) -n "?\$\{?DEVICE_ID\}?"?( \])? \|\| (\{[^{}]*; *\}|exit [0-9]+|echo [^;{}|&]*)\s*$)re");
+    return std::regex_match(line, echo_line) || std::regex_match(line, test_line);
+  }
+
   std::string drop_runner_device(const std::string& run, const YAML::Node& where, const std::string& what) {
     static const std::regex pinned(R"re(--task-submit-device=("\$\{?DEVICE_ID\}?"|\$\{?DEVICE_ID\}?))re");
-    static const std::regex check(R"re(^\s*(echo\b.*DEVICE_ID.*|(test|\[) -n "?\$\{?DEVICE_ID\}?"?.*)$)re");
     std::string out;
     bool pinned_seen = false;
     std::istringstream lines(run);
     for (std::string line; std::getline(lines, line);) {
-      if (std::regex_match(line, check)) continue;
+      if (runner_device_line(line)) {
+        skip(where, what + ": dropped `" + trim(line) + "` (it reads the runner's own $DEVICE_ID; the queue picks the cards)");
+        continue;
+      }
       if (std::regex_search(line, pinned)) {
         line = std::regex_replace(line, pinned, "--task-submit-device=auto");
         pinned_seen = true;
@@ -266,7 +296,7 @@ struct Importer {
     return out;
   }
 
-  Step step_of(const YAML::Node& s, const std::string& job, const std::string& checkout, const std::string& job_exports,
+  Step step_of(const YAML::Node& s, const std::string& job, const std::string& checkout, const Exports& job_exports,
                const std::set<std::string>& dropped_ids) {
     Step st;
     st.loc = loc_of(s);
@@ -282,8 +312,16 @@ struct Importer {
         st.if_expr.clear();
         break;
       }
-    std::string exports = job_exports;
-    st.env = env_of(child(s, "env"), "step '" + st.name + "'", checkout, exports);
+    Exports own;
+    st.env = env_of(child(s, "env"), "step '" + st.name + "'", checkout, own);
+    // The job's exports first, but not one the step sets itself (the step's env wins, as in GitHub).
+    std::string exports;
+    for (const auto& [name, line] : job_exports) {
+      bool overridden = st.env.count(name) > 0;
+      for (const auto& o : own) overridden |= o.first == name;
+      if (!overridden) exports += line;
+    }
+    for (const auto& o : own) exports += o.second;
     if (auto t = number(scalar(child(s, "timeout-minutes")))) st.timeout = t;
     st.continue_on_error = scalar(child(s, "continue-on-error")) == "true";
     std::string run = scalar(child(s, "run"));
@@ -298,7 +336,7 @@ struct Importer {
       std::string kept;
       std::istringstream lines(before);
       for (std::string line; std::getline(lines, line);)
-        if (line.find("DEVICE_ID") == std::string::npos && !trim(line).empty()) kept += line + "\n";
+        if (!trim(line).empty()) kept += line + "\n";
       run = kept + map_workspace(call->command, checkout) + (trim(after).empty() ? "" : "\n" + trim(after));
       for (const auto& p : problems) skip(child(s, "run"), "job '" + job + "', step '" + st.name + "': " + p);
     } else {
@@ -590,7 +628,7 @@ struct Importer {
       job.if_expr.clear();
     }
     const std::string checkout = scalar(child(child(child(j, "defaults"), "run"), "working-directory"));
-    std::string job_exports;
+    Exports job_exports;
     job.env = env_of(child(j, "env"), "job '" + id + "'", checkout, job_exports);
     if (auto t = number(scalar(child(j, "timeout-minutes")))) job.timeout = t;
     job.continue_on_error = scalar(child(j, "continue-on-error")) == "true";
