@@ -217,6 +217,17 @@ TEST_CASE("source: unknown commits, bad shas and an unreachable repository are c
   auto sub = run_cli({"submit", "--server", gone.served.url(), "--sha", missing, "--wait"}, {{"PTO_RUNNER_TOKEN", gone.served.token}});
   CHECK(sub.exit_code == 3);
   CHECK_FALSE(fs::exists(gone.served.state() + "/source.git"));  // no empty mirror left by a first fetch that failed
+
+  // A `mirror:` naming a directory that holds something else: refused, and nothing in it touched.
+  SourceDaemon elsewhere;
+  const fs::path theirs = elsewhere.served.dir.path() / "theirs";
+  fs::create_directories(theirs);
+  std::ofstream((theirs / "keep").string()) << "mine";
+  elsewhere.start("  mirror: " + theirs.string() + "\n", (elsewhere.served.dir.path() / "no-such-repo").string());
+  auto e = elsewhere.submit(missing);
+  CHECK(e.status != 201);
+  CHECK(e.body.find("is neither a git mirror nor an empty directory") != std::string::npos);
+  CHECK(read_file(theirs / "keep") == "mine");
 }
 
 TEST_CASE("source: lock files a killed fetch left in the mirror are cleared before the next fetch", "[source]") {
@@ -230,7 +241,13 @@ TEST_CASE("source: lock files a killed fetch left in the mirror are cleared befo
   // What `git fetch` killed at fetch-timeout-seconds leaves: ref and packed-refs locks.
   const std::string mirror = d.served.state() + "/source.git";
   fs::create_directories(mirror + "/refs/heads");
-  for (const std::string lock : {mirror + "/packed-refs.lock", mirror + "/refs/heads/main.lock"}) std::ofstream(lock) << "";
+  // Left by a fetch long gone (older than a whole fetch may take); a fresh one may be a step's own git's.
+  for (const std::string lock : {mirror + "/packed-refs.lock", mirror + "/refs/heads/main.lock"}) {
+    std::ofstream(lock) << "";
+    fs::last_write_time(lock, fs::file_time_type::clock::now() - std::chrono::hours(3));
+  }
+  const std::string fresh = mirror + "/refs/heads/busy.lock";
+  std::ofstream(fresh) << "";
   d.repo.write("jobs/ok.yml", "name: ok\nsteps:\n  - run: 'echo second'\n");
   const std::string second = d.repo.commit("second");
   auto again = d.submit(second);
@@ -238,6 +255,7 @@ TEST_CASE("source: lock files a killed fetch left in the mirror are cleared befo
   CHECK(d.served.wait_run(json::parse(again.body)["id"])["state"] == "succeeded");
   CHECK_FALSE(fs::exists(mirror + "/packed-refs.lock"));
   CHECK_FALSE(fs::exists(mirror + "/refs/heads/main.lock"));
+  CHECK(fs::exists(fresh));
 }
 
 TEST_CASE("source: a mirror locked by another fetch is waited for, then refused, nothing half made", "[source]") {

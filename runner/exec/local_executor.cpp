@@ -246,7 +246,8 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
 
   void wait_cgroup_empty(std::chrono::steady_clock::time_point deadline) {
     const bool empty = !CgroupTree::populated(cgroup_);
-    if (!empty && std::chrono::steady_clock::now() > deadline) {
+    const bool past = std::chrono::steady_clock::now() > deadline;  // read once: both branches agree
+    if (!empty && past) {
       // Still there 5 s after cgroup.kill: stuck in the kernel (a driver call in uninterruptible sleep). The
       // step ends; the run says the host has a problem, so the card gets its health check (as Slurm drains a
       // node whose step is unkillable).
@@ -254,7 +255,7 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
       outcome_.survivors = std::to_string(left.size()) + " process(es) of the step outlived SIGKILL for 5 s in " + cgroup_;
       if (std::FILE* f = log()) std::fprintf(f, "pto-runner: %s\n", outcome_.survivors.c_str());
     }
-    if (empty || std::chrono::steady_clock::now() > deadline) {
+    if (empty || past) {
       CgroupTree::instance().recycle(cgroup_);  // removed instead when something is still in it
       cgroup_.clear();
       swept_ = true;

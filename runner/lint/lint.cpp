@@ -204,19 +204,24 @@ void lint_drift(const ImportResult& wf, const std::string& display, const Projec
     if (jobs.count(j.id)) compared.insert(j.id);
     else if (j.npu) diags.error(display, j.line, j.col, "drift", "NPU job '" + j.id + "' has no definition (jobs/" + j.id + ".yml)");
   }
-  // A workflow step is found in the definitions by job and name, else by name in any job (a step moved to a
-  // job of its own), else by its program line anywhere (a renamed model example).
+  // A workflow step is found in its own job's definition by name, then by program line (a renamed model
+  // example); only then in the other jobs, by name (a step moved to a job of its own: pypto's clone of
+  // pypto-lib) and by program line. Its own job first, so a common name ("Run tests") never matches another's.
   auto find = [&](const ImportedStep& s) -> const PlanStep* {
-    if (auto j = jobs.find(s.job); j != jobs.end())
-      for (const auto& ps : j->second->steps)
-        if (ps.name == s.name) return &ps;
-    for (const auto& j : plan.jobs)
-      for (const auto& ps : j.steps)
-        if (ps.name == s.name) return &ps;
     const std::string want = program_line(s.run);
-    for (const auto& j : plan.jobs)
+    auto in = [&](const PlanJob& j, bool by_name) -> const PlanStep* {
       for (const auto& ps : j.steps)
-        if (!want.empty() && program_line(ps.run) == want) return &ps;
+        if (by_name ? ps.name == s.name : (!want.empty() && program_line(ps.run) == want)) return &ps;
+      return nullptr;
+    };
+    auto own = jobs.find(s.job);
+    for (bool by_name : {true, false})
+      if (own != jobs.end())
+        if (const PlanStep* ps = in(*own->second, by_name)) return ps;
+    for (bool by_name : {true, false})
+      for (const auto& j : plan.jobs)
+        if (j.name != s.job)
+          if (const PlanStep* ps = in(j, by_name)) return ps;
     return nullptr;
   };
   std::set<const PlanStep*> matched;

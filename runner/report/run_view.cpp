@@ -106,13 +106,24 @@ std::string markdown_summary(const nlohmann::json& run) {
              " | " + cell(exit.empty() ? "-" : exit) + " |\n";
     }
   out += "\n";
-  // What the steps wrote to their own $GITHUB_STEP_SUMMARY follows, in step order, as GitHub shows them.
+  // What the steps wrote to their own $GITHUB_STEP_SUMMARY follows, in step order, as GitHub shows them; the
+  // whole stays within GitHub's 1 MiB for one step's summary (past it GitHub would drop all of it, the table
+  // too), so summaries that do not fit are named instead.
+  constexpr std::size_t kLimit = 1 << 20, kRoomForNotes = 16 << 10;
+  std::vector<std::string> left_out;
   for (const auto& job : run["jobs"])
     for (const auto& s : job["steps"])
       if (s.contains("summary") && s["summary"].is_string() && !s["summary"].get<std::string>().empty()) {
         std::string text = s["summary"];
-        out += text + (text.back() == '\n' ? "\n" : "\n\n");
+        text += text.back() == '\n' ? "\n" : "\n\n";
+        if (out.size() + text.size() + kRoomForNotes > kLimit) left_out.push_back(job.value("id", "") + " / " + s.value("name", ""));
+        else out += text;
       }
+  if (!left_out.empty()) {
+    out += "*Left out to stay within GitHub's 1 MiB summary: the summaries of ";
+    for (std::size_t i = 0; i < left_out.size() && out.size() < kLimit - 1024; ++i) out += (i ? ", " : "") + cell(left_out[i]);
+    out += " (in the run's JSON).*\n";
+  }
   return out;
 }
 

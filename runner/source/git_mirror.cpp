@@ -85,14 +85,28 @@ GitMirror::GitMirror(SourceConfig cfg) : cfg_(std::move(cfg)) {}
 
 SourceResult GitMirror::ensure_commit(const std::string& sha) {
   std::error_code ec;
-  const bool created = !fs::exists(fs::path(cfg_.mirror) / "HEAD", ec);
+  const bool created = !fs::exists(fs::path(cfg_.mirror) / "HEAD", ec) && !ec;
+  // What this call may take away again: the directory if it made it, or what it put into an empty one. A
+  // directory that held anything else is never touched.
+  const bool made_dir = created && !fs::exists(cfg_.mirror, ec);
+  const bool was_empty = created && !made_dir && fs::is_empty(cfg_.mirror, ec) && !ec;
+  auto undo = [&] {
+    std::error_code rm;
+    if (made_dir) {
+      fs::remove_all(cfg_.mirror, rm);
+    } else if (was_empty) {
+      for (const auto& e : fs::directory_iterator(cfg_.mirror, rm)) fs::remove_all(e.path(), rm);
+    }
+  };
   if (created) {
+    if (!made_dir && !was_empty)
+      return {SourceError::Failed, "the source mirror " + cfg_.mirror + " is neither a git mirror nor an empty directory"};
     // Created here, empty, then fetched like any other commit: "first use" costs one fetch, not a full clone
     // before the first answer.
     fs::create_directories(cfg_.mirror, ec);
     SyncResult init = git({"init", "--quiet", "--bare", cfg_.mirror}, 60);
     if (!init.outcome.ok()) {
-      fs::remove_all(cfg_.mirror, ec);
+      undo();
       return {SourceError::Failed, "cannot create the source mirror " + cfg_.mirror + ": " + last_lines(init.output)};
     }
   } else {
@@ -100,13 +114,17 @@ SourceResult GitMirror::ensure_commit(const std::string& sha) {
   }
   SourceResult r = fetch_commit(sha);
   // A mirror made by this call whose first fetch failed is nothing worth keeping: no empty mirror is left.
-  if (!r.ok() && created) fs::remove_all(cfg_.mirror, ec);
+  if (!r.ok() && created) undo();
   return r;
 }
 
 void GitMirror::clear_stale_locks() {
-  // Only under our flock: no git of ours runs in the mirror now, so a `*.lock` git left (a fetch killed at its
-  // timeout) is stale, and would make every later fetch fail ("Unable to create '...lock': File exists").
+  // Under our flock no fetch of ours runs in the mirror, so a `*.lock` git left (a fetch killed at its timeout)
+  // is stale and would make later fetches fail ("Unable to create '...lock': File exists"). Steps' own git in
+  // their worktrees shares the mirror's refs and config, though: only a lock older than a whole fetch may go.
+  const auto stale_before = fs::file_time_type::clock::now() -
+                            std::chrono::duration_cast<fs::file_time_type::duration>(
+                                std::chrono::duration<double>(cfg_.fetch_timeout_seconds + 60));
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(cfg_.mirror, fs::directory_options::skip_permission_denied, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
@@ -115,7 +133,8 @@ void GitMirror::clear_stale_locks() {
       it.disable_recursion_pending();
       continue;
     }
-    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".lock") == 0 && it->is_regular_file(ec)) {
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".lock") == 0 && it->is_regular_file(ec) &&
+        fs::last_write_time(it->path(), ec) < stale_before && !ec) {
       std::error_code rm;
       fs::remove(it->path(), rm);
     }
