@@ -10,9 +10,16 @@
 #include <set>
 #include <sstream>
 #include <fstream>
+#include <future>
 #include <thread>
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+
+#include "host/host.h"
 #include "served_daemon.h"
+#include "server/run_leases.h"
 #include "test_support.h"
 
 using namespace pto::test;
@@ -356,4 +363,52 @@ TEST_CASE("leases: the daemon revokes a lease past its max-seconds even while it
   CommandResult ended = wait_cli(client);
   CHECK(ended.exit_code == 137);  // revoked: as task-submit's killed command
   CHECK(wait_until([&] { return !pid_running(std::stoi(read_file(pidfile))); }, 10));
+}
+
+TEST_CASE("run's own lease endpoints: the run's token only, and closing them revokes what runs under a lease", "[lease]") {
+  TempDir d;
+  pto::RunnerConfig cfg;
+  cfg.device_ids = {0};
+  cfg.lock_dir = (d.path() / "locks").string();
+  cfg.state_dir = (d.path() / "state").string();
+  cfg.kill_grace_seconds = 1;
+  boost::asio::io_context io;
+  std::string error;
+  auto host = pto::wire_host(io, cfg, pto::HostOptions{}, error);
+  REQUIRE(host);
+  pto::RunLeases leases(io, *host, cfg.kill_grace_seconds, "run-1");
+  REQUIRE(leases.start().empty());
+  auto guard = boost::asio::make_work_guard(io);
+  std::thread loop([&] { io.run(); });
+  const std::string url = leases.url() + "/api/v1/leases";
+  CHECK(pto::api_request("POST", url, "not-the-run-token", "{}").status == 401);
+  auto granted = pto::api_request("POST", url, leases.token(), json({{"devices", 1}, {"label", "held"}}).dump());
+  REQUIRE(granted.status == 201);
+  json lease = json::parse(granted.body);
+  CHECK(lease["cards"] == json::array({0}));
+  // What the lease's client would run, carrying the lease's marker.
+  int pid = fork();
+  if (pid == 0) {
+    ::setenv("PTO_RUNNER_STEP_MARK", lease["marker"].get<std::string>().c_str(), 1);
+    execlp("sleep", "sleep", "1000", (char*)nullptr);
+    _exit(127);
+  }
+  // Its client heartbeats, so only closing can end it.
+  const std::string beat = url + "/" + lease["id"].get<std::string>() + "/heartbeat";
+  CHECK(pto::api_request("POST", beat, leases.token(), "{}").status == 200);
+  boost::asio::post(io, [&] { leases.close("its run ended"); });
+  int status = 0;
+  CHECK(wait_until([&] { return ::waitpid(pid, &status, WNOHANG) == pid; }, 10));
+  CHECK(WIFSIGNALED(status));
+  std::promise<std::map<std::string, long long>> counted;  // read on the loop's thread, where the book lives
+  boost::asio::post(io, [&] { counted.set_value(leases.ended_by_reason()); });
+  auto reasons = counted.get_future();
+  REQUIRE(reasons.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+  const auto ended = reasons.get();
+  CHECK(ended.count("daemon stopping") == 1);  // revoked by the close, not by a missed heartbeat
+  CHECK(ended.count("heartbeat") == 0);
+  CHECK_FALSE(pto::api_request("POST", url, leases.token(), "{}").reached);  // nothing listens any more
+  guard.reset();
+  io.stop();
+  loop.join();
 }

@@ -4,6 +4,7 @@
 // as it would from the daemon's under `serve`. Only the lease endpoints (server/lease_service), on a free
 // loopback port, with a token made for the run; the run's steps get both (PTO_RUNNER_SERVER,
 // PTO_RUNNER_LEASE_TOKEN), and every lease ends with the run.
+#include <map>
 #include <memory>
 #include <string>
 
@@ -28,6 +29,8 @@ class RunLeases {
   const std::string& token() const { return token_; }
   /// The run is over or cancelled: every lease ends (what runs under it is killed) and nothing new is taken.
   void close(const std::string& why);
+  /// How the run's leases ended (released, heartbeat, daemon stopping...), as the daemon counts them.
+  const std::map<std::string, long long>& ended_by_reason() const { return book_.ended_by_reason(); }
 
  private:
   void handle(const HttpRequest& req, HttpServer::Respond respond);
