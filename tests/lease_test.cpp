@@ -393,6 +393,17 @@ TEST_CASE("run's own lease endpoints: the run's token only, and closing them rev
     execlp("sleep", "sleep", "1000", (char*)nullptr);
     _exit(127);
   }
+  struct Reap {  // whatever happens, no `sleep` outlives the test (it would hold ctest's output pipe)
+    int pid;
+    ~Reap() {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, WNOHANG);
+    }
+  } reap{pid};
+  // Running under the lease once exec'd (before that, /proc shows the test's own environment).
+  REQUIRE(wait_until([&] {
+    return read_file("/proc/" + std::to_string(pid) + "/environ").find(lease["marker"].get<std::string>()) != std::string::npos;
+  }, 10));
   // Its client heartbeats, so only closing can end it.
   const std::string beat = url + "/" + lease["id"].get<std::string>() + "/heartbeat";
   CHECK(pto::api_request("POST", beat, leases.token(), "{}").status == 200);
