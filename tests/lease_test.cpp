@@ -91,7 +91,8 @@ TEST_CASE("task-submit: runs the command on leased cards and exits as task-submi
   CHECK(none.exit_code == 126);
   CHECK(none.err.find("device-ids: no card 9 on this host") != std::string::npos);
   Spawned holder = spawn_cli({"task-submit", "--device-num", "2", "--run", "sleep 30"}, client_env(s, ts));
-  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices"][0]["state"] == "busy"; }, 10));
+  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices_by_state"].value("busy", 0) == 2; }, 10));
+  REQUIRE(pid_running(holder.pid));
   CommandResult late = task_submit(s, ts, {"--timeout", "1", "--run", "true"});
   CHECK(late.exit_code == 1);
   CHECK(late.err.find("no card within 1 s") != std::string::npos);
