@@ -116,6 +116,47 @@ steps:
   CHECK(p.out("notes") == "line one\nline=two");
 }
 
+TEST_CASE("run: steps, needs and env contexts in each step field GitHub allows them in: run, if, name, working-directory", "[dataflow]") {
+  DataFlowProject p;
+  write_project(p.dir, {
+      {"prod.yml", R"Y(name: prod
+outputs: {dir: "${{ steps.o.outputs.dir }}"}
+steps:
+  - id: o
+    run: |
+      echo "dir=sub" >> "$GITHUB_OUTPUT"
+      echo "WHERE=sub" >> "$GITHUB_ENV"
+  - name: in ${{ steps.o.outputs.dir }} and ${{ env.WHERE }}
+    if: env.WHERE == 'sub' && steps.o.outputs.dir == 'sub'
+    working-directory: ${{ steps.o.outputs.dir }}
+    run: echo "${{ steps.o.outputs.dir }} $(basename "$PWD")" > "$OUT/steps"
+  - working-directory: ${{ env.WHERE }}
+    run: basename "$PWD" > "$OUT/envwd"
+  - if: env.WHERE == 'elsewhere'
+    run: touch "$OUT/env-if-ran"
+)Y"},
+      {"cons.yml", R"Y(name: cons
+needs: [prod]
+steps:
+  - name: after ${{ needs.prod.outputs.dir }}
+    if: needs.prod.outputs.dir == 'sub'
+    run: echo "${{ needs.prod.outputs.dir }}" > "$OUT/needs"
+  - if: needs.prod.outputs.dir != 'sub'
+    run: touch "$OUT/needs-if-ran"
+)Y"}});
+  fs::create_directories(p.dir.path() / "sub");
+  CommandResult r = p.run();
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(p.out("steps") == "sub sub\n");                                        // steps.* in run and working-directory
+  CHECK(r.out.find("prod / in sub and sub: succeeded") != std::string::npos);  // steps.* and env.* in name; both in if
+  CHECK(p.out("envwd") == "sub\n");                                           // env.* in working-directory
+  CHECK_FALSE(fs::exists(p.dir.path() / "out/env-if-ran"));                   // env.* in if, false
+  CHECK(r.out.find("cons / after sub: succeeded") != std::string::npos);      // needs.* in name and if
+  CHECK(p.out("needs") == "sub\n");
+  CHECK_FALSE(fs::exists(p.dir.path() / "out/needs-if-ran"));
+}
+
 TEST_CASE("run: a malformed $GITHUB_OUTPUT fails its step with the line", "[dataflow]") {
   DataFlowProject p;
   write_project(p.dir, {{"bad.yml", "name: bad\nsteps:\n  - run: 'echo \"x<<EOF\" >> \"$GITHUB_OUTPUT\"; echo never closed >> \"$GITHUB_OUTPUT\"'\n"}});
