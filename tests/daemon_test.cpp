@@ -417,6 +417,11 @@ TEST_CASE("status: a running step's card and a waiting step's queue entry carry 
   CHECK(waiting["source"] == "expected-minutes");
   // One runs, the other waits: between them, both estimates.
   CHECK(holder["minutes"].get<double>() + waiting["minutes"].get<double>() == 7);
+  // The active run lists its running step with a log link (the page shows it without reading the run).
+  const json& running = st["active_runs"][0]["running_steps"];
+  REQUIRE(running.size() == 1);
+  CHECK(running[0]["step"] == "e / " + st["devices"][0]["holder"]["label"].get<std::string>().substr(4));
+  CHECK(running[0]["log_url"] == st["devices"][0]["holder"]["log_url"]);
   std::ofstream(go) << "1";
   CHECK(s.wait_run(json::parse(r.body)["id"])["state"] == "succeeded");
 }

@@ -30,12 +30,16 @@ RunOverview Daemon::overview_of(const std::string& id, const ActiveRun& r) const
   o.id = id;
   o.state = rec.cancelled ? "cancelling" : "running";
   o.created = rec.created;
-  for (const auto& job : rec.jobs)
-    for (const auto& s : job.steps) {
+  const Plan& plan = r.engine->plan();
+  for (std::size_t k = 0; k < rec.jobs.size(); ++k)
+    for (std::size_t i = 0; i < rec.jobs[k].steps.size(); ++i) {
+      const StepRecord& s = rec.jobs[k].steps[i];
       ++o.steps;
       o.steps_running += s.state == StepState::Running;
       o.steps_waiting += s.state == StepState::Waiting;
       o.steps_finished += is_final(s.state);
+      if (s.state == StepState::Running)
+        o.running_logs.emplace_back(plan.jobs[k].id + " / " + plan.jobs[k].steps[i].name, log_url(id, step_id(k, i)));
     }
   o.request = r.request;
   o.sha = r.request.value("sha", "");

@@ -73,6 +73,8 @@ struct RunOverview {
   std::string id, state, created, finished;
   int result = -1;  // exit code once finished
   int steps = 0, steps_finished = 0, steps_running = 0, steps_waiting = 0;
+  /// An active run's running steps: "job / step" and its log link (what an on-call engineer opens first).
+  std::vector<std::pair<std::string, std::string>> running_logs;
   std::string sha, ref, github_run;
   nlohmann::json request;  // as journaled (env names only)
 };

@@ -26,6 +26,9 @@ nlohmann::json run_overview_json(const RunOverview& r) {
     a["steps_finished"] = r.steps_finished;
     a["steps_running"] = r.steps_running;
     a["steps_waiting"] = r.steps_waiting;
+    nlohmann::json running = nlohmann::json::array();
+    for (const auto& [label, url] : r.running_logs) running.push_back({{"step", label}, {"log_url", url}});
+    a["running_steps"] = std::move(running);
   }
   // The Actions run that submitted it, for an on-call engineer to follow back.
   if (!r.github_run.empty()) a["github_run"] = r.github_run;

@@ -113,31 +113,35 @@ function holder(d) {
   if (d.reserved_for) box.appendChild(el("span", "kept free for queue entry #" + d.reserved_for, "muted"));
   return box;
 }
-// The steps worth opening a log for: an active run's running steps, a finished run's failed ones. Read from
-// the run's own JSON; a finished run never changes, so it is read once.
+// The steps worth opening a log for: an active run's running steps (in the status itself), a finished run's
+// failed ones (read once from the run's own JSON: a finished run never changes).
 const finishedSteps = new Map();
-async function stepLogs(run, finished) {
-  if (finished && finishedSteps.has(run)) return finishedSteps.get(run);
+async function failedStepLogs(run) {
+  if (finishedSteps.has(run)) return finishedSteps.get(run);
   const r = await fetch("/api/v1/runs/" + encodeURIComponent(run), {cache: "no-store"});
   if (!r.ok) return [];
   const j = await r.json();
   const out = [];
   for (const job of j.jobs || [])
     for (const st of job.steps || [])
-      if ((finished ? st.state === "failed" || st.state === "timed_out" : st.state === "running") && st.log)
-        out.push({label: job.id + " / " + st.name, url: st.log});
-  if (finished) finishedSteps.set(run, out);
+      if ((st.state === "failed" || st.state === "timed_out") && st.log) out.push({label: job.id + " / " + st.name, url: st.log});
+  finishedSteps.set(run, out);
   return out;
 }
-function stepsCell(run, finished) {
+function logLinks(box, list) {
+  for (const st of list.slice(0, 5)) {
+    if (box.childNodes.length) box.appendChild(el("br"));
+    box.appendChild(link(st.url, st.label));
+  }
+  if (list.length > 5) box.appendChild(el("span", " and " + (list.length - 5) + " more", "muted"));
+  return box;
+}
+function runningCell(r) {
+  return logLinks(el("span"), (r.running_steps || []).map(st => ({label: st.step, url: st.log_url})));
+}
+function failedCell(run) {
   const box = el("span");
-  stepLogs(run, finished).then(list => {
-    for (const st of list.slice(0, 5)) {
-      if (box.childNodes.length) box.appendChild(el("br"));
-      box.appendChild(link(st.url, st.label));
-    }
-    if (list.length > 5) box.appendChild(el("span", " and " + (list.length - 5) + " more", "muted"));
-  }).catch(() => {});
+  failedStepLogs(run).then(list => logLinks(box, list)).catch(() => {});
   return box;
 }
 function render(s) {
@@ -179,11 +183,11 @@ function render(s) {
   }), "nothing waits");
   fill("active", s.active_runs.map(r => row([link(r.url, r.id), el("span", r.state, "state"),
       r.steps_finished + "/" + r.steps + " done, " + r.steps_running + " running, " + r.steps_waiting + " waiting",
-      stepsCell(r.id, false), (r.sha || "").slice(0, 12) + (r.ref ? " " + r.ref : ""), when(r.created),
+      runningCell(r), (r.sha || "").slice(0, 12) + (r.ref ? " " + r.ref : ""), when(r.created),
       r.github_run ? link(r.github_run, "Actions run") : ""])), "no active run");
   fill("recent", (s.recent_runs || []).map(r => row([link(r.url, r.id),
       el("span", r.state + (r.result !== null ? " (exit " + r.result + ")" : ""), "state " + r.state),
-      r.state === "succeeded" ? "" : stepsCell(r.id, true), (r.sha || "").slice(0, 12), when(r.finished), r.github_run ? link(r.github_run, "Actions run") : ""])), "none yet");
+      r.state === "succeeded" ? "" : failedCell(r.id), (r.sha || "").slice(0, 12), when(r.finished), r.github_run ? link(r.github_run, "Actions run") : ""])), "none yet");
 }
 async function refresh() {
   try {
