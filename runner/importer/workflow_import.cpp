@@ -230,7 +230,7 @@ struct Importer {
   }
 
   // `exports`: values that are a path under ${{ github.workspace }} (pypto's PYTHONPATH) cannot be env values
-  // here (they are literal); they become `export NAME="$(cd DIR && pwd)"` lines at the start of the run, DIR
+  // here (they are literal); they become `export NAME="$(realpath -m -- DIR)"` lines at the start of the run, DIR
   // mapped as the run's paths are (the job's checkout is the run's tree, its siblings the tree's siblings).
   std::map<std::string, std::string> env_of(const YAML::Node& n, const std::string& where, const std::string& checkout,
                                             Exports& exports) {

@@ -133,8 +133,9 @@ void GitMirror::clear_stale_locks() {
       it.disable_recursion_pending();
       continue;
     }
-    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".lock") == 0 && it->is_regular_file(ec) &&
-        fs::last_write_time(it->path(), ec) < stale_before && !ec) {
+    std::error_code entry;  // an entry that cannot be read is left alone; the walk goes on
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".lock") == 0 && it->is_regular_file(entry) &&
+        fs::last_write_time(it->path(), entry) < stale_before && !entry) {
       std::error_code rm;
       fs::remove(it->path(), rm);
     }
