@@ -41,9 +41,7 @@ TEST_CASE("serve: status has every field with the right types, during and after 
   Served s;
   sleepy_project(s.dir, s.dir.str());
   s.start();
-  auto r = s.post("/api/v1/runs", {{"jobs", {"slow"}}, {"ref", "refs/heads/main"}, {"sha", "abc123"}, {"env", {{"SECRET", "hunter2"}}}});
-  REQUIRE(r.status == 201);
-  std::string id = json::parse(r.body)["id"];
+  std::string id = s.submit_run({{"jobs", {"slow"}}, {"ref", "refs/heads/main"}, {"sha", "abc123"}, {"env", {{"SECRET", "hunter2"}}}});
   REQUIRE(wait_until([&] { return fs::exists(s.dir.path() / "two.escapee"); }));
   // The status is a read model refreshed right after transitions: wait for it to show both steps started.
   json st;
@@ -120,9 +118,7 @@ TEST_CASE("serve: mutations need the token, bad requests get 400/404/413 and the
   auto big = pto::api_request("POST", s.url("/api/v1/runs"), s.token, std::string(2 * 1024 * 1024, ' '));
   CHECK((!big.reached || big.status == 413));
 
-  auto r = s.post("/api/v1/runs", {{"jobs", {"quick"}}});
-  REQUIRE(r.status == 201);
-  std::string id = json::parse(r.body)["id"];
+  std::string id = s.submit_run({{"jobs", {"quick"}}});
   s.wait_run(id);
   for (const char* bad : {"/steps/..%2F..%2Fetc%2Fpasswd/log", "/steps/../../etc/passwd/log", "/steps/1-1%2F..%2F..%2Fx/log",
                           "/steps/9-9/log", "/steps/0-0/log"}) {

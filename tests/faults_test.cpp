@@ -55,9 +55,7 @@ TEST_CASE("faults: a full disk ends the run with an infrastructure error naming 
                         {"ok.yml", "name: ok\nsteps:\n  - run: 'echo fine'\n"}});
   s.state_dir = state;
   s.start();
-  auto r = s.post("/api/v1/runs", {{"jobs", {"fill"}}});
-  REQUIRE(r.status == 201);
-  std::string id = json::parse(r.body)["id"];
+  std::string id = s.submit_run({{"jobs", {"fill"}}});
   json run = s.wait_run(id, 60);
   CHECK(run["state"] == "failed");
   CHECK(run["result"] == 3);

@@ -184,7 +184,7 @@ TEST_CASE("leases: a killed client's cards come back within seconds and its comm
   s.start();
   const fs::path pidfile = s.dir.path() / "cmd.pid";
   Spawned c = spawn_cli({"task-submit", "--device", "1", "--run", "echo $$ > " + pidfile.string() + "; sleep 1000"}, client_env(s, ts));
-  REQUIRE(wait_until([&] { return fs::exists(pidfile) && !read_file(pidfile).empty(); }, 10));
+  REQUIRE(wait_for_content(pidfile, 10));
   int cmd = std::stoi(read_file(pidfile));
   // The status is a read model refreshed after transitions (within 100 ms): see the grant before the kill.
   REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices"][1]["state"] == "busy"; }, 5));
@@ -205,10 +205,8 @@ TEST_CASE("leases: a step's task-submit uses its run's own token, and cancelling
                                       " || true\n      task-submit --device-num 1 --run 'echo $$ > " + pidfile.string() +
                                       "; sleep 1000'\n"}});
   s.start();
-  auto r = s.post("/api/v1/runs", json::object());
-  REQUIRE(r.status == 201);
-  std::string id = json::parse(r.body)["id"];
-  REQUIRE(wait_until([&] { return fs::exists(pidfile) && !read_file(pidfile).empty(); }, 10));
+  std::string id = s.submit_run();
+  REQUIRE(wait_for_content(pidfile, 10));
   CHECK(read_file(out) == "0\n");  // no admin token in the step's environment
   json st = s.get("/api/v1/status");
   REQUIRE(st["leases"].size() == 1);
@@ -320,7 +318,7 @@ TEST_CASE("run: a step's task-submit leases from the run's own queue and SIGINT 
   Spawned p = spawn_cli({"run", "--root", d.str(), "--devices", "1", "--lock-dir", (d.path() / "locks").string(), "--state-dir",
                          (d.path() / "state").string()},
                         {{"PATH", ts.path_env()}, {"PTO_RUNNER_SERVER", "http://127.0.0.1:9"}, {"PTO_RUNNER_TOKEN", "an-admin-token"}});
-  REQUIRE(wait_until([&] { return fs::exists(pidfile) && !read_file(pidfile).empty(); }, 20));
+  REQUIRE(wait_for_content(pidfile, 20));
   CHECK(read_file(rec) == "0\n");  // granted by the run (the inherited PTO_RUNNER_SERVER is not what steps see)
   int leased = std::stoi(read_file(pidfile));
   ::kill(p.pid, SIGINT);
@@ -351,7 +349,7 @@ TEST_CASE("leases: the daemon revokes a lease past its max-seconds even while it
   const fs::path pidfile = s.dir.path() / "leased.pid";
   Spawned client = spawn_cli({"task-submit", "--device-num", "1", "--max-time", "0", "--run", "echo $$ > " + pidfile.string() + "; sleep 1000"},
                              client_env(s, ts));
-  REQUIRE(wait_until([&] { return fs::exists(pidfile) && !read_file(pidfile).empty(); }, 10));
+  REQUIRE(wait_for_content(pidfile, 10));
   CommandResult list = task_submit(s, ts, {"--list"});
   CHECK(list.exit_code == 0);
   CHECK(list.out.find("sleep 1000") != std::string::npos);

@@ -70,6 +70,13 @@ struct Served {
                &dom) == 0);
     return true;
   }
+  /// POST /api/v1/runs, which must be accepted (201): the new run's id.
+  std::string submit_run(const json& body = json::object()) const {
+    auto r = post("/api/v1/runs", body);
+    INFO(r.body);
+    REQUIRE(r.status == 201);
+    return json::parse(r.body)["id"];
+  }
   json wait_run(const std::string& id, double seconds = 30) const {
     json run;
     REQUIRE(wait_until([&] {

@@ -51,9 +51,7 @@ TEST_CASE("metrics: /metrics passes promtool check metrics during and after a ru
                                      "  - {name: 'a step with a \"quoted\" name', devices: 1, run: 'sleep 1'}\n"
                                      "  - {name: fails, devices: 1, run: 'exit 3', continue-on-error: true}\n"}});
   s.start();
-  auto r = s.post("/api/v1/runs", json::object());
-  REQUIRE(r.status == 201);
-  std::string id = json::parse(r.body)["id"];
+  std::string id = s.submit_run();
   REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices_by_state"].value("busy", 0) == 1; }, 10));
   std::string during = metrics_of(s);
   CHECK(promtool_problems(during, s.dir) == "");
@@ -92,15 +90,13 @@ TEST_CASE("signals: a drain past shutdown-timeout-minutes cancels the rest (143)
                                      "      task-submit --device-num 1 --run 'echo $TASK_DEVICE > " + leased.string() + "'\n"
                                      "      echo $$ > " + stuck.string() + "; sleep 1000\n"}});
   s.start();
-  auto r = s.post("/api/v1/runs", json::object());
-  REQUIRE(r.status == 201);
-  std::string id = json::parse(r.body)["id"];
+  std::string id = s.submit_run();
   ::kill(s.proc.pid, SIGTERM);
   REQUIRE(wait_until([&] { return s.get("/api/v1/status")["draining"] == true; }, 5));
   std::ofstream((s.dir.path() / "draining").string()) << "";
   // An accepted run's step still borrows a card through task-submit while the daemon drains.
-  REQUIRE(wait_until([&] { return fs::exists(leased) && !read_file(leased).empty(); }, 10));
-  REQUIRE(wait_until([&] { return fs::exists(stuck) && !read_file(stuck).empty(); }, 10));
+  REQUIRE(wait_for_content(leased, 10));
+  REQUIRE(wait_for_content(stuck, 10));
   int step = std::stoi(read_file(stuck));
   // It never ends by itself: at shutdown-timeout-minutes the daemon cancels it and exits 143.
   CommandResult exit = wait_cli(s.proc);
@@ -117,9 +113,7 @@ TEST_CASE("signals: SIGTERM drains: new runs get 503, the accepted run's steps a
                                     "  - {name: first, devices: 1, run: 'while [ ! -e " + gate.string() + " ]; do sleep 0.05; done'}\n"
                                     "  - {name: second, devices: 1, run: 'touch " + second.string() + "'}\n"}});
   s.start();
-  auto r = s.post("/api/v1/runs", json::object());
-  REQUIRE(r.status == 201);
-  std::string id = json::parse(r.body)["id"];
+  std::string id = s.submit_run();
   REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices_by_state"].value("busy", 0) == 1; }, 10));
   ::kill(s.proc.pid, SIGTERM);
   REQUIRE(wait_until([&] { return s.get("/api/v1/status")["draining"] == true; }, 5));
@@ -142,9 +136,7 @@ TEST_CASE("signals: a second SIGTERM cancels what the drain waits for: the run i
   Served s;
   write_project(s.dir, {{"slow.yml", "name: slow\nsteps:\n  - {name: forever, devices: 1, run: 'sleep 1000'}\n"}});
   s.start();
-  auto r = s.post("/api/v1/runs", json::object());
-  REQUIRE(r.status == 201);
-  std::string id = json::parse(r.body)["id"];
+  std::string id = s.submit_run();
   REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices_by_state"].value("busy", 0) == 1; }, 10));
   ::kill(s.proc.pid, SIGTERM);
   REQUIRE(wait_until([&] { return s.get("/api/v1/status")["draining"] == true; }, 5));
@@ -207,9 +199,7 @@ TEST_CASE("status page: headless Chromium shows the cards, a waiting step's reas
   REQUIRE(f.status == 201);
   std::string failed = json::parse(f.body)["id"];
   REQUIRE(s.wait_run(failed)["state"] == "failed");
-  auto r = s.post("/api/v1/runs", {{"jobs", {"busy"}}});
-  REQUIRE(r.status == 201);
-  std::string id = json::parse(r.body)["id"];
+  std::string id = s.submit_run({{"jobs", {"busy"}}});
   REQUIRE(wait_until([&] { return s.get("/api/v1/status")["queue"].size() == 1; }, 10));
   REQUIRE(wait_until([&] {
     return pto::api_request("GET", s.url("/api/v1/runs/" + id + "/steps/1-1/log")).body.find("holding the card") != std::string::npos;
@@ -277,9 +267,7 @@ TEST_CASE("daemon: a step only drained cards could serve waits for them and runs
   write_project(s.dir, {{"one.yml", "name: one\nsteps:\n  - {name: needs-card, devices: 1, run: 'true'}\n"}});
   s.start();
   REQUIRE(s.post("/api/v1/devices/0/drain", {{"reason", "fell off the bus"}}).status == 200);
-  auto r = s.post("/api/v1/runs", json::object());
-  REQUIRE(r.status == 201);
-  std::string id = json::parse(r.body)["id"];
+  std::string id = s.submit_run();
   json st;
   REQUIRE(wait_until([&] {
     st = s.get("/api/v1/status");

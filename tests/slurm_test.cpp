@@ -250,9 +250,7 @@ TEST_CASE("slurm: Slurm's reason for a waiting step and the node and cards of ru
     steps += "  - {name: p" + std::to_string(i) + ", devices: 2, run: 'sleep 1000 # slurm-cancel-" + std::to_string(i) + "'}\n";
   write_project(s.dir, {{"pairs.yml", "name: pairs\nparallel: true\nsteps:\n" + steps}});
   s.start();
-  auto r = s.post("/api/v1/runs", json::object());
-  REQUIRE(r.status == 201);
-  std::string id = json::parse(r.body)["id"];
+  std::string id = s.submit_run();
   json status;
   REQUIRE(wait_until([&] {
     status = s.get("/api/v1/status");
@@ -349,9 +347,7 @@ TEST_CASE("slurm: a timed-out step leaves no Slurm job and no process, a step Sl
                                       "  - {name: late, devices: 2, queue-timeout-minutes: 0.02, run: 'echo never placed'}\n"
                                       "  - {name: cpu, run: 'echo here'}\n"}});
   s.start();
-  auto r = s.post("/api/v1/runs", json::object());
-  REQUIRE(r.status == 201);
-  std::string id = json::parse(r.body)["id"];
+  std::string id = s.submit_run();
   json run = s.wait_run(id, 90);
   INFO(run.dump(2));
   CHECK(run["state"] == "failed");
@@ -386,9 +382,7 @@ TEST_CASE("slurm: a daemon killed with SIGKILL mid-run and restarted cancels the
   write_project(s.dir, {{"one.yml", "name: one\nsteps:\n  - {name: hold, devices: 1, run: 'sleep 1000 # slurm-sigkill'}\n"},
                         {"two.yml", "name: two\nsteps:\n  - {name: quick, devices: 2, run: 'echo quick on $TASK_DEVICE'}\n"}});
   s.start();
-  auto r = s.post("/api/v1/runs", {{"jobs", {"one"}}});
-  REQUIRE(r.status == 201);
-  std::string id = json::parse(r.body)["id"];
+  std::string id = s.submit_run({{"jobs", {"one"}}});
   REQUIRE(wait_until([&] { return s.get("/api/v1/runs/" + id)["jobs"][0]["steps"][0]["state"] == "running"; }, 30));
   REQUIRE(c.our_active_jobs().size() == 1);
   ::kill(s.proc.pid, SIGKILL);
@@ -430,10 +424,8 @@ TEST_CASE("slurm: a step's task-submit runs its command as a Slurm job on the ca
                                   "      task-submit --device-num 1 --run 'echo $$ > " + pidfile.string() +
                                   "; exec sleep 1000 # slurm-lease'\n"}});
   s.start();
-  auto r = s.post("/api/v1/runs", json::object());
-  REQUIRE(r.status == 201);
-  std::string id = json::parse(r.body)["id"];
-  REQUIRE(wait_until([&] { return fs::exists(pidfile) && !read_file(pidfile).empty(); }, 30));
+  std::string id = s.submit_run();
+  REQUIRE(wait_for_content(pidfile, 30));
   // The first lease ran on a whole pair Slurm picked: {} and TASK_DEVICE filled in the job, on a node.
   std::string log = pto::api_request("GET", s.url("/api/v1/runs/" + id + "/steps/1-1/log")).body;
   INFO(log);

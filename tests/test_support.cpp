@@ -127,6 +127,10 @@ int sh(const std::string& cmd, std::string* out) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+bool wait_for_content(const fs::path& p, double seconds) {
+  return wait_until([&] { return fs::exists(p) && !read_file(p).empty(); }, seconds);
+}
+
 std::vector<int> ids_of(const std::string& list) {
   std::vector<int> out;
   std::stringstream in(list);

@@ -64,6 +64,9 @@ int sh(const std::string& cmd, std::string* out = nullptr);
 /// Whether `pid` is alive (a zombie counts as gone).
 bool pid_running(int pid);
 
+/// Waits until a step or a leased command has written the file (its pid, what it saw): exists and not empty.
+bool wait_for_content(const fs::path& p, double seconds = 20);
+
 /// Card ids of a TASK_DEVICE value ("3", "2,3").
 std::vector<int> ids_of(const std::string& list);
 
