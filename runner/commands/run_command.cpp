@@ -98,7 +98,7 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
               << join_ids(cfg.device_ids) << (opts->simulate ? " (simulated)" : "") << "; logs in " << eo.run_dir
               << "\n";
     std::cout.flush();
-    RunEngine engine(io, loaded->plan, host->broker(), *host->executor, eo, &console);
+    RunEngine engine({io, *host->clock, host->broker(), *host->executor, &console}, loaded->plan, eo);
     boost::asio::signal_set signals(io, SIGINT, SIGTERM);
     std::function<void()> wait_signal = [&] {
       signals.async_wait([&](boost::system::error_code ec, int sig) {

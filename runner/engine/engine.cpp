@@ -4,94 +4,32 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
 #include "config/device_spec.h"
-#include "config/project.h"
-#include "engine/file_commands.h"
+#include "exec/process_marker.h"
 #include "plan/condition.h"
-#include "plan/expression.h"
-#include "sched/device_pool.h"
 #include "util/process_env.h"
-#include "util/random_hex.h"
-#include "util/steady_seconds.h"
 
 namespace fs = std::filesystem;
 
 namespace pto {
 
-EngineOptions make_engine_options(const std::string& root, const std::string& state_dir, const RunnerConfig& cfg, bool simulate, double time_scale,
-                                  const std::string& drop_env_prefix) {
-  EngineOptions eo;
-  eo.run_id = make_run_id();
-  eo.root = fs::absolute(root).lexically_normal().string();
-  eo.run_dir = state_dir + "/runs/" + eo.run_id;
-  eo.simulate = simulate;
-  eo.time_scale = simulate ? time_scale : 1;
-  eo.kill_grace_seconds = cfg.kill_grace_seconds;
-  eo.log_max_bytes = cfg.log_max_bytes;
-  eo.base_env = environment_map(drop_env_prefix);
-  eo.self_exe = self_executable();
-  // The lead job's host settings, resolved here once: it then reads nothing of the host from ROOT.
-  eo.toolchain_args = "--cache-dir " + shell_quote(resolve_under_root(eo.root, cfg.cache_dir));
-  if (!cfg.toolchain_mirror.empty())
-    eo.toolchain_args += " --mirror " + shell_quote(cfg.toolchain_mirror.find("://") == std::string::npos
-                                                        ? resolve_under_root(eo.root, cfg.toolchain_mirror)
-                                                        : cfg.toolchain_mirror);
-  eo.health = cfg.health;
-  return eo;
-}
-
-std::string make_run_id() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", &tm);
-  return std::string(buf) + "-" + random_hex(2);
-}
-
-std::string format_minutes(double minutes) {
-  char buf[32];
-  if (minutes >= 1 && minutes == static_cast<long>(minutes)) std::snprintf(buf, sizeof(buf), "%ld min", static_cast<long>(minutes));
-  else std::snprintf(buf, sizeof(buf), "%.3g s", minutes * 60);
-  return buf;
-}
-
-std::string slug(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
-    if (ok) out += c;
-    else if (!out.empty() && out.back() != '-') out += '-';
-  }
-  while (!out.empty() && (out.back() == '-' || out.back() == '.')) out.pop_back();
-  if (out.size() > 80) out.resize(80);
-  return out.empty() ? "step" : out;
-}
-
-struct RunEngine::Timers {
-  explicit Timers(boost::asio::io_context& io) : io(io) {}
-  boost::asio::io_context& io;
-  std::map<std::size_t, std::unique_ptr<boost::asio::steady_timer>> job_timeouts;
-  /// A step waiting for cards under timeout-minutes or queue-timeout-minutes.
-  std::map<std::pair<std::size_t, std::size_t>, std::unique_ptr<boost::asio::steady_timer>> wait_timeouts;
-};
-
-RunEngine::RunEngine(boost::asio::io_context& io, Plan plan, CardBroker& broker, Executor& executor,
-                     EngineOptions opts, RunObserver* observer)
-    : io_(io),
+RunEngine::RunEngine(EngineSeams seams, Plan plan, EngineOptions opts)
+    : io_(seams.io),
+      clock_(seams.clock),
       plan_(std::move(plan)),
-      broker_(broker),
-      executor_(executor),
+      broker_(seams.broker),
+      executor_(seams.executor),
       opts_(std::move(opts)),
-      observer_(observer),
-      timers_(std::make_unique<Timers>(io)) {
+      observer_(seams.observer),
+      journal_(seams.journal),
+      flow_(plan_, run_, legs_by_name_, opts_.run_dir) {
   run_.id = opts_.run_id.empty() ? make_run_id() : opts_.run_id;
-  run_.created = iso_now();
+  run_.created = clock_.iso_now();
   for (std::size_t j = 0; j < plan_.jobs.size(); ++j) {
     JobRecord jr;
     jr.steps.resize(plan_.jobs[j].steps.size());
@@ -103,18 +41,62 @@ RunEngine::RunEngine(boost::asio::io_context& io, Plan plan, CardBroker& broker,
 
 RunEngine::~RunEngine() = default;
 
-double RunEngine::now() const { return steady_seconds() - t0_; }
+double RunEngine::now() const { return clock_.now() - t0_; }
 
 void RunEngine::start() {
   started_ = true;
-  t0_ = steady_seconds();
+  t0_ = clock_.now();
   fs::create_directories(fs::path(opts_.run_dir) / "logs");
   fs::create_directories(fs::path(opts_.run_dir) / "files");
   boost::asio::post(io_, [this] { pump(); });
 }
 
 std::string RunEngine::label(std::size_t job, std::size_t step) const {
-  return plan_.jobs[job].id + " / " + plan_.jobs[job].steps[step].name;
+  return step_label(plan_.jobs[job], plan_.jobs[job].steps[step]);
+}
+
+Executor& RunEngine::executor_for(const PlanStep& step) {
+  return step.kind == StepKind::ToolchainSetup && opts_.lead_executor ? *opts_.lead_executor : executor_;
+}
+
+void RunEngine::transition(std::size_t j, std::size_t s, StepState to) {
+  StepRecord& sr = run_.jobs[j].steps[s];
+  const StepState from = sr.state;
+  sr.state = to;
+  const std::string at = clock_.iso_now();
+  const double t = now();
+  if (to == StepState::Waiting && sr.runnable_at < 0) {
+    sr.runnable = at;
+    sr.runnable_at = t;
+  }
+  if (to == StepState::Running) {
+    sr.started = at;
+    sr.started_at = t;
+    sr.finished.clear();  // an earlier attempt's end
+    sr.finished_at = -1;
+  }
+  if (is_final(to)) {
+    sr.finished = at;
+    sr.finished_at = t;
+  }
+  if (journal_) journal_->step_changed(run_, plan_, static_cast<int>(j), static_cast<int>(s));
+  if (observer_) observer_->on_step_changed(run_, plan_, static_cast<int>(j), static_cast<int>(s), from);
+}
+
+void RunEngine::set_job_state(std::size_t j, JobState to) {
+  JobRecord& jr = run_.jobs[j];
+  jr.state = to;
+  if (to == JobState::Running) {
+    jr.started = clock_.iso_now();
+    jr.started_at = now();
+    return;
+  }
+  if (!is_final(to)) return;
+  jr.finished = clock_.iso_now();
+  jr.finished_at = now();
+  job_timeouts_.erase(j);
+  if (journal_) journal_->job_finished(run_, plan_, static_cast<int>(j));
+  if (observer_) observer_->on_job_finished(run_, plan_, static_cast<int>(j));
 }
 
 bool RunEngine::needs_done(std::size_t job) const {
@@ -172,7 +154,7 @@ void RunEngine::pump() {
           for (std::size_t leg : legs_by_name_[pj.name]) running += run_.jobs[leg].state == JobState::Running;
           if (running >= pj.max_parallel) continue;
         }
-        ConditionContext ctx = context(j, std::string::npos);
+        ConditionContext ctx = flow_.context(j);
         ctx.any_failed = !needs_succeeded(j);
         ctx.cancelled = run_.cancelled;
         if (!evaluate_condition_text(pj.if_expr, ctx)) {
@@ -190,44 +172,29 @@ void RunEngine::pump() {
 }
 
 void RunEngine::start_job(std::size_t j) {
-  JobRecord& jr = run_.jobs[j];
-  jr.state = JobState::Running;
-  jr.started = iso_now();
-  jr.started_at = now();
-  // needs.*.outputs in the job's env are known now that its needs have ended.
-  ConditionContext ctx = context(j, std::string::npos);
-  for (auto& [k, v] : plan_.jobs[j].env) v = interpolate(v, ctx);
+  set_job_state(j, JobState::Running);
+  flow_.resolve_job(j);
   const PlanJob& pj = plan_.jobs[j];
-  if (pj.timeout_minutes && !opts_.simulate) {
-    auto t = std::make_unique<boost::asio::steady_timer>(io_);
-    t->expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-        std::chrono::duration<double>(*pj.timeout_minutes * 60)));
-    t->async_wait([this, j](boost::system::error_code ec) {
-      if (ec || is_final(run_.jobs[j].state)) return;
+  if (pj.timeout_minutes && !opts_.simulate)
+    job_timeouts_[j] = clock_.after(*pj.timeout_minutes * 60, [this, j] {
+      if (is_final(run_.jobs[j].state)) return;
       run_.jobs[j].timed_out = true;
       run_.jobs[j].failed = true;
       cancel_job(j, "job timeout-minutes reached");
       pump();
     });
-    timers_->job_timeouts[j] = std::move(t);
-  }
 }
 
 void RunEngine::skip_job(std::size_t j, JobState state, const std::string& reason) {
   JobRecord& jr = run_.jobs[j];
-  jr.state = state;
   jr.reason = reason;
-  jr.finished = iso_now();
-  jr.finished_at = now();
   for (std::size_t s = 0; s < jr.steps.size(); ++s) {
-    StepRecord& sr = jr.steps[s];
-    if (is_final(sr.state)) continue;
-    sr.state = plan_.jobs[j].steps[s].deduplicated_from ? StepState::Deduplicated
-               : state == JobState::Cancelled          ? StepState::Cancelled
-                                                       : StepState::Skipped;
-    sr.finished = jr.finished;
+    if (is_final(jr.steps[s].state)) continue;
+    transition(j, s, plan_.jobs[j].steps[s].deduplicated_from ? StepState::Deduplicated
+                     : state == JobState::Cancelled          ? StepState::Cancelled
+                                                             : StepState::Skipped);
   }
-  if (observer_) observer_->on_job_finished(run_, plan_, static_cast<int>(j));
+  set_job_state(j, state);
 }
 
 void RunEngine::advance(std::size_t j) {
@@ -271,143 +238,34 @@ void RunEngine::advance(std::size_t j) {
   }
   all_final = std::all_of(jr.steps.begin() + static_cast<std::ptrdiff_t>(jr.first_unsettled), jr.steps.end(),
                           [](const StepRecord& s) { return is_final(s.state); });
-  if (all_final) finish_job(j);
+  if (all_final && !is_final(jr.state)) finish_job(j);
 }
 
 // Decides a pending step: deduplicated, skipped, or queued. Returns true when it was queued (it is active).
 bool RunEngine::try_start_step(std::size_t j, std::size_t s) {
   JobRecord& jr = run_.jobs[j];
-  StepRecord& sr = jr.steps[s];
   const PlanStep& ps = plan_.jobs[j].steps[s];
   if (ps.deduplicated_from) {
-    sr.state = StepState::Deduplicated;
-    sr.finished = iso_now();
-    if (observer_) observer_->on_step_finished(run_, plan_, static_cast<int>(j), static_cast<int>(s));
+    transition(j, s, StepState::Deduplicated);
     return false;
   }
-  ConditionContext ctx = context(j, s);
+  ConditionContext ctx = flow_.context(j, s);
   ctx.any_failed = jr.failed;
   ctx.cancelled = jr.cancelled || run_.cancelled;
   if (jr.cancelled || run_.cancelled || !evaluate_condition_text(ps.if_expr, ctx)) {
-    sr.state = (jr.cancelled || run_.cancelled) ? StepState::Cancelled : StepState::Skipped;
-    sr.finished = iso_now();
-    if (observer_) observer_->on_step_finished(run_, plan_, static_cast<int>(j), static_cast<int>(s));
+    transition(j, s, (jr.cancelled || run_.cancelled) ? StepState::Cancelled : StepState::Skipped);
     return false;
   }
   enqueue(j, s);
   return true;
 }
 
-ConditionContext RunEngine::context(std::size_t j, std::size_t step) const {
-  const PlanJob& pj = plan_.jobs[j];
-  const JobRecord& jr = run_.jobs[j];
-  ConditionContext ctx;
-  for (const auto& [k, v] : pj.matrix) ctx.matrix[k] = v;
-  // The env context as GitHub builds it: $GITHUB_ENV values, then the job's env, then the step's.
-  ctx.env = jr.file_env;
-  for (const auto& [k, v] : pj.env) ctx.env[k] = v;
-  if (step != std::string::npos)
-    for (const auto& [k, v] : pj.steps[step].env) ctx.env[k] = v;
-  auto outcome = [](StepState st) -> std::string {
-    switch (st) {
-      case StepState::Succeeded: case StepState::Deduplicated: return "success";
-      case StepState::Failed: case StepState::TimedOut: return "failure";
-      case StepState::Cancelled: case StepState::Interrupted: return "cancelled";
-      default: return "skipped";
-    }
-  };
-  for (std::size_t k = 0; k < pj.steps.size(); ++k) {
-    if (pj.steps[k].id.empty() || !is_final(jr.steps[k].state) || k == step) continue;
-    // A deduplicated step did its work as the step it repeats: it has that step's outputs.
-    std::size_t from = pj.steps[k].deduplicated_from ? static_cast<std::size_t>(*pj.steps[k].deduplicated_from) : k;
-    const std::string prefix = "steps." + pj.steps[k].id + ".";
-    for (const auto& [name, value] : jr.steps[from].outputs) ctx.values[prefix + "outputs." + name] = value;
-    std::string o = outcome(jr.steps[from].state);
-    ctx.values[prefix + "outcome"] = o;
-    ctx.values[prefix + "conclusion"] = o == "failure" && pj.steps[k].continue_on_error ? "success" : o;
-  }
-  for (const auto& need : pj.needs) {
-    auto it = legs_by_name_.find(need);
-    if (it == legs_by_name_.end()) continue;
-    // A matrix job's legs: the outputs of the leg that finished last win, as in GitHub.
-    std::vector<std::size_t> legs = it->second;
-    std::sort(legs.begin(), legs.end(), [&](std::size_t a, std::size_t b) {
-      return run_.jobs[a].finished_at < run_.jobs[b].finished_at;
-    });
-    std::string result = "success";
-    int skipped = 0;
-    for (std::size_t leg : legs) {
-      const JobRecord& r = run_.jobs[leg];
-      for (const auto& [name, value] : r.outputs)
-        if (!value.empty()) ctx.values["needs." + need + ".outputs." + name] = value;
-      if (r.state == JobState::Failed && !plan_.jobs[leg].continue_on_error) result = "failure";
-      else if (r.state == JobState::Cancelled && result != "failure") result = "cancelled";
-      skipped += r.state == JobState::Skipped;
-    }
-    if (skipped == static_cast<int>(legs.size())) result = "skipped";
-    ctx.values["needs." + need + ".result"] = result;
-  }
-  return ctx;
-}
-
-// Replaces the step's ${{ }} (steps.*, needs.*, env.*) once, when it first becomes runnable: everything it
-// can read has happened by then (earlier steps have ended; plan checks forbid reading later ones).
-void RunEngine::resolve_step(std::size_t j, std::size_t s) {
-  StepRecord& sr = run_.jobs[j].steps[s];
-  if (sr.resolved) return;
-  sr.resolved = true;
-  PlanStep& ps = plan_.jobs[j].steps[s];
-  ConditionContext job_ctx = context(j, std::string::npos);
-  for (auto& [k, v] : ps.env) v = interpolate(v, job_ctx);  // step env reads the job-level env context
-  ConditionContext ctx = context(j, s);
-  ps.run = interpolate(ps.run, ctx);
-  ps.name = interpolate(ps.name, ctx);
-  ps.working_directory = interpolate(ps.working_directory, ctx);
-}
-
-std::string RunEngine::files_dir(std::size_t j, std::size_t s) const {
-  return opts_.run_dir + "/files/" + std::to_string(j + 1) + "-" + std::to_string(s + 1);  // a name prefix
-}
-
-bool RunEngine::read_file_commands(std::size_t j, std::size_t s, std::string& error) {
-  JobRecord& jr = run_.jobs[j];
-  StepRecord& sr = jr.steps[s];
-  const std::string dir = files_dir(j, s);
-  std::string env_text, path_text, output_text;
-  if (!read_step_file(dir + ".env", env_text, error) || !read_step_file(dir + ".path", path_text, error) ||
-      !read_step_file(dir + ".output", output_text, error))
-    return false;
-  NameValues env, outputs;
-  if (!parse_name_value_file(env_text, env, error)) {
-    error = "$GITHUB_ENV " + error;
-    return false;
-  }
-  if (!parse_name_value_file(output_text, outputs, error)) {
-    error = "$GITHUB_OUTPUT " + error;
-    return false;
-  }
-  for (auto& [k, v] : outputs) sr.outputs[k] = v;
-  // pto-runner's own variables are not the step's to change (the marker finds its escaped processes).
-  for (auto& [k, v] : env)
-    if (k.rfind("PTO_RUNNER_", 0) != 0) jr.file_env[k] = v;
-  for (auto& p : parse_path_file(path_text)) jr.path_prepend.insert(jr.path_prepend.begin(), p);
-  // Its summary joins the run's (as GitHub shows every step's under the job); over GitHub's 1 MiB it is left
-  // out and said so, without failing the step.
-  std::string summary_error;
-  if (!read_step_file(dir + ".summary", sr.summary, summary_error))
-    sr.summary = "*(" + label(j, s) + ": its step summary is left out: " + summary_error + ")*\n";
-  return true;
-}
-
 void RunEngine::enqueue(std::size_t j, std::size_t s) {
   StepRecord& sr = run_.jobs[j].steps[s];
-  resolve_step(j, s);
+  flow_.resolve_step(j, s);
   const PlanStep& ps = plan_.jobs[j].steps[s];
-  sr.state = StepState::Waiting;
-  if (sr.runnable_at < 0) {
-    sr.runnable = iso_now();
-    sr.runnable_at = now();
-  }
+  sr.wait_reason = ps.devices == 0 ? "" : "queued for " + std::to_string(ps.devices) + (ps.devices == 1 ? " card" : " cards");
+  transition(j, s, StepState::Waiting);
   if (ps.devices == 0) {
     launch(j, s, {});
     return;
@@ -418,32 +276,10 @@ void RunEngine::enqueue(std::size_t j, std::size_t s) {
   std::optional<double> wait_limit;
   for (const auto& m : {ps.queue_timeout_minutes, ps.timeout_minutes})
     if (m) wait_limit = std::min(wait_limit.value_or(*m), *m);
-  if (wait_limit && !opts_.simulate) {
-    auto t = std::make_unique<boost::asio::steady_timer>(io_);
-    t->expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(*wait_limit * 60)));
-    t->async_wait([this, j, s, limit = *wait_limit](boost::system::error_code ec) {
-      if (ec) return;  // cancelled (granted, or the engine is gone): touch nothing
-      StepRecord& r = run_.jobs[j].steps[s];
-      if (r.state != StepState::Waiting || !r.ticket) return;
-      broker_.withdraw(r.ticket);
-      r.ticket = 0;
-      r.state = StepState::TimedOut;
-      r.timed_out = true;
-      r.error = "waited " + format_minutes(limit) + " for " + std::to_string(plan_.jobs[j].steps[s].devices) +
-                " card(s) without getting them (" +
-                (plan_.jobs[j].steps[s].queue_timeout_minutes && *plan_.jobs[j].steps[s].queue_timeout_minutes <= limit
-                     ? "queue-timeout-minutes" : "timeout-minutes") + ")";
-      r.finished = iso_now();
-      r.finished_at = now();
-      if (!plan_.jobs[j].steps[s].continue_on_error) run_.jobs[j].failed = true;
-      if (observer_) observer_->on_step_finished(run_, plan_, static_cast<int>(j), static_cast<int>(s));
-      pump();
-    });
-    timers_->wait_timeouts[{j, s}] = std::move(t);
-  }
+  if (wait_limit && !opts_.simulate)
+    wait_timeouts_[{j, s}] = clock_.after(*wait_limit * 60, [this, j, s, limit = *wait_limit] { wait_timed_out(j, s, limit); });
   // A default estimate is no estimate: such a step must not backfill ahead of a reservation.
   double expected = ps.expected_defaulted ? 0 : ps.expected_minutes * 60 * (opts_.simulate ? opts_.time_scale : 1);
-  sr.wait_reason = "queued for " + std::to_string(ps.devices) + (ps.devices == 1 ? " card" : " cards");
   sr.ticket = broker_.request(
       {ps.devices, ps.device_type, label(j, s), expected, sr.order},
       [this, j, s](const std::vector<int>& cards) {
@@ -453,57 +289,29 @@ void RunEngine::enqueue(std::size_t j, std::size_t s) {
       [this, j, s](const std::string& why) {
         StepRecord& r = run_.jobs[j].steps[s];
         r.ticket = 0;
-        r.state = StepState::Failed;
         r.error = "no cards can serve this step: " + why;
-        r.finished = iso_now();
-        r.finished_at = now();
         run_.infrastructure_failure = true;
         run_.infrastructure_problems.push_back(label(j, s) + ": " + r.error);
         if (!plan_.jobs[j].steps[s].continue_on_error) run_.jobs[j].failed = true;
-        if (observer_) observer_->on_step_finished(run_, plan_, static_cast<int>(j), static_cast<int>(s));
+        wait_timeouts_.erase({j, s});
+        transition(j, s, StepState::Failed);
         pump();
       });
   if (!sr.order) sr.order = sr.ticket;
 }
 
-std::vector<std::string> RunEngine::step_env(std::size_t j, std::size_t s, const std::vector<int>& cards) const {
-  const PlanJob& pj = plan_.jobs[j];
-  const PlanStep& ps = pj.steps[s];
-  const JobRecord& jr = run_.jobs[j];
-  // runner -> $GITHUB_ENV -> job -> step -> cards -> toolchain. In a parallel job the plain steps run at
-  // once, so what one writes to $GITHUB_ENV/PATH reaches only the cleanup steps that run after them all.
-  const bool sees_files = !pj.parallel || ps.if_has_status_function;
-  std::map<std::string, std::string> env = opts_.base_env;
-  if (sees_files)
-    for (const auto& [k, v] : jr.file_env) env[k] = v;
-  for (const auto& [k, v] : pj.env) env[k] = v;
-  for (const auto& [k, v] : ps.env) env[k] = v;
-  if (sees_files && !jr.path_prepend.empty()) {
-    std::string path;
-    for (const auto& p : jr.path_prepend) path += p + ":";
-    env["PATH"] = path + env["PATH"];
-  }
-  // Named, not made: `echo x >> "$GITHUB_OUTPUT"` creates it, and a step that writes none costs no inode
-  // (creating four files per step was the largest per-step cost again: bench/README.md, dispatch overhead).
-  const std::string files = files_dir(j, s);
-  env["GITHUB_ENV"] = files + ".env";
-  env["GITHUB_PATH"] = files + ".path";
-  env["GITHUB_OUTPUT"] = files + ".output";
-  env["GITHUB_STEP_SUMMARY"] = files + ".summary";
-  if (!cards.empty()) {
-    env["TASK_DEVICE"] = join_ids(cards);
-    env["DEVICE_ID"] = std::to_string(cards.front());
-  }
-  if (pj.toolchain)
-    for (const auto& [k, v] : run_.toolchain_env) env[k] = v;
-  env["PTO_RUNNER_RUN_ID"] = run_.id;
-  env["PTO_RUNNER_JOB"] = pj.id;
-  env["PTO_RUNNER_STEP"] = ps.name;
-  if (!ps.device_type.empty()) env["PTO_RUNNER_DEVICE_TYPE"] = ps.device_type;  // task-submit's leases: the same type
-  if (ps.kind == StepKind::ToolchainSetup) env["PTO_RUNNER_OUTPUT_ENV"] = opts_.run_dir + "/toolchain.env";
-  std::vector<std::string> out;
-  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
-  return out;
+void RunEngine::wait_timed_out(std::size_t j, std::size_t s, double limit) {
+  StepRecord& r = run_.jobs[j].steps[s];
+  const PlanStep& ps = plan_.jobs[j].steps[s];
+  if (r.state != StepState::Waiting || !r.ticket) return;
+  broker_.withdraw(r.ticket);
+  r.ticket = 0;
+  r.timed_out = true;
+  r.error = "waited " + format_minutes(limit) + " for " + std::to_string(ps.devices) + " card(s) without getting them (" +
+            (ps.queue_timeout_minutes && *ps.queue_timeout_minutes <= limit ? "queue-timeout-minutes" : "timeout-minutes") + ")";
+  if (!ps.continue_on_error) run_.jobs[j].failed = true;
+  transition(j, s, StepState::TimedOut);
+  pump();
 }
 
 void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& cards) {
@@ -512,19 +320,14 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
   const PlanStep& ps = plan_.jobs[j].steps[s];
   if (jr.cancelled || run_.cancelled) {  // cancelled while waiting for the grant
     if (!cards.empty()) broker_.release(cards);
-    sr.state = StepState::Cancelled;
-    sr.finished = iso_now();
+    transition(j, s, StepState::Cancelled);
     pump();
     return;
   }
-  sr.state = StepState::Running;
   sr.attempt += 1;
   sr.cards = cards;
   sr.node.clear();
   sr.executor_job.clear();
-  sr.wait_reason.clear();
-  sr.started = iso_now();
-  sr.started_at = now();
   sr.exit_code = -1;
   sr.signal = 0;
   sr.timed_out = false;
@@ -533,13 +336,8 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
   sr.log_path = (dir / (std::to_string(s + 1) + "-" + slug(ps.name) + ".log")).string();
   if (sr.attempt > 1) {
     std::ofstream(sr.log_path, std::ios::app) << "\npto-runner: attempt " << sr.attempt << "\n";
+    flow_.forget_step_files(j, s);  // a retry starts with no file-command files
   }
-  // A retry starts with no file-command files (its outputs replace the failed attempt's).
-  if (sr.attempt > 1)
-    for (const char* f : {".env", ".path", ".output", ".summary"}) {
-      std::error_code ec;
-      fs::remove(files_dir(j, s) + f, ec);
-    }
 
   StepLaunch l;
   l.label = label(j, s);
@@ -550,12 +348,12 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
   l.shell = ps.shell;
   fs::path wd = ps.working_directory.empty() ? fs::path(opts_.root) : fs::path(opts_.root) / ps.working_directory;
   l.working_directory = wd.lexically_normal().string();
-  Executor& exec = ps.kind == StepKind::ToolchainSetup && opts_.lead_executor ? *opts_.lead_executor : executor_;
+  Executor& exec = executor_for(ps);
   if (opts_.simulate && &exec == &executor_) l.working_directory = opts_.root;  // simulated steps never touch the tree
-  l.env = step_env(j, s, cards);
+  l.env = flow_.step_env(j, s, opts_.base_env, cards);
   l.log_path = sr.log_path;
-  l.marker = run_.id + "/" + std::to_string(j) + "/" + std::to_string(s) + "/" + std::to_string(sr.attempt);
-  timers_->wait_timeouts.erase({j, s});
+  l.marker = ProcessMarker::for_step(run_.id, j, s, sr.attempt).text();
+  wait_timeouts_.erase({j, s});
   // Running is bounded by run-timeout-minutes (task-submit --max-time) and by what timeout-minutes left
   // after the wait for cards.
   double waited = sr.queued_at >= 0 ? now() - sr.queued_at : 0;
@@ -574,16 +372,12 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
   l.device_type = ps.device_type;
   if (exec.places(l)) {
     // Slurm picks the node and the cards: the step waits in Slurm's queue (with Slurm's reason) and starts
-    // when the executor says where. Its clock (timeout-minutes) runs from the submission, as it does here.
-    // Its three clocks go to the executor: timeout-minutes (left) from now, queue-timeout-minutes until it
-    // is placed, run-timeout-minutes from then.
+    // when the executor says where. Its three clocks go to the executor: timeout-minutes (what is left) from
+    // now, queue-timeout-minutes until it is placed, run-timeout-minutes from then.
     l.timeout_seconds = ps.timeout_minutes ? std::max(0.001, *ps.timeout_minutes * 60 - waited) : 0;
     l.wait_timeout_seconds = ps.queue_timeout_minutes ? *ps.queue_timeout_minutes * 60 : 0;
     l.run_timeout_seconds = ps.run_timeout_minutes ? *ps.run_timeout_minutes * 60 : 0;
-    sr.state = StepState::Waiting;
     sr.wait_reason = "submitted; waiting for the cluster to place it";
-    sr.started.clear();
-    sr.started_at = -1;
     l.on_waiting = [this, j, s](const std::string& reason) {
       StepRecord& r = run_.jobs[j].steps[s];
       if (r.state == StepState::Waiting) r.wait_reason = reason;
@@ -591,26 +385,25 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
     l.on_placed = [this, j, s](const Placement& p) {
       StepRecord& r = run_.jobs[j].steps[s];
       if (r.state != StepState::Waiting) return;
-      r.state = StepState::Running;
       r.cards = p.cards;
       r.node = p.node;
       r.executor_job = p.job;
       r.wait_reason.clear();
-      r.started = iso_now();
-      r.started_at = now();
+      transition(j, s, StepState::Running);
       trace("exec", p.cards);
-      if (observer_) observer_->on_step_started(run_, plan_, static_cast<int>(j), static_cast<int>(s));
     };
     sr.handle = exec.start(std::move(l), [this, j, s](const StepOutcome& o) { on_done(j, s, o); });
     return;
   }
-  if (observer_) observer_->on_step_started(run_, plan_, static_cast<int>(j), static_cast<int>(s));
+  sr.wait_reason.clear();
+  transition(j, s, StepState::Running);
   sr.handle = exec.start(std::move(l), [this, j, s](const StepOutcome& o) { on_done(j, s, o); });
   trace("exec", cards);  // the local executor returns once posix_spawn has exec'd the shell
 }
 
 void RunEngine::trace(const char* what, const std::vector<int>& cards) {
   if (opts_.trace_file.empty() || cards.empty()) return;
+  // Real time, whatever the engine's clock: this measures the host's hand-over (bench/release_latency.sh).
   auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
   std::ofstream(opts_.trace_file, std::ios::app) << what << " " << ns << " " << join_ids(cards) << "\n";
 }
@@ -645,7 +438,7 @@ void RunEngine::start_health_check(int card, const std::string& after) {
   l.env.push_back("DEVICE_ID=" + std::to_string(card));
   l.env.push_back("PTO_RUNNER_RUN_ID=" + run_.id);
   l.log_path = opts_.run_dir + "/logs/health-card-" + std::to_string(card) + ".log";
-  l.marker = run_.id + "/health/" + std::to_string(card) + "/" + std::to_string(++health_check_count_);
+  l.marker = ProcessMarker::for_health_check(run_.id, card, ++health_check_count_).text();
   l.timeout_seconds = opts_.health.check_timeout_seconds;
   l.grace_seconds = opts_.kill_grace_seconds;
   std::string log = l.log_path;
@@ -670,9 +463,9 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
   sr.signal = o.signal;
   sr.timed_out = o.timed_out;
   sr.error = o.error;
-  sr.finished = iso_now();
-  sr.finished_at = now();
-  sr.intervals.push_back({sr.started_at, sr.finished_at, sr.cards, sr.attempt});
+  const double ended = now();
+  // A step still in the cluster's queue (never placed) ran nowhere.
+  if (sr.started_at >= 0 && sr.state == StepState::Running) sr.intervals.push_back({sr.started_at, ended, sr.cards, sr.attempt});
   // Output that could not be kept (a full disk) is the host's failure, whatever the step did.
   if (!o.log_error.empty()) {
     run_.infrastructure_failure = true;
@@ -691,12 +484,22 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
   const bool retriable = !o.ok() && !cancelled && !o.timed_out && o.error.empty() && sr.attempt <= ps.retry.max &&
                          (ps.retry.on_exit_codes.empty() ||
                           std::count(ps.retry.on_exit_codes.begin(), ps.retry.on_exit_codes.end(), o.exit_code));
+  if (retriable) {
+    std::ofstream(sr.log_path, std::ios::app) << "pto-runner: exit " << o.exit_code << "; retrying (attempt "
+                                              << sr.attempt + 1 << " of " << ps.retry.max + 1 << ")\n";
+    release_cards(cards, infra, label(j, s));
+    sr.cards.clear();
+    enqueue(j, s);  // Running -> Waiting: journaled and notified as the attempt's end
+    pump();
+    return;
+  }
   // The final attempt's $GITHUB_ENV/PATH/OUTPUT count, whatever its result (as in GitHub); a malformed one
   // fails the step.
   std::string file_error;
-  if (!retriable && o.error.empty() && !read_file_commands(j, s, file_error)) sr.error = file_error;
+  if (o.error.empty() && !flow_.take_step_files(j, s, file_error)) sr.error = file_error;
+  StepState to;
   if (o.ok() && sr.error.empty()) {
-    sr.state = StepState::Succeeded;
+    to = StepState::Succeeded;
     if (ps.kind == StepKind::ToolchainSetup) {
       std::ifstream in(opts_.run_dir + "/toolchain.env");
       std::string line;
@@ -706,37 +509,32 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
       }
     }
   } else if (cancelled) {
-    sr.state = StepState::Cancelled;
+    to = StepState::Cancelled;
   } else {
-    if (retriable) {
-      std::ofstream(sr.log_path, std::ios::app) << "pto-runner: exit " << o.exit_code << "; retrying (attempt "
-                                                << sr.attempt + 1 << " of " << ps.retry.max + 1 << ")\n";
-      release_cards(cards, infra, label(j, s));
-      sr.cards.clear();
-      enqueue(j, s);
-      pump();
-      return;
-    }
-    sr.state = o.timed_out ? StepState::TimedOut : StepState::Failed;
+    to = o.timed_out ? StepState::TimedOut : StepState::Failed;
     if (ps.kind == StepKind::ToolchainSetup) {
       run_.infrastructure_failure = true;
       run_.infrastructure_problems.push_back("toolchain setup failed; see " + sr.log_path);
     }
-    if (!ps.continue_on_error) {
-      jr.failed = true;
-      const PlanJob& pj = plan_.jobs[j];
-      if (pj.fail_fast && legs_by_name_[pj.name].size() > 1)
-        for (std::size_t leg : legs_by_name_[pj.name])
-          if (leg != j && !is_final(run_.jobs[leg].state)) {
-            if (run_.jobs[leg].state == JobState::Pending) skip_job(leg, JobState::Cancelled, "fail-fast: " + pj.id + " failed");
-            else cancel_job(leg, "fail-fast: " + pj.id + " failed");
-          }
-    }
+    if (!ps.continue_on_error) jr.failed = true;
   }
   // Report first, then hand the cards on: the next step's start is announced after this step's end.
-  if (observer_) observer_->on_step_finished(run_, plan_, static_cast<int>(j), static_cast<int>(s));
+  transition(j, s, to);
+  if ((to == StepState::Failed || to == StepState::TimedOut) && !ps.continue_on_error) fail_fast(j);
   release_cards(cards, infra, label(j, s));
   pump();
+}
+
+void RunEngine::fail_fast(std::size_t j) {
+  const PlanJob& pj = plan_.jobs[j];
+  if (!pj.fail_fast || legs_by_name_[pj.name].size() < 2) return;
+  const std::string why = "fail-fast: " + pj.id + " failed";
+  // Legs not started yet first: stopping a running one may end it at once, and the pass that follows must not
+  // start a leg in its place.
+  for (std::size_t leg : legs_by_name_[pj.name])
+    if (leg != j && run_.jobs[leg].state == JobState::Pending) skip_job(leg, JobState::Cancelled, why);
+  for (std::size_t leg : legs_by_name_[pj.name])
+    if (leg != j && run_.jobs[leg].state == JobState::Running) cancel_job(leg, why);
 }
 
 void RunEngine::cancel_job(std::size_t j, const std::string& reason) {
@@ -745,33 +543,27 @@ void RunEngine::cancel_job(std::size_t j, const std::string& reason) {
   if (jr.reason.empty()) jr.reason = reason;
   for (std::size_t s = 0; s < jr.steps.size(); ++s) {
     StepRecord& sr = jr.steps[s];
-    if (sr.state == StepState::Waiting && sr.ticket) {
+    const PlanStep& ps = plan_.jobs[j].steps[s];
+    if (sr.state == StepState::Waiting && sr.ticket) {  // in the card queue (a first attempt or a retry)
       broker_.withdraw(sr.ticket);
       sr.ticket = 0;
-      sr.state = StepState::Cancelled;
-      sr.finished = iso_now();
+      wait_timeouts_.erase({j, s});
+      transition(j, s, StepState::Cancelled);
     } else if ((sr.state == StepState::Running || sr.state == StepState::Waiting) && sr.handle) {  // Waiting: in Slurm's queue
-      bool lead = plan_.jobs[j].steps[s].kind == StepKind::ToolchainSetup && opts_.lead_executor;
-      (lead ? *opts_.lead_executor : executor_).cancel(sr.handle);
+      executor_for(ps).cancel(sr.handle);  // on_done ends it, once its processes are gone
     } else if (sr.state == StepState::Pending) {
-      sr.state = plan_.jobs[j].steps[s].deduplicated_from ? StepState::Deduplicated : StepState::Cancelled;
-      sr.finished = iso_now();
+      transition(j, s, ps.deduplicated_from ? StepState::Deduplicated : StepState::Cancelled);
     }
   }
 }
 
 void RunEngine::finish_job(std::size_t j) {
   JobRecord& jr = run_.jobs[j];
-  jr.state = jr.timed_out ? JobState::Failed
-             : jr.failed   ? JobState::Failed
-             : jr.cancelled ? JobState::Cancelled
-                            : JobState::Succeeded;
-  jr.finished = iso_now();
-  jr.finished_at = now();
-  ConditionContext ctx = context(j, std::string::npos);
-  for (const auto& [name, expr] : plan_.jobs[j].outputs) jr.outputs[name] = interpolate(expr, ctx);
-  timers_->job_timeouts.erase(j);
-  if (observer_) observer_->on_job_finished(run_, plan_, static_cast<int>(j));
+  flow_.finish_job(j);
+  set_job_state(j, jr.timed_out ? JobState::Failed
+                   : jr.failed   ? JobState::Failed
+                   : jr.cancelled ? JobState::Cancelled
+                                  : JobState::Succeeded);
 }
 
 void RunEngine::cancel(int signal) {
@@ -800,7 +592,7 @@ void RunEngine::maybe_finish_run() {
   if (!health_checks_.empty()) return;  // cards still held by a check; it calls pump() when it ends
   // A step is final only after the executor reported its processes gone, so nothing of this run is alive.
   finished_ = true;
-  run_.finished = iso_now();
+  run_.finished = clock_.iso_now();
   if (observer_) observer_->on_run_finished(run_, plan_);
   if (on_finished_) boost::asio::post(io_, on_finished_);
 }

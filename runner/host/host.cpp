@@ -11,6 +11,7 @@ namespace pto {
 std::unique_ptr<Host> wire_host(boost::asio::io_context& io, const RunnerConfig& cfg, const HostOptions& opts,
                                 std::string& error) {
   auto h = std::make_unique<Host>();
+  h->clock = make_steady_clock(io);
   h->pool = std::make_unique<DevicePool>(cfg, cfg.state_dir);
   if (error = h->pool->init(); !error.empty()) return nullptr;
   h->dispatcher = std::make_unique<Dispatcher>(io, *h->pool);

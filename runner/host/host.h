@@ -13,6 +13,7 @@
 #include "sched/device_pool.h"
 #include "slurm/slurm_broker.h"
 #include "slurm/slurm_cluster.h"
+#include "util/clock.h"
 
 namespace boost::asio {
 class io_context;
@@ -31,6 +32,7 @@ struct HostOptions {
 };
 
 struct Host {
+  std::unique_ptr<Clock> clock;  // the engines' (steady time, timers on the io_context)
   std::unique_ptr<DevicePool> pool;
   std::unique_ptr<Dispatcher> dispatcher;  // the local card broker
   std::unique_ptr<OrphanReaper> reaper;

@@ -35,6 +35,12 @@ std::string host_arch() {
   return m == "arm64" ? "aarch64" : m;
 }
 
+std::string step_label(std::string_view job_id, std::string_view step_name) {
+  std::string label;
+  label.reserve(job_id.size() + step_name.size() + 3);
+  return label.append(job_id).append(" / ").append(step_name);
+}
+
 namespace {
 
 std::string where(const std::string& file, SourceLoc l) {

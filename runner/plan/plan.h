@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/diagnostics.h"
@@ -95,5 +96,9 @@ struct PlanOptions {
 Plan build_plan(const Project& project, const PlanOptions& opts, Diagnostics& diags);
 
 std::string host_arch();
+
+/// How a step is named to people everywhere (console, status, holders, summaries, `submit`): "job / step".
+std::string step_label(std::string_view job_id, std::string_view step_name);
+inline std::string step_label(const PlanJob& job, const PlanStep& step) { return step_label(job.id, step.name); }
 
 }  // namespace pto

@@ -50,20 +50,26 @@ void ConsoleReporter::draw_live(const RunRecord& r, const Plan& p) {
       std::string cards = s.cards.empty() ? "" : "  [cards " + join_ids(s.cards) + "]";
       auto it = started_.find({static_cast<int>(j), static_cast<int>(k)});
       double elapsed = it == started_.end() ? 0 : std::chrono::duration<double>(now - it->second).count();
-      std::fprintf(opts_.out, "\x1b[2m  running %5.0fs  %s / %s%s\x1b[0m\n", elapsed,
-                   p.jobs[j].id.c_str(), p.jobs[j].steps[k].name.c_str(), cards.c_str());
+      std::fprintf(opts_.out, "\x1b[2m  running %5.0fs  %s%s\x1b[0m\n", elapsed,
+                   step_label(p.jobs[j], p.jobs[j].steps[k]).c_str(), cards.c_str());
       ++shown;
     }
   live_lines_ = shown;
   std::fflush(opts_.out);
 }
 
-void ConsoleReporter::on_step_started(const RunRecord& r, const Plan& p, int job, int step) {
+void ConsoleReporter::on_step_changed(const RunRecord& r, const Plan& p, int job, int step, StepState) {
+  const StepState now = r.jobs[job].steps[step].state;
+  if (now == StepState::Running) step_started(r, p, job, step);
+  else if (is_final(now)) step_finished(r, p, job, step);
+}
+
+void ConsoleReporter::step_started(const RunRecord& r, const Plan& p, int job, int step) {
   started_[{job, step}] = std::chrono::steady_clock::now();
   if (opts_.github) return;
   clear_live();
   const StepRecord& s = r.jobs[job].steps[step];
-  std::fprintf(opts_.out, "==> %s / %s", p.jobs[job].id.c_str(), p.jobs[job].steps[step].name.c_str());
+  std::fprintf(opts_.out, "==> %s", step_label(p.jobs[job], p.jobs[job].steps[step]).c_str());
   if (!s.cards.empty()) std::fprintf(opts_.out, "  [cards %s]", join_ids(s.cards).c_str());
   if (s.attempt > 1) std::fprintf(opts_.out, "  (attempt %d)", s.attempt);
   std::fprintf(opts_.out, "\n");
@@ -75,15 +81,15 @@ void ConsoleReporter::on_step_output(const RunRecord& r, const Plan& p, int job,
   if (opts_.github || !opts_.stream_output) return;
   clear_live();
   if (opts_.prefix_lines)
-    std::fprintf(opts_.out, "[%s / %s] ", p.jobs[job].id.c_str(), p.jobs[job].steps[step].name.c_str());
+    std::fprintf(opts_.out, "[%s] ", step_label(p.jobs[job], p.jobs[job].steps[step]).c_str());
   std::fwrite(line.data(), 1, line.size(), opts_.out);
   std::fputc('\n', opts_.out);
   draw_live(r, p);
 }
 
-void ConsoleReporter::on_step_finished(const RunRecord& r, const Plan& p, int job, int step) {
+void ConsoleReporter::step_finished(const RunRecord& r, const Plan& p, int job, int step) {
   const StepRecord& s = r.jobs[job].steps[step];
-  const std::string title = p.jobs[job].id + " / " + p.jobs[job].steps[step].name;
+  const std::string title = step_label(p.jobs[job], p.jobs[job].steps[step]);
   if (opts_.github) {
     if (s.state == StepState::Skipped || s.state == StepState::Deduplicated || s.state == StepState::Cancelled) return;
     actions_.group(title + " (" + to_string(s.state) + ", " + duration_text(step_seconds(s)) + ")");

@@ -30,13 +30,14 @@ struct ConsoleOptions {
 class ConsoleReporter : public RunObserver {
  public:
   explicit ConsoleReporter(ConsoleOptions opts) : opts_(std::move(opts)), actions_(opts_.out, opts_.github) {}
-  void on_step_started(const RunRecord& r, const Plan& p, int job, int step) override;
+  void on_step_changed(const RunRecord& r, const Plan& p, int job, int step, StepState from) override;
   void on_step_output(const RunRecord& r, const Plan& p, int job, int step, std::string_view line) override;
-  void on_step_finished(const RunRecord& r, const Plan& p, int job, int step) override;
   void on_job_finished(const RunRecord& r, const Plan& p, int job) override;
   void on_run_finished(const RunRecord& r, const Plan& p) override;
 
  private:
+  void step_started(const RunRecord& r, const Plan& p, int job, int step);
+  void step_finished(const RunRecord& r, const Plan& p, int job, int step);
   void clear_live();
   void draw_live(const RunRecord& r, const Plan& p);
   ConsoleOptions opts_;

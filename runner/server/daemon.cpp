@@ -35,18 +35,20 @@ namespace fs = std::filesystem;
 namespace pto {
 
 /// Journals every transition and keeps the daemon's metrics and toolchain state current.
-class Daemon::JournalObserver : public RunObserver {
+class Daemon::JournalObserver : public RunObserver, public RunJournal {
  public:
   JournalObserver(Daemon& d) : d_(d) {}
-  void on_step_started(const RunRecord& r, const Plan& p, int job, int step) override {
+  void step_changed(const RunRecord& r, const Plan& p, int job, int step) override {
+    if (d_.journal_) d_.journal_result(d_.journal_->event(r.id, "step", job, step, step_to_json(r, p, job, step, 0)), r.id);
+  }
+  void on_step_changed(const RunRecord& r, const Plan& p, int job, int step, StepState) override {
     d_.view_changed();  // any transition: the read model is refreshed soon
     const StepRecord& s = r.jobs[job].steps[step];
-    if (s.runnable_at >= 0 && s.started_at >= 0) d_.metrics_.wait_seconds.observe(s.started_at - s.runnable_at);
-    journal(r, p, job, step);
-  }
-  void on_step_finished(const RunRecord& r, const Plan& p, int job, int step) override {
-    d_.view_changed();
-    const StepRecord& s = r.jobs[job].steps[step];
+    if (s.state == StepState::Running) {
+      if (s.runnable_at >= 0 && s.started_at >= 0) d_.metrics_.wait_seconds.observe(s.started_at - s.runnable_at);
+      return;
+    }
+    if (!is_final(s.state)) return;
     d_.metrics_.steps_by_result[to_string(s.state)]++;
     // What a successful run of this step took, to estimate its next run (simulated sleeps say nothing).
     if (s.state == StepState::Succeeded && !d_.opts_.simulate && p.jobs[job].steps[step].kind == StepKind::Command &&
@@ -73,14 +75,10 @@ class Daemon::JournalObserver : public RunObserver {
         t.error = "lead job " + to_string(s.state) + "; see " + s.log_path;
       }
     }
-    journal(r, p, job, step);
   }
-  void on_job_finished(const RunRecord& r, const Plan& p, int job) override {
-    d_.view_changed();
+  void job_finished(const RunRecord& r, const Plan& p, int job) override {
     if (!d_.journal_) return;
     d_.journal_result(d_.journal_->event(r.id, "job", job, -1, job_to_json(r, p, job, 0, false)), r.id);
-    for (std::size_t s = 0; s < p.jobs[job].steps.size(); ++s)  // steps skipped or cancelled with their job
-      if (r.jobs[job].steps[s].attempt == 0) journal(r, p, job, static_cast<int>(s));
     // Each job's end is kept beside the run's logs too, so the history survives a lost journal.
     if (auto it = d_.active_.find(r.id); it != d_.active_.end()) {
       nlohmann::json record = run_to_json(r, p, "running", -1, 0);
@@ -88,14 +86,12 @@ class Daemon::JournalObserver : public RunObserver {
       d_.write_run_record(d_.state_dir_ + "/runs/" + r.id, record);
     }
   }
+  void on_job_finished(const RunRecord&, const Plan&, int) override { d_.view_changed(); }
   void on_run_finished(const RunRecord& r, const Plan&) override {
     boost::asio::post(d_.io_, [&d = d_, id = r.id] { d.on_run_finished(id); });
   }
 
  private:
-  void journal(const RunRecord& r, const Plan& p, int job, int step) {
-    if (d_.journal_) d_.journal_result(d_.journal_->event(r.id, "step", job, step, step_to_json(r, p, job, step, 0)), r.id);
-  }
   Daemon& d_;
 };
 
@@ -631,7 +627,9 @@ HttpResponse Daemon::start_run(EngineOptions eo, const Submission& s, Project pr
   if (mirror_) run->request["source"] = {{"repo", cfg_.source.repo}, {"worktree", eo.root}};
   run->observer = std::make_unique<JournalObserver>(*this);
   const std::string id = eo.run_id;
-  run->engine = std::make_unique<RunEngine>(io_, std::move(plan), host_->broker(), *host_->executor, std::move(eo), run->observer.get());
+  run->engine = std::make_unique<RunEngine>(
+      EngineSeams{io_, *host_->clock, host_->broker(), *host_->executor, run->observer.get(), run->observer.get()}, std::move(plan),
+      std::move(eo));
   nlohmann::json skeleton = run_to_json(run->engine->record(), run->engine->plan(), "running", -1, 0);
   skeleton["request"] = run->request;
   bool journaled = journal_->run_created(id, run->engine->record().created, run->request, skeleton);

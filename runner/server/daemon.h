@@ -76,7 +76,7 @@ class Daemon {
  private:
   class JournalObserver;
   struct ActiveRun {
-    std::unique_ptr<RunObserver> observer;
+    std::unique_ptr<JournalObserver> observer;  // the engine's journal and observer
     std::unique_ptr<RunEngine> engine;
     nlohmann::json request;  // jobs, ref, sha, github, source and env names (never env values: they may be secrets)
   };

@@ -1,0 +1,64 @@
+#include "engine/engine_options.h"
+
+#include <ctime>
+#include <filesystem>
+
+#include "config/project.h"
+#include "util/process_env.h"
+#include "util/random_hex.h"
+
+namespace fs = std::filesystem;
+
+namespace pto {
+
+EngineOptions make_engine_options(const std::string& root, const std::string& state_dir, const RunnerConfig& cfg, bool simulate, double time_scale,
+                                  const std::string& drop_env_prefix) {
+  EngineOptions eo;
+  eo.run_id = make_run_id();
+  eo.root = fs::absolute(root).lexically_normal().string();
+  eo.run_dir = state_dir + "/runs/" + eo.run_id;
+  eo.simulate = simulate;
+  eo.time_scale = simulate ? time_scale : 1;
+  eo.kill_grace_seconds = cfg.kill_grace_seconds;
+  eo.log_max_bytes = cfg.log_max_bytes;
+  eo.base_env = environment_map(drop_env_prefix);
+  eo.self_exe = self_executable();
+  // The lead job's host settings, resolved here once: it then reads nothing of the host from ROOT.
+  eo.toolchain_args = "--cache-dir " + shell_quote(resolve_under_root(eo.root, cfg.cache_dir));
+  if (!cfg.toolchain_mirror.empty())
+    eo.toolchain_args += " --mirror " + shell_quote(cfg.toolchain_mirror.find("://") == std::string::npos
+                                                        ? resolve_under_root(eo.root, cfg.toolchain_mirror)
+                                                        : cfg.toolchain_mirror);
+  eo.health = cfg.health;
+  return eo;
+}
+
+std::string make_run_id() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", &tm);
+  return std::string(buf) + "-" + random_hex(2);
+}
+
+std::string format_minutes(double minutes) {
+  char buf[32];
+  if (minutes >= 1 && minutes == static_cast<long>(minutes)) std::snprintf(buf, sizeof(buf), "%ld min", static_cast<long>(minutes));
+  else std::snprintf(buf, sizeof(buf), "%.3g s", minutes * 60);
+  return buf;
+}
+
+std::string slug(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+    if (ok) out += c;
+    else if (!out.empty() && out.back() != '-') out += '-';
+  }
+  while (!out.empty() && (out.back() == '-' || out.back() == '.')) out.pop_back();
+  if (out.size() > 80) out.resize(80);
+  return out.empty() ? "step" : out;
+}
+
+}  // namespace pto

@@ -1,0 +1,47 @@
+#pragma once
+// What every run of the engine is given by its host (`run`, `serve`, the tests): its id and directory, the
+// runner's environment, the lead job's settings, the health and kill policies; and the small names a run
+// uses for its files and messages.
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "config/runner_config.h"
+
+namespace pto {
+
+class Executor;
+
+struct EngineOptions {
+  std::string run_id;
+  std::string root = ".";
+  std::string run_dir;  // <state-dir>/runs/<id>: logs/ and outputs live here
+  bool simulate = false;
+  double time_scale = 1;
+  double kill_grace_seconds = 10;
+  std::uint64_t log_max_bytes = 0;  // per step log (runner.yml log-max-mb)
+  std::map<std::string, std::string> base_env;  // the runner's environment, first in the merge
+  std::string self_exe;                         // for the lead job's `pto-runner toolchain setup`
+  std::string toolchain_args;                   // its host settings (--cache-dir, --mirror); --root is `root`
+  HealthConfig health;
+  /// Runs the lead job's step when set (under --simulate the toolchain is still set up for real).
+  Executor* lead_executor = nullptr;
+  /// When set ($PTO_RUNNER_TRACE), "release <ns> <cards>" and "exec <ns> <cards>" lines are appended here, for
+  /// the hand-over latency benchmark (bench/release_latency.sh).
+  std::string trace_file;
+};
+
+/// The options every run gets, from the host settings: a new run id and its directory under `state_dir`, the
+/// root made absolute, the runner's environment (names starting with `drop_env_prefix` left out), this binary
+/// and the host settings for the lead job's `toolchain setup`, health policy and kill grace.
+EngineOptions make_engine_options(const std::string& root, const std::string& state_dir, const RunnerConfig& cfg, bool simulate, double time_scale,
+                                  const std::string& drop_env_prefix = "");
+
+/// A new run id: YYYYMMDD-HHMMSS-xxxx (UTC), x a hex digit.
+std::string make_run_id();
+/// "30 min", or seconds for fractions ("3 s"): for messages about timeouts.
+std::string format_minutes(double minutes);
+/// A file-name-safe form of a job or step name.
+std::string slug(const std::string& s);
+
+}  // namespace pto

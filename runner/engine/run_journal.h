@@ -1,0 +1,20 @@
+#pragma once
+// RunJournal: where the engine writes down every transition of a run before anyone else hears of it (the
+// daemon's SQLite journal, store/journal, through daemon/run_journal_writer; nothing for a foreground `run`).
+// A journal that missed a transition would replay a crashed run wrong, so the engine calls it from the one
+// function every step transition goes through (RunEngine::transition), and for every job's end.
+#include "engine/run_state.h"
+#include "plan/plan.h"
+
+namespace pto {
+
+class RunJournal {
+ public:
+  virtual ~RunJournal() = default;
+  /// The step (job, step) has just changed state; its record holds the new one.
+  virtual void step_changed(const RunRecord& run, const Plan& plan, int job, int step) = 0;
+  /// The job has just ended (its state, reason and outputs are final).
+  virtual void job_finished(const RunRecord& run, const Plan& plan, int job) = 0;
+};
+
+}  // namespace pto
