@@ -19,7 +19,7 @@
 
 #include "host/host.h"
 #include "served_daemon.h"
-#include "server/run_leases.h"
+#include "lease/run_leases.h"
 #include "test_support.h"
 
 using namespace pto::test;

@@ -13,7 +13,7 @@
 #include "report/actions_output.h"
 #include "report/console.h"
 #include "report/simulation_report.h"
-#include "server/run_leases.h"
+#include "lease/run_leases.h"
 
 namespace fs = std::filesystem;
 

@@ -8,7 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "commands/commands.h"
-#include "server/daemon.h"
+#include "daemon/daemon.h"
 #include "util/daemon_log.h"
 
 namespace pto {

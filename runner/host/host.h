@@ -2,9 +2,16 @@
 // One place that wires a host from its settings, for `run`, `serve` and the tests: the cards (DevicePool and
 // their flocks), the card broker that hands them out (the local Dispatcher, or with runner.yml `executor:
 // slurm` the Slurm broker, where Slurm is the queue), containment (cgroups or the sweep), the orphan reaper,
-// and the executors (local, Slurm, or simulated with the lead job still real).
+// the executors (local, Slurm, or simulated with the lead job still real) and the engines' clock.
+//
+// Above the wiring, Host is the one face of the cards for the daemon and the API's commands, the same for
+// local cards and for Slurm (host/host_cards.cpp): drains, card ids, what the read model shows of cards and
+// nodes, a reload, and what a lease needs of the executor. Nothing above it names the pool or Slurm.
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "config/runner_config.h"
 #include "engine/dispatcher.h"
@@ -14,6 +21,7 @@
 #include "slurm/slurm_broker.h"
 #include "slurm/slurm_cluster.h"
 #include "util/clock.h"
+#include "view/host_view.h"
 
 namespace boost::asio {
 class io_context;
@@ -31,6 +39,31 @@ struct HostOptions {
   bool cancel_slurm_leftovers = false;
 };
 
+/// What the daemon knows of who uses the cards, for describe(): the step running on each card (local), the
+/// run of each lease's cards, the queue position of each ticket, and the steps Slurm placed.
+struct CardUser {
+  std::string run, step, label, log_url;
+  StepEstimate estimate;
+  std::vector<int> cards;
+  std::string node, executor_job;  // executor: slurm
+};
+struct HostOccupancy {
+  std::map<int, CardUser> on_card;
+  std::map<int, std::string> lease_run_of_card;
+  std::map<std::uint64_t, int> position_of_ticket;
+  std::vector<CardUser> placed;  // steps the cluster placed (executor: slurm)
+  /// A step's log link (the API's path), for steps found only in the cluster's own lists.
+  std::function<std::string(const std::string& run, const std::string& step)> log_url;
+};
+
+/// The answer to an operator's change of a card or a node.
+struct HostChange {
+  enum class Result { Done, NoSuch, Refused, WrongExecutor, Failed };
+  Result result = Result::Done;
+  std::string message;  // why not (Refused, Failed: the cluster's own words)
+  bool changed = false;
+};
+
 struct Host {
   std::unique_ptr<Clock> clock;  // the engines' (steady time, timers on the io_context)
   std::unique_ptr<DevicePool> pool;
@@ -42,6 +75,28 @@ struct Host {
   std::unique_ptr<Executor> lead_executor;  // only under simulate without simulate_lead; else null
   /// What steps ask for cards: Slurm's broker with `executor: slurm`, else this host's dispatcher.
   CardBroker& broker() { return slurm_broker ? static_cast<CardBroker&>(*slurm_broker) : *dispatcher; }
+
+  // --- the face (host/host_cards.cpp) ---
+  /// True when the cluster (Slurm) picks the cards: no card ids in requests, nodes rather than cards drained.
+  bool cluster_picks_cards() const { return slurm != nullptr; }
+  bool has_card(int id) const;
+  /// An operator drains card `card` (with `reason`) or returns it to service.
+  HostChange change_card(int card, bool drain, const std::string& reason);
+  /// An operator drains a Slurm node or resumes it (blocking, at most 10 s: an operator's rare action).
+  HostChange change_node(const std::string& node, bool drain, const std::string& reason);
+  /// SIGHUP: new cards, groups, types, drain policy. What changed, one line each.
+  std::vector<std::string> reconfigure(const RunnerConfig& next);
+  /// Called when the queue, the cards or the cluster changed (for the read model).
+  void set_on_change(std::function<void()> f);
+  /// Fills the read model's cards (or nodes), usable count and executor name.
+  void describe(HostView& view, const HostOccupancy& who) const;
+  /// What a granted lease's client runs its command through: Slurm's srun line (`label` shown there, the wait
+  /// and run limits counted by Slurm), or nothing for local cards.
+  std::vector<std::string> lease_command_prefix(const std::string& marker, const std::string& run, const std::string& label,
+                                                int devices, const std::string& type, double max_seconds,
+                                                double wait_seconds) const;
+  /// A granted lease ended, however: under Slurm its job ends with it.
+  void lease_ended(const std::string& marker);
 };
 
 /// Wires the host described by `cfg` (directories already resolved). Returns null with `error` set when the

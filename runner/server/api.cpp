@@ -1,19 +1,15 @@
-// The HTTP API of `pto-runner serve` (SPEC: Daemon). Routing, authentication and the read-only views; the
-// mutations themselves are in daemon.cpp.
-#include <openssl/crypto.h>
-#include <spdlog/spdlog.h>
+#include "server/api.h"
 
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
-#include <filesystem>
-#include <fstream>
 #include <regex>
 
-#include "config/device_spec.h"
-#include "server/status_json.h"
+#include "engine/engine.h"
 #include "report/run_view.h"
-#include "server/daemon.h"
 #include "server/log_slice.h"
+#include "server/status_json.h"
+#include "server/status_page.h"
 #include "util/json_text.h"
 #include "util/regular_file.h"
 
@@ -22,49 +18,49 @@ namespace pto {
 namespace {
 
 HttpResponse json_response(int status, const nlohmann::json& j) { return {status, "application/json", dump_json(j), {}}; }
-const char* kUnauthorized = "missing or wrong bearer token (Authorization: Bearer <token from the token file>)";
-HttpResponse not_found(const std::string& what) { return json_response(404, {{"error", what}}); }
+HttpResponse error_response(int status, const std::string& why) { return json_response(status, {{"error", why}}); }
+HttpResponse not_found(const std::string& what) { return error_response(404, what); }
+HttpResponse method_not_allowed() { return error_response(405, "method not allowed"); }
 
-}  // namespace
-
-bool Daemon::authorized(const HttpRequest& req) const {
-  const std::string prefix = "Bearer ";
-  if (req.authorization.compare(0, prefix.size(), prefix) != 0) return false;
-  std::string given = req.authorization.substr(prefix.size());
-  // Constant time over the token's length; only the length can leak, and the token is 16+ random characters.
-  if (given.size() != token_.size()) return false;
-  return CRYPTO_memcmp(given.data(), token_.data(), token_.size()) == 0;
-}
-
-namespace {
 bool is_run_id(const std::string& s) {
   static const std::regex re("[0-9]{8}-[0-9]{6}-[0-9a-f]{4}");
   return std::regex_match(s, re);
 }
-}  // namespace
-
-void Daemon::handle(const HttpRequest& req, HttpServer::Respond respond) {
-  // Submissions, logs and finished runs' records answer later (git, file reads on the workers); the rest now.
-  const auto& seg = req.segments;
-  const bool get = req.method == "GET" || req.method == "HEAD";
-  const bool api = seg.size() >= 3 && seg[0] == "api" && seg[1] == "v1";
-  if (api && seg.size() == 3 && seg[2] == "runs" && req.method == "POST") {
-    if (!authorized(req)) return respond(json_response(401, {{"error", kUnauthorized}}));
-    return submit(req, std::move(respond));
-  }
-  if (api && get && seg.size() == 7 && seg[2] == "runs" && is_run_id(seg[3]) && seg[4] == "steps" && seg[6] == "log")
-    return step_log(seg[3], seg[5], req, std::move(respond));
-  if (api && get && seg.size() == 4 && seg[2] == "runs" && is_run_id(seg[3])) return run(seg[3], std::move(respond));
-  if (api && seg.size() == 3 && seg[2] == "leases" && req.method == "POST") return lease_request(req, std::move(respond));
-  respond(route(req));
+bool is_lease_id(const std::string& s) {
+  static const std::regex re("lease-[0-9a-f]{12}");
+  return std::regex_match(s, re);
+}
+bool is_card_id(const std::string& s) {
+  static const std::regex re("[0-9]{1,4}");
+  return std::regex_match(s, re);
+}
+bool is_node_name(const std::string& s) {
+  static const std::regex re("[A-Za-z0-9._-]{1,64}");
+  return std::regex_match(s, re);
 }
 
-HttpResponse Daemon::route(const HttpRequest& req) {
+constexpr auto kStatusReuse = std::chrono::milliseconds(100);  // the rendered JSON, for its uptime field
+
+}  // namespace
+
+HttpResponse to_http(const Answer& a) { return json_response(static_cast<int>(a.outcome), a.body); }
+
+Api::Api(boost::asio::io_context& io, boost::asio::thread_pool* workers, const ReadModel& model, HostCommands& commands,
+         const Access& access, ApiOptions options)
+    : io_(io), workers_(workers), model_(model), commands_(commands), access_(access), options_(std::move(options)) {}
+
+void Api::handle(const HttpRequest& req, HttpServer::Respond respond) {
+  const Caller caller = access_.identify(req);
+  if (options_.leases_only && caller.role == Caller::Role::Anonymous)
+    return respond(error_response(401, access_.refusal(Action::Lease)));
+  route(req, caller, std::move(respond));
+}
+
+// The one route table. Each route: its method (405 otherwise), who may call it (401), then what it does.
+void Api::route(const HttpRequest& req, const Caller& caller, HttpServer::Respond respond) {
   const auto& seg = req.segments;
   const bool get = req.method == "GET" || req.method == "HEAD";
   const bool post = req.method == "POST";
-  auto method_not_allowed = [] { return json_response(405, {{"error", "method not allowed"}}); };
-  auto unauthorized = [] { return json_response(401, {{"error", kUnauthorized}}); };
   auto is = [&](std::initializer_list<const char*> want) {
     if (seg.size() != want.size()) return false;
     std::size_t i = 0;
@@ -74,85 +70,119 @@ HttpResponse Daemon::route(const HttpRequest& req) {
     }
     return true;
   };
+  auto allowed = [&](Action a) {
+    if (access_.permits(caller, a)) return true;
+    respond(error_response(401, access_.refusal(a)));
+    return false;
+  };
+  if (seg.size() >= 3 && seg[0] == "api" && seg[1] == "v1" && seg[2] == "leases") return leases(req, caller, std::move(respond));
+  if (options_.leases_only)
+    return respond(not_found("no such endpoint: " + req.path + (options_.leases_only_note.empty() ? "" : " (" + options_.leases_only_note + ")")));
 
-  if (seg.empty()) return get ? page() : method_not_allowed();
-  if (is({"healthz"})) return get ? HttpResponse{200, "text/plain", "ok\n", {}} : method_not_allowed();
-  if (is({"metrics"})) return get ? HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", render_metrics(view_, metrics_, uptime()), {}}
-                                  : method_not_allowed();
-  if (is({"api", "v1", "status"})) return get ? status(req) : method_not_allowed();
-  if (is({"api", "v1", "runs"})) return get ? runs(req) : method_not_allowed();
-  if (is({"api", "v1", "leases"})) return get ? json_response(200, {{"leases", view_.leases}}) : method_not_allowed();
-  static const std::regex lease_id("lease-[0-9a-f]{12}");
-  if ((is({"api", "v1", "leases", "*"}) || is({"api", "v1", "leases", "*", "heartbeat"})) && std::regex_match(seg[3], lease_id)) {
-    bool heartbeat = seg.size() == 5;
-    if (heartbeat ? !post : req.method != "DELETE") return method_not_allowed();
-    return lease_route(req, seg[3], heartbeat ? "heartbeat" : "end");
+  if (seg.empty()) {
+    if (!get) return respond(method_not_allowed());
+    if (allowed(Action::Read)) respond(render_status_page());
+    return;
   }
-  static const std::regex card_id("[0-9]{1,4}");
-  if (is({"api", "v1", "devices", "*", "*"}) && std::regex_match(seg[3], card_id) && (seg[4] == "drain" || seg[4] == "undrain")) {
-    if (!post) return method_not_allowed();
-    if (!authorized(req)) return unauthorized();
-    if (host_->slurm)
-      return json_response(409, {{"error", "under executor: slurm the cards are Slurm's, and Slurm drains nodes: "
-                                           "POST /api/v1/nodes/NODE/drain (pto-runner devices --drain-node NODE)"}});
-    int card = std::stoi(seg[3]);
-    if (!pool_->has_card(card)) return not_found("no card " + seg[3]);
-    if (seg[4] == "undrain") {
-      bool changed = pool_->undrain(card);
-      spdlog::info("card {} returned to service by request from {}", card, req.peer);
-      dispatcher_->poke();
-      refresh_view();  // a client's own change is in the status it reads next
-      return json_response(200, {{"card", card}, {"state", "free"}, {"changed", changed}});
+  if (is({"healthz"})) return respond(get ? HttpResponse{200, "text/plain", "ok\n", {}} : method_not_allowed());
+  if (is({"metrics"})) {
+    if (!get) return respond(method_not_allowed());
+    if (allowed(Action::Read))
+      respond({200, "text/plain; version=0.0.4; charset=utf-8", render_metrics(model_.host, model_.metrics, model_.uptime()), {}});
+    return;
+  }
+  if (is({"api", "v1", "status"})) {
+    if (!get) return respond(method_not_allowed());
+    if (allowed(Action::Read)) respond(status(req));
+    return;
+  }
+  if (is({"api", "v1", "runs"})) {
+    if (post) {
+      if (!allowed(Action::SubmitRun)) return;
+      RunSubmission s;
+      if (auto bad = parse_run_submission(req.body, s)) return respond(json_response(400, bad->json()));
+      return commands_.submit_run(std::move(s), caller, [respond](Answer a) { respond(to_http(a)); });
     }
-    auto body = nlohmann::json::parse(req.body.empty() ? "{}" : req.body, nullptr, false);
-    std::string reason = body.is_object() && body.contains("reason") && body["reason"].is_string()
-                             ? body["reason"].get<std::string>() : "drained by an operator";
-    pool_->drain(card, reason);
-    spdlog::warn("card {} drained by request from {}: {}", card, req.peer, reason);
-    refresh_view();
-    return json_response(200, {{"card", card}, {"state", "drained"}, {"reason", reason}});
+    if (!get) return respond(method_not_allowed());
+    if (allowed(Action::Read)) respond(runs(req));
+    return;
   }
-  static const std::regex node_name("[A-Za-z0-9._-]{1,64}");
-  if (is({"api", "v1", "nodes", "*", "*"}) && std::regex_match(seg[3], node_name) && (seg[4] == "drain" || seg[4] == "undrain")) {
-    if (!post) return method_not_allowed();
-    if (!authorized(req)) return unauthorized();
-    return drain_node(req, seg[3], seg[4] == "drain");
+  if (is({"api", "v1", "runs", "*"}) && is_run_id(seg[3])) {
+    if (!get) return respond(method_not_allowed());
+    if (allowed(Action::Read)) run(seg[3], std::move(respond));
+    return;
   }
   if (is({"api", "v1", "runs", "*", "cancel"}) && is_run_id(seg[3])) {
-    if (!post) return method_not_allowed();
-    if (!authorized(req)) return unauthorized();
-    return cancel(seg[3]);
+    if (!post) return respond(method_not_allowed());
+    if (allowed(Action::CancelRun)) respond(to_http(commands_.cancel_run(seg[3], caller)));
+    return;
   }
-  if ((is({"api", "v1", "runs", "*", "steps", "*", "log"}) || is({"api", "v1", "runs", "*"})) && is_run_id(seg[3]))
-    return method_not_allowed();
-  return not_found("no such endpoint: " + req.path);
+  if (is({"api", "v1", "runs", "*", "steps", "*", "log"}) && is_run_id(seg[3])) {
+    if (!get) return respond(method_not_allowed());
+    if (allowed(Action::Read)) step_log(seg[3], seg[5], req, std::move(respond));
+    return;
+  }
+  const bool drain_route = seg.size() == 5 && (seg[4] == "drain" || seg[4] == "undrain");
+  if (drain_route && is({"api", "v1", "devices", "*", "*"}) && is_card_id(seg[3])) {
+    if (!post) return respond(method_not_allowed());
+    if (allowed(Action::ChangeCard))
+      respond(to_http(commands_.change_card(std::stoi(seg[3]), seg[4] == "drain", drain_reason_of(req.body), caller)));
+    return;
+  }
+  if (drain_route && is({"api", "v1", "nodes", "*", "*"}) && is_node_name(seg[3])) {
+    if (!post) return respond(method_not_allowed());
+    if (allowed(Action::ChangeCard))
+      respond(to_http(commands_.change_node(seg[3], seg[4] == "drain", drain_reason_of(req.body), caller)));
+    return;
+  }
+  respond(not_found("no such endpoint: " + req.path));
 }
 
-HttpResponse Daemon::drain_node(const HttpRequest& req, const std::string& node, bool drain) {
-  if (!host_->slurm)
-    return json_response(409, {{"error", "nodes are Slurm's: this daemon runs executor: local; drain a card with /api/v1/devices/ID/drain"}});
-  auto body = nlohmann::json::parse(req.body.empty() ? "{}" : req.body, nullptr, false);
-  std::string reason = body.is_object() && body.contains("reason") && body["reason"].is_string()
-                           ? body["reason"].get<std::string>() : "drained by an operator";
-  // Slurm's own drain, on this thread (an operator's rare action; bounded at 10 s).
-  SlurmCommandResult r = host_->slurm->set_node_drained(node, drain, reason);
-  if (!r.ok()) return json_response(r.error.empty() ? 400 : 503, {{"error", "scontrol: " + r.why()}});
-  spdlog::warn("Slurm node {} {} by request from {}{}", node, drain ? "drained" : "resumed", req.peer, drain ? ": " + reason : "");
-  return json_response(200, {{"node", node}, {"state", drain ? "drain" : "resume"}, {"reason", drain ? reason : ""}});
+void Api::leases(const HttpRequest& req, const Caller& caller, HttpServer::Respond respond) {
+  const auto& seg = req.segments;
+  const bool post = req.method == "POST";
+  if (seg.size() == 3) {
+    if (req.method == "GET" || req.method == "HEAD") {
+      if (!access_.permits(caller, Action::Read)) return respond(error_response(401, access_.refusal(Action::Read)));
+      return respond(json_response(200, {{"leases", model_.host.leases}}));
+    }
+    if (!post) return respond(method_not_allowed());
+    if (!access_.permits(caller, Action::Lease)) return respond(error_response(401, access_.refusal(Action::Lease)));
+    LeaseRequest lr;
+    if (auto bad = parse_lease_request(req.body, lr)) return respond(json_response(400, bad->json()));
+    return commands_.request_lease(std::move(lr), caller, [respond](Answer a) { respond(to_http(a)); });
+  }
+  const bool heartbeat = seg.size() == 5 && seg[4] == "heartbeat";
+  if ((seg.size() == 4 || heartbeat) && is_lease_id(seg[3])) {
+    if (heartbeat ? !post : req.method != "DELETE") return respond(method_not_allowed());
+    if (!access_.permits(caller, Action::Lease)) return respond(error_response(401, access_.refusal(Action::Lease)));
+    if (heartbeat) return respond(to_http(commands_.heartbeat_lease(seg[3], caller)));
+    auto reason = req.query.find("reason");
+    return respond(to_http(commands_.end_lease(seg[3], reason != req.query.end() ? reason->second : "ended by request", caller)));
+  }
+  respond(not_found("no such endpoint: " + req.path));
 }
 
-HttpResponse Daemon::status(const HttpRequest& req) {
-  const bool full = req.query.count("queue") && req.query.at("queue") == "all";
-  return {200, "application/json", status_body(full), {}};
+HttpResponse Api::status(const HttpRequest& req) {
+  if (req.query.count("queue") && req.query.at("queue") == "all")
+    return {200, "application/json", dump_json(status_to_json(model_.host, true, model_.uptime())), {}};
+  // Hundreds of pollers cost one rendering per change of the model (or per 100 ms, for the uptime).
+  auto now = std::chrono::steady_clock::now();
+  if (status_cache_.empty() || status_generation_ != model_.generation || now - status_at_ > kStatusReuse) {
+    status_cache_ = dump_json(status_to_json(model_.host, false, model_.uptime()));
+    status_generation_ = model_.generation;
+    status_at_ = now;
+  }
+  return {200, "application/json", status_cache_, {}};
 }
 
-HttpResponse Daemon::runs(const HttpRequest& req) {
+HttpResponse Api::runs(const HttpRequest& req) const {
   std::size_t limit = 50;
   if (auto it = req.query.find("limit"); it != req.query.end()) {
     char* end = nullptr;
     long n = std::strtol(it->second.c_str(), &end, 10);
-    if (it->second.empty() || *end || n < 1 || n > static_cast<long>(kRecentRuns))
-      return json_response(400, {{"error", "limit must be 1-" + std::to_string(kRecentRuns)}});
+    if (it->second.empty() || *end || n < 1 || n > static_cast<long>(kMaxRunsListed))
+      return error_response(400, "limit must be 1-" + std::to_string(kMaxRunsListed));
     limit = static_cast<std::size_t>(n);
   }
   nlohmann::json out = nlohmann::json::array();
@@ -162,47 +192,54 @@ HttpResponse Daemon::runs(const HttpRequest& req) {
                           {"result", r.result >= 0 ? nlohmann::json(r.result) : nlohmann::json(nullptr)},
                           {"request", r.request}};
   };
-  // Active runs as the engine has them now (a run is in exactly one of the two lists, never both).
-  for (const auto& [id, r] : active_) out.push_back(line(overview_of(id, *r)));
-  for (std::size_t i = 0; i < view_.recent.size() && out.size() < limit + active_.size(); ++i) out.push_back(line(view_.recent[i]));
+  // Active runs first (a run is in exactly one of the two lists, never both), then the finished, newest first.
+  for (const auto& r : model_.host.active) out.push_back(line(r));
+  const std::size_t active = out.size();
+  for (std::size_t i = 0; i < model_.host.recent.size() && out.size() < limit + active; ++i) out.push_back(line(model_.host.recent[i]));
   return json_response(200, {{"runs", out}});
 }
 
-void Daemon::run(const std::string& id, HttpServer::Respond respond) {
-  if (auto it = active_.find(id); it != active_.end()) {
-    const RunEngine& e = *it->second->engine;
+void Api::run(const std::string& id, HttpServer::Respond respond) {
+  if (auto it = model_.active.find(id); it != model_.active.end()) {
+    const RunEngine& e = *it->second.engine;
     nlohmann::json j = run_to_json(e.record(), e.plan(), e.record().cancelled ? "cancelling" : "running", -1, e.now());
     // Waiting reasons are the read model's (refreshed after transitions), never computed for a GET.
     std::map<std::uint64_t, const QueueView*> waiting;
-    for (const auto& q : view_.queue) waiting[q.ticket] = &q;
+    for (const auto& q : model_.host.queue) waiting[q.ticket] = &q;
     for (std::size_t k = 0; k < e.plan().jobs.size(); ++k)
       for (std::size_t s = 0; s < e.plan().jobs[k].steps.size(); ++s) {
         const StepRecord& sr = e.record().jobs[k].steps[s];
         if (sr.state == StepState::Waiting && waiting.count(sr.ticket)) j["jobs"][k]["steps"][s]["wait_reason"] = waiting[sr.ticket]->reason;
       }
-    j["request"] = it->second->request;
+    j["request"] = *it->second.request;
     return respond(json_response(200, j));
   }
-  run_read(id);
-  if (auto u = unjournaled_.find(id); u != unjournaled_.end()) return respond(json_response(200, u->second));
-  // A finished run's record is the run.json beside its logs, read on a worker; the journal only for a run
-  // older than run.json (on this thread, where the journal lives).
-  const std::string path = state_dir_ + "/runs/" + id + "/run.json";
-  boost::asio::post(*workers_, [this, id, path, respond] {
+  commands_.run_read(id);
+  finished_record(id, respond, [respond](const nlohmann::json& record) { respond(json_response(200, record)); });
+}
+
+void Api::finished_record(const std::string& id, HttpServer::Respond respond, std::function<void(const nlohmann::json&)> found) {
+  if (auto h = model_.held_records.find(id); h != model_.held_records.end()) return found(h->second);
+  if (!workers_) return respond(not_found("no run " + id));
+  // Its run.json beside its logs, read on a worker; a run the model lists whose record cannot be read is a
+  // problem of the host (503), one it does not list is not there (404).
+  bool listed = false;
+  for (const auto& r : model_.host.recent) listed |= r.id == id;
+  const std::string path = model_.runs_dir + "/" + id + "/run.json";
+  boost::asio::post(*workers_, [this, id, path, listed, respond, found = std::move(found)] {
     std::string text, error;
     bool read = read_regular_file(path, 64 << 20, text, error);
     auto record = read ? nlohmann::json::parse(text, nullptr, false) : nlohmann::json();
-    if (read && record.is_object() && record.value("state", "") != "running")
-      return respond(HttpResponse{200, "application/json", std::move(text), {}});
-    boost::asio::post(io_, [this, id, respond] {
-      auto rec = journal_->run_record(id);
-      if (!rec && !journal_->read_error().empty()) return respond(json_response(503, {{"error", "the journal cannot be read now: " + journal_->read_error()}}));
-      respond(rec ? json_response(200, *rec) : not_found("no run " + id));
+    boost::asio::post(io_, [id, listed, respond, found, error, record = std::move(record)] {
+      if (record.is_object() && record.value("state", "") != "running") return found(record);
+      if (listed) return respond(error_response(503, "the record of run " + id + " cannot be read now (" +
+                                                         (error.empty() ? "run.json is not a finished run's record" : error) + ")"));
+      respond(not_found("no run " + id));
     });
   });
 }
 
-void Daemon::step_log(const std::string& id, const std::string& step, const HttpRequest& req, HttpServer::Respond respond) {
+void Api::step_log(const std::string& id, const std::string& step, const HttpRequest& req, HttpServer::Respond respond) {
   static const std::regex step_re("([0-9]{1,6})-([0-9]{1,6})");
   std::smatch m;
   if (!std::regex_match(step, m, step_re)) return respond(not_found("no step '" + step + "' (step ids look like 3-9)"));
@@ -218,14 +255,13 @@ void Daemon::step_log(const std::string& id, const std::string& step, const Http
     return true;
   };
   std::optional<std::uint64_t> tail, offset, bytes;
-  if (!number("tail", 1, 100000, tail)) return respond(json_response(400, {{"error", "tail must be 1-100000"}}));
-  if (!number("offset", 0, UINT64_MAX / 2, offset))
-    return respond(json_response(400, {{"error", "offset must be a byte offset >= 0"}}));
-  if (!number("bytes", 1, kMaxLogRead, bytes))
-    return respond(json_response(400, {{"error", "bytes must be 1-" + std::to_string(kMaxLogRead)}}));
-  if (tail && offset) return respond(json_response(400, {{"error", "give tail or offset, not both"}}));
+  if (!number("tail", 1, 100000, tail)) return respond(error_response(400, "tail must be 1-100000"));
+  if (!number("offset", 0, UINT64_MAX / 2, offset)) return respond(error_response(400, "offset must be a byte offset >= 0"));
+  if (!number("bytes", 1, kMaxLogRead, bytes)) return respond(error_response(400, "bytes must be 1-" + std::to_string(kMaxLogRead)));
+  if (tail && offset) return respond(error_response(400, "give tail or offset, not both"));
+  if (!workers_) return respond(not_found("no logs here"));
   // The path comes from the run's own record, never from the URL.
-  std::size_t job = std::stoul(m[1]) - 1, st = std::stoul(m[2]) - 1;
+  const std::size_t job = std::stoul(m[1]) - 1, st = std::stoul(m[2]) - 1;
   auto serve = [this, step, tail, offset, bytes, respond](const std::string& log_path) {
     if (log_path.empty()) return respond(not_found("step " + step + " has no log yet"));
     boost::asio::post(*workers_, [log_path, step, tail, offset, bytes, respond] {
@@ -239,31 +275,17 @@ void Daemon::step_log(const std::string& id, const std::string& step, const Http
       respond(std::move(r));
     });
   };
-  auto from_record = [this, id, step, job, st, respond, serve](const nlohmann::json& rec) {
-    const auto& jobs = rec["jobs"];
-    if (!jobs.is_array() || job >= jobs.size() || st >= jobs[job]["steps"].size())
-      return respond(not_found("no step " + step + " in run " + id));
-    serve(jobs[job]["steps"][st].value("log_path", ""));
-  };
-  if (auto it = active_.find(id); it != active_.end()) {
-    const auto& rec = it->second->engine->record();
+  if (auto it = model_.active.find(id); it != model_.active.end()) {
+    const auto& rec = it->second.engine->record();
     if (job < rec.jobs.size() && st < rec.jobs[job].steps.size()) return serve(rec.jobs[job].steps[st].log_path);
     return respond(not_found("no step " + step + " in run " + id));
   }
-  if (auto u = unjournaled_.find(id); u != unjournaled_.end()) return from_record(u->second);
-  // A finished run: its run.json, read on a worker (the journal only for a run older than run.json).
-  boost::asio::post(*workers_, [this, id, respond, from_record] {
-    std::string text, error;
-    nlohmann::json rec;
-    if (read_regular_file(state_dir_ + "/runs/" + id + "/run.json", 64 << 20, text, error))
-      rec = nlohmann::json::parse(text, nullptr, false);
-    boost::asio::post(io_, [this, id, respond, from_record, rec = std::move(rec)] {
-      if (rec.is_object() && rec.value("state", "") != "running") return from_record(rec);
-      auto j = journal_->run_record(id);
-      if (!j && !journal_->read_error().empty()) return respond(json_response(503, {{"error", "the journal cannot be read now: " + journal_->read_error()}}));
-      if (!j) return respond(not_found("no run " + id));
-      from_record(*j);
-    });
+  finished_record(id, respond, [id, step, job, st, respond, serve](const nlohmann::json& rec) {
+    const nlohmann::json jobs = rec.value("jobs", nlohmann::json::array());
+    const nlohmann::json steps = jobs.is_array() && job < jobs.size() && jobs[job].is_object()
+                                     ? jobs[job].value("steps", nlohmann::json::array()) : nlohmann::json::array();
+    if (!steps.is_array() || st >= steps.size() || !steps[st].is_object()) return respond(not_found("no step " + step + " in run " + id));
+    serve(steps[st].value("log_path", ""));
   });
 }
 

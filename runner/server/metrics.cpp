@@ -3,7 +3,7 @@
 #include <charconv>
 #include <cmath>
 
-#include "server/host_view.h"
+#include "view/host_view.h"
 
 namespace pto {
 

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "report/run_view.h"
-#include "server/host_view.h"
+#include "view/host_view.h"
 
 namespace pto {
 

@@ -3,7 +3,7 @@
 // /metrics) every 2 s and draws cards, the queue with waiting reasons, active and recent runs, with links to
 // step logs and GitHub Actions runs. Every text from a definition or a request goes in through textContent,
 // never as HTML; links are only the daemon's own paths or the http(s) run URL the server checked.
-#include "server/daemon.h"
+#include "server/status_page.h"
 
 namespace pto {
 
@@ -209,7 +209,7 @@ setInterval(refresh, 2000);
 
 }  // namespace
 
-HttpResponse Daemon::page() const {
+HttpResponse render_status_page() {
   HttpResponse r{200, "text/html; charset=utf-8", kPage, {}};
   // The page runs its own inline script and talks to this daemon only.
   r.headers = {{"Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'"},

@@ -1,4 +1,4 @@
-#include "engine/leases.h"
+#include "lease/lease_book.h"
 
 #include <signal.h>
 
@@ -30,6 +30,16 @@ struct LeaseBook::Timers {
   std::map<std::string, std::unique_ptr<boost::asio::steady_timer>> kills;  // per lease being revoked
 };
 
+std::string to_string(LeaseState s) {
+  switch (s) {
+    case LeaseState::Waiting: return "waiting";
+    case LeaseState::Granted: return "granted";
+    case LeaseState::Ended: return "ended";
+    case LeaseState::Revoked: return "revoked";
+  }
+  return "?";
+}
+
 LeaseBook::LeaseBook(boost::asio::io_context& io, CardBroker& broker, double heartbeat_timeout_seconds,
                      double kill_grace_seconds)
     : io_(io),
@@ -43,10 +53,10 @@ LeaseBook::~LeaseBook() = default;
 std::string LeaseBook::create(LeaseRequest req, Granted granted, Refused refused) {
   auto l = std::make_unique<Lease>();
   l->id = "lease-" + random_hex(6);
-  l->state = "waiting";
+  l->state = LeaseState::Waiting;
   l->created = iso_now();
   // A run's leases carry the run's marker prefix, so recovery after a crash finds them with the run's steps.
-  l->marker = (req.run_id.empty() ? std::string() : req.run_id + "/") + "lease/" + l->id;
+  l->marker = ProcessMarker::for_lease(req.run_id, l->id).text();
   l->request = std::move(req);
   const std::string id = l->id;
   const LeaseRequest& r = l->request;
@@ -60,8 +70,8 @@ std::string LeaseBook::create(LeaseRequest req, Granted granted, Refused refused
     t->async_wait([this, id](boost::system::error_code ec) {
       if (ec) return;
       auto it = leases_.find(id);
-      if (it == leases_.end() || it->second->state != "waiting") return;
-      finish(*it->second, "ended", "no card within " + std::to_string(static_cast<long long>(it->second->request.wait_seconds)) +
+      if (it == leases_.end() || it->second->state != LeaseState::Waiting) return;
+      finish(*it->second, LeaseState::Ended, "no card within " + std::to_string(static_cast<long long>(it->second->request.wait_seconds)) +
                                        " s (the wait timeout)", "wait timeout");
     });
     timers_->waits[id] = std::move(t);
@@ -75,7 +85,7 @@ std::string LeaseBook::create(LeaseRequest req, Granted granted, Refused refused
           return;
         }
         Lease& g = *it->second;
-        g.state = "granted";
+        g.state = LeaseState::Granted;
         g.ticket = 0;
         g.cards = cards;
         g.granted = iso_now();
@@ -105,7 +115,7 @@ std::string LeaseBook::create(LeaseRequest req, Granted granted, Refused refused
 
 bool LeaseBook::heartbeat(const std::string& id) {
   auto it = leases_.find(id);
-  if (it == leases_.end() || it->second->state == "revoked" || it->second->state == "ended") return false;
+  if (it == leases_.end() || it->second->state == LeaseState::Revoked || it->second->state == LeaseState::Ended) return false;
   it->second->last_heartbeat = Clock::now();
   return true;
 }
@@ -114,11 +124,11 @@ bool LeaseBook::end(const std::string& id, const std::string& why, bool by_clien
   auto it = leases_.find(id);
   if (it == leases_.end()) return false;
   Lease& l = *it->second;
-  if (by_client && l.state == "granted" && (l.cgroup.empty() || !CgroupTree::populated(l.cgroup))) {
+  if (by_client && l.state == LeaseState::Granted && (l.cgroup.empty() || !CgroupTree::populated(l.cgroup))) {
     // No /proc sweep on the hot path: the client waited for its command and killed its group (and its
     // cgroup is empty: nothing escaped the group).
     CgroupTree::remove(l.cgroup);
-    l.state = "ended";
+    l.state = LeaseState::Ended;
     ended_by_reason_["released"]++;
     if (on_ended_) on_ended_("released", seconds_since(l.granted_at));
     if (on_granted_end_) on_granted_end_(l.marker);
@@ -127,26 +137,26 @@ bool LeaseBook::end(const std::string& id, const std::string& why, bool by_clien
     if (on_change_) on_change_();
     return true;
   }
-  finish(l, "ended", why, by_client ? "released" : "ended by request");
+  finish(l, LeaseState::Ended, why, by_client ? "released" : "ended by request");
   return true;
 }
 
 void LeaseBook::end_all(const std::string& why) {
   std::vector<Lease*> all;
   for (auto& [id, l] : leases_) all.push_back(l.get());
-  for (Lease* l : all) finish(*l, "revoked", why, "daemon stopping");
+  for (Lease* l : all) finish(*l, LeaseState::Revoked, why, "daemon stopping");
 }
 
 void LeaseBook::end_run(const std::string& run_id, const std::string& why) {
   std::vector<Lease*> of_run;
   for (auto& [id, l] : leases_)
     if (l->request.run_id == run_id) of_run.push_back(l.get());
-  for (Lease* l : of_run) finish(*l, "revoked", why, "run ended");
+  for (Lease* l : of_run) finish(*l, LeaseState::Revoked, why, "run ended");
 }
 
-void LeaseBook::finish(Lease& l, const std::string& state, const std::string& why, const std::string& reason_key) {
+void LeaseBook::finish(Lease& l, LeaseState state, const std::string& why, const std::string& reason_key) {
   const std::string id = l.id;
-  if (l.state == "waiting") {
+  if (l.state == LeaseState::Waiting) {
     if (l.ticket) broker_.withdraw(l.ticket);
     timers_->waits.erase(id);
     auto refuse = std::move(refused_[id]);
@@ -157,7 +167,7 @@ void LeaseBook::finish(Lease& l, const std::string& state, const std::string& wh
     if (refuse) refuse(reason_key == "wait timeout" ? 504 : 410, why);
     return;
   }
-  if (l.state != "granted") return;  // already being revoked
+  if (l.state != LeaseState::Granted) return;  // already being revoked
   l.state = state;
   l.ended = iso_now();
   l.end_reason = why;
@@ -223,7 +233,7 @@ void LeaseBook::arm_watchdog() {
     std::vector<std::pair<Lease*, std::string>> revoke;
     bool any_granted = false;
     for (auto& [id, l] : leases_) {
-      if (l->state != "granted") continue;
+      if (l->state != LeaseState::Granted) continue;
       any_granted = true;
       if (seconds_since(l->last_heartbeat) > heartbeat_timeout_)
         revoke.push_back({l.get(), "its client stopped heartbeating (gone for " +
@@ -233,7 +243,7 @@ void LeaseBook::arm_watchdog() {
                                        std::to_string(static_cast<long long>(l->request.max_seconds)) + " s)"});
     }
     for (auto& [l, why] : revoke)
-      finish(*l, "revoked", why, why.rfind("its client", 0) == 0 ? "client gone" : "max-seconds");
+      finish(*l, LeaseState::Revoked, why, why.rfind("its client", 0) == 0 ? "client gone" : "max-seconds");
     if (any_granted) arm_watchdog();
   });
 }
@@ -251,7 +261,7 @@ const Lease* LeaseBook::find(const std::string& id) const {
 
 std::size_t LeaseBook::granted_count() const {
   std::size_t n = 0;
-  for (const auto& [id, l] : leases_) n += l->state == "granted";
+  for (const auto& [id, l] : leases_) n += l->state == LeaseState::Granted;
   return n;
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/card_broker.h"
+#include "exec/process_marker.h"
 
 namespace boost::asio {
 class io_context;
@@ -35,9 +36,15 @@ struct LeaseRequest {
   std::string run_id;       // the run whose step asked (its lease token), "" for an operator's
 };
 
+/// Waiting for cards, holding them, or over: ended (by its client or a request) or revoked (by the daemon:
+/// heartbeat, max-seconds, its run's end). An ended or revoked lease stays in the book while what ran
+/// under it is killed.
+enum class LeaseState { Waiting, Granted, Ended, Revoked };
+std::string to_string(LeaseState s);
+
 struct Lease {
   std::string id;
-  std::string state;  // waiting | granted | ended | revoked
+  LeaseState state = LeaseState::Waiting;
   LeaseRequest request;
   std::vector<int> cards;
   std::string marker;  // PTO_RUNNER_STEP_MARK of its processes
@@ -87,7 +94,7 @@ class LeaseBook {
 
  private:
   struct Timers;
-  void finish(Lease& l, const std::string& state, const std::string& why, const std::string& reason_key);
+  void finish(Lease& l, LeaseState state, const std::string& why, const std::string& reason_key);
   void arm_watchdog();
 
   boost::asio::io_context& io_;

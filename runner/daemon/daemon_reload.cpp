@@ -3,7 +3,8 @@
 // containment, executor, slurm) is logged as needing a restart. A file with errors keeps every old setting.
 #include <spdlog/spdlog.h>
 
-#include "server/daemon.h"
+#include "daemon/daemon.h"
+#include "util/token_file.h"
 
 namespace pto {
 
@@ -36,16 +37,17 @@ std::string Daemon::reload() {
   // The token: a configured file is read again (a rotated token takes effect now).
   std::string next_token_path = resolve_under_root(opts_.load.root, !opts_.token_file.empty() ? opts_.token_file : next.token_file);
   if (next_token_path.empty()) next_token_path = state_dir_ + "/token";
-  std::string token;
-  if (std::string e = read_token(next_token_path, token); !e.empty()) {
+  std::string e;
+  std::string token = read_token_file(next_token_path, e);
+  if (!e.empty()) {
     spdlog::error("reload: {}; keeping the old settings", e);
     return "kept the old settings: " + e + "\n";
   }
-  if (token != token_ || next_token_path != token_path_) say("token read again from " + next_token_path);
-  token_ = token;
+  if (!access_.is_admin_token(token) || next_token_path != token_path_) say("token read again from " + next_token_path);
+  access_.set_admin_token(token);
   token_path_ = next_token_path;
 
-  for (const auto& change : pool_->reconfigure(next)) say(change);
+  for (const auto& change : host_->reconfigure(next)) say(change);
   if (next.device_type_all != cfg_.device_type_all || next.device_types != cfg_.device_types) say("card types changed");
   if (next.health.check != cfg_.health.check) say("health.check changed (new runs use it)");
   if (next.kill_grace_seconds != cfg_.kill_grace_seconds)
@@ -93,9 +95,7 @@ std::string Daemon::reload() {
   cfg_ = applied;
   leases_->set_kill_grace(cfg_.kill_grace_seconds);
   if (logged.empty()) say("runner.yml read again: nothing changed");
-  dispatcher_->poke();
-  prune_history(false);
-  view_changed();
+  prune(false);
   return logged;
 }
 

@@ -1,0 +1,326 @@
+#include "daemon/run_history.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "engine/engine_options.h"
+#include "exec/process_marker.h"
+#include "exec/process_sweep.h"
+#include "source/git_mirror.h"
+#include "util/exit_code.h"
+#include "util/iso_time.h"
+#include "util/json_text.h"
+#include "util/regular_file.h"
+
+namespace fs = std::filesystem;
+
+namespace pto {
+
+RunOverview overview_of_finished(const nlohmann::json& record) {
+  RunOverview o;
+  o.id = record.value("id", "");
+  o.state = record.value("state", "");
+  o.created = record.value("created", "");
+  o.finished = record.contains("finished") && record["finished"].is_string() ? record["finished"].get<std::string>() : "";
+  o.result = record.contains("result") && record["result"].is_number_integer() ? record["result"].get<int>() : -1;
+  o.request = record.value("request", nlohmann::json::object());
+  if (o.request.is_object()) {
+    o.sha = o.request.value("sha", "");
+    o.ref = o.request.value("ref", "");
+    if (o.request.contains("github") && o.request["github"].is_object() && o.request["github"].contains("run_url"))
+      o.github_run = o.request["github"]["run_url"].get<std::string>();
+  }
+  return o;
+}
+
+RunHistory::RunHistory(std::string state_dir, ReadModel& model, boost::asio::thread_pool& removals, GitMirror* mirror,
+                       std::function<void(const std::string&, const std::string&)> on_write_failed)
+    : state_dir_(std::move(state_dir)),
+      model_(model),
+      removals_(removals),
+      mirror_(mirror),
+      on_write_failed_(std::move(on_write_failed)) {
+  model_.runs_dir = state_dir_ + "/runs";
+}
+
+std::string RunHistory::open(bool rebuild_requested) {
+  const std::string path = state_dir_ + "/journal.sqlite";
+  const std::string how = "; move it aside and start with `pto-runner serve --rebuild-journal` (same --root/--state-dir) "
+                          "to rebuild the history from the run directories";
+  if (rebuild_requested && fs::exists(path)) {
+    // The damaged file is kept beside, never deleted: an operator may want to look at it.
+    const std::string aside = path + ".damaged-" + make_run_id();
+    std::error_code ec;
+    fs::rename(path, aside, ec);
+    if (ec) return "cannot move the journal " + path + " aside: " + ec.message();
+    for (const char* suffix : {"-wal", "-shm"}) fs::rename(path + suffix, aside + suffix, ec);
+    spdlog::warn("journal {} moved aside to {} for --rebuild-journal", path, aside);
+  }
+  std::string error;
+  journal_ = Journal::open(path, error);
+  if (!journal_) return "the journal " + path + " cannot be used (" + error + ")" + how;
+  if (std::string bad = journal_->check_integrity(); !bad.empty()) {
+    journal_.reset();
+    return "the journal " + path + " is damaged (" + bad + ")" + how;
+  }
+  // A journal that is new or empty while run directories hold records (deleted, truncated to 0 bytes, or
+  // --rebuild-journal): rebuild, loudly, rather than start with a silently empty history.
+  bool have_records = false;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(state_dir_ + "/runs", ec))
+    if (fs::exists(e.path() / "run.json")) {
+      have_records = true;
+      break;
+    }
+  if (have_records && (rebuild_requested || journal_->run_count() == 0)) {
+    std::size_t n = rebuild();
+    spdlog::warn("journal {} {}: rebuilt {} run(s) from the run directories' run.json", path,
+                 rebuild_requested ? "rebuilt on request" : "was empty while run directories exist", n);
+  }
+  return "";
+}
+
+std::size_t RunHistory::rebuild() {
+  std::size_t n = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(state_dir_ + "/runs", ec)) {
+    std::string text, error;
+    if (!read_regular_file((e.path() / "run.json").string(), 64 << 20, text, error)) continue;
+    auto record = nlohmann::json::parse(text, nullptr, false);
+    if (record.is_discarded() || !record.is_object() || record.value("id", "") != e.path().filename().string()) continue;
+    // A run that never finished: as recovery would have left it.
+    if (record.value("state", "") == "running") {
+      record["state"] = "interrupted";
+      record["result"] = to_int(ExitCode::Infrastructure);
+      if (!record.contains("finished") || record["finished"].is_null()) record["finished"] = iso_now();
+      write_record(record["id"], record);  // GETs read run.json: it says so too
+    }
+    if (journal_->restore_run(record)) ++n;
+    else throw std::runtime_error("cannot write the rebuilt journal: " + journal_->write_error());
+  }
+  return n;
+}
+
+// After a crash: every run the journal never saw finish is marked interrupted. Its running steps become
+// `interrupted` and their processes (found by the run's marker prefix) are killed; its waiting and pending
+// steps become `cancelled`. Runs are not resumed: a resubmission is an explicit decision (GitHub re-run).
+// Cards need nothing: the dead daemon's flocks died with it.
+void RunHistory::recover() {
+  for (auto run : journal_->unfinished_runs()) {
+    std::string id = run.value("id", "");
+    if (id.empty()) continue;
+    int killed = 0;
+    for (int pid : find_processes_with_mark_prefix(ProcessMarker::run_prefix(id)))
+      if (::kill(pid, SIGKILL) == 0) ++killed;
+    std::string now = iso_now();
+    for (auto& job : run["jobs"]) {
+      for (auto& step : job["steps"]) {
+        std::string st = step.value("state", "pending");
+        if (st == "running") step["state"] = "interrupted";
+        else if (st == "waiting" || st == "pending") step["state"] = "cancelled";
+        else continue;
+        step["finished"] = now;
+      }
+      std::string js = job.value("state", "pending");
+      if (js == "running" || js == "pending") {
+        job["state"] = "cancelled";
+        job["reason"] = "the daemon stopped while this run was active";
+        job["finished"] = now;
+      }
+    }
+    run["state"] = "interrupted";
+    run["finished"] = now;
+    run["result"] = to_int(ExitCode::Infrastructure);
+    run["recovered"] = {{"at", now}, {"processes_killed", killed}};
+    journal_->run_finished(id, "interrupted", to_int(ExitCode::Infrastructure), run);
+    write_record(id, run);  // its run.json says so too: a GET of it reads that
+    spdlog::warn("recovered run {}: it was active when the daemon stopped; marked interrupted, {} leftover process(es) killed",
+                 id, killed);
+  }
+}
+
+void RunHistory::load() {
+  model_.host.recent.clear();
+  for (const auto& s : journal_->list_runs(static_cast<int>(kRecentRuns))) {
+    if (s.state == "running") continue;
+    // A GET of a finished run reads its run.json, never the journal: a run without one (older than run.json,
+    // or whose record could not be written) gets it now, from the journal.
+    // (A run whose directory is gone altogether, its logs with it, gets none: it is listed, and its record
+    // cannot be read.)
+    std::error_code ec;
+    const std::string dir = state_dir_ + "/runs/" + s.id;
+    if (fs::is_directory(dir, ec) && !fs::exists(dir + "/run.json", ec))
+      if (auto record = journal_->run_record(s.id)) write_record(s.id, *record);
+    nlohmann::json rec = {{"id", s.id}, {"state", s.state}, {"created", s.created}, {"finished", s.finished},
+                          {"result", s.result}, {"request", s.request}};
+    model_.host.recent.push_back(overview_of_finished(rec));
+  }
+  model_.host.runs_by_result = journal_->runs_by_state();
+  model_.host.runs_by_result.erase("running");
+}
+
+void RunHistory::journal_result(bool ok, const std::string& run_id) {
+  if (ok) {
+    if (journal_failing_) {
+      journal_failing_ = false;
+      spdlog::info("journal {} writes work again", journal_->path());
+      // Runs that finished meanwhile are journaled now.
+      for (auto it = unjournaled_.begin(); it != unjournaled_.end();) {
+        const auto& r = it->second;
+        if (!journal_->run_finished(it->first, r.value("state", ""), r.value("result", 3), r)) break;
+        it = unjournaled_.erase(it);
+      }
+    }
+    model_.metrics.journal_failing = journal_failing_;
+    return;
+  }
+  if (!journal_failing_) {
+    journal_failing_ = true;
+    spdlog::error("journal {} cannot be written: {}; the runs it was recording end with an infrastructure error "
+                  "(further failures are not logged until writes work again)",
+                  journal_->path(), journal_->write_error());
+  }
+  model_.metrics.journal_failing = true;
+  if (!run_id.empty() && on_write_failed_) on_write_failed_(run_id, journal_->write_error());
+}
+
+void RunHistory::run_created(const std::string& id, const std::string& created, const nlohmann::json& request,
+                             const nlohmann::json& skeleton) {
+  bool ok = journal_->run_created(id, created, request, skeleton);
+  // Beside its logs from the start: a run interrupted before its first job ends is still in a rebuilt history.
+  write_record(id, skeleton);
+  journal_result(ok, id);
+}
+
+void RunHistory::step_changed(const std::string& run, int job, int step, const nlohmann::json& data) {
+  journal_result(journal_->event(run, "step", job, step, data), run);
+}
+
+void RunHistory::job_finished(const std::string& run, int job, const nlohmann::json& data, const nlohmann::json& record) {
+  journal_result(journal_->event(run, "job", job, -1, data), run);
+  // Each job's end is kept beside the run's logs too, so the history survives a lost journal.
+  write_record(run, record);
+}
+
+void RunHistory::record_duration(const std::string& step_key, double seconds, const std::string& finished) {
+  journal_result(journal_->record_duration(step_key, seconds, finished), "");
+}
+
+void RunHistory::run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record) {
+  write_record(id, record);
+  if (!journal_->run_finished(id, state, result, record)) {
+    journal_result(false, "");
+    unjournaled_[id] = record;  // journaled when writes work again
+  }
+  model_.metrics.runs_by_result[state]++;
+  remember_finished(record);
+}
+
+void RunHistory::remember_finished(const nlohmann::json& record) {
+  RunOverview o = overview_of_finished(record);
+  model_.host.runs_by_result[o.state]++;
+  model_.host.recent.push_front(std::move(o));
+  while (model_.host.recent.size() > kRecentRuns) model_.host.recent.pop_back();
+}
+
+void RunHistory::write_record(const std::string& id, const nlohmann::json& record) {
+  // Written whole beside, flushed to the disk, then renamed over the old one: a crash or power loss leaves
+  // the old record or the new one, never half of one.
+  const std::string run_dir = state_dir_ + "/runs/" + id;
+  const std::string path = run_dir + "/run.json", tmp = path + ".tmp";
+  std::error_code ec;
+  fs::create_directories(run_dir, ec);
+  const std::string text = dump_json(record);
+  std::string error;
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    error = std::strerror(errno);
+  } else {
+    std::size_t done = 0;
+    while (done < text.size()) {
+      ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+      if (n <= 0) break;
+      done += static_cast<std::size_t>(n);
+    }
+    if (done != text.size() || ::fsync(fd) != 0) error = std::strerror(errno);
+    if (::close(fd) != 0 && error.empty()) error = std::strerror(errno);
+    if (error.empty()) fs::rename(tmp, path, ec);
+    if (error.empty() && ec) error = ec.message();
+  }
+  const bool finished = record.value("state", "") != "running";
+  if (!error.empty()) {
+    fs::remove(tmp, ec);
+    if (!record_failing_) spdlog::error("cannot write {} ({}); the journal keeps the run's history", path, error);
+    record_failing_ = true;
+    if (finished) model_.held_records[id] = record;  // served from memory until a write works
+    return;
+  }
+  record_failing_ = false;
+  model_.held_records.erase(id);
+}
+
+void RunHistory::remove_run_dir(const std::string& run_dir) {
+  boost::asio::post(removals_, [mirror = mirror_, run_dir] {
+    std::error_code ec;
+    if (mirror && fs::exists(run_dir + "/src", ec)) mirror->remove(run_dir + "/src");
+    fs::remove_all(run_dir, ec);
+  });
+}
+
+void RunHistory::prune(const RetentionConfig& r, int keep_worktrees, bool at_start,
+                       const std::function<bool(const std::string&)>& live) {
+  std::string cutoff;
+  if (r.max_age_days > 0)
+    cutoff = iso_time(std::chrono::system_clock::now() -
+                      std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(r.max_age_days * 86400)));
+  std::vector<std::string> pruned;
+  try {
+    pruned = journal_->prune(r.max_runs, cutoff);
+  } catch (const std::exception& e) {
+    spdlog::warn("retention: cannot prune the journal now: {}", e.what());
+  }
+  for (const auto& id : pruned) {
+    remove_run_dir(state_dir_ + "/runs/" + id);
+    model_.held_records.erase(id);
+  }
+  if (!pruned.empty() && !at_start) {
+    std::set<std::string> gone(pruned.begin(), pruned.end());
+    auto& recent = model_.host.recent;
+    for (auto it = recent.begin(); it != recent.end();) it = gone.count(it->id) ? recent.erase(it) : std::next(it);
+    model_.host.runs_by_result = journal_->runs_by_state();
+    model_.host.runs_by_result.erase("running");
+  }
+  if (!pruned.empty()) spdlog::info("retention: pruned {} finished run(s) (max-runs {}, max-age-days {})", pruned.size(), r.max_runs, r.max_age_days);
+  if (mirror_) {
+    std::vector<std::string> old = journal_->finished_runs_after(keep_worktrees);
+    boost::asio::post(removals_, [mirror = mirror_, state_dir = state_dir_, old] {
+      for (const auto& id : old) {
+        std::string src = state_dir + "/runs/" + id + "/src";
+        std::error_code ec;
+        if (fs::exists(src, ec)) mirror->remove(src);
+      }
+    });
+  }
+  if (!at_start) return;
+  const std::set<std::string> pruned_now(pruned.begin(), pruned.end());
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(state_dir_ + "/runs", ec)) {
+    std::string id = e.path().filename().string();
+    // A run just pruned is on its way out (removed on a worker): not an orphan to warn about.
+    if (!live(id) && !pruned_now.count(id) && !journal_->has_run(id)) {
+      spdlog::warn("removing {}: no run of the journal owns it (a refused or interrupted submission)", e.path().string());
+      remove_run_dir(e.path().string());
+    }
+  }
+}
+
+}  // namespace pto

@@ -1,0 +1,81 @@
+#pragma once
+// RunHistory: what the daemon keeps of runs beyond their life, and the one owner of it. The SQLite journal
+// (store/journal: each run's request and skeleton, every transition, the final record), each run's run.json
+// beside its logs (written whole, fsync'ed, renamed: what GETs of finished runs read, and what a lost journal
+// is rebuilt from), recovery of the runs a dead daemon left, retention, and the history half of the read
+// model (recent runs, counts by result, records only memory holds while the disk refuses them).
+//
+// Writes never throw and never stop the daemon: a failing journal is logged once while it lasts, the run it
+// was for is ended by the daemon (on_write_failed), and runs that finished meanwhile are journaled when
+// writes work again. Engine thread only; directory removals go to the git workers.
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "config/runner_config.h"
+#include "server/read_model.h"
+#include "store/journal.h"
+
+namespace boost::asio {
+class thread_pool;
+}
+
+namespace pto {
+
+class GitMirror;
+
+class RunHistory {
+ public:
+  static constexpr std::size_t kRecentRuns = 1000;  // finished runs the read model lists (GET /api/v1/runs)
+
+  /// `on_write_failed(run, why)`: a journal write for an active run failed.
+  RunHistory(std::string state_dir, ReadModel& model, boost::asio::thread_pool& removals, GitMirror* mirror,
+             std::function<void(const std::string& run, const std::string& why)> on_write_failed);
+  /// Opens the journal and checks it; rebuilds it from the run directories when asked (the damaged file is
+  /// moved aside) or when it is missing or empty while run directories exist. "" or the error, with the fix.
+  std::string open(bool rebuild);
+  /// After a crash: every run the journal never saw finish is marked interrupted (its running steps
+  /// interrupted, the rest cancelled) and whatever still carries its marker is killed.
+  void recover();
+  /// Fills the read model's recent runs and counts, and gives every finished run a run.json (a run older than
+  /// run.json, or whose record could not be written, is served from it like the others).
+  void load();
+
+  void run_created(const std::string& id, const std::string& created, const nlohmann::json& request, const nlohmann::json& skeleton);
+  void step_changed(const std::string& run, int job, int step, const nlohmann::json& data);
+  void job_finished(const std::string& run, int job, const nlohmann::json& data, const nlohmann::json& record);
+  void record_duration(const std::string& step_key, double seconds, const std::string& finished);
+  void run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record);
+  bool journal_failing() const { return journal_failing_; }
+  const Journal& journal() const { return *journal_; }
+
+  /// Retention (`retention`, `keep_worktrees` worktrees): prunes journal rows, run directories and worktrees;
+  /// at start also run directories the journal does not know, except those `live` says are in use.
+  void prune(const RetentionConfig& retention, int keep_worktrees, bool at_start, const std::function<bool(const std::string&)>& live);
+  /// Removes a run directory (and its worktree through the mirror) on the git workers.
+  void remove_run_dir(const std::string& run_dir);
+
+ private:
+  void journal_result(bool ok, const std::string& run_id);
+  void write_record(const std::string& id, const nlohmann::json& record);  // false: it stays in memory
+  std::size_t rebuild();
+  void remember_finished(const nlohmann::json& record);
+
+  std::string state_dir_;
+  ReadModel& model_;
+  boost::asio::thread_pool& removals_;
+  GitMirror* mirror_;
+  std::function<void(const std::string&, const std::string&)> on_write_failed_;
+  std::unique_ptr<Journal> journal_;
+  std::map<std::string, nlohmann::json> unjournaled_;  // finished runs the journal could not take yet
+  bool journal_failing_ = false, record_failing_ = false;
+};
+
+/// A finished run's record as the run list shows it.
+RunOverview overview_of_finished(const nlohmann::json& record);
+
+}  // namespace pto

@@ -1,0 +1,33 @@
+#pragma once
+// LeaseDesk: the lease commands (SPEC: the task-submit drop-in and card leases) over a LeaseBook and the host's
+// face, for whichever host serves them: the daemon beside its other commands, and a foreground `run` for its
+// own steps (lease/run_leases). No HTTP here: the API parses and authorises (server/api, server/access), the
+// desk acts and answers. Each call names the run the caller speaks for ("" for an operator): a run's caller
+// reaches that run's leases only.
+//   request    answered once granted: {id, cards, marker, cgroup, heartbeat_seconds, ..., srun under Slurm}
+//   heartbeat  ok, or 410 once revoked (the client must stop its command)
+//   end        what still runs under it is killed, its cards freed
+#include <nlohmann/json.hpp>
+
+#include "lease/lease_book.h"
+#include "server/host_commands.h"
+
+namespace pto {
+
+struct Host;
+
+class LeaseDesk {
+ public:
+  LeaseDesk(LeaseBook& book, Host& host);
+  void request(LeaseRequest request, const std::string& run, HostCommands::Reply reply);
+  Answer heartbeat(const std::string& id, const std::string& run);
+  Answer end(const std::string& id, const std::string& why, const std::string& run);
+  /// The active leases, as the status and `task-submit --list` show them.
+  nlohmann::json active_json() const;
+
+ private:
+  LeaseBook& book_;
+  Host& host_;
+};
+
+}  // namespace pto

@@ -1,0 +1,47 @@
+#pragma once
+// Access: who is calling (the one bearer-token check) and what each caller may do (the SPEC's permission
+// table, in permits() and nowhere else). The API asks here before it hands a request to the host's commands.
+//   admin    the admin token (a root-only file)      everything
+//   run      the run's own lease token (its steps)   leases of that run only (the commands face scopes them)
+//   anyone   nothing                                  GET status, runs, logs, metrics, the page; unless
+//                                                     reads need a token (a foreground run's lease endpoints)
+#include <map>
+#include <string>
+
+#include "server/http_server.h"
+
+namespace pto {
+
+struct Caller {
+  enum class Role { Anonymous, Admin, Run };
+  Role role = Role::Anonymous;
+  std::string run;  // Role::Run: the run whose token was shown
+  std::string peer;
+  /// The run whose leases it may touch: "" for every lease (admin), else its own run's.
+  const std::string& lease_scope() const { return run; }
+};
+
+enum class Action { Read, SubmitRun, CancelRun, ChangeCard, Lease };
+
+class Access {
+ public:
+  /// `reads_need_token`: GETs too need a token (any the caller may hold).
+  explicit Access(bool reads_need_token = false) : reads_need_token_(reads_need_token) {}
+  void set_admin_token(std::string token) { admin_token_ = std::move(token); }
+  bool is_admin_token(const std::string& token) const { return token == admin_token_; }
+  /// A run's lease token (PTO_RUNNER_LEASE_TOKEN of its steps); forgotten when the run ends.
+  void add_run_token(const std::string& token, const std::string& run) { run_tokens_[token] = run; }
+  void forget_run(const std::string& run);
+
+  Caller identify(const HttpRequest& req) const;
+  bool permits(const Caller& caller, Action action) const;
+  /// What a 401 says for `action`.
+  std::string refusal(Action action) const;
+
+ private:
+  bool reads_need_token_;
+  std::string admin_token_;
+  std::map<std::string, std::string> run_tokens_;  // token -> run
+};
+
+}  // namespace pto

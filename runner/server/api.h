@@ -1,0 +1,64 @@
+#pragma once
+// Api: the HTTP API (SPEC: Daemon; README: HTTP API) as its own type, over the host's const read model and its
+// narrow commands face. One route table (route()), one bearer check (Access::identify), the permission table
+// in Access::permits. GETs render the read model (JSON status, /metrics, the page, run records and logs;
+// files are read on a worker); mutations are checked into types (server/requests) and handed to the commands.
+// Used by `serve` (every route) and by a foreground `run`'s lease endpoints (leases only).
+#include <cstdint>
+#include <string>
+
+#include "server/access.h"
+#include "server/host_commands.h"
+#include "server/http_server.h"
+#include "server/read_model.h"
+
+namespace boost::asio {
+class io_context;
+class thread_pool;
+}
+
+namespace pto {
+
+struct ApiOptions {
+  /// Only the lease routes (a foreground run's own endpoints); anything else is 404 with this note.
+  bool leases_only = false;
+  std::string leases_only_note;
+};
+
+class Api {
+ public:
+  /// `workers` read logs and records off the engine thread (null: none, with leases_only).
+  Api(boost::asio::io_context& io, boost::asio::thread_pool* workers, const ReadModel& model, HostCommands& commands,
+      const Access& access, ApiOptions options = {});
+  /// Answers `req` exactly once: at once, or later (a submission, a lease grant, a file read).
+  void handle(const HttpRequest& req, HttpServer::Respond respond);
+
+  static constexpr std::size_t kMaxRunsListed = 1000;  // GET /api/v1/runs?limit=
+
+ private:
+  struct Route;
+  void route(const HttpRequest& req, const Caller& caller, HttpServer::Respond respond);
+  void leases(const HttpRequest& req, const Caller& caller, HttpServer::Respond respond);
+  HttpResponse status(const HttpRequest& req);
+  HttpResponse runs(const HttpRequest& req) const;
+  void run(const std::string& id, HttpServer::Respond respond);
+  void step_log(const std::string& id, const std::string& step, const HttpRequest& req, HttpServer::Respond respond);
+  /// A finished run's record from memory or its run.json (on a worker); `found` runs on the engine thread.
+  void finished_record(const std::string& id, HttpServer::Respond respond,
+                       std::function<void(const nlohmann::json&)> found);
+
+  boost::asio::io_context& io_;
+  boost::asio::thread_pool* workers_;
+  const ReadModel& model_;
+  HostCommands& commands_;
+  const Access& access_;
+  ApiOptions options_;
+  std::string status_cache_;  // the rendered status, reused within a generation (at most 100 ms)
+  std::uint64_t status_generation_ = 0;
+  std::chrono::steady_clock::time_point status_at_;
+};
+
+/// The answer a command came to, as HTTP.
+HttpResponse to_http(const Answer& a);
+
+}  // namespace pto

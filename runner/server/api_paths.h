@@ -1,0 +1,28 @@
+#pragma once
+// The HTTP API's paths, for the daemon's routes and for every client of them (submit, status, devices,
+// task-submit, the page and the tests' helpers): one spelling each.
+#include <cstddef>
+#include <string>
+
+namespace pto::api_path {
+
+inline constexpr const char* kHealthz = "/healthz";
+inline constexpr const char* kMetrics = "/metrics";
+inline constexpr const char* kStatus = "/api/v1/status";
+inline constexpr const char* kRuns = "/api/v1/runs";
+inline constexpr const char* kLeases = "/api/v1/leases";
+inline constexpr const char* kDevices = "/api/v1/devices";
+inline constexpr const char* kNodes = "/api/v1/nodes";
+
+inline std::string run(const std::string& id) { return std::string(kRuns) + "/" + id; }
+inline std::string run_cancel(const std::string& id) { return run(id) + "/cancel"; }
+/// A step's id is JOB-STEP, both 1-based ("3-9").
+inline std::string step_id(std::size_t job, std::size_t step) { return std::to_string(job + 1) + "-" + std::to_string(step + 1); }
+inline std::string step_log(const std::string& run_id, const std::string& step) { return run(run_id) + "/steps/" + step + "/log"; }
+inline std::string lease(const std::string& id) { return std::string(kLeases) + "/" + id; }
+inline std::string lease_heartbeat(const std::string& id) { return lease(id) + "/heartbeat"; }
+/// `action` is "drain" or "undrain".
+inline std::string device(int card, const std::string& action) { return std::string(kDevices) + "/" + std::to_string(card) + "/" + action; }
+inline std::string node(const std::string& name, const std::string& action) { return std::string(kNodes) + "/" + name + "/" + action; }
+
+}  // namespace pto::api_path

@@ -1,0 +1,49 @@
+#pragma once
+// HostCommands: the narrow face through which the API changes anything. The API checks the request and the
+// caller (server/requests, server/access) and hands over typed commands; the host (the daemon, or a foreground
+// run's lease endpoints) acts on its own thread and answers with an outcome and a JSON body. Reads never come
+// here: they render the read model (server/read_model.h).
+#include <functional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "lease/lease_book.h"
+#include "server/access.h"
+#include "server/requests.h"
+
+namespace pto {
+
+/// What a command came to, as the HTTP status the API answers with.
+enum class Outcome {
+  Ok = 200, Created = 201, Accepted = 202, BadRequest = 400, NotFound = 404, Conflict = 409, Gone = 410,
+  Unavailable = 503, TimedOut = 504
+};
+
+struct Answer {
+  Outcome outcome = Outcome::Ok;
+  nlohmann::json body = nlohmann::json::object();
+  static Answer error(Outcome o, const std::string& why) { return {o, {{"error", why}}}; }
+};
+
+class HostCommands {
+ public:
+  using Reply = std::function<void(Answer)>;
+  virtual ~HostCommands() = default;
+  /// Answered once the run is planned and started (a commit is checked out first), or refused.
+  virtual void submit_run(RunSubmission submission, const Caller& by, Reply reply);
+  virtual Answer cancel_run(const std::string& id, const Caller& by);
+  /// An operator drains a card (`drain`, with `reason`) or returns it to service; likewise a Slurm node.
+  virtual Answer change_card(int card, bool drain, const std::string& reason, const Caller& by);
+  virtual Answer change_node(const std::string& node, bool drain, const std::string& reason, const Caller& by);
+  /// Answered once the cards are granted, or refused (409 never, 504 not in time, 503 stopping).
+  virtual void request_lease(LeaseRequest request, const Caller& by, Reply reply) = 0;
+  virtual Answer heartbeat_lease(const std::string& id, const Caller& by) = 0;
+  /// `why` "released by its client" is the client's own end (its command is over); anything else kills
+  /// what still runs under it.
+  virtual Answer end_lease(const std::string& id, const std::string& why, const Caller& by) = 0;
+  /// A finished run's record was served (a draining daemon waits until each run that ended was read once).
+  virtual void run_read(const std::string& /*id*/) {}
+};
+
+}  // namespace pto

@@ -1,0 +1,40 @@
+#pragma once
+// ReadModel: everything a GET renders, kept by the host's engine thread and read by the API on the same thread,
+// never written by it: the typed host view (view/host_view.h) refreshed after transitions, the active runs'
+// engines (const), finished records held in memory, the counters behind /metrics, and where finished runs'
+// records lie on disk. A GET never runs the scheduler, opens the journal or reads a configuration file.
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "server/metrics.h"
+#include "view/host_view.h"
+
+namespace pto {
+
+class RunEngine;
+
+struct ActiveRunRef {
+  const RunEngine* engine = nullptr;
+  const nlohmann::json* request = nullptr;  // as journaled (env names only)
+};
+
+struct ReadModel {
+  HostView host;
+  /// Kept current at once (a run's entry goes when its engine does), not only at refresh.
+  std::map<std::string, ActiveRunRef> active;
+  /// Finished runs whose record only memory holds for now (the journal or run.json could not take it).
+  std::map<std::string, nlohmann::json> held_records;
+  Metrics metrics;
+  /// <state-dir>/runs: a finished run's record is runs_dir/ID/run.json, read on a worker.
+  std::string runs_dir;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  /// Bumped at each refresh of `host`: renderings cache by it.
+  std::uint64_t generation = 0;
+  double uptime() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); }
+};
+
+}  // namespace pto

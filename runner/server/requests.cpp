@@ -1,0 +1,97 @@
+#include "server/requests.h"
+
+#include <regex>
+
+namespace pto {
+
+namespace {
+
+bool matches(const std::string& s, const char* pattern) { return std::regex_match(s, std::regex(pattern)); }
+BodyError refuse(std::string field, std::string why) { return {std::move(field), std::move(why)}; }
+
+}  // namespace
+
+std::optional<BodyError> parse_run_submission(const std::string& text, RunSubmission& s) {
+  nlohmann::json body = nlohmann::json::parse(text.empty() ? "{}" : text, nullptr, false);
+  if (body.is_discarded()) return refuse("", "the body is not valid JSON");
+  if (!body.is_object()) return refuse("", "the body must be a JSON object {\"jobs\": [...], \"ref\", \"sha\", \"env\", \"github\"}");
+  for (const auto& [k, v] : body.items())
+    if (k != "jobs" && k != "ref" && k != "sha" && k != "env" && k != "github") return refuse(k, "unknown field '" + k + "'");
+  if (body.contains("jobs")) {
+    if (!body["jobs"].is_array()) return refuse("jobs", "jobs must be a list of job names");
+    for (const auto& j : body["jobs"]) {
+      if (!j.is_string()) return refuse("jobs", "jobs must be a list of job names");
+      s.jobs.push_back(j.get<std::string>());
+    }
+  }
+  for (const char* f : {"ref", "sha"})
+    if (body.contains(f) && !body[f].is_string()) return refuse(f, std::string(f) + " must be a string");
+  s.ref = body.value("ref", "");
+  s.sha = body.value("sha", "");
+  if (body.contains("env")) {
+    if (!body["env"].is_object()) return refuse("env", "env must be an object of NAME: \"value\"");
+    for (const auto& [k, v] : body["env"].items()) {
+      if (!matches(k, "[A-Za-z_][A-Za-z0-9_]*") || !v.is_string())
+        return refuse("env." + k, "env entries are NAME: \"value\" with NAME like [A-Za-z_][A-Za-z0-9_]*");
+      s.env[k] = v.get<std::string>();
+    }
+  }
+  if (body.contains("github")) {
+    // Only shown and linked, never run; still checked so the status page links where it says.
+    static const std::map<std::string, const char*> fields = {
+        {"repository", "[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}"}, {"run_id", "[0-9]{1,20}"},
+        {"run_attempt", "[0-9]{1,6}"}, {"server_url", "https?://[A-Za-z0-9.:-]{1,200}"},
+        {"workflow", "[^\\x00-\\x1f]{0,200}"}, {"event_name", "[a-z_]{1,50}"}, {"actor", "[A-Za-z0-9_.\\[\\]-]{1,100}"}};
+    if (!body["github"].is_object()) return refuse("github", "github must be an object");
+    s.github = nlohmann::json::object();
+    for (const auto& [k, v] : body["github"].items()) {
+      auto it = fields.find(k);
+      if (it == fields.end()) return refuse("github." + k, "unknown field 'github." + k + "'");
+      if (!v.is_string() || !matches(v.get<std::string>(), it->second))
+        return refuse("github." + k, "github." + k + " must be a string like " + it->second);
+      s.github[k] = v;
+    }
+    if (s.github.contains("server_url") && s.github.contains("repository") && s.github.contains("run_id"))
+      s.github["run_url"] = s.github["server_url"].get<std::string>() + "/" + s.github["repository"].get<std::string>() +
+                            "/actions/runs/" + s.github["run_id"].get<std::string>();
+  }
+  return std::nullopt;
+}
+
+std::optional<BodyError> parse_lease_request(const std::string& text, LeaseRequest& lr) {
+  nlohmann::json body = nlohmann::json::parse(text.empty() ? "{}" : text, nullptr, false);
+  if (body.is_discarded() || !body.is_object()) return refuse("", "the body must be a JSON object");
+  for (const auto& [k, v] : body.items()) {
+    if (k == "devices") {
+      if (!v.is_number_integer() || v.get<long long>() < 1 || v.get<long long>() > 4096) return refuse(k, "devices is a count of cards, 1 or more");
+      lr.devices = v.get<int>();
+    } else if (k == "device-ids") {
+      if (!v.is_array() || v.empty()) return refuse(k, "device-ids is a list of card ids");
+      for (const auto& id : v) {
+        if (!id.is_number_integer() || id.get<long long>() < 0 || id.get<long long>() > 1000000)
+          return refuse(k, "device-ids: no card " + id.dump() + " on this host");
+        lr.device_ids.push_back(id.get<int>());
+      }
+    } else if (k == "device-type") {
+      if (!v.is_string()) return refuse(k, "device-type is a card type name");
+      lr.device_type = v.get<std::string>();
+    } else if (k == "max-seconds" || k == "wait-seconds") {
+      if (!v.is_number() || v.get<double>() < 0 || v.get<double>() > 7 * 86400.0) return refuse(k, k + " is a number of seconds >= 0");
+      (k == "max-seconds" ? lr.max_seconds : lr.wait_seconds) = v.get<double>();
+    } else if (k == "label") {
+      if (!v.is_string()) return refuse(k, "label is a string");
+      lr.label = v.get<std::string>().substr(0, 4096);
+    } else {
+      return refuse(k, "unknown field '" + k + "'");
+    }
+  }
+  return std::nullopt;
+}
+
+std::string drain_reason_of(const std::string& text) {
+  auto body = nlohmann::json::parse(text.empty() ? "{}" : text, nullptr, false);
+  return body.is_object() && body.contains("reason") && body["reason"].is_string() ? body["reason"].get<std::string>()
+                                                                                  : "drained by an operator";
+}
+
+}  // namespace pto

@@ -1,0 +1,36 @@
+#pragma once
+// The bodies of the API's mutations, checked field by field into types before anything acts on them: every
+// refusal names its field (400 {"error", "field"}). Pure: no state, no host.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lease/lease_book.h"
+
+namespace pto {
+
+/// POST /api/v1/runs: {"jobs", "ref", "sha", "env", "github"}.
+struct RunSubmission {
+  std::vector<std::string> jobs;
+  std::string ref, sha;
+  std::map<std::string, std::string> env;
+  nlohmann::json github;  // where the submission came from in GitHub Actions, with run_url
+};
+
+/// A refused body: the field at fault ("" for the body as a whole) and why.
+struct BodyError {
+  std::string field, message;
+  nlohmann::json json() const { return {{"error", message}, {"field", field}}; }
+};
+
+std::optional<BodyError> parse_run_submission(const std::string& body, RunSubmission& out);
+/// POST /api/v1/leases: {"devices", "device-ids", "device-type", "max-seconds", "wait-seconds", "label"}.
+/// Whether the cards exist is the host's to say (lease/lease_desk).
+std::optional<BodyError> parse_lease_request(const std::string& body, LeaseRequest& out);
+/// A drain's {"reason": ...}; the default when the body has none.
+std::string drain_reason_of(const std::string& body);
+
+}  // namespace pto
