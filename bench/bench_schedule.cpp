@@ -16,10 +16,13 @@
 #include <random>
 #include <vector>
 
+#include "baseline_policies.h"
 #include "sched/scheduler.h"
 #include "store/learned_durations.h"
 
 using namespace pto;
+using pto::bench::SchedPolicy;
+using pto::bench::schedule_with_policy;
 
 struct Step {
   std::uint64_t id;

@@ -4,6 +4,7 @@
 #include <deque>
 #include <limits>
 
+#include "baseline_policies.h"
 #include "sched/scheduler.h"
 
 using namespace pto;
@@ -156,7 +157,7 @@ TEST_CASE("scheduler: a 2-card step behind a continuous stream of 1-card steps s
   auto gcs = cards(2);
   hold(gcs, 0, "a");
   std::vector<SchedRequest> q = {{1, 2, "moe"}, {2, 1, "small"}};
-  auto g = schedule_with_policy(SchedPolicy::GreedyBackfill, gcs, {}, q);
+  auto g = pto::bench::schedule_with_policy(pto::bench::SchedPolicy::GreedyBackfill, gcs, {}, q);
   REQUIRE(g.start.size() == 1);
   CHECK(g.start[0].request == 2);
 }

@@ -1,4 +1,6 @@
 #include "client/api_client.h"
+#include "util/api_paths.h"
+#include "util/token_file.h"
 
 #include <curl/curl.h>
 
@@ -72,7 +74,7 @@ std::string trim_server(std::string server) {
 }
 
 bool fetch_status(const std::string& server, nlohmann::json& status, std::string& error) {
-  ApiResponse r = api_request("GET", trim_server(server) + "/api/v1/status");
+  ApiResponse r = api_request("GET", trim_server(server) + api_path::kStatus);
   if (!r.reached || r.status != 200) {
     error = r.reached ? "HTTP " + std::to_string(r.status) + " from " + server : r.error;
     return false;
@@ -86,17 +88,7 @@ bool fetch_status(const std::string& server, nlohmann::json& status, std::string
 }
 
 std::string read_token(const std::string& token_file, std::string& error) {
-  if (!token_file.empty()) {
-    std::ifstream in(token_file);
-    if (!in) {
-      error = "cannot read token file " + token_file;
-      return "";
-    }
-    std::string t;
-    std::getline(in, t);
-    while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
-    return t;
-  }
+  if (!token_file.empty()) return read_token_file(token_file, error);
   const char* env = std::getenv("PTO_RUNNER_TOKEN");
   return env ? env : "";
 }

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "client/api_client.h"
+#include "util/api_paths.h"
 #include "commands/commands.h"
 #include "config/device_spec.h"
 #include "sched/device_pool.h"
@@ -41,9 +42,9 @@ void register_devices_command(CLI::App& app, CommonOptions& common, int& exit_co
       if (o->drain >= 0 || o->undrain >= 0 || !o->drain_node.empty() || !o->undrain_node.empty()) {
         std::string token = read_token(o->token_file, err);
         int card = o->drain >= 0 ? o->drain : o->undrain;
-        std::string path = !o->drain_node.empty()     ? "/api/v1/nodes/" + o->drain_node + "/drain"
-                           : !o->undrain_node.empty() ? "/api/v1/nodes/" + o->undrain_node + "/undrain"
-                                                      : "/api/v1/devices/" + std::to_string(card) + (o->drain >= 0 ? "/drain" : "/undrain");
+        std::string path = !o->drain_node.empty()     ? api_path::node(o->drain_node, "drain")
+                           : !o->undrain_node.empty() ? api_path::node(o->undrain_node, "undrain")
+                                                      : api_path::device(card, o->drain >= 0 ? "drain" : "undrain");
         ApiResponse r = api_request("POST", server + path, token, dump_json({{"reason", o->reason}}));
         if (!r.reached) {
           std::cerr << "pto-runner devices: " << r.error << "\n";

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "commands/commands.h"
+#include "util/api_paths.h"
 #include "daemon/daemon.h"
 #include "util/daemon_log.h"
 
@@ -51,7 +52,7 @@ void register_serve_command(CLI::App& app, CommonOptions& common, int& exit_code
       exit_code = daemon.start_exit_code();
       return;
     }
-    std::cout << "pto-runner serve: listening on http://127.0.0.1:" << daemon.port() << " (status: /api/v1/status)"
+    std::cout << "pto-runner serve: listening on http://127.0.0.1:" << daemon.port() << " (status: " << api_path::kStatus << ")"
               << "; token file: " << daemon.token_path() << std::endl;
     int result = 0;
     auto stopped = [&io, &result](int code) {

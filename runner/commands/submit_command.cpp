@@ -14,6 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "client/api_client.h"
+#include "plan/plan.h"
+#include "util/api_paths.h"
 #include "commands/commands.h"
 #include "report/actions_output.h"
 #include "report/diagnostics_view.h"
@@ -33,7 +35,7 @@ std::string env_or(const char* name, const std::string& fallback = "") {
 }
 
 std::string title_of(const nlohmann::json& job, const nlohmann::json& step) {
-  return job.value("id", "") + " / " + step.value("name", "");
+  return step_label(job.value("id", ""), step.value("name", ""));
 }
 
 std::string cards_of(const nlohmann::json& step) {
@@ -64,7 +66,7 @@ class LogFollower {
     const std::string id = step.value("id", "");
     Tail& t = tails_[id];
     for (int pages = 0; pages < 16; ++pages) {  // at most 16 MiB per step and poll
-      ApiResponse r = api_request("GET", server_ + "/api/v1/runs/" + run_ + "/steps/" + id + "/log?offset=" +
+      ApiResponse r = api_request("GET", server_ + api_path::step_log(run_, id) + "?offset=" +
                                              std::to_string(t.offset) + "&bytes=1048576");
       if (!r.reached || r.status != 200) return;
       std::string end = r.header("x-log-end");
@@ -148,7 +150,7 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
       }
     }
     // A daemon with a source fetches and checks out the commit before it answers: give it time.
-    ApiResponse r = api_request("POST", server + "/api/v1/runs", token, dump_json(body), 3600);
+    ApiResponse r = api_request("POST", server + api_path::kRuns, token, dump_json(body), 3600);
     if (!r.reached) {
       std::cerr << "pto-runner submit: " << r.error << "\n";
       exit_code = to_int(ExitCode::Infrastructure);
@@ -168,7 +170,7 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
       return;
     }
     const std::string id = reply.value("id", "");
-    std::cout << "submitted run " << id << ": " << server << "/api/v1/runs/" << id << std::endl;
+    std::cout << "submitted run " << id << ": " << server << api_path::run(id) << std::endl;
     if (!o->wait) {
       exit_code = 0;
       return;
@@ -188,7 +190,7 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
     while (true) {
       if (g_signal && !cancel_sent) {
         std::cerr << "pto-runner submit: " << (g_signal == SIGINT ? "SIGINT" : "SIGTERM") << ": cancelling run " << id << "\n";
-        ApiResponse c = api_request("POST", server + "/api/v1/runs/" + id + "/cancel", token, "{}");
+        ApiResponse c = api_request("POST", server + api_path::run_cancel(id), token, "{}");
         cancel_sent = true;
         if (!c.reached) {
           std::cerr << "pto-runner submit: " << c.error << "\n";
@@ -196,7 +198,7 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
           return;
         }
       }
-      ApiResponse g = api_request("GET", server + "/api/v1/runs/" + id);
+      ApiResponse g = api_request("GET", server + api_path::run(id));
       if (!g.reached || g.status != 200) {
         if (!unreachable) unreachable_since = std::chrono::steady_clock::now();
         unreachable = true;
@@ -251,7 +253,7 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
         std::string state = s.value("state", "");
         if (state != "failed" && state != "timed_out") continue;
         const std::string title = title_of(job, s), end = describe_step_end(s);
-        ApiResponse lg = api_request("GET", server + "/api/v1/runs/" + id + "/steps/" + s.value("id", "") + "/log?tail=" +
+        ApiResponse lg = api_request("GET", server + api_path::step_log(id, s.value("id", "")) + "?tail=" +
                                                 std::to_string(std::max(1, o->tail)));
         std::string heading = title + " (" + state + (end.empty() ? "" : ", " + end) + "), last lines of its log";
         if (out.github()) out.group(heading);

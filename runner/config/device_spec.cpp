@@ -23,6 +23,10 @@ std::optional<std::vector<int>> parse_device_spec(const std::string& spec, std::
     for (int i = 0; i < count; ++i) ids[i] = i;
     return ids;
   }
+  return parse_card_list(spec, error);
+}
+
+std::optional<std::vector<int>> parse_card_list(const std::string& spec, std::string& error) {
   std::vector<int> ids;
   std::set<int> seen;
   std::stringstream ss(spec);
@@ -32,7 +36,7 @@ std::optional<std::vector<int>> parse_device_spec(const std::string& spec, std::
     auto dash = part.find('-');
     bool ok = dash == std::string::npos ? parse_uint(part, lo) && (hi = lo, true)
                                         : parse_uint(part.substr(0, dash), lo) && parse_uint(part.substr(dash + 1), hi);
-    if (!ok || lo > hi) {
+    if (!ok || lo > hi || hi - lo >= 4096) {
       error = "bad device list '" + spec + "': '" + part + "' is not an id or a range lo-hi (e.g. 8, 0-7, 0,1,4,5)";
       return std::nullopt;
     }

@@ -8,6 +8,9 @@ namespace pto {
 
 /// Parses a device list; on failure returns nothing and sets `error` to what was wrong.
 std::optional<std::vector<int>> parse_device_spec(const std::string& spec, std::string& error);
+/// A list of card ids, every spelling of them in one place: `3`, `2,3`, `0-7`, `0-3,6` (a lone number is an
+/// id, not a count: task-submit's --device, TASK_DEVICE, Slurm's GRES indices). Ascending, without repeats.
+std::optional<std::vector<int>> parse_card_list(const std::string& list, std::string& error);
 std::optional<std::vector<std::vector<int>>> parse_device_groups(const std::string& spec, std::string& error);
 
 /// Checks groups against ids: every grouped id exists and no id is in two groups. Returns "" when valid.

@@ -9,6 +9,10 @@
 
 namespace pto {
 
+std::string to_string(Containment c) { return c == Containment::Sweep ? "sweep" : "cgroup"; }
+std::string to_string(ExecutorKind e) { return e == ExecutorKind::Slurm ? "slurm" : "local"; }
+
+
 std::string RunnerConfig::type_of(int card) const {
   if (!device_type_all.empty()) return device_type_all;
   auto it = device_types.find(card);
@@ -156,12 +160,12 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
   if (auto v = m.number("kill-grace-seconds", 0, 600)) cfg.kill_grace_seconds = *v;
   if (auto v = m.number("shutdown-timeout-minutes", 0, 7 * 24 * 60)) cfg.shutdown_timeout_minutes = *v;
   if (auto v = m.string("containment")) {
-    cfg.containment = *v;
+    cfg.containment = *v == "sweep" ? Containment::Sweep : Containment::Cgroup;
     if (*v != "cgroup" && *v != "sweep")
       m.error_at(m.get("containment"), "bad-value", "'containment' is cgroup or sweep, got '" + *v + "'");
   }
   if (auto v = m.string("executor")) {
-    cfg.executor = *v;
+    cfg.executor = *v == "slurm" ? ExecutorKind::Slurm : ExecutorKind::Local;
     if (*v != "local" && *v != "slurm")
       m.error_at(m.get("executor"), "bad-value", "'executor' is local or slurm, got '" + *v + "'");
   }
@@ -195,7 +199,7 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
       if (auto v = sl.integer("max-cards", 0, 1000000)) cfg.slurm.max_cards = static_cast<int>(*v);
     }
   }
-  if (cfg.executor == "slurm" && !cfg.slurm.group_types.empty() && cfg.slurm.group_types.size() != cfg.device_groups.size())
+  if (cfg.executor == ExecutorKind::Slurm && !cfg.slurm.group_types.empty() && cfg.slurm.group_types.size() != cfg.device_groups.size())
     m.error_at(m.has("slurm") ? m.get("slurm") : *doc, "bad-value",
                "slurm: 'group-types' names " + std::to_string(cfg.slurm.group_types.size()) + " GRES type(s) for " +
                    std::to_string(cfg.device_groups.size()) + " devices.groups; give one per group");

@@ -61,6 +61,14 @@ struct SlurmConfig {
   }
 };
 
+/// runner.yml `containment`: each step in its own cgroup v2 where the host allows (else as sweep), or process
+/// groups and a /proc sweep of the step's marker.
+enum class Containment { Cgroup, Sweep };
+/// runner.yml `executor`: this host's cards, or Slurm's (device steps are Slurm jobs).
+enum class ExecutorKind { Local, Slurm };
+std::string to_string(Containment c);
+std::string to_string(ExecutorKind e);
+
 struct RunnerConfig {
   std::string file;  // empty when no runner.yml was read
   std::vector<int> device_ids = {0, 1, 2, 3, 4, 5, 6, 7};
@@ -86,9 +94,9 @@ struct RunnerConfig {
   std::uint64_t log_max_bytes = 128ull << 20;
   /// `containment`: "cgroup" (each step in its own cgroup v2 where the host allows, else as "sweep") or
   /// "sweep" (process group + /proc marker sweep only).
-  std::string containment = "cgroup";
+  Containment containment = Containment::Cgroup;
   /// `executor`: "local" (this host's cards, the embedded default) or "slurm" (device steps are Slurm jobs).
-  std::string executor = "local";
+  ExecutorKind executor = ExecutorKind::Local;
   SlurmConfig slurm;
   HealthConfig health;
   SourceConfig source;

@@ -15,7 +15,7 @@
 
 #include "exec/cgroup_tree.h"
 #include "report/run_view.h"
-#include "server/api_paths.h"
+#include "util/api_paths.h"
 #include "store/learned_durations.h"
 #include "store/state_dir_lock.h"
 #include "util/build_commit.h"

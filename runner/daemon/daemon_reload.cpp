@@ -67,8 +67,8 @@ std::string Daemon::reload() {
   restart("devices.lock-dir", cfg_.lock_dir, next.lock_dir);
   restart("devices.lock-name", cfg_.lock_name, next.lock_name);
   restart("source.repo", cfg_.source.repo, next.source.repo);  // both resolved by resolve_host_dirs
-  restart("containment", cfg_.containment, next.containment);
-  restart("executor", cfg_.executor, next.executor);
+  restart("containment", to_string(cfg_.containment), to_string(next.containment));
+  restart("executor", to_string(cfg_.executor), to_string(next.executor));
   auto slurm_text = [](const SlurmConfig& c) {
     std::string t = "partition=" + c.partition + " gres=" + c.gres + " max-cards=" + std::to_string(c.max_cards) + " args=";
     for (const auto& a : c.args) t += a + " ";

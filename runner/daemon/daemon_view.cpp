@@ -10,7 +10,7 @@
 #include "daemon/daemon.h"
 #include "exec/cgroup_tree.h"
 #include "exec/process_marker.h"
-#include "server/api_paths.h"
+#include "util/api_paths.h"
 
 namespace pto {
 

@@ -17,9 +17,9 @@ std::unique_ptr<Host> wire_host(boost::asio::io_context& io, const RunnerConfig&
   h->dispatcher = std::make_unique<Dispatcher>(io, *h->pool);
   h->dispatcher->set_wait_for_drained(opts.wait_for_drained);
   // Before the first step: containment is decided once per process.
-  if (cfg.containment == "sweep") CgroupTree::disable("runner.yml containment: sweep");
+  if (cfg.containment == Containment::Sweep) CgroupTree::disable("runner.yml containment: sweep");
   h->reaper = std::make_unique<OrphanReaper>(io);  // what steps orphan is reparented here and reaped
-  if (cfg.executor == "slurm" && !opts.simulate) {
+  if (cfg.executor == ExecutorKind::Slurm && !opts.simulate) {
     // Slurm must answer before anything is accepted: a daemon that cannot reach it would only fail steps.
     SlurmCommandResult ping = run_slurm_command({"sinfo", "--json"}, 30);
     if (!ping.ok()) {

@@ -68,7 +68,7 @@ void Host::describe(HostView& v, const HostOccupancy& who) const {
   v.nodes.clear();
   v.usable_cards = 0;
   if (!slurm) {
-    v.executor = "local";
+    v.executor = ExecutorKind::Local;
     const auto& reserved = dispatcher->reserved();
     for (const auto& c : pool->status(reserved)) {
       CardView cv;
@@ -102,7 +102,7 @@ void Host::describe(HostView& v, const HostOccupancy& who) const {
     }
     return;
   }
-  v.executor = "slurm";
+  v.executor = ExecutorKind::Slurm;
   v.slurm_problem = slurm->problem();
   for (const auto& n : slurm->nodes()) {
     NodeView nv;

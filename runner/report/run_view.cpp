@@ -1,10 +1,11 @@
 #include "report/run_view.h"
+#include "plan/plan.h"
+#include "util/api_paths.h"
 
 #include <signal.h>
 
 namespace pto {
 
-std::string step_id(int job, int step) { return std::to_string(job + 1) + "-" + std::to_string(step + 1); }
 
 static nlohmann::json nullable(const std::string& s) { return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s); }
 
@@ -17,7 +18,7 @@ nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step
   const PlanStep& ps = p.jobs[job].steps[step];
   const StepRecord& s = r.jobs[job].steps[step];
   nlohmann::json j;
-  j["id"] = step_id(job, step);
+  j["id"] = api_path::step_id(job, step);
   j["name"] = ps.name;
   j["state"] = to_string(s.state);
   j["devices"] = ps.devices;
@@ -43,7 +44,7 @@ nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step
   j["wait_seconds"] = waited;
   j["duration_seconds"] = s.started_at >= 0 ? (s.finished_at >= 0 ? s.finished_at : now) - s.started_at : 0.0;
   j["log"] = s.log_path.empty() ? nlohmann::json(nullptr)
-                                : nlohmann::json("/api/v1/runs/" + r.id + "/steps/" + step_id(job, step) + "/log");
+                                : nlohmann::json(api_path::step_log(r.id, api_path::step_id(job, step)));
   j["log_path"] = nullable(s.log_path);
   if (!ps.id.empty()) j["step_id"] = ps.id;
   j["outputs"] = s.outputs;
@@ -116,7 +117,7 @@ std::string markdown_summary(const nlohmann::json& run) {
       if (s.contains("summary") && s["summary"].is_string() && !s["summary"].get<std::string>().empty()) {
         std::string text = s["summary"];
         text += text.back() == '\n' ? "\n" : "\n\n";
-        if (out.size() + text.size() + kRoomForNotes > kLimit) left_out.push_back(job.value("id", "") + " / " + s.value("name", ""));
+        if (out.size() + text.size() + kRoomForNotes > kLimit) left_out.push_back(step_label(job.value("id", ""), s.value("name", "")));
         else out += text;
       }
   if (!left_out.empty()) {

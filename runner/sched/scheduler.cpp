@@ -43,16 +43,13 @@ Pool make_pool(const std::vector<SchedCard>& cards, const std::vector<std::vecto
 
 }  // namespace
 
-ScheduleResult schedule_with_policy(SchedPolicy policy, const std::vector<SchedCard>& cards,
-                                    const std::vector<std::vector<int>>& groups,
-                                    const std::vector<SchedRequest>& queue, double now) {
+ScheduleResult schedule(const std::vector<SchedCard>& cards, const std::vector<std::vector<int>>& groups,
+                        const std::vector<SchedRequest>& queue, double now) {
   constexpr double kUnknown = std::numeric_limits<double>::infinity();
   ScheduleResult out;
   Pool pool = make_pool(cards, groups);
   std::map<int, double> taken;            // assigned in this pass -> expected end
   std::map<std::uint64_t, double> shadow;  // reservation -> when its busy cards are expected free (-inf: never backfill)
-  bool blocked_ahead = false;
-  std::string first_blocked_label;
 
   auto end_of = [&](int id) -> double {  // when a busy card is expected to free up; unknown/overrun = kUnknown
     if (auto t = taken.find(id); t != taken.end()) return t->second;
@@ -68,7 +65,7 @@ ScheduleResult schedule_with_policy(SchedPolicy policy, const std::vector<SchedC
     if (!c.free || !c.usable || taken.count(id) || !fits(id, req)) return false;
     auto r = out.reserved.find(id);
     if (r == out.reserved.end()) return true;
-    if (policy != SchedPolicy::ReserveAndBackfill || req.expected_seconds <= 0) return false;
+    if (req.expected_seconds <= 0) return false;
     return now + req.expected_seconds <= shadow[r->second];
   };
   auto usable_in = [&](const std::vector<int>& g, const SchedRequest& req) {
@@ -97,8 +94,7 @@ ScheduleResult schedule_with_policy(SchedPolicy policy, const std::vector<SchedC
     // With no card left to hand out, what follows can neither start nor reserve anything once every card is
     // reserved (or after the detailed head): stop, and leave the rest the queue's generic reason. With no
     // usable card at all (every one drained), go on: each request is then found impossible, and says why.
-    if (any_usable && !any_card_free() &&
-        (policy != SchedPolicy::ReserveAndBackfill || blocked_count >= kDetailedReasons || every_usable_card_reserved()))
+    if (any_usable && !any_card_free() && (blocked_count >= kDetailedReasons || every_usable_card_reserved()))
       break;
     ++out.examined;
     const int n = std::max(1, req.devices);
@@ -118,10 +114,6 @@ ScheduleResult schedule_with_policy(SchedPolicy policy, const std::vector<SchedC
       out.waiting_reason[req.id] = "needs " + want() + (pool.grouped ? " in one group" : "") +
                                    " but only " + std::to_string(usable) + " usable (" + std::to_string(drained) +
                                    " drained)";
-      continue;
-    }
-    if (policy == SchedPolicy::Fifo && blocked_ahead) {
-      out.waiting_reason[req.id] = "waiting behind " + first_blocked_label + " (first in, first out)";
       continue;
     }
     // Can it start now? Tightest fit: the group left with the fewest available cards.
@@ -147,9 +139,7 @@ ScheduleResult schedule_with_policy(SchedPolicy policy, const std::vector<SchedC
       out.start.push_back(std::move(a));
       continue;
     }
-    if (!blocked_ahead) first_blocked_label = req.label.empty() ? std::string("an earlier step") : std::string(req.label);
-    blocked_ahead = true;
-    if (++blocked_count > kDetailedReasons && !out.reserved.empty() && policy == SchedPolicy::ReserveAndBackfill) {
+    if (++blocked_count > kDetailedReasons && !out.reserved.empty()) {
       // Still reserve if a group has unreserved cards (no starvation), but skip the prose.
       bool any_unreserved = false;
       for (const auto* g : candidates)
@@ -159,10 +149,6 @@ ScheduleResult schedule_with_policy(SchedPolicy policy, const std::vector<SchedC
                                      std::to_string(blocked_count - 1) + " earlier waiting steps";
         continue;
       }
-    }
-    if (policy != SchedPolicy::ReserveAndBackfill) {
-      out.waiting_reason[req.id] = "waiting for " + want() + (pool.grouped ? " in one group" : "");
-      continue;
     }
     // Blocked: reserve in the group with the most available cards (then the soonest expected to free up).
     const std::vector<int>* target = nullptr;
@@ -224,9 +210,5 @@ ScheduleResult schedule_with_policy(SchedPolicy policy, const std::vector<SchedC
   return out;
 }
 
-ScheduleResult schedule(const std::vector<SchedCard>& cards, const std::vector<std::vector<int>>& groups,
-                        const std::vector<SchedRequest>& queue, double now) {
-  return schedule_with_policy(SchedPolicy::ReserveAndBackfill, cards, groups, queue, now);
-}
 
 }  // namespace pto

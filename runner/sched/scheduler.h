@@ -64,11 +64,4 @@ struct ScheduleResult {
 ScheduleResult schedule(const std::vector<SchedCard>& cards, const std::vector<std::vector<int>>& groups,
                         const std::vector<SchedRequest>& queue_in_submit_order, double now = 0);
 
-/// Policy variants, for the scheduling-quality benchmark only: plain FIFO (nothing passes a blocked request)
-/// and backfill without reservation (anything that fits starts; multi-card steps can starve).
-enum class SchedPolicy { ReserveAndBackfill, Fifo, GreedyBackfill };
-ScheduleResult schedule_with_policy(SchedPolicy policy, const std::vector<SchedCard>& cards,
-                                    const std::vector<std::vector<int>>& groups,
-                                    const std::vector<SchedRequest>& queue_in_submit_order, double now = 0);
-
 }  // namespace pto

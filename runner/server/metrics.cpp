@@ -107,7 +107,7 @@ std::string render_metrics(const HostView& v, const Metrics& m, double uptime_se
   p.family("pto_runner_card_busy_seconds_total", "counter", "Seconds each card was held by a step, lease or health check");
   for (const auto& c : v.cards) p.sample("pto_runner_card_busy_seconds_total", {{"card", std::to_string(c.id)}}, c.busy_seconds);
 
-  if (v.executor == "slurm") {
+  if (v.executor == ExecutorKind::Slurm) {
     // executor: slurm — Slurm's nodes and cards, our steps on each, and why ours wait (Slurm's reason).
     p.family("pto_runner_slurm_node_cards", "gauge", "Cards of the configured GRES on each Slurm node, in use or not");
     for (const auto& n : v.nodes) {

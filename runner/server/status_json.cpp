@@ -1,4 +1,5 @@
 #include "server/status_json.h"
+#include "util/api_paths.h"
 
 #include <cmath>
 
@@ -18,7 +19,7 @@ nlohmann::json run_overview_json(const RunOverview& r) {
                       {"created", r.created},
                       {"finished", or_null(r.finished)},
                       {"result", r.result >= 0 ? nlohmann::json(r.result) : nlohmann::json(nullptr)},
-                      {"url", "/api/v1/runs/" + r.id},
+                      {"url", api_path::run(r.id)},
                       {"sha", r.sha},
                       {"ref", r.ref}};
   if (r.state == "running" || r.state == "cancelling") {
@@ -71,8 +72,8 @@ nlohmann::json status_to_json(const HostView& v, bool full_queue, double uptime_
   }
   j["devices"] = std::move(devices);
   j["devices_by_state"] = by_state;
-  j["executor"] = v.executor;
-  if (v.executor == "slurm") {
+  j["executor"] = to_string(v.executor);
+  if (v.executor == ExecutorKind::Slurm) {
     // Slurm's nodes, the cards it counts on each, and the steps of ours running there with their cards.
     nlohmann::json nodes = nlohmann::json::array();
     for (const auto& n : v.nodes) {

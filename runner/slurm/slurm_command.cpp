@@ -1,5 +1,7 @@
 #include "slurm/slurm_command.h"
 
+#include "config/device_spec.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -225,19 +227,8 @@ std::vector<int> gres_indices(const std::string& detail) {
   std::vector<int> out;
   static const std::regex idx("IDX:([0-9,-]*)");
   for (std::sregex_iterator it(detail.begin(), detail.end(), idx), end; it != end; ++it) {
-    std::string list = (*it)[1];
-    std::size_t start = 0;
-    while (start < list.size()) {
-      std::size_t comma = list.find(',', start);
-      std::string part = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      start = comma == std::string::npos ? list.size() : comma + 1;
-      if (part.empty()) continue;
-      auto dash = part.find('-');
-      if (part.size() > 12 || part.front() == '-' || part.back() == '-') continue;  // not a range of card ids
-      int a = std::stoi(part.substr(0, dash));
-      int b = dash == std::string::npos ? a : std::stoi(part.substr(dash + 1));
-      for (int c = a; c <= b && c - a < 4096; ++c) out.push_back(c);
-    }
+    std::string error;
+    for (int c : parse_card_list((*it)[1], error).value_or(std::vector<int>{})) out.push_back(c);
   }
   return out;
 }

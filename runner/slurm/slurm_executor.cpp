@@ -8,6 +8,8 @@
 #include <fstream>
 #include <map>
 
+#include "config/device_spec.h"
+#include "exec/process_marker.h"
 #include "slurm/srun_env.h"
 #include "util/process_env.h"
 #include "util/random_hex.h"
@@ -55,22 +57,13 @@ exec "$@"
 )SH";
 
 std::string run_of(const StepLaunch& l) {
-  for (const auto& e : l.env)
-    if (e.rfind("PTO_RUNNER_RUN_ID=", 0) == 0) return e.substr(18);
-  return l.marker.substr(0, l.marker.find('/'));
+  auto marker = ProcessMarker::parse(l.marker);
+  return marker ? marker->run : std::string();
 }
 
 std::vector<int> parse_ids(const std::string& s) {
-  std::vector<int> out;
-  if (s == "-") return out;
-  std::size_t start = 0;
-  while (start < s.size()) {
-    std::size_t c = s.find(',', start);
-    std::string part = s.substr(start, c == std::string::npos ? std::string::npos : c - start);
-    if (!part.empty() && part.find_first_not_of("0123456789") == std::string::npos && part.size() < 6) out.push_back(std::stoi(part));
-    start = c == std::string::npos ? s.size() : c + 1;
-  }
-  return out;
+  std::string error;
+  return s == "-" ? std::vector<int>{} : parse_card_list(s, error).value_or(std::vector<int>{});
 }
 
 class SlurmStep : public std::enable_shared_from_this<SlurmStep> {

@@ -19,11 +19,13 @@
 #include <CLI/CLI.hpp>
 
 #include "client/plain_http.h"
+#include "util/api_paths.h"
 #include "config/device_spec.h"
 #include "exec/process_sweep.h"
 #include "exec/spawn_process.h"
 #include "slurm/srun_env.h"
 #include "util/build_commit.h"
+#include "util/token_file.h"
 #include "task_submit/task_submit.h"
 
 extern char** environ;
@@ -39,20 +41,6 @@ void on_signal(int sig) { g_signal = sig; }
 using Clock = std::chrono::steady_clock;
 
 std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
-
-std::string read_token_file(const std::string& path, std::string& error) {
-  std::FILE* f = std::fopen(path.c_str(), "r");
-  if (!f) {
-    error = "cannot read token file " + path;
-    return "";
-  }
-  char buf[512] = {0};
-  std::size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
-  std::fclose(f);
-  std::string t(buf, n);
-  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
-  return t.substr(0, t.find('\n'));
-}
 
 // A program as found on PATH (commands are spawned without a PATH search).
 std::string on_path(const std::string& name, const std::string& fallback) {
@@ -165,7 +153,7 @@ int run_task_submit(int argc, char** argv) {
       return;
     }
     if (o->list || !o->find.empty()) {
-      PlainHttpResult r = daemon.request("GET", "/api/v1/leases", "", "", 30);
+      PlainHttpResult r = daemon.request("GET", api_path::kLeases, "", "", 30);
       auto j = nlohmann::json::parse(r.body, nullptr, false);
       if (!r.reached || r.status != 200 || j.is_discarded()) {
         std::cerr << "task-submit: " << (r.reached ? "HTTP " + std::to_string(r.status) : r.error) << "\n";
@@ -187,7 +175,7 @@ int run_task_submit(int argc, char** argv) {
       return;
     }
     if (!o->kill.empty()) {
-      PlainHttpResult r = daemon.request("DELETE", "/api/v1/leases/" + o->kill + "?reason=killed+by+task-submit+--kill", token, "", 30);
+      PlainHttpResult r = daemon.request("DELETE", api_path::lease(o->kill) + "?reason=killed+by+task-submit+--kill", token, "", 30);
       if (!r.reached || r.status != 200) std::cerr << "task-submit: " << (r.reached ? r.body : r.error) << "\n";
       exit_code = r.reached && r.status == 200 ? 0 : 1;
       return;
@@ -209,9 +197,7 @@ int run_task_submit(int argc, char** argv) {
     if (!o->device.empty() && o->device != "auto") {
       // task-submit's --device names cards (3, or 2,3), unlike pto-runner's --devices (a count or a range).
       std::string perr;
-      auto ids = o->device.find_first_of(",-") == std::string::npos && o->device.find_first_not_of("0123456789") == std::string::npos
-                     ? std::optional<std::vector<int>>(std::vector<int>{std::atoi(o->device.c_str())})
-                     : parse_device_spec(o->device, perr);
+      auto ids = parse_card_list(o->device, perr);
       if (!ids) {
         std::cerr << "task-submit: --device " << o->device << ": " << perr << "\n";
         exit_code = kRefused;
@@ -237,7 +223,7 @@ int run_task_submit(int argc, char** argv) {
     sigaction(SIGHUP, &sa, nullptr);
     // The request waits in the queue until the cards are granted (or --timeout passes on the daemon's side).
     double wait = o->timeout > 0 ? o->timeout + 30 : 7 * 86400.0;
-    PlainHttpResult r = daemon.request("POST", "/api/v1/leases", token, dump(body), wait);
+    PlainHttpResult r = daemon.request("POST", api_path::kLeases, token, dump(body), wait);
     auto reply = nlohmann::json::parse(r.body, nullptr, false);
     if (!r.reached || r.status != 201 || reply.is_discarded()) {
       std::string why = !r.reached ? r.error : reply.is_object() ? reply.value("error", r.body) : r.body;
@@ -263,7 +249,7 @@ int run_task_submit(int argc, char** argv) {
     const auto granted = Clock::now();
     pid_t pid = spawn_command(command, env, reply.value("cgroup", ""), srun);
     auto release = [&](const char* why) {
-      return daemon.request("DELETE", "/api/v1/leases/" + id + "?reason=" + why, token, "", 10);
+      return daemon.request("DELETE", api_path::lease(id) + "?reason=" + why, token, "", 10);
     };
     if (pid < 0) {
       std::cerr << "task-submit: cannot start bash\n";
@@ -305,7 +291,7 @@ int run_task_submit(int argc, char** argv) {
       }
       if (Clock::now() >= next_beat) {
         next_beat = Clock::now() + std::chrono::seconds(1);
-        PlainHttpResult hb = daemon.request("POST", "/api/v1/leases/" + id + "/heartbeat", token, "{}", 5);
+        PlainHttpResult hb = daemon.request("POST", api_path::lease_heartbeat(id), token, "{}", 5);
         if (hb.reached && hb.status == 410) {
           auto j = nlohmann::json::parse(hb.body, nullptr, false);
           std::cerr << "[task-submit] " << id << ": " << (j.is_object() ? j.value("error", hb.body) : hb.body) << "\n";

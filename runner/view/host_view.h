@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/runner_config.h"
+
 namespace pto {
 
 /// Who holds a card: a step of a run, a lease, a health check, or a program pto-runner does not run.
@@ -90,7 +92,7 @@ struct HostView {
   bool draining = false;  // SIGTERM: no new runs; accepted ones go on
   std::string pin_version, pin_sha256;  // what the definitions ask for, before a lead job ran
   ToolchainStatus toolchain;
-  std::string executor = "local";  // local | slurm
+  ExecutorKind executor = ExecutorKind::Local;
   std::vector<CardView> cards;     // this host's cards (executor: local)
   std::vector<NodeView> nodes;     // Slurm's nodes (executor: slurm)
   std::string slurm_problem;       // the last failure to read Slurm's state, "" when it answered
