@@ -20,6 +20,7 @@ nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step
   nlohmann::json j;
   j["id"] = api_path::step_id(job, step);
   j["name"] = ps.name;
+  j["label"] = step_label(p.jobs[job], ps);
   j["state"] = to_string(s.state);
   j["devices"] = ps.devices;
   j["device_type"] = ps.device_type.empty() ? nlohmann::json(nullptr) : nlohmann::json(ps.device_type);

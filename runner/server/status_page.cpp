@@ -124,7 +124,7 @@ async function failedStepLogs(run) {
   const out = [];
   for (const job of j.jobs || [])
     for (const st of job.steps || [])
-      if ((st.state === "failed" || st.state === "timed_out") && st.log) out.push({label: job.id + " / " + st.name, url: st.log});
+      if ((st.state === "failed" || st.state === "timed_out") && st.log) out.push({label: st.label || st.name, url: st.log});
   finishedSteps.set(run, out);
   return out;
 }
