@@ -22,10 +22,10 @@ std::string file_text(const std::string& path) {
 }
 }  // namespace
 
-TEST_CASE("card lock: the holder line names pid and step while held, and is blanked on release", "[sched]") {
+TEST_CASE("card lock: the holder line starts pid=PID, as the incumbent's readers parse it, names the step while held, and is blanked on release", "[sched]") {
   TempDir dir;
   std::string holder, error;
-  const std::string me = "pid " + std::to_string(getpid()) + " (";
+  const std::string me = "pid=" + std::to_string(getpid()) + " (";
   {
     auto lock = CardLock::try_acquire(dir.str(), 3, "ci / moe", holder, error);
     REQUIRE(lock);
@@ -33,6 +33,8 @@ TEST_CASE("card lock: the holder line names pid and step while held, and is blan
     std::string seen;
     REQUIRE(CardLock::held_elsewhere(dir.str(), 3, seen));
     CHECK(seen == me + "ci / moe)");
+    std::string text = file_text(CardLock::path_for(dir.str(), 3));
+    CHECK(std::stoi(text.substr(text.find("pid=") + 4)) == getpid());  // the incumbent's readers parse this
     // A second acquire of a held card fails with the holder, not an error.
     std::string h2, e2;
     CHECK_FALSE(CardLock::try_acquire(dir.str(), 3, "other / step", h2, e2));
@@ -53,13 +55,13 @@ TEST_CASE("card lock: a shorter holder after a longer one leaves no stale tail, 
     REQUIRE(l);
     REQUIRE(CardLock::held_elsewhere(dir.str(), 0, seen));
     CHECK(seen.size() == 255);
-    CHECK(seen.rfind("pid ", 0) == 0);
+    CHECK(seen.rfind("pid=", 0) == 0);
   }
   {
     auto l = CardLock::try_acquire(dir.str(), 0, "j / s", holder, error);
     REQUIRE(l);
     REQUIRE(CardLock::held_elsewhere(dir.str(), 0, seen));
-    CHECK(seen == "pid " + std::to_string(getpid()) + " (j / s)");
+    CHECK(seen == "pid=" + std::to_string(getpid()) + " (j / s)");
   }
 }
 

@@ -1,6 +1,7 @@
 #include "config/device_spec.h"
 
 #include <algorithm>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -51,6 +52,40 @@ std::optional<std::vector<int>> parse_card_list(const std::string& spec, std::st
   if (ids.empty()) {
     error = "empty device list";
     return std::nullopt;
+  }
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+std::optional<std::vector<int>> parse_typed_devices(const std::string& spec, std::map<int, std::string>& types, std::string& error) {
+  if (spec.find(':') == std::string::npos) return parse_device_spec(spec, error);
+  static const std::regex type_re("[A-Za-z0-9_.-]{1,64}");
+  std::vector<int> ids;
+  std::string type;
+  std::stringstream ss(spec);
+  for (std::string part; std::getline(ss, part, ',');) {
+    if (auto colon = part.find(':'); colon != std::string::npos) {
+      type = part.substr(0, colon);
+      part = part.substr(colon + 1);
+      if (!std::regex_match(type, type_re)) {
+        error = "bad card type '" + type + "' in '" + spec + "' (want TYPE:IDS, e.g. a2a3:0-7,a5:8-9)";
+        return std::nullopt;
+      }
+    }
+    if (type.empty()) {
+      error = "'" + part + "' in '" + spec + "' has no card type: give every card one (TYPE:IDS), or none at all";
+      return std::nullopt;
+    }
+    auto some = parse_card_list(part, error);
+    if (!some) return std::nullopt;
+    for (int id : *some) {
+      if (types.count(id)) {
+        error = "device " + std::to_string(id) + " is listed twice in '" + spec + "'";
+        return std::nullopt;
+      }
+      types[id] = type;
+      ids.push_back(id);
+    }
   }
   std::sort(ids.begin(), ids.end());
   return ids;

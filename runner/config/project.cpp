@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "config/device_spec.h"
+#include "config/env_file.h"
 #include "config/job_graph.h"
 #include "config/yaml_map.h"
 
@@ -36,9 +37,17 @@ void resolve_host_dirs(RunnerConfig& cfg, const std::string& root, const std::st
 std::string apply_device_overrides(RunnerConfig& cfg, const std::string& devices, const std::string& groups) {
   std::string err;
   if (!devices.empty()) {
-    auto ids = parse_device_spec(devices, err);
+    std::map<int, std::string> types;
+    auto ids = parse_typed_devices(devices, types, err);
     if (!ids) return "--devices: " + err;
     cfg.device_ids = *ids;
+    if (!types.empty()) {  // typed on the command line: these types, not runner.yml's
+      cfg.device_type_all.clear();
+      cfg.device_types = types;
+    } else {
+      for (auto it = cfg.device_types.begin(); it != cfg.device_types.end();)  // types of cards this run lacks
+        it = std::count(ids->begin(), ids->end(), it->first) ? std::next(it) : cfg.device_types.erase(it);
+    }
     if (groups.empty() && !check_device_groups(cfg.device_ids, cfg.device_groups).empty())
       cfg.device_groups.clear();  // runner.yml's groups name cards this run does not have
   }
@@ -72,6 +81,8 @@ RunnerConfig load_host_config(const LoadOptions& opts, Diagnostics& diags, bool*
     std::string display = opts.config_file.empty() ? "runner.yml" : opts.config_file;
     cfg = load_runner_config(cfg_path, display, diags);
   }
+  if (!cfg.env_file.empty())  // the host's .env under runner.yml's env (which wins)
+    for (auto& [k, v] : load_env_file(resolve_under_root(opts.root, cfg.env_file), cfg.env_file, diags)) cfg.env.emplace(k, v);
   std::string problem = apply_device_overrides(cfg, opts.devices_override, opts.device_groups_override);
   if (!problem.empty()) diags.error("(command line)", 0, 0, "bad-value", problem);
   if (default_host) *default_host = cfg_path.empty() && opts.devices_override.empty();

@@ -19,6 +19,15 @@ std::string RunnerConfig::type_of(int card) const {
   return it == device_types.end() ? "" : it->second;
 }
 
+std::vector<std::string> RunnerConfig::files_of_card(int id) const {
+  std::vector<std::string> out;
+  for (std::string f : card_files) {
+    for (std::size_t p; (p = f.find("{id}")) != std::string::npos;) f.replace(p, 4, std::to_string(id));
+    out.push_back(f);
+  }
+  return out;
+}
+
 std::set<std::string> RunnerConfig::type_names() const {
   std::set<std::string> out;
   for (int id : device_ids)
@@ -65,11 +74,11 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
   MapReader m(*doc, "runner.yml",
               {"devices", "state-dir", "cache-dir", "toolchain-mirror", "listen", "token-file", "health",
                "kill-grace-seconds", "source", "retention", "log-max-mb", "containment",
-               "shutdown-timeout-minutes", "executor", "slurm"},
+               "shutdown-timeout-minutes", "executor", "slurm", "env", "env-file"},
               display, diags);
   if (!m.is_map()) return cfg;
   if (m.has("devices")) {
-    MapReader d(m.get("devices"), "devices", {"ids", "groups", "lock-dir", "lock-name", "type", "types"}, display, diags);
+    MapReader d(m.get("devices"), "devices", {"ids", "groups", "lock-dir", "lock-name", "type", "types", "card-files", "shared-files"}, display, diags);
     if (d.is_map()) {
       if (d.has("ids")) {
         auto ids = read_int_list(d, "ids", 0, 4095);
@@ -107,6 +116,17 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
         if (v->find("{id}") == std::string::npos || v->find('/') != std::string::npos || v->find("..") != std::string::npos)
           d.error_at(d.get("lock-name"), "bad-value",
                      "devices: 'lock-name' is a file name with {id}, e.g. npu_device_{id}.lock; got '" + *v + "'");
+      }
+      if (auto v = d.strings("card-files", true)) {
+        cfg.card_files = *v;
+        for (const auto& f : *v)
+          if (f.find("{id}") == std::string::npos || f.rfind("/", 0) != 0)
+            d.error_at(d.get("card-files"), "bad-value", "devices: 'card-files' are absolute paths with {id}, e.g. /dev/davinci{id}; got '" + f + "'");
+      }
+      if (auto v = d.strings("shared-files", true)) {
+        cfg.shared_files = *v;
+        for (const auto& f : *v)
+          if (f.rfind("/", 0) != 0) d.error_at(d.get("shared-files"), "bad-value", "devices: 'shared-files' are absolute paths; got '" + f + "'");
       }
       static const std::regex type_re("[A-Za-z0-9_.-]{1,64}");
       if (auto v = d.string("type")) {
@@ -231,6 +251,22 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
       if (auto v = s.integer("keep-worktrees", 0, 100000)) cfg.source.keep_worktrees = static_cast<int>(*v);
     }
   }
+  if (m.has("env")) {
+    static const std::regex name_re("[A-Za-z_][A-Za-z0-9_]*");
+    YAML::Node env = m.get("env");
+    if (!env.IsMap()) {
+      m.error_at(env, "wrong-type", "'env' expects a mapping of NAME: value");
+    } else {
+      for (auto it = env.begin(); it != env.end(); ++it) {
+        const std::string name = it->first.Scalar();
+        if (!std::regex_match(name, name_re)) m.error_at(it->first, "bad-value", "env: '" + name + "' is not a variable name");
+        else if (!it->second.IsScalar()) m.error_at(it->second, "wrong-type", "env." + name + " must be a string, got " + describe_node(it->second));
+        else if (name.rfind("PTO_RUNNER_", 0) == 0) m.error_at(it->first, "bad-value", "env: PTO_RUNNER_* are pto-runner's own variables");
+        else cfg.env[name] = it->second.Scalar();
+      }
+    }
+  }
+  if (auto v = m.string("env-file")) cfg.env_file = *v;
   if (m.has("retention")) {
     MapReader r(m.get("retention"), "retention", {"max-runs", "max-age-days"}, display, diags);
     if (r.is_map()) {

@@ -80,6 +80,13 @@ struct RunnerConfig {
   std::string type_of(int card) const;
   /// Every type some card of `device_ids` has.
   std::set<std::string> type_names() const;
+  /// `devices.card-files`: each card's device file(s), `{id}` its id (Ascend: /dev/davinci{id}). A card whose
+  /// file a process outside pto-runner has open (a detached leftover of another tool's task) is not handed out.
+  std::vector<std::string> card_files = {"/dev/davinci{id}"};
+  /// `devices.shared-files`: control files every step's cards need besides their own.
+  std::vector<std::string> shared_files = {"/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"};
+  /// The files of card `id` (card_files with {id} replaced).
+  std::vector<std::string> files_of_card(int id) const;
   std::string lock_dir = "/var/lock/pto-runner";
   std::string lock_name = "npu-{id}.lock";  // devices.lock-name: the flock file of each card
   std::string state_dir = ".pto-runner";
@@ -97,6 +104,10 @@ struct RunnerConfig {
   Containment containment = Containment::Cgroup;
   /// `executor`: "local" (this host's cards, the embedded default) or "slurm" (device steps are Slurm jobs).
   ExecutorKind executor = ExecutorKind::Local;
+  /// `env` and `env-file` (KEY=VALUE lines, a GitHub runner's .env): the host's environment for every step,
+  /// under the job's and the step's own. `env` wins over the file; `env_file` is the file's path as written.
+  std::map<std::string, std::string> env;
+  std::string env_file;
   SlurmConfig slurm;
   HealthConfig health;
   SourceConfig source;

@@ -128,7 +128,8 @@ std::string Daemon::start_unguarded() {
   std::string host_errors, definition_errors;
   for (const auto& d : diags.items()) {
     if (d.severity != Severity::Error) continue;
-    bool host = d.file == project.runner.file || d.file == "(command line)" || d.file == opts_.load.root;
+    bool host = d.file == project.runner.file || d.file == "(command line)" || d.file == opts_.load.root ||
+                (!project.runner.env_file.empty() && d.file == project.runner.env_file);
     (host ? host_errors : definition_errors) += "\n" + format_diagnostic(d);
   }
   if (!host_errors.empty()) {
@@ -184,6 +185,7 @@ std::string Daemon::start_unguarded() {
   HostOptions ho;
   ho.simulate = opts_.simulate;
   ho.wait_for_drained = true;  // drained cards may return: steps wait for them (`run` fails fast)
+  ho.watch_outside = true;     // the status shows a card another program used free as soon as it is
   ho.slurm_instance = slurm_instance_tag(state_dir_);  // it holds the state dir: what the tag left is its own
   ho.cancel_slurm_leftovers = true;
   std::string host_error;
@@ -410,8 +412,12 @@ void Daemon::request_lease(LeaseRequest request, const Caller& by, Reply reply) 
 
 Answer Daemon::heartbeat_lease(const std::string& id, const Caller& by) { return lease_desk_->heartbeat(id, by.lease_scope()); }
 
-Answer Daemon::end_lease(const std::string& id, const std::string& why, const Caller& by) {
-  return lease_desk_->end(id, why, by.lease_scope());
+void Daemon::end_lease(const std::string& id, const std::string& why, const Caller& by, Reply reply) {
+  // Its client reads the freed card in the status it asks for next.
+  lease_desk_->end(id, why, by.lease_scope(), [this, reply](Answer a) {
+    refresh_view();
+    reply(std::move(a));
+  });
 }
 
 void Daemon::on_run_finished(const std::string& id) {

@@ -79,7 +79,7 @@ class Daemon : public HostCommands {
   Answer change_node(const std::string& node, bool drain, const std::string& reason, const Caller& by) override;
   void request_lease(LeaseRequest request, const Caller& by, Reply reply) override;
   Answer heartbeat_lease(const std::string& id, const Caller& by) override;
-  Answer end_lease(const std::string& id, const std::string& why, const Caller& by) override;
+  void end_lease(const std::string& id, const std::string& why, const Caller& by, Reply reply) override;
   void run_read(const std::string& id) override;
 
  private:

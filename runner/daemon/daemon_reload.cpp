@@ -53,6 +53,7 @@ std::string Daemon::reload() {
   if (next.kill_grace_seconds != cfg_.kill_grace_seconds)
     say("kill-grace-seconds " + text(cfg_.kill_grace_seconds) + " -> " + text(next.kill_grace_seconds));
   if (next.log_max_bytes != cfg_.log_max_bytes) say("log-max-mb changed (new steps use it)");
+  if (next.env != cfg_.env) say("env (runner.yml env, env-file) changed: new runs get it");
   if (next.shutdown_timeout_minutes != cfg_.shutdown_timeout_minutes)
     say("shutdown-timeout-minutes " + text(cfg_.shutdown_timeout_minutes) + " -> " + text(next.shutdown_timeout_minutes));
   if (next.retention.max_runs != cfg_.retention.max_runs || next.retention.max_age_days != cfg_.retention.max_age_days)
@@ -92,6 +93,8 @@ std::string Daemon::reload() {
   applied.token_file = next.token_file;
   applied.cache_dir = next.cache_dir;
   applied.toolchain_mirror = next.toolchain_mirror;
+  applied.env = next.env;
+  applied.env_file = next.env_file;
   cfg_ = applied;
   leases_->set_kill_grace(cfg_.kill_grace_seconds);
   if (logged.empty()) say("runner.yml read again: nothing changed");

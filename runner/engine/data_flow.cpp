@@ -134,7 +134,7 @@ void DataFlow::finish_job(std::size_t j) {
 }
 
 std::vector<std::string> DataFlow::step_env(std::size_t j, std::size_t s, const std::map<std::string, std::string>& base,
-                                            const std::vector<int>& cards) const {
+                                            const std::vector<int>& cards, const std::string& path_first) const {
   const PlanJob& pj = plan_.jobs[j];
   const PlanStep& ps = pj.steps[s];
   const JobRecord& jr = run_.jobs[j];
@@ -151,6 +151,7 @@ std::vector<std::string> DataFlow::step_env(std::size_t j, std::size_t s, const 
     for (const auto& p : jr.path_prepend) path += p + ":";
     env["PATH"] = path + env["PATH"];
   }
+  if (!path_first.empty()) env["PATH"] = path_first + ":" + env["PATH"];
   // Named, not made: `echo x >> "$GITHUB_OUTPUT"` creates it, and a step that writes none costs no inode
   // (creating four files per step was the largest per-step cost again: bench/README.md, dispatch overhead).
   const std::string files = files_prefix(j, s);

@@ -47,9 +47,10 @@ class DataFlow {
   /// The job ended: its `outputs:` are evaluated for its dependants.
   void finish_job(std::size_t job);
   /// The step's environment, in GitHub's order: `base` (the runner's), $GITHUB_ENV, job env, step env,
-  /// $GITHUB_PATH before PATH, the four file paths, the cards, the lead job's PTOAS_*, pto-runner's own.
+  /// $GITHUB_PATH before PATH, `path_first` before all of it, the four file paths, the cards, the lead job's
+  /// PTOAS_*, pto-runner's own.
   std::vector<std::string> step_env(std::size_t job, std::size_t step, const std::map<std::string, std::string>& base,
-                                    const std::vector<int>& cards) const;
+                                    const std::vector<int>& cards, const std::string& path_first = "") const;
 
  private:
   Plan& plan_;

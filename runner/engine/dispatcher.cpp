@@ -195,9 +195,11 @@ void Dispatcher::pump() {
     if (!lock_conflict) break;
   }
   if (on_change_) on_change_();  // the queue and its reasons may have changed: the daemon's read model
-  if (pool_.any_held_outside() && !poller_->armed && !pending_.empty()) {
+  // Cards another program uses are looked at again: soon while someone waits for them, and every second for a
+  // daemon's status even when nobody does (a foreground `run` does not: its loop must run out of work).
+  if (pool_.any_held_outside() && !poller_->armed && (!pending_.empty() || watch_outside_when_idle_)) {
     poller_->armed = true;
-    poller_->timer.expires_after(std::chrono::milliseconds(250));
+    poller_->timer.expires_after(std::chrono::milliseconds(pending_.empty() ? 1000 : 250));
     poller_->timer.async_wait([this](boost::system::error_code ec) {
       poller_->armed = false;
       if (ec) return;

@@ -48,6 +48,9 @@ class Dispatcher : public CardBroker {
   /// The daemon's choice: a request only drained cards could serve waits for them to return (true) instead of
   /// failing at once as in a foreground `run` (false, the default).
   void set_wait_for_drained(bool wait) { wait_for_drained_ = wait; }
+  /// The daemon's choice: cards another program uses are re-checked even while nothing waits, so the status
+  /// shows them free as soon as they are (false, the default: `run` must be able to finish).
+  void set_watch_outside_when_idle(bool watch) { watch_outside_when_idle_ = watch; }
   /// Called after each scheduling pass (the queue, its reasons or the reservations may have changed).
   void set_on_change(std::function<void()> f) { on_change_ = std::move(f); }
 
@@ -70,6 +73,7 @@ class Dispatcher : public CardBroker {
   bool pump_posted_ = false;
   bool reasons_stale_ = false;
   bool wait_for_drained_ = false;
+  bool watch_outside_when_idle_ = false;
   std::function<void()> on_change_;
   struct Poller;
   std::unique_ptr<Poller> poller_;  // re-checks cards locked by other processes

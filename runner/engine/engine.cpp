@@ -350,7 +350,7 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
   l.working_directory = wd.lexically_normal().string();
   Executor& exec = executor_for(ps);
   if (opts_.simulate && &exec == &executor_) l.working_directory = opts_.root;  // simulated steps never touch the tree
-  l.env = flow_.step_env(j, s, opts_.base_env, cards);
+  l.env = flow_.step_env(j, s, opts_.base_env, cards, opts_.path_first);
   l.log_path = sr.log_path;
   l.marker = ProcessMarker::for_step(run_.id, j, s, sr.attempt).text();
   wait_timeouts_.erase({j, s});

@@ -22,6 +22,8 @@ EngineOptions make_engine_options(const std::string& root, const std::string& st
   eo.kill_grace_seconds = cfg.kill_grace_seconds;
   eo.log_max_bytes = cfg.log_max_bytes;
   eo.base_env = environment_map(drop_env_prefix);
+  for (const auto& [k, v] : cfg.env) eo.base_env[k] = v;  // the host's env and env-file, over the runner's own
+  eo.path_first = ensure_tools_dir(state_dir);
   eo.self_exe = self_executable();
   // The lead job's host settings, resolved here once: it then reads nothing of the host from ROOT.
   eo.toolchain_args = "--cache-dir " + shell_quote(resolve_under_root(eo.root, cfg.cache_dir));
@@ -31,6 +33,25 @@ EngineOptions make_engine_options(const std::string& root, const std::string& st
                                                         : cfg.toolchain_mirror);
   eo.health = cfg.health;
   return eo;
+}
+
+std::string ensure_tools_dir(const std::string& state_dir) {
+  const fs::path target = fs::path(self_executable()).parent_path() / "pto-task-submit";
+  std::error_code ec;
+  if (!fs::exists(target, ec)) return "";
+  const fs::path dir = fs::path(state_dir) / "tools", link = dir / "task-submit";
+  fs::create_directories(dir, ec);
+  if (fs::read_symlink(link, ec) != target) {
+    // Made beside and renamed over: a concurrent run never sees the link missing.
+    const fs::path tmp = dir / ("task-submit.tmp-" + random_hex(4));
+    fs::create_symlink(target, tmp, ec);
+    if (!ec) fs::rename(tmp, link, ec);
+    if (ec) {
+      fs::remove(tmp, ec);
+      return fs::exists(link) ? dir.string() : "";
+    }
+  }
+  return dir.string();
 }
 
 std::string make_run_id() {

@@ -20,7 +20,10 @@ struct EngineOptions {
   double time_scale = 1;
   double kill_grace_seconds = 10;
   std::uint64_t log_max_bytes = 0;  // per step log (runner.yml log-max-mb)
-  std::map<std::string, std::string> base_env;  // the runner's environment, first in the merge
+  std::map<std::string, std::string> base_env;  // the runner's environment and the host's env/env-file, first in the merge
+  /// First on every step's PATH: a directory holding only pto-runner's `task-submit`, so a harness's
+  /// `task-submit` is the queue's even where the incumbent is installed ("" when none could be made).
+  std::string path_first;
   std::string self_exe;                         // for the lead job's `pto-runner toolchain setup`
   std::string toolchain_args;                   // its host settings (--cache-dir, --mirror); --root is `root`
   HealthConfig health;
@@ -36,6 +39,10 @@ struct EngineOptions {
 /// and the host settings for the lead job's `toolchain setup`, health policy and kill grace.
 EngineOptions make_engine_options(const std::string& root, const std::string& state_dir, const RunnerConfig& cfg, bool simulate, double time_scale,
                                   const std::string& drop_env_prefix = "");
+
+/// <state-dir>/tools with a `task-submit` link to the `pto-task-submit` beside this binary (made once, kept);
+/// "" when there is no such binary or the directory cannot be made.
+std::string ensure_tools_dir(const std::string& state_dir);
 
 /// A new run id: YYYYMMDD-HHMMSS-xxxx (UTC), x a hex digit.
 std::string make_run_id();

@@ -16,6 +16,7 @@ std::unique_ptr<Host> wire_host(boost::asio::io_context& io, const RunnerConfig&
   if (error = h->pool->init(); !error.empty()) return nullptr;
   h->dispatcher = std::make_unique<Dispatcher>(io, *h->pool);
   h->dispatcher->set_wait_for_drained(opts.wait_for_drained);
+  h->dispatcher->set_watch_outside_when_idle(opts.watch_outside);
   // Before the first step: containment is decided once per process.
   if (cfg.containment == Containment::Sweep) CgroupTree::disable("runner.yml containment: sweep");
   h->reaper = std::make_unique<OrphanReaper>(io);  // what steps orphan is reparented here and reaped

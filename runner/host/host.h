@@ -33,6 +33,7 @@ struct HostOptions {
   bool simulate = false;        // steps sleep their expected time
   bool simulate_lead = false;   // with simulate: the lead job sleeps too (else it runs for real)
   bool wait_for_drained = false;  // a daemon: steps only drained cards could serve wait for them
+  bool watch_outside = false;     // a daemon: cards another program uses are re-checked while idle too
   /// executor: slurm — the tag of this process's Slurm jobs, and whether to cancel what an earlier process
   /// with the same tag left (a daemon, which holds its state directory).
   std::string slurm_instance;

@@ -84,8 +84,9 @@ void Host::describe(HostView& v, const HostOccupancy& who) const {
       if (!c.holder.empty()) {
         HolderView h;
         h.other_program = c.held_outside;
-        // Locked by a program pto-runner does not run (the incumbent task-submit, a person's script): say so.
-        h.label = c.held_outside ? "another program holds " + c.lock_file + " (" + c.holder + ")" : c.holder;
+        // Used by a program pto-runner does not run (the incumbent task-submit, a person's script): the pool says
+        // which and how (its lock file's holder line, or the process with the card's file open).
+        h.label = c.holder;
         if (auto it = who.on_card.find(c.id); it != who.on_card.end() && !c.held_outside) {
           h.run = it->second.run;
           h.step = it->second.step;

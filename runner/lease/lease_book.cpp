@@ -6,6 +6,9 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <spdlog/spdlog.h>
+
+#include "config/device_spec.h"
 #include "exec/cgroup_tree.h"
 #include "exec/process_sweep.h"
 #include "sched/device_pool.h"
@@ -120,7 +123,7 @@ bool LeaseBook::heartbeat(const std::string& id) {
   return true;
 }
 
-bool LeaseBook::end(const std::string& id, const std::string& why, bool by_client) {
+bool LeaseBook::end(const std::string& id, const std::string& why, bool by_client, std::function<void()> done) {
   auto it = leases_.find(id);
   if (it == leases_.end()) return false;
   Lease& l = *it->second;
@@ -135,9 +138,10 @@ bool LeaseBook::end(const std::string& id, const std::string& why, bool by_clien
     broker_.release(l.cards);
     leases_.erase(id);
     if (on_change_) on_change_();
+    if (done) done();
     return true;
   }
-  finish(l, LeaseState::Ended, why, by_client ? "released" : "ended by request");
+  finish(l, LeaseState::Ended, why, by_client ? "released" : "ended by request", std::move(done));
   return true;
 }
 
@@ -154,7 +158,8 @@ void LeaseBook::end_run(const std::string& run_id, const std::string& why) {
   for (Lease* l : of_run) finish(*l, LeaseState::Revoked, why, "run ended");
 }
 
-void LeaseBook::finish(Lease& l, LeaseState state, const std::string& why, const std::string& reason_key) {
+void LeaseBook::finish(Lease& l, LeaseState state, const std::string& why, const std::string& reason_key,
+                       std::function<void()> done) {
   const std::string id = l.id;
   if (l.state == LeaseState::Waiting) {
     if (l.ticket) broker_.withdraw(l.ticket);
@@ -165,9 +170,14 @@ void LeaseBook::finish(Lease& l, LeaseState state, const std::string& why, const
     leases_.erase(id);
     if (on_change_) on_change_();
     if (refuse) refuse(reason_key == "wait timeout" ? 504 : 410, why);
+    if (done) done();
     return;
   }
-  if (l.state != LeaseState::Granted) return;  // already being revoked
+  if (l.state != LeaseState::Granted) {  // already being revoked: told when that is over
+    if (done) waiting_for_end_[id].push_back(std::move(done));
+    return;
+  }
+  if (done) waiting_for_end_[id].push_back(std::move(done));
   l.state = state;
   l.ended = iso_now();
   l.end_reason = why;
@@ -192,6 +202,7 @@ void LeaseBook::finish(Lease& l, LeaseState state, const std::string& why, const
     broker_.release(l.cards);
     leases_.erase(id);
     if (on_change_) on_change_();
+    ended(id);
     return;
   }
   auto deadline = Clock::now() + to_duration(kill_grace_);
@@ -207,12 +218,23 @@ void LeaseBook::finish(Lease& l, LeaseState state, const std::string& why, const
       left(SIGKILL);
       *killed = true;  // SIGKILL is not instant: give the dying a moment (up to 5 s) to leave the cgroup
     }
-    if (gone() || Clock::now() >= deadline + std::chrono::seconds(5)) {
-      CgroupTree::remove(cgroup);
+    const bool all_gone = gone();
+    if (all_gone || Clock::now() >= deadline + std::chrono::seconds(5)) {
       auto it = leases_.find(id);
-      if (it != leases_.end()) broker_.release(it->second->cards);
+      if (it != leases_.end()) {
+        if (!all_gone) {
+          // Alive 5 s after SIGKILL (uninterruptible sleep in a driver): the host's problem, as for a step.
+          // Its cards are charged with it; they are freed, since nothing here can end it.
+          const std::string what = "lease " + id + ": a process of its command outlived SIGKILL by 5 s";
+          spdlog::warn("{} (cards {})", what, join_ids(it->second->cards));
+          broker_.report_outcome(it->second->cards, true, what);
+        }
+        CgroupTree::remove(cgroup);
+        broker_.release(it->second->cards);
+      }
       leases_.erase(id);
       if (on_change_) on_change_();
+      ended(id);
       boost::asio::post(io_, [this, id] { timers_->kills.erase(id); });  // not from inside its own handler
       return;
     }
@@ -221,6 +243,14 @@ void LeaseBook::finish(Lease& l, LeaseState state, const std::string& why, const
   };
   timer->expires_after(std::chrono::milliseconds(100));
   timer->async_wait(*check);
+}
+
+void LeaseBook::ended(const std::string& id) {
+  auto it = waiting_for_end_.find(id);
+  if (it == waiting_for_end_.end()) return;
+  auto callbacks = std::move(it->second);
+  waiting_for_end_.erase(it);
+  for (auto& f : callbacks) f();
 }
 
 void LeaseBook::arm_watchdog() {

@@ -68,9 +68,11 @@ class LeaseBook {
   /// False when there is no such active lease (revoked or never was): the client must stop its command.
   bool heartbeat(const std::string& id);
   /// Ends a lease. Its own client releasing it (`by_client`) has stopped its command and its process group
-  /// itself, so the cards go at once; otherwise (an operator) whatever carries its marker is killed first.
-  /// False when there is no such active lease.
-  bool end(const std::string& id, const std::string& why, bool by_client);
+  /// itself, so the cards go at once when its cgroup is empty; otherwise whatever carries its marker or is in
+  /// its cgroup is killed first. `done` runs once its cards are free, that is once every process of it is
+  /// gone (or, one that outlived SIGKILL for 5 s, reported as the host's problem). False when there is no
+  /// such active lease (`done` is then not called).
+  bool end(const std::string& id, const std::string& why, bool by_client, std::function<void()> done = {});
   /// Ends every lease of a run (it finished or was cancelled).
   void end_run(const std::string& run_id, const std::string& why);
   /// Ends every lease (the daemon is cancelling everything): their commands are killed, their cards freed.
@@ -94,14 +96,17 @@ class LeaseBook {
 
  private:
   struct Timers;
-  void finish(Lease& l, LeaseState state, const std::string& why, const std::string& reason_key);
+  void finish(Lease& l, LeaseState state, const std::string& why, const std::string& reason_key, std::function<void()> done = {});
   void arm_watchdog();
+  /// The lease's cards are free: tell whoever waits for its end.
+  void ended(const std::string& id);
 
   boost::asio::io_context& io_;
   CardBroker& broker_;
   double heartbeat_timeout_, kill_grace_;
   std::map<std::string, std::unique_ptr<Lease>> leases_;  // waiting and granted
   std::map<std::string, Refused> refused_;                 // waiting leases' answer on failure
+  std::map<std::string, std::vector<std::function<void()>>> waiting_for_end_;  // ends asked for, not over yet
   std::map<std::string, long long> ended_by_reason_;
   std::function<void(const std::string&, double)> on_ended_;
   std::unique_ptr<Timers> timers_;

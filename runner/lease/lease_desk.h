@@ -6,7 +6,7 @@
 // reaches that run's leases only.
 //   request    answered once granted: {id, cards, marker, cgroup, heartbeat_seconds, ..., srun under Slurm}
 //   heartbeat  ok, or 410 once revoked (the client must stop its command)
-//   end        what still runs under it is killed, its cards freed
+//   end        what still runs under it is killed, its cards freed; answered when that is done
 #include <nlohmann/json.hpp>
 
 #include "lease/lease_book.h"
@@ -21,7 +21,8 @@ class LeaseDesk {
   LeaseDesk(LeaseBook& book, Host& host);
   void request(LeaseRequest request, const std::string& run, HostCommands::Reply reply);
   Answer heartbeat(const std::string& id, const std::string& run);
-  Answer end(const std::string& id, const std::string& why, const std::string& run);
+  /// Answered once what ran under it is gone and its cards are free (a client exits only after that).
+  void end(const std::string& id, const std::string& why, const std::string& run, HostCommands::Reply reply);
   /// The active leases, as the status and `task-submit --list` show them.
   nlohmann::json active_json() const;
 

@@ -52,7 +52,8 @@ std::optional<CardLock> CardLock::try_acquire(const std::string& dir, int card, 
     ::close(fd);
     return std::nullopt;
   }
-  write_holder(fd, "pid " + std::to_string(getpid()) + " (" + label + ")");
+  // `pid=` first: the incumbent task-submit's readers (its --list) parse the holder's pid from it.
+  write_holder(fd, "pid=" + std::to_string(getpid()) + " (" + label + ")");
   return CardLock(fd, card);
 }
 

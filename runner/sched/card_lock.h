@@ -14,7 +14,7 @@ namespace pto {
 class CardLock {
  public:
   /// Non-blocking. On failure returns nothing and, when another process holds it, describes the holder in
-  /// `holder` ("pid 1234 (pypto-ci / moe)"); `error` is set for real errors (lock dir unwritable).
+  /// `holder` ("pid=1234 (pypto-ci / moe)"); `error` is set for real errors (lock dir unwritable).
   static std::optional<CardLock> try_acquire(const std::string& dir, int card, const std::string& label,
                                              std::string& holder, std::string& error,
                                              const std::string& name = kDefaultName);

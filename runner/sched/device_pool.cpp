@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/device_spec.h"
+#include "exec/open_files.h"
 #include "util/json_text.h"
 
 namespace fs = std::filesystem;
@@ -46,6 +48,7 @@ DevicePool::DevicePool(const RunnerConfig& cfg, std::string state_dir)
   for (int id : cfg.device_ids) {
     cards_[id].since = iso_now();
     cards_[id].type = cfg.type_of(id);
+    cards_[id].files = cfg.files_of_card(id);
   }
 }
 
@@ -65,14 +68,30 @@ bool DevicePool::acquire(const std::vector<int>& cards, const std::string& label
     std::string holder, error;
     auto lock = CardLock::try_acquire(lock_dir_, id, label, holder, error, lock_name_);
     if (!lock) {
-      if (!error.empty()) why = error;
-      else {
-        cards_[id].outside_holder = holder;
+      if (!error.empty()) {
+        why = error;
+      } else {
+        cards_[id].outside_holder = locked_by(id, holder);
         why = "card " + std::to_string(id) + " is locked by " + holder;
+        got.clear();      // what this call took goes back first: it is not someone else's
+        probe_outside();  // every other card held outside, too
       }
-      return false;  // `got` releases what was taken
+      return false;
     }
     got.push_back(std::move(*lock));
+  }
+  // Locked: but a process no lock speaks for may still use a card (the incumbent's wrapper, which held the
+  // flock, exits before its task's detached process does).
+  std::vector<std::string> files;
+  for (int id : cards)
+    for (const auto& f : cards_[id].files) files.push_back(f);
+  if (const auto users = processes_with_open(files); !users.empty()) {
+    for (const auto& u : users)
+      for (int id : cards)
+        if (std::find(cards_[id].files.begin(), cards_[id].files.end(), u.path) != cards_[id].files.end())
+          cards_[id].outside_holder = u.describe();
+    why = users.front().describe();
+    return false;
   }
   std::string now = iso_now();
   for (auto& l : got) {
@@ -104,17 +123,45 @@ void DevicePool::release(const std::vector<int>& cards) {
   }
 }
 
-bool DevicePool::refresh_outside() {
-  bool freed = false;
-  for (auto& [id, c] : cards_) {
-    if (c.outside_holder.empty()) continue;
+std::string DevicePool::locked_by(int id, const std::string& holder) const {
+  return "another program holds " + CardLock::path_for(lock_dir_, id, lock_name_) + " (" + holder + ")";
+}
+
+std::map<int, std::string> DevicePool::outside_users(const std::vector<int>& ids) const {
+  std::map<int, std::string> out;
+  std::vector<std::string> files;
+  std::map<std::string, int> card_of_file;
+  for (int id : ids) {
     std::string holder;
-    if (!CardLock::held_elsewhere(lock_dir_, id, holder, lock_name_)) {
-      c.outside_holder.clear();
-      freed = true;
-    } else {
-      c.outside_holder = holder;
+    if (CardLock::held_elsewhere(lock_dir_, id, holder, lock_name_)) {
+      out[id] = locked_by(id, holder);
+      continue;
     }
+    for (const auto& f : cards_.at(id).files) files.push_back(f), card_of_file[f] = id;
+  }
+  for (const auto& u : processes_with_open(files))  // one pass over /proc for every card asked about
+    out.emplace(card_of_file[u.path], u.describe());
+  return out;
+}
+
+void DevicePool::probe_outside() {
+  std::vector<int> ids;
+  for (const auto& [id, c] : cards_)
+    if (!c.lock && c.outside_holder.empty() && !c.drained) ids.push_back(id);
+  for (auto& [id, who] : outside_users(ids)) cards_[id].outside_holder = who;
+}
+
+bool DevicePool::refresh_outside() {
+  std::vector<int> ids;
+  for (const auto& [id, c] : cards_)
+    if (!c.outside_holder.empty()) ids.push_back(id);
+  if (ids.empty()) return false;
+  auto users = outside_users(ids);
+  bool freed = false;
+  for (int id : ids) {
+    auto it = users.find(id);
+    cards_[id].outside_holder = it == users.end() ? "" : it->second;
+    freed |= it == users.end();
   }
   return freed;
 }

@@ -24,7 +24,7 @@ std::string to_string(CardState s);
 struct CardStatus {
   int id = 0;
   CardState state = CardState::Free;
-  std::string holder;        // step label, or the outside process holding its lock
+  std::string holder;        // step label, or who outside uses it ("another program holds LOCK (pid=...)", "pid N (x) has F open")
   bool held_outside = false;  // locked by another process
   std::string since;          // ISO time the state began
   std::string drain_reason;
@@ -43,7 +43,9 @@ class DevicePool {
   std::string init();
 
   /// Locks every card of `cards` (ascending) for `label`, all or nothing. On failure returns false and
-  /// remembers which card another process holds (it is then busy for the scheduler until refresh_outside()).
+  /// remembers which cards another process holds or has open (busy for the scheduler until refresh_outside()).
+  /// A card whose flock is free but whose device file a process outside pto-runner has open (devices.card-files)
+  /// is not handed out either.
   bool acquire(const std::vector<int>& cards, const std::string& label, double expected_end, std::string& why);
   void release(const std::vector<int>& cards);
   /// Says who holds a card now (a health check after the step that held it); the lock stays.
@@ -80,9 +82,18 @@ class DevicePool {
     std::string drain_reason;
     int failures = 0;
     std::string type;
+    std::vector<std::string> files;                   // devices.card-files of this card
     double busy_seconds = 0;                          // finished holdings
     std::chrono::steady_clock::time_point held_since;  // of the current holding
   };
+  /// Who outside pto-runner uses each of `ids` now (its lock's holder, or a process with its files open);
+  /// cards nobody outside uses are left out.
+  std::map<int, std::string> outside_users(const std::vector<int>& ids) const;
+  /// How a card locked by another program is shown: the lock file and its holder line.
+  std::string locked_by(int id, const std::string& holder) const;
+  /// After an acquire failed on one card: every other card we do not hold that is in use outside too, so the
+  /// status names each of them (not only the first one found) and no reservation is made on them.
+  void probe_outside();
   void save_drained() const;
   void load_drained();
 

@@ -41,7 +41,8 @@ class HostCommands {
   virtual Answer heartbeat_lease(const std::string& id, const Caller& by) = 0;
   /// `why` "released by its client" is the client's own end (its command is over); anything else kills
   /// what still runs under it.
-  virtual Answer end_lease(const std::string& id, const std::string& why, const Caller& by) = 0;
+  /// what still runs under it. Answered once its processes are gone and its cards free.
+  virtual void end_lease(const std::string& id, const std::string& why, const Caller& by, Reply reply) = 0;
   /// A finished run's record was served (a draining daemon waits until each run that ended was read once).
   virtual void run_read(const std::string& /*id*/) {}
 };

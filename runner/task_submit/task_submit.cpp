@@ -118,7 +118,9 @@ struct Grant {
 /// release. Returns task-submit's exit code.
 int supervise(PlainHttpClient& daemon, const std::string& token, const Options& o, const Grant& g, pid_t pid) {
   const std::string& id = g.id;
-  auto release = [&](const char* why) { return daemon.request("DELETE", api_path::lease(id) + "?reason=" + why, token, "", 10); };
+  // The daemon answers once every process of the command is gone and the cards are free (it kills what is left:
+  // up to its kill grace, then 5 s after SIGKILL); exiting only after that, nothing of the command outlives us.
+  auto release = [&](const char* why) { return daemon.request("DELETE", api_path::lease(id) + "?reason=" + why, token, "", 120); };
   const auto granted = Clock::now();
   const bool own_max_time = o.max_time > 0 && g.srun.empty();  // in Slurm, the job's wrapper counts it from the start
   const auto max_until = granted + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.max_time));
@@ -199,9 +201,12 @@ int run_leased(PlainHttpClient& daemon, const std::string& token, const Options&
   PlainHttpResult r = daemon.request("POST", api_path::kLeases, token, body, wait);
   auto reply = nlohmann::json::parse(r.body, nullptr, false);
   if (!r.reached || r.status != 201 || !reply.is_object()) {
+    // No card in time: nothing on either stream, exit 1, as the incumbent does (pypto's harness reads empty
+    // output with exit 1 as "no card within --timeout", anything else as a failure of the child).
+    if (r.status == 504) return kNoCard;
     std::string why = !r.reached ? r.error : reply.is_object() ? reply.value(w::kError, r.body) : r.body;
-    std::cerr << "task-submit: " << (r.status == 504 ? "no card: " : "refused: ") << why << "\n";
-    return r.status == 504 ? kNoCard : kRefused;
+    std::cerr << "task-submit: refused: " << why << "\n";
+    return kRefused;
   }
   Grant g;
   g.id = reply.value(w::kId, "");
