@@ -229,3 +229,37 @@ TEST_CASE("lint for maintainers: a model file no job uses is a warning", "[lint]
   CHECK(r.out.find("models/used.yml") == std::string::npos);
   CHECK(run_cli({"lint", "--root", d.str(), "--strict"}).exit_code == 1);
 }
+
+TEST_CASE("lint knows the hosts: with ci/hosts/ profiles a step's cards and type are checked against them, with "
+          "none lint says what it skipped, and a model example without its script is an error at its line", "[lint]") {
+  TempDir d;
+  write_project(d, {{"big.yml", "name: big\nsteps:\n  - {name: nine, devices: 9, device-type: a2a3, run: 'x'}\n"
+                                "  - {name: typo, devices: 1, device-type: a2a4, run: 'y'}\n"
+                                "  - {name: fits, devices: 2, device-type: a2a3, run: 'z'}\n"},
+                    {"m.yml", "name: m\nsteps:\n  - models: [demo]\n"}},
+                {{"demo.yml", "model: Demo\ndir: demo\ncommand: python {dir}/{example}.py -d $TASK_DEVICE {args}\nexamples:\n"
+                              "  - {name: present}\n  - {name: absent, args: --x}\n"}});
+  d.write("demo/present.py", "print('ok')\n");
+  SECTION("no host at all: the type checks are skipped, and said so") {
+    CommandResult r = run_cli({"--root", d.str(), "lint"});
+    CHECK(r.out.find("ci/hosts/: note: 3 step(s) name a card type, and there is no runner.yml, --devices or host profile") != std::string::npos);
+    CHECK(r.out.find("a2a4") == std::string::npos);
+    CHECK(r.out.find("models/demo.yml:6:5: error: example 'absent' runs demo/absent.py, which does not exist under demo [missing-script]") !=
+          std::string::npos);
+    CHECK(r.out.find("present.py") == std::string::npos);
+  }
+  SECTION("host profiles: 9 a2a3 cards and type a2a4 are refused at their lines, naming the hosts") {
+    d.write("ci/hosts/a2a3.yml", "devices:\n  ids: [0, 1, 2, 3, 4, 5, 6, 7]\n  groups: [[0, 1], [2, 3], [4, 5], [6, 7]]\n  type: a2a3\n");
+    d.write("ci/hosts/a5.yml", "devices:\n  ids: [0, 1]\n  type: a5\n");
+    CommandResult r = run_cli({"--root", d.str(), "lint"});
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.out.find("jobs/big.yml:3:") != std::string::npos);
+    CHECK(r.out.find("step 'nine' needs 9 card(s) of type a2a3; no host of ci/hosts/ has them (ci/hosts/a2a3.yml: ") != std::string::npos);
+    CHECK(r.out.find("[devices-exceed-pool]") != std::string::npos);
+    CHECK(r.out.find("step 'typo' needs 1 card(s) of type a2a4") != std::string::npos);
+    CHECK(r.out.find("[unknown-device-type]") != std::string::npos);
+    CHECK(r.out.find("'fits'") == std::string::npos);
+    CHECK(r.out.find("[no-host]") == std::string::npos);
+  }
+}

@@ -32,6 +32,21 @@ TEST_CASE("shipped definitions: lint --strict and plan are clean against a host 
       CHECK((need == "toolchain" || need == "build" || (need == "pypto-lib-checkout" && job["name"] == "pypto-lib-model")));
 }
 
+TEST_CASE("shipped definitions: run --simulate on cards typed on the command line (a2a3:0-7,a5:8-9) succeeds", "[shipped]") {
+  TempDir d;
+  for (const char* dir : {"jobs", "models", "toolchain"}) fs::copy(source_dir() / dir, d.path() / dir, fs::copy_options::recursive);
+  CommandResult r = run_cli({"--root", d.str(), "run", "--simulate", "--simulate-toolchain", "--time-scale", "0.0001", "--devices",
+                             "a2a3:0-7,a5:8-9", "--lock-dir", (d.path() / "locks").string(), "--state-dir", (d.path() / "state").string()});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("makespan") != std::string::npos);
+  // Untyped, the same definitions cannot be placed: every a2a3 and a5 step is refused at its line.
+  CommandResult untyped = run_cli({"--root", d.str(), "run", "--simulate", "--simulate-toolchain", "--devices", "10", "--lock-dir",
+                                   (d.path() / "locks").string(), "--state-dir", (d.path() / "state").string()});
+  CHECK(untyped.exit_code == 2);
+  CHECK(untyped.err.find("device-type") != std::string::npos);
+}
+
 TEST_CASE("shipped definitions: every command runs in pypto's layout with pypto's flags, moe on 2 cards with --ep 2, "
           "the a5 job on an a5 card", "[shipped]") {
   PyptoMain p;

@@ -59,9 +59,9 @@ void register_lint_command(CLI::App& app, CommonOptions& common, int& exit_code)
       ActionsOutput out(stdout, inside_github_actions());
       print_findings(out, diags);
       std::fflush(stdout);
-      int errors = 0, warnings = 0;
-      for (const auto& d : diags.items()) (d.severity == Severity::Error ? errors : warnings)++;
-      std::cerr << "lint: " << errors << " error(s), " << warnings << " warning(s)\n";
+      int errors = 0, warnings = 0, notes = 0;
+      for (const auto& d : diags.items()) (d.severity == Severity::Error ? errors : d.severity == Severity::Warning ? warnings : notes)++;
+      std::cerr << "lint: " << errors << " error(s), " << warnings << " warning(s)" << (notes ? ", " + std::to_string(notes) + " note(s)" : "") << "\n";
     }
     exit_code = diags.has_input_errors() ? to_int(ExitCode::BadInput)
                 : diags.has_errors()     ? to_int(ExitCode::Failure)

@@ -7,7 +7,8 @@
 namespace pto {
 
 bool is_input_error_rule(const std::string& rule) {
-  static const std::set<std::string> lint_rules = {"duplicate-step", "inline-toolchain-literal", "script-injection", "unused-model", "drift"};
+  static const std::set<std::string> lint_rules = {"duplicate-step", "inline-toolchain-literal", "script-injection", "unused-model", "drift",
+                                                  "missing-script", "no-host"};
   return !lint_rules.count(rule);
 }
 
@@ -21,6 +22,19 @@ void Diagnostics::warning(const std::string& file, int line, int col, const std:
   items_.push_back({file, line, col, Severity::Warning, rule, message});
 }
 
+void Diagnostics::note(const std::string& file, int line, int col, const std::string& rule, const std::string& message) {
+  items_.push_back({file, line, col, Severity::Note, rule, message});
+}
+
+std::string to_string(Severity s) {
+  switch (s) {
+    case Severity::Error: return "error";
+    case Severity::Warning: return "warning";
+    case Severity::Note: return "note";
+  }
+  return "error";
+}
+
 bool Diagnostics::has_errors() const {
   return std::any_of(items_.begin(), items_.end(), [](const Diagnostic& d) { return d.severity == Severity::Error; });
 }
@@ -32,7 +46,8 @@ bool Diagnostics::has_input_errors() const {
 }
 
 void Diagnostics::promote_warnings() {
-  for (auto& d : items_) d.severity = Severity::Error;
+  for (auto& d : items_)
+    if (d.severity == Severity::Warning) d.severity = Severity::Error;
 }
 
 void Diagnostics::sort() {
@@ -44,7 +59,7 @@ void Diagnostics::sort() {
 std::string format_diagnostic(const Diagnostic& d) {
   std::string out = d.file;
   if (d.line > 0) out += ":" + std::to_string(d.line) + ":" + std::to_string(d.col);
-  out += d.severity == Severity::Error ? ": error: " : ": warning: ";
+  out += ": " + to_string(d.severity) + ": ";
   out += d.message;
   out += " [" + d.rule + "]";
   return out;

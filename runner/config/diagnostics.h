@@ -9,7 +9,10 @@
 
 namespace pto {
 
-enum class Severity { Error, Warning };
+/// A note says something the user should know that is neither wrong nor suspect (a check lint skipped, a
+/// deliberate difference a baseline records): it never fails anything, --strict included.
+enum class Severity { Error, Warning, Note };
+std::string to_string(Severity s);
 
 struct Diagnostic {
   std::string file;
@@ -29,11 +32,12 @@ class Diagnostics {
   void add(Diagnostic d) { items_.push_back(std::move(d)); }
   void error(const std::string& file, int line, int col, const std::string& rule, const std::string& message);
   void warning(const std::string& file, int line, int col, const std::string& rule, const std::string& message);
+  void note(const std::string& file, int line, int col, const std::string& rule, const std::string& message);
 
   const std::vector<Diagnostic>& items() const { return items_; }
   bool has_errors() const;
   bool has_input_errors() const;
-  /// --strict: every warning becomes an error.
+  /// --strict: every warning becomes an error (notes stay notes).
   void promote_warnings();
   /// Sort by file, line, col so output is deterministic whatever order the checks ran in.
   void sort();
@@ -42,7 +46,7 @@ class Diagnostics {
   std::vector<Diagnostic> items_;
 };
 
-/// `FILE:LINE:COL: error|warning: MESSAGE [RULE]`
+/// `FILE:LINE:COL: error|warning|note: MESSAGE [RULE]`
 std::string format_diagnostic(const Diagnostic& d);
 
 }  // namespace pto

@@ -109,6 +109,9 @@ Project load_project(const LoadOptions& opts, Diagnostics& diags) {
     p.runner = load_host_config(opts, diags, &p.default_host);
   }
 
+  for (const auto& f : yaml_files(root / "ci" / "hosts"))
+    p.host_profiles.push_back({"ci/hosts/" + f.filename().string(),
+                               load_runner_config(f.string(), "ci/hosts/" + f.filename().string(), diags)});
   for (const auto& f : yaml_files(root / "models")) {
     std::string id = f.stem().string();
     p.models.emplace(id, load_model_file(f.string(), "models/" + f.filename().string(), id, diags));

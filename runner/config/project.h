@@ -25,6 +25,14 @@ struct LoadOptions {
   std::optional<RunnerConfig> host;
 };
 
+/// A host the definitions must run on, from the repository (ci/hosts/NAME.yml, runner.yml's shape: its
+/// `devices` say the cards, groups and types): what lint checks card counts and types against when no host
+/// of its own is given.
+struct HostProfile {
+  std::string file;  // ci/hosts/NAME.yml
+  RunnerConfig host;
+};
+
 struct Project {
   std::string root;
   VersionsEnv versions;
@@ -33,6 +41,8 @@ struct Project {
   /// No runner.yml, no --devices: the built-in pool stands in for a host nobody described, so what only a
   /// real host can answer (which card types exist) is not checked.
   bool default_host = false;
+  /// ci/hosts/*.yml; with a default host, steps' cards are checked against these.
+  std::vector<HostProfile> host_profiles;
   std::vector<JobDef> jobs;                 // by file name
   std::map<std::string, ModelFile> models;  // by id (file stem)
 

@@ -28,6 +28,8 @@ std::vector<std::string> RunnerConfig::files_of_card(int id) const {
   return out;
 }
 
+int RunnerConfig::largest_gang() const { return pto::largest_gang(device_ids, device_groups); }
+
 std::set<std::string> RunnerConfig::type_names() const {
   std::set<std::string> out;
   for (int id : device_ids)

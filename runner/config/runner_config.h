@@ -78,6 +78,8 @@ struct RunnerConfig {
   std::string device_type_all;
   std::map<int, std::string> device_types;
   std::string type_of(int card) const;
+  /// The most cards one request can get: every card, or the largest group when groups exist.
+  int largest_gang() const;
   /// Every type some card of `device_ids` has.
   std::set<std::string> type_names() const;
   /// `devices.card-files`: each card's device file(s), `{id}` its id (Ascend: /dev/davinci{id}). A card whose

@@ -262,9 +262,40 @@ void lint_drift(const ImportResult& wf, const std::string& display, const Projec
       }
 }
 
+void lint_model_scripts(const Project& project, Diagnostics& diags) {
+  for (const auto& [id, m] : project.models) {
+    // The script an example runs: the word of the command that holds {dir}/{example} (pypto-lib's
+    // `python {dir}/{example}.py ...`). Checked only where the tree has the model's dir: a model whose scripts
+    // live in another checkout (pypto-lib beside pypto) is that checkout's to check.
+    const std::string placeholder = "{dir}/{example}";
+    const auto at = m.command.find(placeholder);
+    if (at == std::string::npos || m.dir.empty()) continue;
+    const auto end = m.command.find_first_of(" \t\n;&|\"'", at);
+    const std::string suffix = m.command.substr(at + placeholder.size(), end == std::string::npos ? std::string::npos : end - at - placeholder.size());
+    std::error_code ec;
+    const fs::path dir = fs::path(project.root) / m.dir;
+    if (!fs::is_directory(dir, ec)) continue;
+    for (const auto& ex : m.examples) {
+      const fs::path script = dir / (ex.name + suffix);
+      if (!fs::exists(script, ec))
+        diags.error(m.file, ex.loc.line, ex.loc.col, "missing-script",
+                    "example '" + ex.name + "' runs " + (fs::path(m.dir) / (ex.name + suffix)).string() + ", which does not exist under " + m.dir);
+    }
+  }
+}
+
 void lint_project_files(const Project& project, const Plan& plan, Diagnostics& diags) {
   lint_duplicate_steps(plan, diags);
   lint_unused_models(project, diags);
+  lint_model_scripts(project, diags);
+  // What could not be checked without a host is said, once, where it was skipped: steps naming a card type.
+  std::size_t typed = 0;
+  for (const auto& j : plan.jobs)
+    for (const auto& st : j.steps) typed += !st.device_type.empty();
+  if (project.default_host && project.host_profiles.empty() && typed)
+    diags.note("ci/hosts/", 0, 0, "no-host",
+               std::to_string(typed) + " step(s) name a card type, and there is no runner.yml, --devices or host profile "
+               "(ci/hosts/NAME.yml with a devices: section) to check their types and card counts against: skipped");
   for (const char* dir : {"jobs", "models"}) {
     std::error_code ec;
     fs::path d = fs::path(project.root) / dir;

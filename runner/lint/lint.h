@@ -34,6 +34,8 @@ void lint_drift(const ImportResult& workflow, const std::string& workflow_displa
                 Diagnostics& diags);
 
 /// Runs every rule over the project under `root` (its jobs/ and models/ files).
+/// A model example whose script (the {dir}/{example} word of its command) is missing where the tree has its dir.
+void lint_model_scripts(const Project& project, Diagnostics& diags);
 void lint_project_files(const Project& project, const Plan& plan, Diagnostics& diags);
 
 }  // namespace pto

@@ -173,13 +173,33 @@ class Builder {
 
   void check_pool(int devices, const std::string& type, const std::string& step_name, const std::string& file,
                   SourceLoc loc, const Plan& plan) {
-    const RunnerConfig& rc = project_.runner;
     // A step with no cards of its own may still name a type: its task-submit leases ask for it.
     if (devices == 0 && type.empty()) return;
-    int pool = plan.pool_size, gang = plan.largest_gang;
+    if (project_.default_host && !project_.host_profiles.empty()) {
+      // No host of its own: the repository's hosts say. One of them must serve the step.
+      std::string why;
+      bool type_nowhere = !type.empty();
+      for (const auto& h : project_.host_profiles) {
+        std::string no = pool_refusal(h.host, h.host.largest_gang(), static_cast<int>(h.host.device_ids.size()), devices, type, step_name);
+        if (no.empty()) return;
+        type_nowhere &= no.find("no card of this host has it") != std::string::npos;
+        why += (why.empty() ? "" : "; ") + h.file + ": " + no.substr(no.find("; ") + 2);
+      }
+      report_once(file, loc, type_nowhere ? "unknown-device-type" : "devices-exceed-pool",
+                  "step '" + step_name + "' needs " + std::to_string(devices) + " card(s)" + (type.empty() ? "" : " of type " + type) +
+                      "; no host of ci/hosts/ has them (" + why + ")");
+      return;
+    }
+    if (!type.empty() && project_.default_host) return;  // which types a host has is the host's to say
+    std::string no = pool_refusal(project_.runner, plan.largest_gang, plan.pool_size, devices, type, step_name);
+    if (!no.empty()) report_once(file, loc, no.find("no card of this host") != std::string::npos ? "unknown-device-type" : "devices-exceed-pool", no);
+  }
+
+  /// Why host `rc` cannot serve `devices` cards of `type` ("" when it can).
+  static std::string pool_refusal(const RunnerConfig& rc, int gang, int pool, int devices, const std::string& type,
+                                  const std::string& step_name) {
     std::vector<int> ids = rc.device_ids;
     std::string of_type;
-    if (!type.empty() && project_.default_host) return;  // which types a host has is the host's to say
     if (!type.empty()) {
       ids.clear();
       for (int id : rc.device_ids)
@@ -187,11 +207,8 @@ class Builder {
       if (ids.empty()) {
         std::string known;
         for (const auto& t : rc.type_names()) known += (known.empty() ? "" : ", ") + t;
-        report_once(file, loc, "unknown-device-type",
-                    "step '" + step_name + "' needs cards of type '" + type + "'; no card of this host has it" +
-                        (known.empty() ? " (its cards have no type; set devices.type or devices.types in runner.yml)"
-                                       : " (types: " + known + ")"));
-        return;
+        return "step '" + step_name + "' needs cards of type '" + type + "'; no card of this host has it" +
+               (known.empty() ? " (its cards have no type; set devices.type or devices.types in runner.yml)" : " (types: " + known + ")");
       }
       std::vector<std::vector<int>> groups;
       for (const auto& g : rc.device_groups) {
@@ -200,20 +217,17 @@ class Builder {
           if (rc.type_of(id) == type) members.push_back(id);
         if (!members.empty()) groups.push_back(members);
       }
-      if (devices == 0) return;
+      if (devices == 0) return "";
       pool = static_cast<int>(ids.size());
       gang = largest_gang(ids, rc.device_groups.empty() ? std::vector<std::vector<int>>{} : groups);
       of_type = " of type " + type;
     }
-    if (devices <= gang) return;
-    std::string msg;
+    if (devices <= gang) return "";
     if (devices > pool)
-      msg = "step '" + step_name + "' needs " + std::to_string(devices) + " cards" + of_type + "; the pool has " +
-            std::to_string(pool) + " (" + join_ids(ids) + ")";
-    else
-      msg = "step '" + step_name + "' needs " + std::to_string(devices) + " cards" + of_type +
-            " from one device group; the largest group has " + std::to_string(gang);
-    report_once(file, loc, "devices-exceed-pool", msg);
+      return "step '" + step_name + "' needs " + std::to_string(devices) + " cards" + of_type + "; the pool has " +
+             std::to_string(pool) + " (" + join_ids(ids) + ")";
+    return "step '" + step_name + "' needs " + std::to_string(devices) + " cards" + of_type +
+           " from one device group; the largest group has " + std::to_string(gang);
   }
 
   PlanJob job_leg(const JobDef& def, const MatrixLeg& leg, const Plan& plan) {
