@@ -32,7 +32,8 @@ class CgroupTree {
   /// kernel (bench/README.md, release latency), one that entered a used cgroup 0.07 ms.
   std::string make_child();
   /// A step's cgroup, its step over: kept for the next step when it is empty (a bounded number of them),
-  /// removed otherwise. Only for cgroups nobody outside can still join (a lease's client could: remove()).
+  /// removed otherwise. Only for cgroups nobody outside can still join: a lease's cgroup only once its client
+  /// released it itself (it starts one command); a revoked lease's client might still start its command: remove().
   void recycle(const std::string& cgroup);
   static bool add_process(const std::string& cgroup, pid_t pid);
   static std::vector<pid_t> processes(const std::string& cgroup);

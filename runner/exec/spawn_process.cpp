@@ -1,6 +1,9 @@
 #include "exec/spawn_process.h"
 
 #include <fcntl.h>
+#include <linux/close_range.h>
+#include <linux/sched.h>
+#include <sys/syscall.h>
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
@@ -134,12 +137,92 @@ pid_t spawn_in_cgroup(const std::vector<std::string>& argv, const std::vector<st
   return pid;
 }
 
+/// The child forked straight into `cgroup` (clone3 with CLONE_INTO_CGROUP, fork semantics), then set up as
+/// posix_spawn would and exec'd; a close-on-exec pipe tells the parent whether the exec happened. Returns -1
+/// with `error` ENOSYS or EINVAL where the kernel has no CLONE_INTO_CGROUP (before 5.7), so the caller can
+/// fall back to moving the child.
+pid_t spawn_cloned_into_cgroup(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& cwd,
+                               int out_fd, const std::string& cgroup, int& error) {
+  std::vector<char*> cargv, cenv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  for (const auto& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
+  cenv.push_back(nullptr);
+  int cg_fd = ::open(cgroup.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int report[2] = {-1, -1};
+  if (cg_fd < 0 || null_fd < 0 || ::pipe2(report, O_CLOEXEC) != 0) {
+    error = errno;
+    for (int fd : {cg_fd, null_fd, report[0], report[1]})
+      if (fd >= 0) ::close(fd);
+    return -1;
+  }
+  clone_args args{};
+  args.flags = CLONE_INTO_CGROUP;
+  args.exit_signal = SIGCHLD;
+  args.cgroup = static_cast<std::uint64_t>(cg_fd);
+  const char* dir = cwd.c_str();
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);  // no handler of ours runs in the child
+  long pid = ::syscall(SYS_clone3, &args, sizeof(args));
+  if (pid == 0) {
+    for (int sig = 1; sig < NSIG; ++sig)
+      if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);
+    ::setpgid(0, 0);
+    int failed = 0;
+    if (out_fd >= 0) {
+      ::dup2(null_fd, 0);
+      ::dup2(out_fd, 1);
+      ::dup2(out_fd, 2);
+    }
+    if (*dir && ::chdir(dir) != 0) failed = errno;
+    if (!failed) {
+      if (out_fd >= 0) ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);  // nothing else leaks past exec (the pipe stays until then)
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      ::execve(cargv[0], cargv.data(), cenv.data());
+      failed = errno;
+    }
+    ssize_t ignored = ::write(report[1], &failed, sizeof(failed));
+    (void)ignored;
+    ::_exit(127);
+  }
+  const int clone_errno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  ::close(cg_fd);
+  ::close(null_fd);
+  ::close(report[1]);
+  if (pid < 0) {
+    ::close(report[0]);
+    error = clone_errno;
+    return -1;
+  }
+  int child_errno = 0;
+  ssize_t n;
+  do n = ::read(report[0], &child_errno, sizeof(child_errno));
+  while (n < 0 && errno == EINTR);
+  ::close(report[0]);
+  if (n == static_cast<ssize_t>(sizeof(child_errno))) {  // it never exec'd: reap it here, nobody else will
+    ::waitpid(static_cast<pid_t>(pid), nullptr, 0);
+    error = child_errno;
+    return -1;
+  }
+  return static_cast<pid_t>(pid);
+}
+
 }  // namespace
 
 pid_t spawn_process(const SpawnSpec& spec, int& error) {
   error = 0;
-  return spec.cgroup.empty() ? spawn_plain(spec.argv, spec.env, spec.cwd, spec.out_fd, error)
-                             : spawn_in_cgroup(spec.argv, spec.env, spec.cwd, spec.out_fd, spec.cgroup, error);
+  if (spec.cgroup.empty()) return spawn_plain(spec.argv, spec.env, spec.cwd, spec.out_fd, error);
+  if (spec.fork_into_cgroup) {
+    pid_t pid = spawn_cloned_into_cgroup(spec.argv, spec.env, spec.cwd, spec.out_fd, spec.cgroup, error);
+    if (pid >= 0 || (error != ENOSYS && error != EINVAL && error != E2BIG)) return pid;
+    error = 0;  // a kernel without CLONE_INTO_CGROUP: move the child instead
+  }
+  return spawn_in_cgroup(spec.argv, spec.env, spec.cwd, spec.out_fd, spec.cgroup, error);
 }
 
 }  // namespace pto

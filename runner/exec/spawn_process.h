@@ -16,6 +16,13 @@ struct SpawnSpec {
   std::string cwd;                // "" keeps the caller's
   int out_fd = -1;                // stdout and stderr (stdin from /dev/null, fds >= 3 closed); -1 inherits stdio
   std::string cgroup;             // a cgroup v2 directory to enter before exec; "" for none
+  /// The caller is a small process (the task-submit client): it forks straight into the cgroup with
+  /// clone3(CLONE_INTO_CGROUP) instead of moving the child there. Moving a process between cgroups takes the
+  /// kernel's cgroup threadgroup lock for writing, which waits for an RCU grace period when no migration
+  /// happened just before: 10-25 ms for a client that starts one command, the cost of a lease's grant
+  /// (bench/README.md, task-submit). Forking copies the caller's page tables, cheap only for a small process,
+  /// so the daemon (which migrates often enough to keep that lock warm) moves its children instead.
+  bool fork_into_cgroup = false;
 };
 
 /// The child's pid, or -1 with `error` (an errno) when it could not be started (also when the cgroup could

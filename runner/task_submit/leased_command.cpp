@@ -54,6 +54,7 @@ pid_t spawn_command(const std::string& command, const std::vector<std::string>& 
     argv.insert(argv.end(), {"/bin/bash", "-c", command});
   }
   SpawnSpec spec{std::move(argv), std::move(env), "", -1, cgroup};
+  spec.fork_into_cgroup = true;  // a small process: forked into the lease's cgroup, not moved there
   int error = 0;
   pid_t pid = spawn_process(spec, error);
   if (pid < 0 && !cgroup.empty()) {
