@@ -429,6 +429,10 @@ TEST_CASE("packaging: cmake --install into a prefix and cpack's .deb hold the bi
     ~Purge() { sh("dpkg --purge pto-runner >> " + log.string() + " 2>&1"); }
   } purge{dir.path() / "dpkg.log"};
   CHECK(sh("getent passwd pto-runner > /dev/null") == 0);  // postinst made the service's user
+  // postinst ran doctor on the installed config: one line per check, the install not failed by what it found.
+  const std::string dpkg_log = read_file(dir.path() / "dpkg.log");
+  CHECK(dpkg_log.find("pto-runner doctor") != std::string::npos);
+  CHECK(dpkg_log.find(" sandbox ") != std::string::npos);
   CHECK(sh("/usr/bin/task-submit --version", &out) == 0);
   // The unit's command line, as the unit's user, on a free port and a scratch state dir: it serves.
   const fs::path state = dir.path() / "state";

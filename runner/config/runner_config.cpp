@@ -76,7 +76,7 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
   MapReader m(*doc, "runner.yml",
               {"devices", "state-dir", "cache-dir", "toolchain-mirror", "listen", "token-file", "health",
                "kill-grace-seconds", "source", "retention", "log-max-mb", "containment",
-               "shutdown-timeout-minutes", "executor", "slurm", "env", "env-file"},
+               "shutdown-timeout-minutes", "executor", "slurm", "env", "env-file", "sandbox"},
               display, diags);
   if (!m.is_map()) return cfg;
   if (m.has("devices")) {
@@ -269,6 +269,37 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
     }
   }
   if (auto v = m.string("env-file")) cfg.env_file = *v;
+  if (m.has("sandbox")) {
+    YAML::Node sb = m.get("sandbox");
+    if (sb.IsScalar() && (sb.Scalar() == "off" || sb.Scalar() == "false")) {
+      cfg.sandbox.enabled = false;
+    } else {
+      MapReader b(sb, "sandbox", {"users", "count", "groups", "pids-max", "memory-max"}, display, diags);
+      if (b.is_map()) {
+        static const std::regex user_re("[a-z_][a-z0-9_-]{0,24}");
+        if (auto v = b.string("users")) {
+          cfg.sandbox.users = *v;
+          if (!std::regex_match(*v, user_re))
+            b.error_at(b.get("users"), "bad-value", "sandbox: 'users' is a user-name prefix like pto-step, got '" + *v + "'");
+        }
+        if (auto v = b.integer("count", 1, 4096)) cfg.sandbox.count = static_cast<int>(*v);
+        if (auto v = b.strings("groups")) cfg.sandbox.groups = *v;
+        if (auto v = b.integer("pids-max", 16, 10000000)) cfg.sandbox.pids_max = static_cast<std::uint64_t>(*v);
+        if (b.has("memory-max")) {
+          // 64G, 512M, 1073741824: bytes with an optional K/M/G/T suffix (as systemd's MemoryMax=).
+          static const std::regex size_re("([0-9]+)([KMGT]?)");
+          std::smatch mm;
+          const std::string text = b.get("memory-max").IsScalar() ? b.get("memory-max").Scalar() : "";
+          if (!std::regex_match(text, mm, size_re)) {
+            b.error_at(b.get("memory-max"), "bad-value", "sandbox: 'memory-max' is a size like 64G or 512M, got '" + text + "'");
+          } else {
+            int shift = std::string("_KMGT").find(mm[2].str().empty() ? '_' : mm[2].str()[0]) * 10;
+            cfg.sandbox.memory_max = std::stoull(mm[1].str()) << shift;
+          }
+        }
+      }
+    }
+  }
   if (m.has("retention")) {
     MapReader r(m.get("retention"), "retention", {"max-runs", "max-age-days"}, display, diags);
     if (r.is_map()) {

@@ -1,6 +1,7 @@
 #pragma once
 // runner.yml: host settings (cards, lock and state directories, health policy, daemon address). Every key is
 // optional; command-line flags override it (see commands/common_options.cpp).
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>
@@ -61,6 +62,19 @@ struct SlurmConfig {
   }
 };
 
+/// `sandbox:` — the unprivileged users a run's steps and leases run as, one lent to each active run (as Nix
+/// lends nixbld1..N to builds): `users` is the prefix (pto-step0 .. pto-step{count-1}); `sandbox: off` runs
+/// steps as the daemon itself, said loudly.
+struct SandboxConfig {
+  bool enabled = true;
+  std::string users = "pto-step";
+  int count = 32;
+  std::vector<std::string> groups;          // supplementary groups of every sandbox user (the cards' group)
+  std::uint64_t pids_max = 8192;            // limits of each step's cgroup
+  std::uint64_t memory_max = 64ull << 30;
+  std::string user(int i) const { return users + std::to_string(i); }
+};
+
 /// runner.yml `containment`: each step in its own cgroup v2 where the host allows (else as sweep), or process
 /// groups and a /proc sweep of the step's marker.
 enum class Containment { Cgroup, Sweep };
@@ -110,6 +124,7 @@ struct RunnerConfig {
   /// under the job's and the step's own. `env` wins over the file; `env_file` is the file's path as written.
   std::map<std::string, std::string> env;
   std::string env_file;
+  SandboxConfig sandbox;
   SlurmConfig slurm;
   HealthConfig health;
   SourceConfig source;

@@ -113,33 +113,6 @@ bool fetch_verified(Context& c, std::string& error) {
   return false;
 }
 
-// The CPython versions a wheel's file name says it runs on ("cp310" -> 3.10; "py3" -> any): pip refuses a
-// mismatch with "not a supported wheel on this platform", which does not say the interpreter is wrong.
-std::vector<std::string> wheel_cpython_versions(const std::string& artifact) {
-  std::vector<std::string> parts;
-  std::size_t pos = 0;
-  std::string stem = artifact.substr(0, artifact.rfind(".whl"));
-  while (true) {
-    std::size_t dash = stem.find('-', pos);
-    parts.push_back(stem.substr(pos, dash == std::string::npos ? std::string::npos : dash - pos));
-    if (dash == std::string::npos) break;
-    pos = dash + 1;
-  }
-  std::vector<std::string> out;
-  if (parts.size() < 5) return out;
-  std::string tags = parts[parts.size() - 3];
-  std::size_t p = 0;
-  while (p <= tags.size()) {
-    std::size_t dot = tags.find('.', p);
-    std::string t = tags.substr(p, dot == std::string::npos ? std::string::npos : dot - p);
-    if (t.size() >= 4 && t.compare(0, 2, "cp") == 0) out.push_back(t.substr(2, 1) + "." + t.substr(3));
-    else if (t.rfind("py", 0) == 0) return {};  // pure Python: any interpreter of that major version
-    if (dot == std::string::npos) break;
-    p = dot + 1;
-  }
-  return out;
-}
-
 bool check_interpreter(Context& c, std::string& error) {
   const std::string& py = c.req.config.python;
   SyncResult v = run_sync({py, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"}, environment_list(), 60,
@@ -286,6 +259,34 @@ ToolchainState run(const ToolchainRequest& req, bool allow_fetch) {
 }
 
 }  // namespace
+
+// The CPython versions a wheel's file name says it runs on ("cp310" -> 3.10; "py3" -> any): pip refuses a
+// mismatch with "not a supported wheel on this platform", which does not say the interpreter is wrong.
+std::vector<std::string> wheel_cpython_versions(const std::string& artifact) {
+  std::vector<std::string> parts;
+  std::size_t pos = 0;
+  std::string stem = artifact.substr(0, artifact.rfind(".whl"));
+  while (true) {
+    std::size_t dash = stem.find('-', pos);
+    parts.push_back(stem.substr(pos, dash == std::string::npos ? std::string::npos : dash - pos));
+    if (dash == std::string::npos) break;
+    pos = dash + 1;
+  }
+  std::vector<std::string> out;
+  if (parts.size() < 5) return out;
+  std::string tags = parts[parts.size() - 3];
+  std::size_t p = 0;
+  while (p <= tags.size()) {
+    std::size_t dot = tags.find('.', p);
+    std::string t = tags.substr(p, dot == std::string::npos ? std::string::npos : dot - p);
+    if (t.size() >= 4 && t.compare(0, 2, "cp") == 0) out.push_back(t.substr(2, 1) + "." + t.substr(3));
+    else if (t.rfind("py", 0) == 0) return {};  // pure Python: any interpreter of that major version
+    if (dot == std::string::npos) break;
+    p = dot + 1;
+  }
+  return out;
+}
+
 
 ToolchainState setup_toolchain(const ToolchainRequest& req) { return run(req, req.allow_fetch); }
 ToolchainState verify_toolchain(const ToolchainRequest& req) { return run(req, false); }

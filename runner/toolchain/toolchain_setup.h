@@ -41,6 +41,9 @@ struct ToolchainState {
 ToolchainState setup_toolchain(const ToolchainRequest& req);
 /// Verify what is cached, never fetch.
 ToolchainState verify_toolchain(const ToolchainRequest& req);
+/// The CPython versions a wheel's file name says it runs on ("cp310" -> "3.10"); empty for a pure-Python
+/// wheel (any interpreter) or a name that is not a wheel's.
+std::vector<std::string> wheel_cpython_versions(const std::string& artifact);
 /// PTOAS_ROOT, PTOAS_BIN, PTOAS_VERSION, PTOAS_SHA256 for dependants.
 std::vector<std::pair<std::string, std::string>> toolchain_exports(const ToolchainState& s);
 
