@@ -100,7 +100,7 @@ class LogFollower {
 void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_code) {
   struct Opts {
     std::string server, token_file, ref, sha;
-    std::vector<std::string> jobs, env;
+    std::vector<std::string> jobs, env, secrets;
     bool wait = false, follow = false;
     double poll = 1.0, heartbeat = 300;
     int tail = 40;
@@ -116,6 +116,8 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
   cmd->add_option("--ref", o->ref, "Git ref under test (default $GITHUB_REF)");
   cmd->add_option("--sha", o->sha, "Commit under test (default $GITHUB_SHA); required by a daemon with a source");
   cmd->add_option("--env", o->env, "NAME=value added to every step's environment (repeatable)");
+  cmd->add_option("--secret", o->secrets, "NAME: the value of $NAME in this environment reaches every step's environment as NAME, "
+                                          "and is shown as *** in every log and summary (repeatable)");
   cmd->add_option("--poll-interval", o->poll, "Seconds between progress polls")->check(CLI::Range(0.05, 60.0));
   cmd->add_option("--heartbeat", o->heartbeat, "Without --follow: seconds between 'still running' lines for long steps")
       ->check(CLI::Range(1.0, 86400.0));
@@ -147,6 +149,18 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
           return;
         }
         body["env"][kv.substr(0, eq)] = kv.substr(eq + 1);
+      }
+    }
+    if (!o->secrets.empty()) {
+      body["secrets"] = nlohmann::json::object();
+      for (const auto& name : o->secrets) {
+        const char* v = std::getenv(name.c_str());
+        if (!v) {
+          std::cerr << "pto-runner submit: --secret " << name << ": $" << name << " is not set\n";
+          exit_code = to_int(ExitCode::BadInput);
+          return;
+        }
+        body["secrets"][name] = v;
       }
     }
     // A daemon with a source fetches and checks out the commit before it answers: give it time.

@@ -20,6 +20,7 @@
 #include "store/state_dir_lock.h"
 #include "util/build_commit.h"
 #include "util/json_text.h"
+#include "util/secret_mask.h"
 #include "util/random_hex.h"
 #include "util/token_file.h"
 
@@ -313,6 +314,11 @@ Answer Daemon::start_run(EngineOptions eo, const RunSubmission& s, Project proje
     return {Outcome::BadRequest, body};
   }
   for (const auto& [k, v] : s.env) eo.base_env[k] = v;  // runner -> request -> job -> step -> cards -> toolchain
+  eo.mask = std::make_shared<SecretMask>();
+  for (const auto& [k, v] : s.secrets) {  // the steps' environment only: never journaled, shown or logged
+    eo.base_env[k] = v;
+    eo.mask->add(v);
+  }
   if (!s.ref.empty()) eo.base_env["PTO_RUNNER_REF"] = s.ref;
   if (!s.sha.empty()) eo.base_env["PTO_RUNNER_SHA"] = s.sha;
   eo.lead_executor = host_->lead_executor.get();
@@ -323,9 +329,11 @@ Answer Daemon::start_run(EngineOptions eo, const RunSubmission& s, Project proje
 
   auto run = std::make_unique<ActiveRun>();
   // The request is journaled without env values: they may hold secrets.
-  nlohmann::json env_names = nlohmann::json::array();
+  nlohmann::json env_names = nlohmann::json::array(), secret_names = nlohmann::json::array();
   for (const auto& [k, v] : s.env) env_names.push_back(k);
+  for (const auto& [k, v] : s.secrets) secret_names.push_back(k);
   run->request = {{"jobs", s.jobs}, {"ref", s.ref}, {"sha", s.sha}, {"env", env_names}};
+  if (!s.secrets.empty()) run->request["secrets"] = secret_names;
   if (!s.github.is_null()) run->request["github"] = s.github;
   if (mirror_) run->request["source"] = {{"repo", cfg_.source.repo}, {"worktree", eo.root}};
   run->reporter = std::make_unique<RunReporter>(*this);

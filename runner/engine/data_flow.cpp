@@ -6,6 +6,7 @@
 #include "config/device_spec.h"
 #include "engine/file_commands.h"
 #include "plan/expression.h"
+#include "util/secret_mask.h"
 
 namespace fs = std::filesystem;
 
@@ -114,7 +115,8 @@ bool DataFlow::take_step_files(std::size_t j, std::size_t s, std::string& error)
     error = "$GITHUB_OUTPUT " + error;
     return false;
   }
-  for (auto& [k, v] : outputs) sr.outputs[k] = v;
+  // Stored masked, as GitHub does not pass on an output holding a secret: later steps see *** too.
+  for (auto& [k, v] : outputs) sr.outputs[k] = mask_ ? mask_->apply(v) : v;
   // pto-runner's own variables are not the step's to change (the marker finds its escaped processes).
   for (auto& [k, v] : env)
     if (k.rfind("PTO_RUNNER_", 0) != 0) jr.file_env[k] = v;
@@ -125,6 +127,11 @@ bool DataFlow::take_step_files(std::size_t j, std::size_t s, std::string& error)
   if (!read_step_file(prefix + ".summary", sr.summary, summary_error))
     sr.summary = "*(" + step_label(plan_.jobs[j], plan_.jobs[j].steps[s]) + ": its step summary is left out: " +
                  summary_error + ")*\n";
+  else if (mask_)
+    sr.summary = mask_->apply(sr.summary);
+  // Read, the files are the records' now: what a step wrote there (a secret it printed into $GITHUB_OUTPUT)
+  // is not kept beside them unmasked.
+  forget_step_files(j, s);
   return true;
 }
 

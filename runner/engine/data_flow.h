@@ -11,6 +11,7 @@
 // It reads and writes only the run's records and the plan's not-yet-resolved text; the engine decides when.
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@
 #include "plan/plan.h"
 
 namespace pto {
+
+class SecretMask;
 
 /// The legs of each job by job name (a matrix job has several; `needs` name jobs, not legs).
 using LegsByName = std::map<std::string, std::vector<std::size_t>>;
@@ -29,6 +32,8 @@ class DataFlow {
   DataFlow(Plan& plan, RunRecord& run, const LegsByName& legs, std::string run_dir)
       : plan_(plan), run_(run), legs_(legs), run_dir_(std::move(run_dir)) {}
 
+  /// The run's secrets: outputs and summaries a step hands back are stored masked.
+  void set_mask(std::shared_ptr<SecretMask> mask) { mask_ = std::move(mask); }
   /// What expressions of job `job` read: matrix, env ($GITHUB_ENV, job, then step `step`'s own), the
   /// finished steps with an id, and its needs' results and outputs.
   ConditionContext context(std::size_t job, std::size_t step = kNoStep) const;
@@ -42,7 +47,8 @@ class DataFlow {
   /// Removes an earlier attempt's files (a retry's outputs replace the failed attempt's).
   void forget_step_files(std::size_t job, std::size_t step) const;
   /// After the step's final attempt, whatever its result (as in GitHub): its outputs into its record, its env
-  /// and path into its job's. False, with `error`, when one of them is malformed (the step then fails).
+  /// and path into its job's, and the files removed. False, with `error`, when one of them is malformed (the
+  /// step then fails).
   bool take_step_files(std::size_t job, std::size_t step, std::string& error);
   /// The job ended: its `outputs:` are evaluated for its dependants.
   void finish_job(std::size_t job);
@@ -57,6 +63,7 @@ class DataFlow {
   RunRecord& run_;
   const LegsByName& legs_;
   std::string run_dir_;
+  std::shared_ptr<SecretMask> mask_;
 };
 
 }  // namespace pto

@@ -13,6 +13,7 @@
 #include "exec/process_marker.h"
 #include "plan/condition.h"
 #include "util/process_env.h"
+#include "util/secret_mask.h"
 
 namespace fs = std::filesystem;
 
@@ -28,6 +29,8 @@ RunEngine::RunEngine(EngineSeams seams, Plan plan, EngineOptions opts)
       observer_(seams.observer),
       journal_(seams.journal),
       flow_(plan_, run_, legs_by_name_, opts_.run_dir) {
+  if (!opts_.mask) opts_.mask = std::make_shared<SecretMask>();
+  flow_.set_mask(opts_.mask);
   run_.id = opts_.run_id.empty() ? make_run_id() : opts_.run_id;
   run_.created = clock_.iso_now();
   for (std::size_t j = 0; j < plan_.jobs.size(); ++j) {
@@ -352,6 +355,7 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
   if (opts_.simulate && &exec == &executor_) l.working_directory = opts_.root;  // simulated steps never touch the tree
   l.env = flow_.step_env(j, s, opts_.base_env, cards, opts_.path_first);
   l.log_path = sr.log_path;
+  l.mask = opts_.mask;
   l.marker = ProcessMarker::for_step(run_.id, j, s, sr.attempt).text();
   wait_timeouts_.erase({j, s});
   // Running is bounded by run-timeout-minutes (task-submit --max-time) and by what timeout-minutes left

@@ -4,6 +4,7 @@
 // uses for its files and messages.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "config/runner_config.h"
@@ -11,6 +12,7 @@
 namespace pto {
 
 class Executor;
+class SecretMask;
 
 struct EngineOptions {
   std::string run_id;
@@ -27,6 +29,9 @@ struct EngineOptions {
   std::string self_exe;                         // for the lead job's `pto-runner toolchain setup`
   std::string toolchain_args;                   // its host settings (--cache-dir, --mirror); --root is `root`
   HealthConfig health;
+  /// The run's secrets (their values masked in every log, summary and output; steps add with ::add-mask::).
+  /// Null: the engine makes an empty one (a step may still add masks).
+  std::shared_ptr<SecretMask> mask;
   /// Runs the lead job's step when set (under --simulate the toolchain is still set up for real).
   Executor* lead_executor = nullptr;
   /// When set ($PTO_RUNNER_TRACE), "release <ns> <cards>" and "exec <ns> <cards>" lines are appended here, for

@@ -17,6 +17,8 @@ class io_context;
 
 namespace pto {
 
+class SecretMask;
+
 /// Where an executor that picks the cards itself (Slurm) ran a step: the node, the cards, its own job id.
 struct Placement {
   std::string node;
@@ -41,6 +43,9 @@ struct StepLaunch {
   std::uint64_t log_max_bytes = 0;
   /// Called with each complete output line (stdout and stderr merged), for the console.
   std::function<void(std::string_view)> on_line;
+  /// The run's secrets: output is masked line by line before it reaches the log or on_line, and a line
+  /// `::add-mask::VALUE` adds VALUE (util/secret_mask). Null: output as it comes.
+  std::shared_ptr<SecretMask> mask;
   /// The cards the step asks for, for an executor that places steps itself (`places`); the engine's broker
   /// then granted none.
   int devices = 0;

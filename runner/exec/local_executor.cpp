@@ -26,6 +26,7 @@
 #include "exec/executor.h"
 #include "exec/process_sweep.h"
 #include "exec/spawn_process.h"
+#include "util/secret_mask.h"
 
 namespace asio = boost::asio;
 namespace bp = boost::process::v2;
@@ -144,7 +145,23 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
     log_output(data);
   }
 
+  // With a mask, output goes out a whole line at a time, masked (a secret split across two reads is still
+  // one line); a line that never ends is masked and written at 64 KiB, and what is left at the end.
   void log_output(std::string_view data) {
+    if (!launch_.mask) return show_output(data);
+    unmasked_.append(data);
+    std::size_t start = 0, nl;
+    while ((nl = unmasked_.find('\n', start)) != std::string::npos) {
+      std::string line = launch_.mask->line(std::string_view(unmasked_).substr(start, nl - start));
+      line += '\n';
+      show_output(line);
+      start = nl + 1;
+    }
+    unmasked_.erase(0, start);
+    if (unmasked_.size() > 64 * 1024) show_output(launch_.mask->apply(std::exchange(unmasked_, {})));
+  }
+
+  void show_output(std::string_view data) {
     write_log(data);
     if (!data.empty()) log_ends_line_ = data.back() == '\n';
     if (!launch_.on_line) return;
@@ -163,6 +180,7 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
 
   void flush_partial_line() {
     if (!offered_.empty()) log_output(std::exchange(offered_, {}));
+    if (!unmasked_.empty()) show_output(launch_.mask->apply(std::exchange(unmasked_, {})));
     if (launch_.on_line && !partial_.empty()) launch_.on_line(partial_);
     partial_.clear();
   }
@@ -345,6 +363,7 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
   std::string cgroup_;  // this step's cgroup (exec/cgroup_tree), "" where containment is group + sweep
   std::array<char, 16384> buf_{};
   std::string partial_;
+  std::string unmasked_;  // with a mask: output since the last newline
   std::FILE* log_ = nullptr;
   StepOutcome outcome_;
   int pgid_ = 0;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -41,11 +42,25 @@ static std::string read_holder(int fd) {
 std::optional<CardLock> CardLock::try_acquire(const std::string& dir, int card, const std::string& label,
                                               std::string& holder, std::string& error, const std::string& name) {
   std::string path = path_for(dir, card, name);
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  // Never through a link (one planted in the lock dir would make us write the holder line into its target),
+  // only a regular file, readable by its owner only: whoever can open a lock file can flock it and hold the card.
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
   if (fd < 0) {
-    error = "cannot open card lock " + path + ": " + std::strerror(errno);
+    error = "cannot open card lock " + path + ": " + (errno == ELOOP ? std::string("it is a symbolic link") : std::strerror(errno));
     return std::nullopt;
   }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    error = "card lock " + path + " is not a regular file";
+    return std::nullopt;
+  }
+  if (st.st_uid != ::geteuid() && st.st_uid != 0) {  // planted by another user, who could hold it open
+    ::close(fd);
+    error = "card lock " + path + " belongs to uid " + std::to_string(st.st_uid) + ", not to this daemon";
+    return std::nullopt;
+  }
+  if ((st.st_mode & (S_IRWXG | S_IRWXO)) && st.st_uid == ::geteuid()) ::fchmod(fd, 0600);  // one made before, open to others
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) holder = read_holder(fd);
     else error = "cannot lock " + path + ": " + std::strerror(errno);
@@ -58,8 +73,13 @@ std::optional<CardLock> CardLock::try_acquire(const std::string& dir, int card, 
 }
 
 bool CardLock::held_elsewhere(const std::string& dir, int card, std::string& holder, const std::string& name) {
-  int fd = ::open(path_for(dir, card, name).c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(path_for(dir, card, name).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return false;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return false;
+  }
   bool held = false;
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     held = errno == EWOULDBLOCK;

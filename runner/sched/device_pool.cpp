@@ -1,5 +1,6 @@
 #include "sched/device_pool.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -57,6 +58,17 @@ std::string DevicePool::init() {
   fs::create_directories(lock_dir_, ec);
   if (ec || access(lock_dir_.c_str(), W_OK) != 0)
     return "cannot use lock directory " + lock_dir_ + ": " + (ec ? ec.message() : "not writable");
+  // The lock dir must be ours alone: a directory another user made in advance (or may write) could hold their
+  // links and their lock files, and hold or fake every card.
+  struct stat st {};
+  if (::lstat(lock_dir_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return "the lock directory " + lock_dir_ + " is not a directory (a symbolic link?)";
+  if (st.st_uid == ::geteuid() && (st.st_mode & (S_IWGRP | S_IWOTH)) && ::chmod(lock_dir_.c_str(), 0755) == 0)
+    st.st_mode &= ~static_cast<mode_t>(S_IWGRP | S_IWOTH);  // ours, made under a loose umask
+  if (st.st_uid != ::geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)))
+    return "the lock directory " + lock_dir_ + " belongs to uid " + std::to_string(st.st_uid) + " or is writable by others: "
+           "another user could plant links or hold the cards' lock files there (chown it to uid " + std::to_string(::geteuid()) +
+           " and chmod 0755, or give devices.lock-dir another directory)";
   load_drained();
   return "";
 }

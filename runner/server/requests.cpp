@@ -16,7 +16,7 @@ std::optional<BodyError> parse_run_submission(const std::string& text, RunSubmis
   if (body.is_discarded()) return refuse("", "the body is not valid JSON");
   if (!body.is_object()) return refuse("", "the body must be a JSON object {\"jobs\": [...], \"ref\", \"sha\", \"env\", \"github\"}");
   for (const auto& [k, v] : body.items())
-    if (k != "jobs" && k != "ref" && k != "sha" && k != "env" && k != "github") return refuse(k, "unknown field '" + k + "'");
+    if (k != "jobs" && k != "ref" && k != "sha" && k != "env" && k != "secrets" && k != "github") return refuse(k, "unknown field '" + k + "'");
   if (body.contains("jobs")) {
     if (!body["jobs"].is_array()) return refuse("jobs", "jobs must be a list of job names");
     for (const auto& j : body["jobs"]) {
@@ -28,12 +28,14 @@ std::optional<BodyError> parse_run_submission(const std::string& text, RunSubmis
     if (body.contains(f) && !body[f].is_string()) return refuse(f, std::string(f) + " must be a string");
   s.ref = body.value("ref", "");
   s.sha = body.value("sha", "");
-  if (body.contains("env")) {
-    if (!body["env"].is_object()) return refuse("env", "env must be an object of NAME: \"value\"");
-    for (const auto& [k, v] : body["env"].items()) {
-      if (!matches(k, "[A-Za-z_][A-Za-z0-9_]*") || !v.is_string())
-        return refuse("env." + k, "env entries are NAME: \"value\" with NAME like [A-Za-z_][A-Za-z0-9_]*");
-      s.env[k] = v.get<std::string>();
+  for (const char* field : {"env", "secrets"}) {
+    if (!body.contains(field)) continue;
+    const std::string f = field;
+    if (!body[f].is_object()) return refuse(f, f + " must be an object of NAME: \"value\"");
+    for (const auto& [k, v] : body[f].items()) {
+      if (!matches(k, "[A-Za-z_][A-Za-z0-9_]*") || !v.is_string() || k.rfind("PTO_RUNNER_", 0) == 0)
+        return refuse(f + "." + k, f + " entries are NAME: \"value\" with NAME like [A-Za-z_][A-Za-z0-9_]* (not PTO_RUNNER_*)");
+      (f == "env" ? s.env : s.secrets)[k] = v.get<std::string>();
     }
   }
   if (body.contains("github")) {

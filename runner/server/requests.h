@@ -12,11 +12,12 @@
 
 namespace pto {
 
-/// POST /api/v1/runs: {"jobs", "ref", "sha", "env", "github"}.
+/// POST /api/v1/runs: {"jobs", "ref", "sha", "env", "secrets", "github"}.
 struct RunSubmission {
   std::vector<std::string> jobs;
   std::string ref, sha;
   std::map<std::string, std::string> env;
+  std::map<std::string, std::string> secrets;  // reach steps' env only; masked everywhere (util/secret_mask)
   nlohmann::json github;  // where the submission came from in GitHub Actions, with run_url
 };
 

@@ -107,6 +107,7 @@ class SlurmStep : public std::enable_shared_from_this<SlurmStep> {
     inner.grace_seconds = launch_.grace_seconds;
     inner.log_max_bytes = launch_.log_max_bytes;
     inner.on_line = launch_.on_line;
+    inner.mask = launch_.mask;
     auto self = shared_from_this();
     inner.take_line = [self](std::string_view line) { return self->take_line(line); };
     cluster_.watch(name_, launch_.label, [self](const SlurmJob& j) { self->on_update(j); });

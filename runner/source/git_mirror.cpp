@@ -19,9 +19,14 @@ namespace pto {
 namespace {
 
 // git with a fixed, quiet environment: no prompts for credentials (a CI daemon has nobody to answer), no
-// pager, and submodules over file:// allowed (test repositories and local mirrors are paths).
+// pager, and submodules over file:// allowed (test repositories and local mirrors are paths). Git never runs
+// code a run wrote: no hook from the mirror's hooks/ or a worktree's config (core.hooksPath points at nothing),
+// no fsmonitor, no configured editor or credential helper; these come first on the command line, where a
+// repository's own config cannot override them.
 SyncResult git(const std::vector<std::string>& args, double timeout_seconds) {
-  std::vector<std::string> argv = {"git", "-c", "protocol.file.allow=always", "-c", "advice.detachedHead=false"};
+  std::vector<std::string> argv = {"git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
+                                   "-c", "credential.helper=", "-c", "core.sshCommand=ssh",
+                                   "-c", "protocol.file.allow=always", "-c", "advice.detachedHead=false"};
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<std::string> env = environment_list();
   env.push_back("GIT_TERMINAL_PROMPT=0");
