@@ -119,6 +119,8 @@ TEST_CASE("leases and steps share one queue: 200 task-submit clients and a run o
     steps += "  - {name: s" + std::to_string(i) + ", devices: " + (i % 3 == 0 ? "2" : "1") + ", run: '" +
              record(uses, "step" + std::to_string(i), "0.1") + "'}\n";
   write_project(s.dir, {{"mixed.yml", steps}});
+  // 200 clients of one user waiting at once on the public port: more than one client's default share of it.
+  s.dir.write("runner.yml", "max-connections-per-client: 256\n");
   s.start();
   auto r = s.post("/api/v1/runs", json::object());
   REQUIRE(r.status == 201);

@@ -22,21 +22,24 @@ struct Served {
   std::string device_groups;        // --device-groups, when set
   std::map<std::string, std::string> env;  // added to the daemon's environment
   std::string state_dir;  // default: dir/state
+  std::string listen = "127.0.0.1:0";  // --listen
+  std::string scheme = "http";
   std::string state() const { return state_dir.empty() ? (dir.path() / "state").string() : state_dir; }
   std::string locks() const { return (dir.path() / "locks").string(); }
-  std::string url(const std::string& path = "") const { return "http://127.0.0.1:" + std::to_string(port) + path; }
+  std::string url(const std::string& path = "") const { return scheme + "://127.0.0.1:" + std::to_string(port) + path; }
 
   /// `extra` is appended to the serve command line (e.g. --config FILE).
   void start(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"serve", "--root", dir.str(), "--listen", "127.0.0.1:0", "--state-dir", state(),
+    std::vector<std::string> args = {"serve", "--root", dir.str(), "--listen", listen, "--state-dir", state(),
                                      "--lock-dir", locks()};
     if (!devices.empty()) args.insert(args.end(), {"--devices", devices});  // "": runner.yml's cards
     if (!device_groups.empty()) args.insert(args.end(), {"--device-groups", device_groups});
     args.insert(args.end(), extra.begin(), extra.end());
     proc = spawn_cli(args, env);
-    REQUIRE(wait_until([&] { return read_file(proc.out).find("listening on http://127.0.0.1:") != std::string::npos; }, 20));
+    REQUIRE(wait_until([&] { return read_file(proc.out).find("listening on " + scheme + "://") != std::string::npos; }, 20));
     std::string out = read_file(proc.out);
-    port = std::stoi(out.substr(out.find("127.0.0.1:") + 10));
+    const std::string bound = out.substr(out.find("listening on " + scheme + "://") + 16 + scheme.size());  // ADDRESS:PORT
+    port = std::stoi(bound.substr(bound.find(':') + 1));
     token = read_file(fs::path(state()) / "token");
     while (!token.empty() && token.back() == '\n') token.pop_back();
   }

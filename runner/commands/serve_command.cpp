@@ -52,7 +52,8 @@ void register_serve_command(CLI::App& app, CommonOptions& common, int& exit_code
       exit_code = daemon.start_exit_code();
       return;
     }
-    std::cout << "pto-runner serve: listening on http://127.0.0.1:" << daemon.port() << " (status: " << api_path::kStatus << ")"
+    // The address really bound (a wildcard shown as it is, a port of 0 resolved).
+    std::cout << "pto-runner serve: listening on " << daemon.url() << " (status: " << api_path::kStatus << ")"
               << "; token file: " << daemon.token_path() << std::endl;
     int result = 0;
     auto stopped = [&io, &result](int code) {

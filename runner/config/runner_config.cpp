@@ -76,7 +76,8 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
   MapReader m(*doc, "runner.yml",
               {"devices", "state-dir", "cache-dir", "toolchain-mirror", "listen", "token-file", "health",
                "kill-grace-seconds", "source", "retention", "log-max-mb", "containment",
-               "shutdown-timeout-minutes", "executor", "slurm", "env", "env-file", "sandbox"},
+               "shutdown-timeout-minutes", "executor", "slurm", "env", "env-file", "sandbox", "read-token-file", "tls",
+               "insecure-listen", "max-connections-per-client"},
               display, diags);
   if (!m.is_map()) return cfg;
   if (m.has("devices")) {
@@ -179,6 +180,16 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
       m.error_at(m.get("listen"), "bad-value", "'listen' must be ADDRESS:PORT, e.g. 127.0.0.1:8787; got '" + *v + "'");
   }
   if (auto v = m.string("token-file")) cfg.token_file = *v;
+  if (auto v = m.string("read-token-file")) cfg.read_token_file = *v;
+  if (auto v = m.boolean("insecure-listen")) cfg.insecure_listen = *v;
+  if (auto v = m.integer("max-connections-per-client", 1, 100000)) cfg.max_connections_per_client = static_cast<int>(*v);
+  if (m.has("tls")) {
+    MapReader t(m.get("tls"), "tls", {"cert", "key"}, display, diags);
+    if (t.is_map()) {
+      if (auto v = t.string("cert", true)) cfg.tls_cert = *v;
+      if (auto v = t.string("key", true)) cfg.tls_key = *v;
+    }
+  }
   if (auto v = m.number("kill-grace-seconds", 0, 600)) cfg.kill_grace_seconds = *v;
   if (auto v = m.number("shutdown-timeout-minutes", 0, 7 * 24 * 60)) cfg.shutdown_timeout_minutes = *v;
   if (auto v = m.string("containment")) {

@@ -110,6 +110,15 @@ struct RunnerConfig {
   std::string toolchain_mirror;
   std::string listen = "127.0.0.1:8787";
   std::string token_file;
+  /// `read-token-file`: with a `listen` that is not loopback every GET needs a token: this one (a reader's) or
+  /// the admin token.
+  std::string read_token_file;
+  /// `tls: {cert, key}` (PEM files) for a `listen` that is not loopback; `insecure-listen: true` allows plain
+  /// HTTP there instead (warned about at start).
+  std::string tls_cert, tls_key;
+  bool insecure_listen = false;
+  /// `max-connections-per-client`: open connections of one client address (or socket uid).
+  int max_connections_per_client = 64;
   double kill_grace_seconds = 10;
   /// `shutdown-timeout-minutes`: how long SIGTERM's drain waits for accepted runs before cancelling them.
   double shutdown_timeout_minutes = 60;

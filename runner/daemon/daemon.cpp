@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,6 +24,8 @@
 #include "util/secret_mask.h"
 #include "util/random_hex.h"
 #include "util/token_file.h"
+
+#include <boost/asio/ip/address.hpp>
 
 namespace fs = std::filesystem;
 
@@ -120,6 +123,11 @@ std::string Daemon::start() {
 }
 
 std::string Daemon::start_unguarded() {
+  // Every waiting task-submit client is an open connection: as many descriptors as the host allows us.
+  if (rlimit files{}; ::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &files);
+  }
   model_.started = std::chrono::steady_clock::now();
   model_.host.started = iso_now();
   Diagnostics diags;
@@ -164,12 +172,40 @@ std::string Daemon::start_unguarded() {
     if (std::string e = make_token_file(token_path_); !e.empty()) return e;
   }
   std::string token_error;
-  std::string token = read_token_file(token_path_, token_error);
+  std::string token = read_private_token_file(token_path_, token_error);
   if (!token_error.empty()) {
     start_exit_ = 2;
     return token_error;
   }
   access_.set_admin_token(token);
+
+  // Where it listens: loopback by default. Beyond loopback every read needs a token too, and the traffic TLS
+  // (or an explicit insecure-listen, said at start), as GitHub's runner or Buildkite's agent would insist on.
+  std::string listen = opts_.listen.empty() ? cfg_.listen : opts_.listen;
+  if (!split_listen(listen, listen_address_, listen_port_)) {
+    start_exit_ = 2;
+    return "bad listen address '" + listen + "' (want ADDRESS:PORT)";
+  }
+  boost::system::error_code addr_ec;
+  const auto addr = boost::asio::ip::make_address(listen_address_, addr_ec);
+  loopback_ = !addr_ec && addr.is_loopback();
+  tls_ = {resolve_under_root(project.root, cfg_.tls_cert), resolve_under_root(project.root, cfg_.tls_key)};
+  if (!loopback_ && !tls_.enabled() && !cfg_.insecure_listen) {
+    start_exit_ = 2;
+    return "listen " + listen + " is not loopback: give tls: {cert, key} in runner.yml, or insecure-listen: true to serve "
+           "plain HTTP there";
+  }
+  if (!loopback_) {
+    access_.set_reads_need_token(true);
+    if (!cfg_.read_token_file.empty()) {
+      std::string read_token = read_private_token_file(resolve_under_root(project.root, cfg_.read_token_file), token_error);
+      if (!token_error.empty()) {
+        start_exit_ = 2;
+        return "read-token-file: " + token_error;
+      }
+      access_.set_read_token(read_token);
+    }
+  }
 
   workers_ = std::make_unique<boost::asio::thread_pool>(4);
   git_workers_ = std::make_unique<boost::asio::thread_pool>(4);
@@ -224,17 +260,30 @@ std::string Daemon::start_unguarded() {
   refresh_view();
   arm_retention_timer();
 
-  std::string address;
-  unsigned short port = 0;
-  std::string listen = opts_.listen.empty() ? cfg_.listen : opts_.listen;
-  if (!split_listen(listen, address, port)) return "bad listen address '" + listen + "' (want ADDRESS:PORT)";
   api_ = std::make_unique<Api>(io_, workers_.get(), model_, *this, access_);
-  server_ = std::make_unique<HttpServer>(
-      io_, [this](const HttpRequest& r, HttpServer::Respond respond) { api_->handle(r, std::move(respond)); }, opts_.limits);
-  if (std::string e = server_->listen(address, port); !e.empty()) return e;
-  self_url_ = "http://" + std::string(address == "0.0.0.0" || address == "::" ? "127.0.0.1" : address) + ":" +
-              std::to_string(server_->port());
+  HttpLimits limits = opts_.limits;
+  limits.max_connections_per_client = static_cast<std::size_t>(cfg_.max_connections_per_client);
+  auto handler = [this](const HttpRequest& r, HttpServer::Respond respond) { api_->handle(r, std::move(respond)); };
+  server_ = std::make_unique<HttpServer>(io_, handler, limits);
+  if (std::string e = server_->listen(listen_address_, listen_port_, tls_); !e.empty()) return e;
+  if (!loopback_ && !tls_.enabled())
+    spdlog::warn("insecure-listen: serving plain HTTP on {}, beyond loopback: tokens cross the network unencrypted", server_->bound());
+  // Its own steps reach it on a loopback port of their own, in plain HTTP (their task-submit speaks nothing
+  // else), with the same API. A harness may keep hundreds of task-submit clients waiting at once, each a
+  // connection, all of one run's user: there one client's share is larger than on the public port, so a
+  // local user flooding the public port does not stop the steps' leases, nor one run's clients the others'.
+  HttpLimits steps_limits = limits;
+  steps_limits.max_connections = std::max<std::size_t>(limits.max_connections, 4096);
+  steps_limits.max_connections_per_client = std::max<std::size_t>(limits.max_connections_per_client, 1024);
+  steps_server_ = std::make_unique<HttpServer>(io_, handler, steps_limits);
+  if (std::string e = steps_server_->listen("127.0.0.1", 0); !e.empty()) return "the steps' own endpoint: " + e;
+  self_url_ = "http://" + steps_server_->bound();
   return "";
+}
+
+std::string Daemon::url() const {
+  if (!server_) return "";
+  return std::string(tls_.enabled() ? "https://" : "http://") + server_->bound();
 }
 
 unsigned short Daemon::port() const { return server_ ? server_->port() : 0; }
@@ -542,6 +591,7 @@ void Daemon::finish_shutdown(int exit_code) {
   if (view_timer_) view_timer_->cancel();
   if (view_tick_) view_tick_->cancel();
   if (server_) server_->stop();
+  if (steps_server_) steps_server_->stop();
   boost::asio::post(io_, [done = std::exchange(on_stopped_, nullptr), exit_code] { done(exit_code); });
 }
 

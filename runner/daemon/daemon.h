@@ -59,6 +59,8 @@ class Daemon : public HostCommands {
   std::string start();
   int start_exit_code() const { return start_exit_; }
   unsigned short port() const;
+  /// Where it is reachable, as bound (http[s]://ADDRESS:PORT).
+  std::string url() const;
   const std::string& token_path() const { return token_path_; }
   /// SIGTERM: no new runs, and no leases but those of accepted runs (503 with the reason); accepted runs go on
   /// to their end, then `done(0)`. Past `shutdown-timeout-minutes` the rest is cancelled, then `done(143)`.
@@ -133,6 +135,11 @@ class Daemon : public HostCommands {
   Access access_;
   std::unique_ptr<Api> api_;
   std::unique_ptr<HttpServer> server_;
+  std::unique_ptr<HttpServer> steps_server_;  // loopback, plain: the steps' own, when server_ is TLS or not on loopback
+  std::string listen_address_;
+  unsigned short listen_port_ = 0;
+  bool loopback_ = true;
+  TlsFiles tls_;
   ToolchainStatus toolchain_;
   std::unique_ptr<boost::asio::steady_timer> view_timer_, view_tick_;
   bool view_refresh_pending_ = false, view_tick_armed_ = false;

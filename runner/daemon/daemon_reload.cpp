@@ -38,7 +38,7 @@ std::string Daemon::reload() {
   std::string next_token_path = resolve_under_root(opts_.load.root, !opts_.token_file.empty() ? opts_.token_file : next.token_file);
   if (next_token_path.empty()) next_token_path = state_dir_ + "/token";
   std::string e;
-  std::string token = read_token_file(next_token_path, e);
+  std::string token = read_private_token_file(next_token_path, e);
   if (!e.empty()) {
     spdlog::error("reload: {}; keeping the old settings", e);
     return "kept the old settings: " + e + "\n";

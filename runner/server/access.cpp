@@ -27,6 +27,10 @@ Caller Access::identify(const HttpRequest& req) const {
     c.role = Caller::Role::Admin;
     return c;
   }
+  if (same(given, read_token_)) {
+    c.role = Caller::Role::Reader;
+    return c;
+  }
   for (const auto& [token, run] : run_tokens_)
     if (same(given, token)) {
       c.role = Caller::Role::Run;
@@ -48,6 +52,8 @@ bool Access::permits(const Caller& c, Action action) const {
 }
 
 std::string Access::refusal(Action action) const {
+  if (action == Action::Read && !admin_token_.empty())
+    return "reads need a token here (the daemon listens beyond loopback): Authorization: Bearer <the read-token-file's or the admin token>";
   if (action == Action::Lease || (action == Action::Read && admin_token_.empty()))
     return admin_token_.empty() ? "missing or wrong bearer token ($PTO_RUNNER_LEASE_TOKEN in a step of this run)"
                                 : "missing or wrong bearer token (the admin token, or $PTO_RUNNER_LEASE_TOKEN in a step)";

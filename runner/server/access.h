@@ -3,8 +3,9 @@
 // table, in permits() and nowhere else). The API asks here before it hands a request to the host's commands.
 //   admin    the admin token (a root-only file)      everything
 //   run      the run's own lease token (its steps)   leases of that run only (the commands face scopes them)
-//   anyone   nothing                                  GET status, runs, logs, metrics, the page; unless
-//                                                     reads need a token (a foreground run's lease endpoints)
+//   reader   the read token (read-token-file)          GET status, runs, logs, metrics, the page
+//   anyone   nothing                                  the same, unless reads need a token (a `listen` off
+//                                                     loopback; a foreground run's lease endpoints)
 #include <map>
 #include <string>
 
@@ -13,7 +14,7 @@
 namespace pto {
 
 struct Caller {
-  enum class Role { Anonymous, Admin, Run };
+  enum class Role { Anonymous, Reader, Admin, Run };
   Role role = Role::Anonymous;
   std::string run;  // Role::Run: the run whose token was shown
   std::string peer;
@@ -28,6 +29,8 @@ class Access {
   /// `reads_need_token`: GETs too need a token (any the caller may hold).
   explicit Access(bool reads_need_token = false) : reads_need_token_(reads_need_token) {}
   void set_admin_token(std::string token) { admin_token_ = std::move(token); }
+  void set_read_token(std::string token) { read_token_ = std::move(token); }
+  void set_reads_need_token(bool need) { reads_need_token_ = need; }
   bool is_admin_token(const std::string& token) const { return token == admin_token_; }
   /// A run's lease token (PTO_RUNNER_LEASE_TOKEN of its steps); forgotten when the run ends.
   void add_run_token(const std::string& token, const std::string& run) { run_tokens_[token] = run; }
@@ -40,7 +43,7 @@ class Access {
 
  private:
   bool reads_need_token_;
-  std::string admin_token_;
+  std::string admin_token_, read_token_;
   std::map<std::string, std::string> run_tokens_;  // token -> run
 };
 

@@ -1,15 +1,24 @@
 #include "server/http_server.h"
+#include "server/loopback_peer.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <boost/url/parse.hpp>
 #include <atomic>
+#include <map>
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
+using unix_socket = asio::local::stream_protocol;
 
 namespace pto {
 
@@ -26,43 +35,66 @@ bool split_listen(const std::string& spec, std::string& address, unsigned short&
   return true;
 }
 
+/// Who a connection is from, for the per-client cap: its address over TCP, its uid over the Unix socket.
+struct ClientKey {
+  std::string key;
+};
 
 struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
-  Impl(asio::io_context& io, Handler h, HttpLimits l) : io(io), acceptor(io), handler(std::move(h)), limits(l) {}
+  Impl(asio::io_context& io, Handler h, HttpLimits l) : io(io), acceptor(io), unix_acceptor(io), handler(std::move(h)), limits(l) {}
   asio::io_context& io;
   tcp::acceptor acceptor;
+  unix_socket::acceptor unix_acceptor;
+  std::unique_ptr<asio::ssl::context> tls;
+  std::string unix_path;
   Handler handler;
   HttpLimits limits;
   std::size_t connections = 0;
+  std::map<std::string, std::size_t> by_client;
   bool stopped = false;
 
-  void accept() {
-    auto self = shared_from_this();
-    acceptor.async_accept([self](beast::error_code ec, tcp::socket socket) {
-      if (self->stopped) return;
-      if (!ec) self->start_session(std::move(socket));
-      self->accept();
-    });
+  /// Counts a connection in; false (and counted anyway: the session's end counts it out) past a cap.
+  bool admit(const std::string& client) {
+    ++connections;
+    return ++by_client[client] <= limits.max_connections_per_client && connections <= limits.max_connections;
+  }
+  void leave(const std::string& client) {
+    --connections;
+    if (auto it = by_client.find(client); it != by_client.end() && --it->second == 0) by_client.erase(it);
   }
 
-  void start_session(tcp::socket socket);
+  void accept();
+  void accept_unix();
 };
 
 namespace {
 
-class Session : public std::enable_shared_from_this<Session> {
+/// One connection's requests, over any stream Beast reads HTTP from: TCP, TLS over TCP, a Unix socket.
+template <class Stream>
+class Session : public std::enable_shared_from_this<Session<Stream>> {
  public:
-  Session(tcp::socket socket, std::shared_ptr<HttpServer::Impl> server)
-      : stream_(std::move(socket)), server_(std::move(server)) {
-    ++server_->connections;
-    beast::error_code ec;
-    auto ep = stream_.socket().remote_endpoint(ec);
-    if (!ec) peer_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+  Session(Stream stream, std::shared_ptr<HttpServer::Impl> server, std::string peer, std::string client, int uid, int gid, bool tls)
+      : stream_(std::move(stream)), server_(std::move(server)), peer_(std::move(peer)), client_(std::move(client)), uid_(uid), gid_(gid), tls_(tls) {
+    admitted_ = server_->admit(client_);
   }
-  ~Session() { --server_->connections; }
+  ~Session() { server_->leave(client_); }
 
-  void start(bool over_capacity) {
-    if (over_capacity) {
+  void start() {
+    if constexpr (std::is_same_v<Stream, beast::ssl_stream<beast::tcp_stream>>) {
+      beast::get_lowest_layer(stream_).expires_after(std::chrono::seconds(10));
+      auto self = this->shared_from_this();
+      stream_.async_handshake(asio::ssl::stream_base::server, [self](beast::error_code ec) {
+        if (ec) return;  // not TLS, or a bad client: the socket closes with the session
+        self->begin();
+      });
+    } else {
+      begin();
+    }
+  }
+
+ private:
+  void begin() {
+    if (!admitted_) {
       HttpResponse r{503, "application/json", R"({"error":"too many connections"})", {}};
       send(r, false);
       return;
@@ -70,20 +102,19 @@ class Session : public std::enable_shared_from_this<Session> {
     read();
   }
 
- private:
   void read() {
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(server_->limits.max_header_bytes));
     parser_->body_limit(server_->limits.max_body_bytes);
-    stream_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+    beast::get_lowest_layer(stream_).expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
         std::chrono::duration<double>(server_->limits.read_timeout_seconds)));
-    auto self = shared_from_this();
+    auto self = this->shared_from_this();
     http::async_read(stream_, buffer_, *parser_, [self](beast::error_code ec, std::size_t) { self->on_read(ec); });
   }
 
   void on_read(beast::error_code ec) {
     if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::operation_aborted ||
-        ec == asio::error::connection_reset || ec == asio::error::eof)
+        ec == asio::error::connection_reset || ec == asio::error::eof || ec == asio::ssl::error::stream_truncated)
       return close();
     if (ec == http::error::header_limit) return send({431, "application/json", R"({"error":"request headers too large"})", {}}, false);
     if (ec == http::error::body_limit) return send({413, "application/json", R"({"error":"request body too large"})", {}}, false);
@@ -103,9 +134,12 @@ class Session : public std::enable_shared_from_this<Session> {
     if (auto it = req.find(http::field::authorization); it != req.end()) r.authorization = std::string(it->value());
     r.body = std::move(req.body());
     r.peer = peer_;
+    r.peer_uid = uid_;
+    r.peer_gid = gid_;
+    r.tls = tls_;
     bool keep = req.keep_alive();
     // No read is pending until the answer is sent, so a pipelined request waits its turn.
-    auto self = shared_from_this();
+    auto self = this->shared_from_this();
     auto answered = std::make_shared<std::atomic<bool>>(false);
     HttpServer::Respond respond = [self, keep, answered](HttpResponse resp) {
       if (answered->exchange(true)) return;
@@ -113,7 +147,7 @@ class Session : public std::enable_shared_from_this<Session> {
     };
     try {
       server_->handler(r, respond);
-    } catch (const std::exception& e) {
+    } catch (const std::exception&) {
       respond({500, "application/json", std::string(R"({"error":"internal error"})"), {}});
     }
   }
@@ -127,8 +161,8 @@ class Session : public std::enable_shared_from_this<Session> {
     res->keep_alive(keep_alive);
     res->body() = r.body;
     res->prepare_payload();
-    stream_.expires_after(std::chrono::seconds(30));
-    auto self = shared_from_this();
+    beast::get_lowest_layer(stream_).expires_after(std::chrono::seconds(30));
+    auto self = this->shared_from_this();
     http::async_write(stream_, *res, [self, res, keep_alive](beast::error_code ec, std::size_t) {
       if (ec || !keep_alive) return self->close();
       self->read();
@@ -137,22 +171,65 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void close() {
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
-    stream_.socket().close(ec);
+    auto& socket = beast::get_lowest_layer(stream_).socket();
+    socket.shutdown(asio::socket_base::shutdown_send, ec);
+    socket.close(ec);
   }
 
-  beast::tcp_stream stream_;
+  Stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::shared_ptr<HttpServer::Impl> server_;
-  std::string peer_;
+  std::string peer_, client_;
+  int uid_ = -1, gid_ = -1;
+  bool tls_ = false;
+  bool admitted_ = true;
 };
 
 }  // namespace
 
-void HttpServer::Impl::start_session(tcp::socket socket) {
-  bool over = connections >= limits.max_connections;
-  std::make_shared<Session>(std::move(socket), shared_from_this())->start(over);
+void HttpServer::Impl::accept() {
+  auto self = shared_from_this();
+  acceptor.async_accept([self](beast::error_code ec, tcp::socket socket) {
+    if (self->stopped) return;
+    if (!ec) {
+      beast::error_code pe;
+      auto ep = socket.remote_endpoint(pe);
+      const std::string address = pe ? "?" : ep.address().to_string();
+      const std::string peer = pe ? "?" : address + ":" + std::to_string(ep.port());
+      // A local client is counted by its user (every local user comes from 127.0.0.1), another by its address.
+      std::string client = address;
+      if (!pe && ep.address().is_loopback())
+        if (int uid = loopback_peer_uid(socket.local_endpoint(pe), ep); uid >= 0) client = "uid:" + std::to_string(uid);
+      if (self->tls)
+        std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(
+            beast::ssl_stream<beast::tcp_stream>(beast::tcp_stream(std::move(socket)), *self->tls), self, peer, client, -1, -1, true)
+            ->start();
+      else
+        std::make_shared<Session<beast::tcp_stream>>(beast::tcp_stream(std::move(socket)), self, peer, client, -1, -1, false)->start();
+    }
+    self->accept();
+  });
+}
+
+void HttpServer::Impl::accept_unix() {
+  auto self = shared_from_this();
+  unix_acceptor.async_accept([self](beast::error_code ec, unix_socket::socket socket) {
+    if (self->stopped) return;
+    if (!ec) {
+      // Who connected, from the kernel (SO_PEERCRED): the uid a permission is decided by.
+      ucred cred{};
+      socklen_t len = sizeof(cred);
+      if (::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+        const std::string who = "unix:uid=" + std::to_string(cred.uid);
+        std::make_shared<Session<beast::basic_stream<unix_socket>>>(beast::basic_stream<unix_socket>(std::move(socket)), self, who,
+                                                                    "uid:" + std::to_string(cred.uid),
+                                                                    static_cast<int>(cred.uid), static_cast<int>(cred.gid), false)
+            ->start();
+      }
+    }
+    self->accept_unix();
+  });
 }
 
 HttpServer::HttpServer(asio::io_context& io, Handler handler, HttpLimits limits)
@@ -160,10 +237,20 @@ HttpServer::HttpServer(asio::io_context& io, Handler handler, HttpLimits limits)
 
 HttpServer::~HttpServer() { stop(); }
 
-std::string HttpServer::listen(const std::string& address, unsigned short port) {
+std::string HttpServer::listen(const std::string& address, unsigned short port, const TlsFiles& tls) {
   beast::error_code ec;
   auto addr = asio::ip::make_address(address, ec);
   if (ec) return "bad listen address '" + address + "': " + ec.message();
+  if (tls.enabled()) {
+    auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+    ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 | asio::ssl::context::no_sslv3 |
+                     asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1 | asio::ssl::context::single_dh_use);
+    ctx->use_certificate_chain_file(tls.cert, ec);
+    if (ec) return "tls: cannot use the certificate " + tls.cert + ": " + ec.message();
+    ctx->use_private_key_file(tls.key, asio::ssl::context::pem, ec);
+    if (ec) return "tls: cannot use the key " + tls.key + ": " + ec.message();
+    impl_->tls = std::move(ctx);
+  }
   tcp::endpoint ep(addr, port);
   impl_->acceptor.open(ep.protocol(), ec);
   if (!ec) impl_->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
@@ -174,9 +261,35 @@ std::string HttpServer::listen(const std::string& address, unsigned short port) 
   return "";
 }
 
+std::string HttpServer::listen_unix(const std::string& path, unsigned mode) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) return "cannot listen on " + path + ": it exists and is not a socket";
+    ::unlink(path.c_str());  // an old daemon's
+  }
+  beast::error_code ec;
+  unix_socket::endpoint ep(path);
+  impl_->unix_acceptor.open(ep.protocol(), ec);
+  if (!ec) impl_->unix_acceptor.bind(ep, ec);
+  if (!ec && ::chmod(path.c_str(), mode) != 0) ec = beast::error_code(errno, boost::system::system_category());
+  if (!ec) impl_->unix_acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return "cannot listen on " + path + ": " + ec.message();
+  impl_->unix_path = path;
+  impl_->accept_unix();
+  return "";
+}
+
 unsigned short HttpServer::port() const {
   beast::error_code ec;
   return impl_->acceptor.local_endpoint(ec).port();
+}
+
+std::string HttpServer::bound() const {
+  beast::error_code ec;
+  auto ep = impl_->acceptor.local_endpoint(ec);
+  if (ec) return "";
+  std::string a = ep.address().to_string();
+  return (ep.address().is_v6() ? "[" + a + "]" : a) + ":" + std::to_string(ep.port());
 }
 
 void HttpServer::stop() {
@@ -184,6 +297,8 @@ void HttpServer::stop() {
   impl_->stopped = true;
   beast::error_code ec;
   impl_->acceptor.close(ec);
+  impl_->unix_acceptor.close(ec);
+  if (!impl_->unix_path.empty()) ::unlink(impl_->unix_path.c_str());
 }
 
 std::size_t HttpServer::open_connections() const { return impl_->connections; }

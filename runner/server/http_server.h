@@ -5,6 +5,7 @@
 // headers one byte a second is dropped when it passes, without holding anyone else up), caps on header and
 // body size (431/413), a cap on open connections (503 past it), and 400 for anything that does not parse.
 // What a request means is the handler's business (server/api.cpp); it may answer later, from another thread.
+// It listens on TCP (optionally TLS) and, for local clients whose uid is to be known, on a Unix socket.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -27,7 +28,10 @@ struct HttpRequest {
   std::map<std::string, std::string> query;  // decoded; a repeated key keeps its last value
   std::string authorization;
   std::string body;
-  std::string peer;
+  std::string peer;        // ADDRESS:PORT, or "unix:uid=N" over the Unix socket
+  int peer_uid = -1;       // over the Unix socket: the client's uid (SO_PEERCRED); -1 over TCP
+  int peer_gid = -1;
+  bool tls = false;        // it came over TLS
 };
 
 struct HttpResponse {
@@ -42,6 +46,15 @@ struct HttpLimits {
   std::size_t max_body_bytes = 1024 * 1024;
   double read_timeout_seconds = 10;  // whole request, headers and body
   std::size_t max_connections = 512;
+  /// Open connections one client may hold (one address over TCP, one uid over the Unix socket): a local user
+  /// opening hundreds must not make everyone else's requests answer 503.
+  std::size_t max_connections_per_client = 64;
+};
+
+/// TLS for a listener that is not on loopback: a PEM certificate chain and its private key.
+struct TlsFiles {
+  std::string cert, key;
+  bool enabled() const { return !cert.empty(); }
 };
 
 class HttpServer {
@@ -52,9 +65,15 @@ class HttpServer {
   using Handler = std::function<void(const HttpRequest&, Respond)>;
   HttpServer(boost::asio::io_context& io, Handler handler, HttpLimits limits = {});
   ~HttpServer();
-  /// Binds and listens. Returns "" or the error. `port` 0 picks a free port (see port()).
-  std::string listen(const std::string& address, unsigned short port);
+  /// Binds and listens. Returns "" or the error. `port` 0 picks a free port (see port()). With `tls`, every
+  /// connection is TLS (the certificate and key are read now; an error names the file).
+  std::string listen(const std::string& address, unsigned short port, const TlsFiles& tls = {});
+  /// Also listens on a Unix socket at `path` (made with `mode`; an old socket file there is replaced, anything
+  /// else refused): each request carries its client's uid and gid.
+  std::string listen_unix(const std::string& path, unsigned mode);
   unsigned short port() const;
+  /// ADDRESS:PORT it is bound to (a port of 0 resolved).
+  std::string bound() const;
   void stop();
   std::size_t open_connections() const;
 

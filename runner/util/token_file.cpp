@@ -1,6 +1,9 @@
 #include "util/token_file.h"
 
+#include <sys/stat.h>
+
 #include <cctype>
+#include <cstdio>
 
 #include "util/regular_file.h"
 
@@ -27,6 +30,19 @@ std::string read_token_file(const std::string& path, std::string& error) {
     return "";
   }
   return t;
+}
+
+std::string read_private_token_file(const std::string& path, std::string& error) {
+  std::string token = read_token_file(path, error);
+  if (token.empty()) return "";
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO))) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    error = "token file " + path + " can be read by other users (mode " + mode + "): chmod 0600 it, and rotate the token";
+    return "";
+  }
+  return token;
 }
 
 }  // namespace pto

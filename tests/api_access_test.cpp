@@ -1,0 +1,118 @@
+// Who may read and over what (SPEC: Who may do what through the API): beyond loopback every GET needs a token
+// and the listener TLS or an explicit insecure-listen; token files readable by others are refused; one
+// client's connections are capped so another's requests are still answered; the log names the address bound.
+#include <catch2/catch.hpp>
+
+#include "served_daemon.h"
+
+using namespace pto::test;
+
+namespace {
+
+void private_file(const TempDir& d, const std::string& rel, const std::string& text) {
+  d.write(rel, text);
+  fs::permissions(d.path() / rel, fs::perms::owner_read | fs::perms::owner_write);
+}
+
+CommandResult serve_once(const TempDir& d, const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"serve", "--root", d.str(), "--state-dir", (d.path() / "state").string(), "--lock-dir",
+                                   (d.path() / "locks").string(), "--devices", "1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return run_cli(args);
+}
+
+}  // namespace
+
+TEST_CASE("api access: a listen beyond loopback needs tls or insecure-listen, token files others can read are "
+          "refused, exit 2", "[api]") {
+  TempDir d;
+  write_project(d, {{"a.yml", "name: a\nsteps:\n  - run: 'true'\n"}});
+  CommandResult open = serve_once(d, {"--listen", "0.0.0.0:0"});
+  CHECK(open.exit_code == 2);
+  CHECK(open.err.find("listen 0.0.0.0:0 is not loopback: give tls: {cert, key} in runner.yml, or insecure-listen: true") != std::string::npos);
+  d.write("loose-token", "0123456789abcdef0123456789abcdef\n");  // 0644
+  CommandResult loose = serve_once(d, {"--listen", "127.0.0.1:0", "--token-file", (d.path() / "loose-token").string()});
+  CHECK(loose.exit_code == 2);
+  CHECK(loose.err.find("loose-token can be read by other users (mode 0644)") != std::string::npos);
+}
+
+TEST_CASE("api access: beyond loopback an unauthenticated GET is 401, the read token reads and cannot write, and the "
+          "log names the address really bound", "[api]") {
+  Served s;
+  private_file(s.dir, "read-token", "reader-reader-reader-reader\n");
+  s.dir.write("runner.yml", "insecure-listen: true\nread-token-file: read-token\n");
+  write_project(s.dir, {{"a.yml", "name: a\nsteps:\n  - run: 'true'\n"}});
+  s.listen = "0.0.0.0:0";
+  s.start();
+  const std::string said = read_file(s.proc.out) + read_file(s.proc.err);
+  CHECK(said.find("listening on http://0.0.0.0:") != std::string::npos);
+  CHECK(said.find("insecure-listen: serving plain HTTP on 0.0.0.0:") != std::string::npos);
+  for (const char* path : {"/api/v1/status", "/api/v1/runs", "/metrics", "/"})
+    CHECK(pto::api_request("GET", s.url(path)).status == 401);
+  CHECK(pto::api_request("GET", s.url("/healthz")).status == 200);  // probes need nothing
+  CHECK(pto::api_request("GET", s.url("/api/v1/status"), "reader-reader-reader-reader").status == 200);
+  CHECK(pto::api_request("GET", s.url("/api/v1/status"), s.token).status == 200);
+  CHECK(s.post("/api/v1/runs", json::object(), "reader-reader-reader-reader").status == 401);
+  CHECK(s.post("/api/v1/runs", json::object()).status == 201);
+}
+
+TEST_CASE("api access: tls: {cert, key} serves HTTPS only", "[api]") {
+  if (sh("command -v openssl >/dev/null && command -v curl >/dev/null") != 0) {
+    WARN("SKIPPED: openssl and curl are needed to make and test a certificate");
+    return;
+  }
+  Served s;
+  REQUIRE(sh("cd " + s.dir.str() + " && openssl req -x509 -newkey rsa:2048 -nodes -keyout key.pem -out cert.pem -days 1 "
+             "-subj /CN=localhost >/dev/null 2>&1") == 0);
+  s.dir.write("runner.yml", "tls: {cert: cert.pem, key: key.pem}\n");
+  write_project(s.dir, {{"a.yml", "name: a\nsteps:\n  - run: 'true'\n"}});
+  s.listen = "0.0.0.0:0";
+  s.scheme = "https";
+  s.start();
+  std::string out;
+  CHECK(sh("curl -sk https://127.0.0.1:" + std::to_string(s.port) + "/healthz", &out) == 0);
+  CHECK(out == "ok\n");
+  CHECK(sh("curl -s --max-time 5 http://127.0.0.1:" + std::to_string(s.port) + "/healthz", &out) != 0);
+  // Reads beyond loopback need a token, over TLS too.
+  CHECK(sh("curl -sk -o /dev/null -w '%{http_code}' https://127.0.0.1:" + std::to_string(s.port) + "/api/v1/status", &out) == 0);
+  CHECK(out == "401");
+  CHECK(sh("curl -sk -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer " + s.token + "' https://127.0.0.1:" +
+               std::to_string(s.port) + "/api/v1/status", &out) == 0);
+  CHECK(out == "200");
+}
+
+TEST_CASE("api access: one local user holding max-connections-per-client connections is answered 503 on the next, "
+          "while another user is still served", "[api]") {
+  if (::geteuid() != 0) {
+    WARN("SKIPPED: a second local user needs root");
+    return;
+  }
+  Served s;
+  s.dir.write("runner.yml", "max-connections-per-client: 8\n");
+  write_project(s.dir, {{"a.yml", "name: a\nsteps:\n  - run: 'true'\n"}});
+  s.start();
+  std::string out;
+  // 8 idle connections of this user (root); its 9th gets 503; user nobody, from the same 127.0.0.1, gets 200.
+  REQUIRE(sh("python3 - <<'EOF'\n"
+             "import os, socket\n"
+             "port = " + std::to_string(s.port) + "\n"
+             "held = [socket.create_connection(('127.0.0.1', port)) for _ in range(8)]\n"
+             "def get():\n"
+             "    c = socket.create_connection(('127.0.0.1', port))\n"
+             "    c.sendall(b'GET /healthz HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n')\n"
+             "    data = b''\n"
+             "    while True:\n"
+             "        b = c.recv(4096)\n"
+             "        if not b: break\n"
+             "        data += b\n"
+             "    return data.split(b' ')[1].decode()\n"
+             "mine = get()\n"
+             "r, w = os.pipe()\n"
+             "if os.fork() == 0:\n"
+             "    os.setgid(65534); os.setuid(65534)\n"
+             "    os.write(w, get().encode()); os._exit(0)\n"
+             "os.wait()\n"
+             "print(mine, os.read(r, 16).decode())\n"
+             "EOF", &out) == 0);
+  CHECK(out == "503 200\n");
+}
