@@ -1,6 +1,8 @@
 #include <filesystem>
 #include <functional>
 #include <fstream>
+#include <pwd.h>
+
 #include <iostream>
 
 #include "commands/commands.h"
@@ -16,7 +18,7 @@ namespace pto {
 namespace {
 
 struct ToolchainOpts {
-  std::string arch, cache_dir, mirror, output_env;
+  std::string arch, cache_dir, mirror, output_env, smoke_as;
 };
 
 // Reads only what the lead job needs (versions.env, ptoas.yml, runner.yml): a broken job file elsewhere must
@@ -43,6 +45,14 @@ bool load_request(const CommonOptions& common, const ToolchainOpts& o, Toolchain
   req.mirror = o.mirror.empty() ? runner.toolchain_mirror : o.mirror;
   if (req.mirror.find("://") == std::string::npos) req.mirror = resolve_under_root(common.load.root, req.mirror);
   req.log = [](const std::string& s) { std::cerr << "toolchain: " << s << "\n"; };
+  if (!o.smoke_as.empty()) {
+    const passwd* pw = ::getpwnam(o.smoke_as.c_str());
+    if (!pw) {
+      std::cerr << "pto-runner toolchain: --smoke-as " << o.smoke_as << ": no such user\n";
+      return false;
+    }
+    req.smoke_as = RunAs{o.smoke_as, pw->pw_uid, pw->pw_gid, {}};
+  }
   return true;
 }
 
@@ -79,6 +89,8 @@ void register_toolchain_command(CLI::App& app, CommonOptions& common, int& exit_
     sub->add_option("--arch", o->arch, "x86_64 or aarch64 (default: uname -m)");
     sub->add_option("--cache-dir", o->cache_dir, "Download and install cache (default: runner.yml cache-dir)");
     sub->add_option("--mirror", o->mirror, "Directory or file:// URL holding {version}/{artifact}, tried first");
+    sub->add_option("--smoke-as", o->smoke_as, "Run the smoke check (what was downloaded, run first) as this user (a daemon passes "
+                                               "the run's sandbox user)");
   };
   // setup, verify and locate differ only in what they do once the request is loaded.
   auto with_request = [o, &common, &exit_code](std::function<int(const ToolchainRequest&)> act) {

@@ -347,7 +347,7 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
   l.command = ps.run;
   if (ps.kind == StepKind::ToolchainSetup)
     l.command = shell_quote(opts_.self_exe) + " --root " + shell_quote(opts_.root) + " toolchain setup " + opts_.toolchain_args +
-                " --output-env \"$PTO_RUNNER_OUTPUT_ENV\"";
+                (opts_.run_as ? " --smoke-as " + shell_quote(opts_.run_as->name) : "") + " --output-env \"$PTO_RUNNER_OUTPUT_ENV\"";
   l.shell = ps.shell;
   fs::path wd = ps.working_directory.empty() ? fs::path(opts_.root) : fs::path(opts_.root) / ps.working_directory;
   l.working_directory = wd.lexically_normal().string();
@@ -374,6 +374,16 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
   };
   l.devices = ps.devices;
   l.device_type = ps.device_type;
+  if (opts_.run_as && ps.kind != StepKind::ToolchainSetup) {
+    // The pull request's code: as the run's own user, in limits it cannot raise, opening its cards only.
+    l.run_as = opts_.run_as;
+    l.limits = opts_.limits;
+    for (int card : cards)
+      for (std::string f : opts_.card_files) {
+        for (std::size_t p; (p = f.find("{id}")) != std::string::npos;) f.replace(p, 4, std::to_string(card));
+        l.card_files.push_back(f);
+      }
+  }
   if (exec.places(l)) {
     // Slurm picks the node and the cards: the step waits in Slurm's queue (with Slurm's reason) and starts
     // when the executor says where. Its three clocks go to the executor: timeout-minutes (what is left) from
@@ -466,7 +476,7 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
   sr.exit_code = o.exit_code;
   sr.signal = o.signal;
   sr.timed_out = o.timed_out;
-  sr.error = o.error;
+  sr.error = !o.limit_reached.empty() ? o.limit_reached : o.error;
   const double ended = now();
   // A step still in the cluster's queue (never placed) ran nowhere.
   if (sr.started_at >= 0 && sr.state == StepState::Running) sr.intervals.push_back({sr.started_at, ended, sr.cards, sr.attempt});
@@ -485,7 +495,7 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
   // Cards the executor placed the step on (Slurm) were never the broker's to give back.
   std::vector<int> cards = sr.executor_job.empty() ? sr.cards : std::vector<int>{};
   const bool cancelled = o.cancelled || (jr.cancelled && !o.timed_out) || run_.cancelled;
-  const bool retriable = !o.ok() && !cancelled && !o.timed_out && o.error.empty() && sr.attempt <= ps.retry.max &&
+  const bool retriable = !o.ok() && !cancelled && !o.timed_out && o.error.empty() && o.limit_reached.empty() && sr.attempt <= ps.retry.max &&
                          (ps.retry.on_exit_codes.empty() ||
                           std::count(ps.retry.on_exit_codes.begin(), ps.retry.on_exit_codes.end(), o.exit_code));
   if (retriable) {
@@ -501,6 +511,7 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
   // fails the step.
   std::string file_error;
   if (o.error.empty() && !flow_.take_step_files(j, s, file_error)) sr.error = file_error;
+  if (!o.limit_reached.empty()) sr.error = o.limit_reached;
   StepState to;
   if (o.ok() && sr.error.empty()) {
     to = StepState::Succeeded;

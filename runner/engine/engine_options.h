@@ -5,9 +5,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
+#include <vector>
 #include <string>
 
 #include "config/runner_config.h"
+#include "exec/run_as.h"
+#include "exec/step_limits.h"
 
 namespace pto {
 
@@ -29,6 +33,12 @@ struct EngineOptions {
   std::string self_exe;                         // for the lead job's `pto-runner toolchain setup`
   std::string toolchain_args;                   // its host settings (--cache-dir, --mirror); --root is `root`
   HealthConfig health;
+  /// The run's sandbox user (a daemon's, sandbox/sandbox_pool): every step runs as it, within `limits`, able to
+  /// open its own cards' files only (`card_files`, {id} their id). The lead job runs as the daemon, its smoke
+  /// check as this user. Unset: steps run as whoever runs pto-runner.
+  std::optional<RunAs> run_as;
+  StepLimits::Spec limits;
+  std::vector<std::string> card_files;
   /// The run's secrets (their values masked in every log, summary and output; steps add with ::add-mask::).
   /// Null: the engine makes an empty one (a step may still add masks).
   std::shared_ptr<SecretMask> mask;

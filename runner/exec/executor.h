@@ -7,9 +7,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "exec/run_as.h"
+#include "exec/step_limits.h"
 
 namespace boost::asio {
 class io_context;
@@ -43,6 +47,13 @@ struct StepLaunch {
   std::uint64_t log_max_bytes = 0;
   /// Called with each complete output line (stdout and stderr merged), for the console.
   std::function<void(std::string_view)> on_line;
+  /// The run's sandbox user: the step runs as it (exec/spawn_process), never as the daemon. Unset: as the daemon.
+  std::optional<RunAs> run_as;
+  /// Files the step's user may open while it runs (its cards' device files: exec/card_access); granted
+  /// before it starts, taken away once every process of it is gone.
+  std::vector<std::string> card_files;
+  /// pids-max and memory-max of its cgroup (exec/step_limits).
+  StepLimits::Spec limits;
   /// The run's secrets: output is masked line by line before it reaches the log or on_line, and a line
   /// `::add-mask::VALUE` adds VALUE (util/secret_mask). Null: output as it comes.
   std::shared_ptr<SecretMask> mask;
@@ -70,8 +81,9 @@ struct StepOutcome {
   std::string error;  // the process could not be started
   std::string log_error;  // its log could not be written (disk full, I/O error): the output is lost from there
   std::string survivors;  // processes of the step outlived SIGKILL (uninterruptible sleep): the host's problem
+  std::string limit_reached;  // it ran into pids-max or memory-max (exec/step_limits): it fails, with this reason
   int pid = 0;
-  bool ok() const { return exit_code == 0 && signal == 0 && !timed_out && !cancelled && error.empty(); }
+  bool ok() const { return exit_code == 0 && signal == 0 && !timed_out && !cancelled && error.empty() && limit_reached.empty(); }
 };
 
 constexpr std::uint64_t kLogTailBytes = 1 << 20;

@@ -21,6 +21,7 @@
 #include <map>
 #include <utility>
 
+#include "exec/card_access.h"
 #include "exec/cgroup_tree.h"
 #include "exec/child_reaper.h"
 #include "exec/executor.h"
@@ -65,19 +66,37 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
     int err = 0;
     cgroup_ = CgroupTree::instance().make_child();
     const std::string cwd = launch_.working_directory.empty() ? "." : launch_.working_directory;
+    SpawnSpec spec{argv, env, cwd, fds[1], cgroup_};
+    spec.run_as = launch_.run_as;
+    if (launch_.limits.any()) {
+      limits_ = StepLimits::make(launch_.limits, cgroup_);
+      spec.also_join = limits_->join();
+      // No pids controller here: its own uid per run makes RLIMIT_NPROC the run's process cap.
+      if (launch_.run_as && launch_.limits.pids_max && limits_->unplaced().find("pids-max") != std::string::npos)
+        spec.max_processes = launch_.limits.pids_max;
+    }
+    // Its cards' files are its user's to open while it runs (and no other card's).
+    if (launch_.run_as && !launch_.card_files.empty())
+      if (std::string e = grant_file_access(launch_.card_files, launch_.run_as->uid); !e.empty()) {
+        ::close(fds[1]);
+        CgroupTree::instance().recycle(cgroup_);
+        cgroup_.clear();
+        return fail_to_start("cannot give the step its cards' files: " + e);
+      }
     pid_t pid = -1;
     {
       // Registered before the orphan reaper can look: it never waits for a child someone owns.
       std::lock_guard<std::mutex> g(owned_children::lock());
-      pid = spawn_process({argv, env, cwd, fds[1], cgroup_}, err);
+      pid = spawn_process(spec, err);
       if (pid > 0) owned_children::add(pid);
     }
     ::close(fds[1]);
     if (pid < 0) {
       CgroupTree::instance().recycle(cgroup_);
       cgroup_.clear();
-      return fail_to_start("cannot start " + std::string(exe) + " in '" + launch_.working_directory +
-                           "': " + std::strerror(err));
+      revoke_cards();
+      return fail_to_start("cannot start " + std::string(exe) + " in '" + launch_.working_directory + "'" +
+                           (launch_.run_as ? " as " + launch_.run_as->name : "") + ": " + std::strerror(err));
     }
 
     process_.emplace(io_.get_executor(), pid);
@@ -330,10 +349,25 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
     if (exited_ && swept_ && pipe_eof_) finish();
   }
 
+  void revoke_cards() {
+    if (launch_.run_as && !launch_.card_files.empty()) revoke_file_access(launch_.card_files, launch_.run_as->uid);
+  }
+
   void finish() {
     if (finished_) return;
     finished_ = true;
     eof_wait_.cancel();
+    // Every process of it is gone (finish waits for that): its cards' files are closed to its user again, and
+    // what it ran into said. The limit cgroups go with the step.
+    revoke_cards();
+    if (limits_) {
+      if (std::string why = limits_->exceeded(); !why.empty()) {
+        outcome_.limit_reached = why;
+        if (std::FILE* f = log()) std::fprintf(f, "%spto-runner: %s\n", log_ends_line_ ? "" : "\n", why.c_str());
+        log_ends_line_ = true;
+      }
+      limits_.reset();
+    }
     flush_partial_line();  // what was held back for take_line or the console goes out before the log closes
     flush_tail();
     // A step that failed always leaves a log naming how it ended (the console and the API point at it).
@@ -361,6 +395,7 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
   asio::readable_pipe pipe_;
   asio::steady_timer timeout_, grace_, eof_wait_, cgroup_wait_;
   std::string cgroup_;  // this step's cgroup (exec/cgroup_tree), "" where containment is group + sweep
+  std::unique_ptr<StepLimits> limits_;  // its pids-max and memory-max, when set
   std::array<char, 16384> buf_{};
   std::string partial_;
   std::string unmasked_;  // with a mask: output since the last newline

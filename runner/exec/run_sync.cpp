@@ -10,7 +10,7 @@
 namespace pto {
 
 SyncResult run_sync(const std::vector<std::string>& argv, const std::vector<std::string>& env, double timeout_seconds,
-                    const std::string& log_path) {
+                    const std::string& log_path, const std::optional<RunAs>& run_as) {
   boost::asio::io_context io;
   auto exec = make_local_executor(io);
   SyncResult r;
@@ -22,6 +22,8 @@ SyncResult run_sync(const std::vector<std::string>& argv, const std::vector<std:
   l.marker = "sync-" + std::to_string(getpid()) + "-" + random_hex(8);
   l.timeout_seconds = timeout_seconds;
   l.grace_seconds = 5;
+  l.run_as = run_as;
+  if (run_as) l.working_directory = "/";
   l.on_line = [&](std::string_view line) {
     if (r.output.size() < (1 << 20)) r.output.append(line).push_back('\n');
   };

@@ -3,6 +3,9 @@
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <linux/sched.h>
+#include <grp.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <pthread.h>
 #include <signal.h>
@@ -10,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <memory>
 
@@ -61,7 +65,8 @@ pid_t spawn_plain(const std::vector<std::string>& argv, const std::vector<std::s
 /// the parent thread is not always scheduled before bash runs its command.) Returns -1 with `error` set when
 /// the cgroup cannot be entered or the exec fails.
 pid_t spawn_in_cgroup(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& cwd,
-                      int out_fd, const std::string& cgroup, int& error) {
+                      int out_fd, const std::string& cgroup, const std::vector<std::string>& also_join,
+                      const std::optional<RunAs>& run_as, unsigned long max_processes, int& error) {
   // Everything the child needs is made before vfork: it may only make system calls.
   std::vector<char*> cargv, cenv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
@@ -69,12 +74,34 @@ pid_t spawn_in_cgroup(const std::vector<std::string>& argv, const std::vector<st
   for (const auto& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
   cenv.push_back(nullptr);
   const std::string procs = cgroup + "/cgroup.procs";
-  int procs_fd = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);
-  int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (procs_fd < 0 || null_fd < 0) {
-    error = errno;
+  // Held in memory the vfork child reads (not in registers a vfork could clobber).
+  struct Plan {
+    int procs_fd;
+    int null_fd;
+    uid_t uid;
+    gid_t gid;
+    bool drop;
+  };
+  const std::vector<gid_t> groups = run_as ? run_as->groups : std::vector<gid_t>{};
+  auto plan = std::make_unique<Plan>(Plan{cgroup.empty() ? -2 : ::open(procs.c_str(), O_WRONLY | O_CLOEXEC),
+                                          ::open("/dev/null", O_RDONLY | O_CLOEXEC), run_as ? run_as->uid : 0,
+                                          run_as ? run_as->gid : 0, run_as.has_value()});
+  const int& procs_fd = plan->procs_fd;
+  const int& null_fd = plan->null_fd;
+  const uid_t& uid = plan->uid;
+  const gid_t& gid = plan->gid;
+  const bool& drop = plan->drop;
+  std::vector<int> also_fds;
+  for (const auto& dir : also_join) also_fds.push_back(::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+  auto close_all = [&] {
     if (procs_fd >= 0) ::close(procs_fd);
     if (null_fd >= 0) ::close(null_fd);
+    for (int fd : also_fds)
+      if (fd >= 0) ::close(fd);
+  };
+  if (procs_fd == -1 || null_fd < 0 || std::count(also_fds.begin(), also_fds.end(), -1)) {
+    error = errno;
+    close_all();
     return -1;
   }
   struct Shared {
@@ -98,11 +125,28 @@ pid_t spawn_in_cgroup(const std::vector<std::string>& argv, const std::vector<st
     do digits[n++] = static_cast<char>('0' + me % 10), me /= 10;
     while (me > 0);
     for (int i = 0; i < n; ++i) sh->pid_text[i] = digits[n - 1 - i];
-    if (::write(procs_fd, sh->pid_text, static_cast<std::size_t>(n)) != n) {
+    if (procs_fd >= 0 && ::write(procs_fd, sh->pid_text, static_cast<std::size_t>(n)) != n) {
       sh->child_errno = errno ? errno : EIO;
       ::_exit(127);
     }
+    for (int fd : also_fds)
+      if (::write(fd, sh->pid_text, static_cast<std::size_t>(n)) != n) {
+        sh->child_errno = errno ? errno : EIO;
+        ::_exit(127);
+      }
     ::setpgid(0, 0);
+    if (max_processes) {
+      rlimit lim{max_processes, max_processes};
+      ::setrlimit(RLIMIT_NPROC, &lim);
+    }
+    // Root no more: the run's own user, its groups, and nothing a setuid program could give back. (In the
+    // cgroup first: a user cannot move itself there, and cannot leave it.) Raw system calls: glibc's wrappers
+    // would broadcast the change to every thread of the process, and this child shares the daemon's memory.
+    if (drop && (::syscall(SYS_setgroups, groups.size(), groups.data()) != 0 || ::syscall(SYS_setresgid, gid, gid, gid) != 0 ||
+                 ::syscall(SYS_setresuid, uid, uid, uid) != 0 || ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)) {
+      sh->child_errno = errno ? errno : EPERM;
+      ::_exit(127);
+    }
     if (out_fd >= 0) {
       ::dup2(null_fd, 0);
       ::dup2(out_fd, 1);
@@ -122,8 +166,7 @@ pid_t spawn_in_cgroup(const std::vector<std::string>& argv, const std::vector<st
   }
   int fork_errno = errno;
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  ::close(procs_fd);
-  ::close(null_fd);
+  close_all();
   if (pid < 0) {
     error = fork_errno;
     return -1;
@@ -216,13 +259,15 @@ pid_t spawn_cloned_into_cgroup(const std::vector<std::string>& argv, const std::
 
 pid_t spawn_process(const SpawnSpec& spec, int& error) {
   error = 0;
-  if (spec.cgroup.empty()) return spawn_plain(spec.argv, spec.env, spec.cwd, spec.out_fd, error);
-  if (spec.fork_into_cgroup) {
+  if (spec.cgroup.empty() && spec.also_join.empty() && !spec.run_as && !spec.max_processes)
+    return spawn_plain(spec.argv, spec.env, spec.cwd, spec.out_fd, error);
+  if (spec.fork_into_cgroup && !spec.cgroup.empty()) {
     pid_t pid = spawn_cloned_into_cgroup(spec.argv, spec.env, spec.cwd, spec.out_fd, spec.cgroup, error);
     if (pid >= 0 || (error != ENOSYS && error != EINVAL && error != E2BIG)) return pid;
     error = 0;  // a kernel without CLONE_INTO_CGROUP: move the child instead
   }
-  return spawn_in_cgroup(spec.argv, spec.env, spec.cwd, spec.out_fd, spec.cgroup, error);
+  return spawn_in_cgroup(spec.argv, spec.env, spec.cwd, spec.out_fd, spec.cgroup, spec.also_join, spec.run_as, spec.max_processes,
+                         error);
 }
 
 }  // namespace pto

@@ -5,8 +5,11 @@
 // client (a lease's command joins the cgroup the daemon made for the lease).
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "exec/run_as.h"
 
 namespace pto {
 
@@ -16,6 +19,7 @@ struct SpawnSpec {
   std::string cwd;                // "" keeps the caller's
   int out_fd = -1;                // stdout and stderr (stdin from /dev/null, fds >= 3 closed); -1 inherits stdio
   std::string cgroup;             // a cgroup v2 directory to enter before exec; "" for none
+  std::vector<std::string> also_join;  // more cgroup directories to enter (v1 pids, memory: exec/step_limits)
   /// The caller is a small process (the task-submit client): it forks straight into the cgroup with
   /// clone3(CLONE_INTO_CGROUP) instead of moving the child there. Moving a process between cgroups takes the
   /// kernel's cgroup threadgroup lock for writing, which waits for an RCU grace period when no migration
@@ -23,6 +27,12 @@ struct SpawnSpec {
   /// (bench/README.md, task-submit). Forking copies the caller's page tables, cheap only for a small process,
   /// so the daemon (which migrates often enough to keep that lock warm) moves its children instead.
   bool fork_into_cgroup = false;
+  /// The user it runs as (a run's sandbox user): dropped to after entering the cgroup and before chdir and
+  /// exec, with no_new_privs (no setuid program gives anything back). Needs root.
+  std::optional<RunAs> run_as;
+  /// RLIMIT_NPROC for it (0: unchanged): with a uid of its own per run, a cap on the run's processes where the
+  /// cgroup has no pids controller.
+  unsigned long max_processes = 0;
 };
 
 /// The child's pid, or -1 with `error` (an errno) when it could not be started (also when the cgroup could

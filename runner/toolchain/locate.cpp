@@ -42,11 +42,12 @@ LocateResult locate_executable(const std::string& root, const std::vector<std::s
 }
 
 SmokeResult smoke_check(const std::string& bin, const std::vector<std::string>& args,
-                        const std::string& version_number, const std::string& log_path) {
+                        const std::string& version_number, const std::string& log_path, const std::optional<RunAs>& run_as) {
   SmokeResult r;
   std::vector<std::string> argv = {bin};
   argv.insert(argv.end(), args.begin(), args.end());
-  SyncResult s = run_sync(argv, environment_list(), 120, log_path);
+  // The binary is the one the pin (the commit's versions.env) names: under a daemon it runs as the run's user.
+  SyncResult s = run_sync(argv, environment_list(), 120, log_path, run_as);
   r.output = s.output;
   std::string cmd;
   for (const auto& a : argv) cmd += (cmd.empty() ? "" : " ") + a;

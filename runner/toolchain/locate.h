@@ -5,8 +5,11 @@
 // first regular file with an execute bit wins; a directory of that name (v0.51-v0.54 ship a Python package
 // directory called `ptoas`) is skipped. There is never a PATH fallback: a PTOAS that is not the pinned one
 // must not be picked up by accident.
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "exec/run_as.h"
 
 namespace pto {
 
@@ -27,6 +30,7 @@ struct SmokeResult {
 
 /// Runs `bin args...`; it must exit 0, and print the pinned version number when one is given.
 SmokeResult smoke_check(const std::string& bin, const std::vector<std::string>& args,
-                        const std::string& version_number, const std::string& log_path);
+                        const std::string& version_number, const std::string& log_path,
+                        const std::optional<RunAs>& run_as = std::nullopt);
 
 }  // namespace pto

@@ -241,7 +241,8 @@ ToolchainState run(const ToolchainRequest& req, bool allow_fetch) {
       return c.fail(loc.error);
     }
     c.st.bin = loc.bin;
-    SmokeResult smoke = smoke_check(loc.bin, req.config.smoke, req.pin.version_number(), c.log_dir + "/smoke-" + c.key + ".log");
+    SmokeResult smoke = smoke_check(loc.bin, req.config.smoke, req.pin.version_number(), c.log_dir + "/smoke-" + c.key + ".log",
+                                    req.smoke_as);
     c.st.smoke_output = smoke.output;
     if (!smoke.ok) {
       if (attempt == 0 && allow_fetch && c.st.cache_hit) {

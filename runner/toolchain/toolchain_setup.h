@@ -9,12 +9,14 @@
 //   locks/<version>-<sha256[:12]>.lock   flock: concurrent setups of one pin take turns, the second one finds
 //                                        the first one's install
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "config/toolchain_config.h"
 #include "config/versions_env.h"
+#include "exec/run_as.h"
 
 namespace pto {
 
@@ -26,6 +28,8 @@ struct ToolchainRequest {
   std::string mirror;     // a directory or file:// URL holding {version}/{artifact}; may be empty
   bool allow_fetch = true;
   std::function<void(const std::string&)> log;  // progress lines for people
+  /// The run's sandbox user: the smoke check (the first thing to execute what was downloaded) runs as it.
+  std::optional<RunAs> smoke_as;
 };
 
 struct ToolchainState {

@@ -1,0 +1,172 @@
+#include "exec/step_limits.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+namespace pto {
+
+namespace {
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool write_text(const std::string& path, const std::string& text) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  return ok;
+}
+
+/// The counter `key` in a cgroup's "key value" lines file (pids.events, memory.events, memory.oom_control).
+std::uint64_t counter(const std::string& file, const std::string& key) {
+  std::istringstream in(read_all(file));
+  for (std::string k; in >> k;) {
+    std::uint64_t v = 0;
+    in >> v;
+    if (k == key) return v;
+  }
+  return 0;
+}
+
+struct Hierarchies {
+  std::string v2_root;            // our cgroup v2 tree, when its subtree has the controllers
+  bool v2_pids = false, v2_memory = false;
+  std::string v1_pids, v1_memory;  // this process's cgroup in each v1 hierarchy, when mounted and writable
+};
+
+/// This process's place in a v1 hierarchy of `controller`: mount point + its path there.
+std::string v1_place(const std::string& controller) {
+  std::string mount;
+  std::ifstream mi("/proc/self/mountinfo");
+  for (std::string line; std::getline(mi, line);) {
+    auto dash = line.find(" - ");
+    if (dash == std::string::npos || line.compare(dash + 3, 7, "cgroup ") != 0) continue;
+    std::string super = line.substr(line.rfind(' ') + 1);
+    std::istringstream opts(super);
+    bool has = false;
+    for (std::string o; std::getline(opts, o, ',');) has |= o == controller;
+    if (!has) continue;
+    std::istringstream fields(line.substr(0, dash));
+    std::string f;
+    for (int i = 0; i < 5 && fields >> f; ++i) mount = f;
+    break;
+  }
+  if (mount.empty()) return "";
+  std::ifstream cg("/proc/self/cgroup");
+  for (std::string line; std::getline(cg, line);) {
+    auto a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    std::istringstream names(line.substr(a + 1, b - a - 1));
+    for (std::string n; std::getline(names, n, ',');)
+      if (n == controller) {
+        std::string dir = mount + line.substr(b + 1) + "/pto-runner-" + std::to_string(::getpid());
+        if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return "";
+        return dir;
+      }
+  }
+  return "";
+}
+
+const Hierarchies& hierarchies(const std::string& any_v2_cgroup) {
+  static Hierarchies h;
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    if (!any_v2_cgroup.empty()) {
+      // Our tree's root (the step cgroup's parent) may hand pids and memory to its children when its own
+      // parent delegated them; it holds no process, so it may enable them for its subtree.
+      const std::string root = any_v2_cgroup.substr(0, any_v2_cgroup.rfind('/'));
+      const std::string have = read_all(root + "/cgroup.controllers");
+      auto has = [&](const char* c) { return (" " + have).find(std::string(" ") + c) != std::string::npos; };
+      if (has("pids") && write_text(root + "/cgroup.subtree_control", "+pids")) h.v2_pids = true;
+      if (has("memory") && write_text(root + "/cgroup.subtree_control", "+memory")) h.v2_memory = true;
+      h.v2_root = root;
+    }
+    if (!h.v2_pids) h.v1_pids = v1_place("pids");
+    if (!h.v2_memory) h.v1_memory = v1_place("memory");
+  });
+  return h;
+}
+
+std::atomic<unsigned> g_next{0};
+
+}  // namespace
+
+std::string format_bytes(std::uint64_t b) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (u < 4 && b >= 1024 && b % 1024 == 0) b /= 1024, ++u;
+  return std::to_string(b) + " " + units[u];
+}
+
+std::unique_ptr<StepLimits> StepLimits::make(const Spec& spec, const std::string& v2_cgroup) {
+  std::unique_ptr<StepLimits> l(new StepLimits());
+  l->spec_ = spec;
+  if (!spec.any()) return l;
+  const Hierarchies& h = hierarchies(v2_cgroup);
+  const std::string name = "step-" + std::to_string(++g_next);
+  auto v1_dir = [&](const std::string& base) -> std::string {
+    if (base.empty()) return "";
+    std::string dir = base + "/" + name;
+    if (::mkdir(dir.c_str(), 0755) != 0) return "";
+    l->made_.push_back(dir);
+    l->join_.push_back(dir);
+    return dir;
+  };
+  if (spec.pids_max) {
+    if (h.v2_pids && !v2_cgroup.empty()) {
+      l->pids_dir_ = v2_cgroup;
+    } else if (std::string d = v1_dir(h.v1_pids); !d.empty()) {
+      l->pids_dir_ = d;
+      l->pids_v1_ = true;
+    }
+    if (l->pids_dir_.empty() || !write_text(l->pids_dir_ + "/pids.max", std::to_string(spec.pids_max))) {
+      l->unplaced_ += "pids-max (no pids controller here) ";
+      l->pids_dir_.clear();
+    } else {
+      l->pids_events_at_start_ = counter(l->pids_dir_ + "/pids.events", "max");
+    }
+  }
+  if (spec.memory_max) {
+    if (h.v2_memory && !v2_cgroup.empty()) {
+      l->memory_dir_ = v2_cgroup;
+      if (!write_text(v2_cgroup + "/memory.max", std::to_string(spec.memory_max))) l->memory_dir_.clear();
+      else write_text(v2_cgroup + "/memory.swap.max", "0");  // over the limit is over it, not swapped out
+    } else if (std::string d = v1_dir(h.v1_memory); !d.empty()) {
+      l->memory_dir_ = d;
+      l->memory_v1_ = true;
+      if (!write_text(d + "/memory.limit_in_bytes", std::to_string(spec.memory_max))) l->memory_dir_.clear();
+    }
+    if (l->memory_dir_.empty()) l->unplaced_ += "memory-max (no memory controller here) ";
+    else l->oom_kills_at_start_ = counter(l->memory_dir_ + (l->memory_v1_ ? "/memory.oom_control" : "/memory.events"), "oom_kill");
+  }
+  while (!l->unplaced_.empty() && l->unplaced_.back() == ' ') l->unplaced_.pop_back();
+  return l;
+}
+
+std::string StepLimits::exceeded() const {
+  std::string why;
+  if (!pids_dir_.empty() && counter(pids_dir_ + "/pids.events", "max") > pids_events_at_start_)
+    why = "it reached pids-max (" + std::to_string(spec_.pids_max) + " processes): the kernel refused it a fork";
+  if (!memory_dir_.empty() &&
+      counter(memory_dir_ + (memory_v1_ ? "/memory.oom_control" : "/memory.events"), "oom_kill") > oom_kills_at_start_)
+    why += std::string(why.empty() ? "" : "; ") + "it reached memory-max (" + format_bytes(spec_.memory_max) +
+           "): the OOM killer ended a process of it";
+  return why;
+}
+
+StepLimits::~StepLimits() {
+  for (auto it = made_.rbegin(); it != made_.rend(); ++it) ::rmdir(it->c_str());
+}
+
+}  // namespace pto

@@ -1,0 +1,48 @@
+#pragma once
+// StepLimits: pids-max and memory-max of one step (runner.yml sandbox.pids-max, memory-max), in cgroups the
+// daemon owns, so a step can neither raise them nor leave them. In the step's own cgroup v2 where the
+// delegated tree has the pids and memory controllers (systemd's Delegate=yes); else in cgroups of the v1
+// pids and memory hierarchies made for the step beside it (hosts that mount those beside a controller-less
+// cgroup2, as the test machines here do). A limit is one the kernel enforces: fork fails past pids.max, the
+// OOM killer ends the step past memory.max; exceeded() says which, afterwards, from the cgroups' event counters.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace pto {
+
+class StepLimits {
+ public:
+  struct Spec {
+    std::uint64_t pids_max = 0;    // 0: none
+    std::uint64_t memory_max = 0;  // bytes; 0: none
+    bool any() const { return pids_max || memory_max; }
+  };
+  /// For a step whose cgroup v2 is `v2_cgroup` ("" without one). Never null; limits it could not place are
+  /// said by unplaced().
+  static std::unique_ptr<StepLimits> make(const Spec& spec, const std::string& v2_cgroup);
+  ~StepLimits();  // removes the cgroups it made (once the step's processes are gone)
+
+  /// Cgroup directories the step's first process joins besides its cgroup v2 (v1 pids, memory).
+  const std::vector<std::string>& join() const { return join_; }
+  /// The limits no controller here enforces ("" when all are placed), e.g. "memory-max (no memory controller)".
+  const std::string& unplaced() const { return unplaced_; }
+  /// What the step ran into, after it ended: "it reached pids-max (8192 processes): a fork was refused",
+  /// "it reached memory-max (64 GiB): the OOM killer ended a process of it"; "" when nothing.
+  std::string exceeded() const;
+
+ private:
+  StepLimits() = default;
+  Spec spec_;
+  std::string pids_dir_, memory_dir_;  // where each limit is (a v2 or v1 cgroup)
+  bool pids_v1_ = false, memory_v1_ = false;
+  std::uint64_t pids_events_at_start_ = 0, oom_kills_at_start_ = 0;
+  std::vector<std::string> join_, made_;
+  std::string unplaced_;
+};
+
+/// "64 GiB", "512 MiB": for messages.
+std::string format_bytes(std::uint64_t bytes);
+
+}  // namespace pto

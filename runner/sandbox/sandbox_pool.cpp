@@ -1,0 +1,117 @@
+#include "sandbox/sandbox_pool.h"
+
+#include <grp.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include "exec/run_sync.h"
+#include "util/process_env.h"
+
+namespace pto {
+
+SandboxPool::SandboxPool(const SandboxConfig& cfg) {
+  if (!cfg.enabled) {
+    why_not_ = "sandbox: off in runner.yml";
+    return;
+  }
+  if (::geteuid() != 0) {
+    why_not_ = "the daemon is not root (uid " + std::to_string(::geteuid()) + "): it cannot run steps as other users";
+    return;
+  }
+  std::vector<gid_t> extra;
+  for (const auto& g : cfg.groups) {
+    const group* gr = ::getgrnam(g.c_str());
+    if (!gr) {
+      why_not_ = "sandbox.groups: no group " + g + " on this host";
+      return;
+    }
+    extra.push_back(gr->gr_gid);
+  }
+  std::vector<std::string> missing;
+  for (int i = 0; i < cfg.count; ++i) {
+    const std::string name = cfg.user(i);
+    const passwd* pw = ::getpwnam(name.c_str());
+    if (!pw) {
+      missing.push_back(name);
+      continue;
+    }
+    if (pw->pw_uid == 0 || pw->pw_uid == ::geteuid()) {
+      why_not_ = "sandbox user " + name + " has uid " + std::to_string(pw->pw_uid) + ": a sandbox user must not be root or the daemon";
+      return;
+    }
+    users_.push_back({name, pw->pw_uid, pw->pw_gid, extra});
+  }
+  if (!missing.empty()) {
+    why_not_ = std::to_string(missing.size()) + " of the sandbox users " + cfg.user(0) + " .. " + cfg.user(cfg.count - 1) +
+               " do not exist (pto-runner sandbox setup makes them)";
+    users_.clear();
+  }
+}
+
+std::optional<RunAs> SandboxPool::lend(const std::string& run) {
+  if (!active()) return std::nullopt;
+  if (auto it = lent_.find(run); it != lent_.end()) return users_[it->second];
+  std::vector<bool> taken(users_.size(), false);
+  for (const auto& [r, i] : lent_) taken[i] = true;
+  for (std::size_t i = 0; i < users_.size(); ++i)
+    if (!taken[i]) {
+      lent_[run] = i;
+      return users_[i];
+    }
+  return std::nullopt;
+}
+
+void SandboxPool::give_back(const std::string& run) { lent_.erase(run); }
+
+std::size_t SandboxPool::free_count() const { return users_.size() - lent_.size(); }
+
+const RunAs* SandboxPool::of(const std::string& run) const {
+  auto it = lent_.find(run);
+  return it == lent_.end() ? nullptr : &users_[it->second];
+}
+
+std::vector<std::string> setup_sandbox_users(const SandboxConfig& cfg, std::string& error) {
+  std::vector<std::string> said;
+  if (::geteuid() != 0) {
+    error = "sandbox setup makes users: run it as root";
+    return said;
+  }
+  std::string groups;
+  for (const auto& g : cfg.groups) groups += (groups.empty() ? "" : ",") + g;
+  for (int i = 0; i < cfg.count; ++i) {
+    const std::string name = cfg.user(i);
+    if (::getpwnam(name.c_str())) {
+      if (!groups.empty()) run_sync({"usermod", "-a", "-G", groups, name}, environment_list(), 30, "/dev/null");
+      continue;
+    }
+    std::vector<std::string> argv = {"useradd", "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent",
+                                     "--shell", "/usr/sbin/nologin", "--comment", "pto-runner sandbox user"};
+    if (!groups.empty()) argv.insert(argv.end(), {"--groups", groups});
+    argv.push_back(name);
+    SyncResult r = run_sync(argv, environment_list(), 30, "/dev/null");
+    if (!r.outcome.ok()) {
+      error = "useradd " + name + " failed: " + r.output.substr(0, 300);
+      return said;
+    }
+    said.push_back("made " + name);
+  }
+  if (said.empty()) said.push_back("every sandbox user exists (" + cfg.user(0) + " .. " + cfg.user(cfg.count - 1) + ")");
+  return said;
+}
+
+std::vector<std::string> remove_sandbox_users(const SandboxConfig& cfg, std::string& error) {
+  std::vector<std::string> said;
+  for (int i = 0; i < cfg.count; ++i) {
+    const std::string name = cfg.user(i);
+    if (!::getpwnam(name.c_str())) continue;
+    SyncResult r = run_sync({"userdel", name}, environment_list(), 30, "/dev/null");
+    if (!r.outcome.ok()) {
+      error = "userdel " + name + " failed: " + r.output.substr(0, 300);
+      return said;
+    }
+    said.push_back("removed " + name);
+  }
+  return said;
+}
+
+}  // namespace pto
