@@ -170,7 +170,7 @@ struct Harness {
     std::string first = d.items().empty() ? std::string() : format_diagnostic(d.items()[0]);
     INFO(first);
     REQUIRE_FALSE(d.has_input_errors());
-    EngineOptions eo = make_engine_options(project.root, (dir.path() / "state").string(), project.runner, false, 1, "PTO_RUNNER_");
+    EngineOptions eo = make_engine_options(project.root, (dir.path() / "state").string(), project.runner, false, 1, InheritedEnv::AllButOurs);
     engine = std::make_unique<RunEngine>(EngineSeams{io, clock, broker, executor, &observer, &journal}, std::move(plan), std::move(eo));
     engine->start();
     settle();

@@ -359,7 +359,7 @@ TEST_CASE("retention: 10,000 finished runs and max-runs 100: the journal and the
   CHECK(fs::file_size(state / "journal.sqlite") < before / 10);
 }
 
-TEST_CASE("packaging: cmake --install into a prefix and cpack's .deb hold the binaries, the unit and the config", "[service][packaging]") {
+TEST_CASE("packaging: cmake --install into a prefix and cpack's .deb hold the binaries, the unit and the config", "[service][packaging][serial]") {
   TempDir dir;
   const fs::path prefix = dir.path() / "prefix";
   std::string out;
@@ -369,7 +369,7 @@ TEST_CASE("packaging: cmake --install into a prefix and cpack's .deb hold the bi
     CHECK(fs::exists(prefix / f));
   CHECK(fs::is_symlink(prefix / "bin/task-submit"));
   std::string unit = read_file(prefix / "lib/systemd/system/pto-runner.service");
-  for (const char* line : {"KillMode=mixed", "Delegate=yes", "StateDirectory=pto-runner", "User=pto-runner", "ExecReload=",
+  for (const char* line : {"KillMode=mixed", "Delegate=yes", "StateDirectory=pto-runner", "User=root", "ExecReload=",
                            "SuccessExitStatus=130 143"})
     CHECK(unit.find(line) != std::string::npos);
   // The unit runs the binary and reads the config where this install put them.
@@ -428,18 +428,17 @@ TEST_CASE("packaging: cmake --install into a prefix and cpack's .deb hold the bi
     fs::path log;
     ~Purge() { sh("dpkg --purge pto-runner >> " + log.string() + " 2>&1"); }
   } purge{dir.path() / "dpkg.log"};
-  CHECK(sh("getent passwd pto-runner > /dev/null") == 0);  // postinst made the service's user
+  CHECK(sh("getent passwd pto-step0 > /dev/null && getent passwd pto-step31 > /dev/null") == 0);  // postinst made the sandbox users
   // postinst ran doctor on the installed config: one line per check, the install not failed by what it found.
   const std::string dpkg_log = read_file(dir.path() / "dpkg.log");
   CHECK(dpkg_log.find("pto-runner doctor") != std::string::npos);
   CHECK(dpkg_log.find(" sandbox ") != std::string::npos);
   CHECK(sh("/usr/bin/task-submit --version", &out) == 0);
-  // The unit's command line, as the unit's user, on a free port and a scratch state dir: it serves.
+  // The unit's command line, as the unit's user (root), on a free port and a scratch state dir: it serves,
+  // with its sandbox on (the users postinst made).
   const fs::path state = dir.path() / "state";
-  fs::create_directories(state);
-  REQUIRE(sh("chown pto-runner: " + state.string() + " && chmod 755 " + dir.str()) == 0);
-  // setpriv execs the daemon itself (runuser would stay its parent and swallow SIGINT).
-  const std::string serve = "setpriv --reuid=pto-runner --regid=pto-runner --init-groups -- /usr/bin/pto-runner serve --root /usr/share/pto-runner/definitions "
+  REQUIRE(sh("chmod 755 " + dir.str()) == 0);
+  const std::string serve = "/usr/bin/pto-runner serve --root /usr/share/pto-runner/definitions "
                             "--config /etc/pto-runner/runner.yml --listen 127.0.0.1:0 --state-dir " + state.string() +
                             " --lock-dir " + (state / "locks").string();
   int pid = fork();
@@ -463,18 +462,23 @@ TEST_CASE("packaging: cmake --install into a prefix and cpack's .deb hold the bi
     CHECK(health.status == 200);
     auto status = pto::api_request("GET", "http://127.0.0.1:" + std::to_string(port) + "/api/v1/status");
     CHECK(status.body.find("\"a2a3\"") != std::string::npos);  // the installed config's 8 a2a3 cards
+    auto sandbox = nlohmann::json::parse(status.body)["sandbox"];
+    CHECK(sandbox["active"] == true);
+    CHECK(sandbox["users"] == 32);
   }
   CHECK(listening);
   ::kill(pid, SIGINT);
   ::waitpid(pid, nullptr, 0);
-  // The token it made belongs to its user and no one else reads it.
+  // The token it made is root's and no one else reads it; the state dir lists nothing to others.
   struct stat st {};
   CHECK(::stat((state / "token").c_str(), &st) == 0);
   CHECK((st.st_mode & 077) == 0);
+  CHECK(::stat(state.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0711);
   // A purge takes the files, the unit and the user with it.
   REQUIRE(sh("dpkg --purge pto-runner >> " + (dir.path() / "dpkg.log").string() + " 2>&1") == 0);
   CHECK_FALSE(fs::exists("/usr/bin/pto-runner"));
   CHECK_FALSE(fs::exists("/usr/lib/systemd/system/pto-runner.service"));
   CHECK_FALSE(fs::exists("/etc/pto-runner/runner.yml"));
-  CHECK(sh("getent passwd pto-runner > /dev/null") != 0);
+  CHECK(sh("getent passwd pto-step0 > /dev/null") != 0);
 }

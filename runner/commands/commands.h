@@ -17,5 +17,6 @@ void register_status_command(CLI::App& app, CommonOptions& common, int& exit_cod
 void register_devices_command(CLI::App& app, CommonOptions& common, int& exit_code);
 void register_import_command(CLI::App& app, CommonOptions& common, int& exit_code);
 void register_doctor_command(CLI::App& app, CommonOptions& common, int& exit_code);
+void register_sandbox_command(CLI::App& app, CommonOptions& common, int& exit_code);
 
 }  // namespace pto

@@ -69,7 +69,7 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
 
     // Inherited PTO_RUNNER_* (a submit token, another run's ids) never reach steps; the engine sets its own.
     EngineOptions eo = make_engine_options(loaded->project.root, state_dir, cfg, opts->simulate,
-                                           opts->time_scale, "PTO_RUNNER_");
+                                           opts->time_scale, InheritedEnv::AllButOurs);
     eo.lead_executor = host->lead_executor.get();
     if (const char* trace = std::getenv("PTO_RUNNER_TRACE")) eo.trace_file = trace;
     // Steps whose harness borrows cards itself (task-submit) lease them from this run's queue, as under serve.

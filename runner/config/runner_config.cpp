@@ -19,9 +19,11 @@ std::string RunnerConfig::type_of(int card) const {
   return it == device_types.end() ? "" : it->second;
 }
 
-std::vector<std::string> RunnerConfig::files_of_card(int id) const {
+std::vector<std::string> RunnerConfig::files_of_card(int id) const { return card_files_of(card_files, id); }
+
+std::vector<std::string> card_files_of(const std::vector<std::string>& patterns, int id) {
   std::vector<std::string> out;
-  for (std::string f : card_files) {
+  for (std::string f : patterns) {
     for (std::size_t p; (p = f.find("{id}")) != std::string::npos;) f.replace(p, 4, std::to_string(id));
     out.push_back(f);
   }

@@ -62,6 +62,9 @@ struct SlurmConfig {
   }
 };
 
+/// `devices.card-files` patterns with `{id}` replaced by card `id`.
+std::vector<std::string> card_files_of(const std::vector<std::string>& patterns, int id);
+
 /// `sandbox:` — the unprivileged users a run's steps and leases run as, one lent to each active run (as Nix
 /// lends nixbld1..N to builds): `users` is the prefix (pto-step0 .. pto-step{count-1}); `sandbox: off` runs
 /// steps as the daemon itself, said loudly.

@@ -10,11 +10,13 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <cstdio>
+#include <algorithm>
 #include <filesystem>
 
 #include <spdlog/spdlog.h>
 
 #include "exec/cgroup_tree.h"
+#include "sandbox/run_tree.h"
 #include "report/run_view.h"
 #include "util/api_paths.h"
 #include "store/learned_durations.h"
@@ -165,6 +167,24 @@ std::string Daemon::start_unguarded() {
            "/daemon.lock); stop it, or give this one another --state-dir";
   }
 
+  // Steps run as sandbox users, each run's its own; they reach their run's tree through a state dir closed to
+  // them otherwise (sandbox/run_tree). Without them, said loudly, here and in the status and on the page.
+  sandbox_ = std::make_unique<SandboxPool>(cfg_.sandbox, cfg_.shared_files);
+  if (std::string e = close_state_dir(state_dir_); !e.empty()) return e;
+  if (sandbox_->active()) {
+    if (std::string dir = unsearchable_ancestor(state_dir_); !dir.empty()) {
+      start_exit_ = 2;
+      return "sandbox users cannot reach the state dir " + state_dir_ + ": " + dir +
+             " is not searchable by others (chmod o+x it, or give another --state-dir)";
+    }
+    spdlog::info("sandbox: {} users ({} .. {}); each run's steps run as its own", sandbox_->size(), cfg_.sandbox.user(0),
+                 cfg_.sandbox.user(cfg_.sandbox.count - 1));
+  } else {
+    spdlog::warn("NO SANDBOX: pull requests' steps run as the daemon's own user (uid {}) and can reach its token, journal "
+                 "and every other run: {}",
+                 ::geteuid(), sandbox_->why());
+  }
+
   // Token: the configured file, or one generated on first start and kept (0600) in the state dir.
   token_path_ = resolve_under_root(project.root, !opts_.token_file.empty() ? opts_.token_file : cfg_.token_file);
   if (token_path_.empty()) {
@@ -306,7 +326,7 @@ void Daemon::submit_run(RunSubmission submission, const Caller& by, Reply reply)
   if (!server_ || draining_ || cancelling_) return reply(stopping_refusal());
   auto s = std::make_shared<RunSubmission>(std::move(submission));
   // The daemon's own PTO_RUNNER_* variables (the token among them) never reach steps.
-  EngineOptions eo = make_engine_options(opts_.load.root, state_dir_, cfg_, opts_.simulate, opts_.time_scale, "PTO_RUNNER_");
+  EngineOptions eo = make_engine_options(opts_.load.root, state_dir_, cfg_, opts_.simulate, opts_.time_scale, InheritedEnv::AllowList);
   if (!mirror_) {
     // The definitions are read again for every run: a `git pull` of jobs/ takes effect on the next submission.
     Diagnostics diags;
@@ -397,10 +417,40 @@ Answer Daemon::start_run(EngineOptions eo, const RunSubmission& s, Project proje
   model_.active[id] = {r.engine.get(), &r.request};
   access_.add_run_token(lease_token, id);
   history_->run_created(id, r.engine->record().created, r.request, skeleton);
-  r.engine->start();
   spdlog::info("run {} submitted from {}: {} job(s){}", id, peer, r.engine->plan().jobs.size(), s.sha.empty() ? "" : ", sha " + s.sha);
+  begin_run(id);
   refresh_view();  // the submitter's next status shows its run
   return {Outcome::Created, {{"id", id}, {"url", api_path::run(id)}, {"state", "running"}}};
+}
+
+void Daemon::begin_run(const std::string& id) {
+  ActiveRun& r = *active_.at(id);
+  const std::string run_dir = state_dir_ + "/runs/" + id;
+  if (!sandbox_->active()) {
+    if (std::string e = prepare_run_tree(run_dir, nullptr); !e.empty()) spdlog::warn("run {}: {}", id, e);
+    r.engine->start();
+    return;
+  }
+  std::optional<RunAs> user = sandbox_->lend(id);
+  if (!user) {
+    waiting_for_user_.push_back(id);
+    spdlog::info("run {} waits: no free sandbox user ({} lent)", id, sandbox_->size());
+    return;
+  }
+  r.engine->run_as(*user);
+  // The worktree may hold thousands of files to hand to the user: off the engine thread.
+  preparing_.insert(id);
+  boost::asio::post(*git_workers_, [this, id, run_dir, user = *user] {
+    std::string problem = prepare_run_tree(run_dir, &user);
+    boost::asio::post(io_, [this, id, problem] {
+      preparing_.erase(id);
+      auto it = active_.find(id);
+      if (it == active_.end()) return;
+      RunEngine& e = *it->second->engine;
+      e.start();
+      if (!problem.empty()) e.abort("the run's directory could not be given to its sandbox user: " + problem);
+    });
+  });
 }
 
 void Daemon::stop_run_for_journal(const std::string& run_id, const std::string& why) {
@@ -422,6 +472,10 @@ Answer Daemon::cancel_run(const std::string& id, const Caller& by) {
     return Answer::error(Outcome::NotFound, "no run " + id);
   }
   it->second->engine->cancel(0);
+  if (auto w = std::find(waiting_for_user_.begin(), waiting_for_user_.end(), id); w != waiting_for_user_.end()) {
+    waiting_for_user_.erase(w);
+    it->second->engine->start();  // everything is cancelled already: it ends at once
+  }
   leases_->end_run(id, "its run was cancelled");  // the harness's leased commands stop with the run's steps
   spdlog::info("run {}: cancel requested from {}", id, by.peer);
   refresh_view();
@@ -493,6 +547,12 @@ void Daemon::on_run_finished(const std::string& id) {
   active_.erase(it);
   leases_->end_run(id, "its run ended");
   access_.forget_run(id);
+  if (std::string swept = sandbox_->give_back(id); !swept.empty()) spdlog::warn("run {} ended: {}", id, swept);
+  while (!waiting_for_user_.empty() && sandbox_->free_count() > 0) {
+    std::string next = waiting_for_user_.front();
+    waiting_for_user_.pop_front();
+    if (active_.count(next)) begin_run(next);
+  }
   prune(false);
   refresh_view();  // whoever saw the run end reads a status where it has ended (cards free, counts updated)
   check_stopped();

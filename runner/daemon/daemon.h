@@ -7,6 +7,7 @@
 // never renders a GET itself. There are no locks because there is no second thread; blocking work (git, file
 // reads) goes to a worker pool and answers through the engine thread.
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -27,6 +28,7 @@
 #include "server/api.h"
 #include "server/host_commands.h"
 #include "server/http_server.h"
+#include "sandbox/sandbox_pool.h"
 #include "server/read_model.h"
 #include "source/git_mirror.h"
 
@@ -96,6 +98,9 @@ class Daemon : public HostCommands {
   std::string start_unguarded();
   /// Plans and starts a run whose definitions are loaded (in `root`, or a commit's worktree).
   Answer start_run(EngineOptions eo, const RunSubmission& s, Project project, Diagnostics diags, const std::string& peer);
+  /// A run is registered: it gets its sandbox user and its tree (sandbox/run_tree), then starts; or waits
+  /// for a user to be given back.
+  void begin_run(const std::string& id);
   void on_run_finished(const std::string& id);
   /// A journal write for `run` failed: the run ends with an infrastructure error (not inside its transition).
   void stop_run_for_journal(const std::string& run, const std::string& why);
@@ -130,6 +135,8 @@ class Daemon : public HostCommands {
   std::unique_ptr<GitMirror> mirror_;  // with runner.yml `source:`
   std::map<std::string, std::unique_ptr<ActiveRun>> active_;
   std::set<std::string> preparing_;  // run ids whose commit is being checked out
+  std::unique_ptr<SandboxPool> sandbox_;  // the users steps run as; inactive (said loudly) without them
+  std::deque<std::string> waiting_for_user_;  // registered runs, not started: every sandbox user is lent
 
   ReadModel model_;
   Access access_;

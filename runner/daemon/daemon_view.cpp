@@ -65,6 +65,11 @@ void Daemon::refresh_view() {
   v.draining = draining_;
   v.containment = CgroupTree::instance().available() ? "cgroup" : "process group + sweep";
   v.toolchain = toolchain_;
+  v.sandbox.active = sandbox_->active();
+  v.sandbox.why_not = sandbox_->why();
+  v.sandbox.users = static_cast<int>(sandbox_->size());
+  v.sandbox.lent = static_cast<int>(sandbox_->size() - sandbox_->free_count());
+  v.sandbox.waiting.assign(waiting_for_user_.begin(), waiting_for_user_.end());
   model_.metrics.journal_failing = history_->journal_failing();
   model_.metrics.leases_by_end = leases_->ended_by_reason();
 

@@ -241,7 +241,7 @@ void RunHistory::write_record(const std::string& id, const nlohmann::json& recor
   fs::create_directories(run_dir, ec);
   const std::string text = dump_json(record);
   std::string error;
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);  // the daemon's alone (run_tree.h)
   if (fd < 0) {
     error = std::strerror(errno);
   } else {

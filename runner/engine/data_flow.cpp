@@ -102,9 +102,11 @@ bool DataFlow::take_step_files(std::size_t j, std::size_t s, std::string& error)
   JobRecord& jr = run_.jobs[j];
   StepRecord& sr = jr.steps[s];
   const std::string prefix = files_prefix(j, s);
+  // The lead job runs as the daemon; every other step as the run's user.
+  const uid_t owner = plan_.jobs[j].steps[s].kind == StepKind::ToolchainSetup ? ::geteuid() : files_owner_;
   std::string env_text, path_text, output_text;
-  if (!read_step_file(prefix + ".env", env_text, error) || !read_step_file(prefix + ".path", path_text, error) ||
-      !read_step_file(prefix + ".output", output_text, error))
+  if (!read_step_file(prefix + ".env", owner, env_text, error) || !read_step_file(prefix + ".path", owner, path_text, error) ||
+      !read_step_file(prefix + ".output", owner, output_text, error))
     return false;
   NameValues env, outputs;
   if (!parse_name_value_file(env_text, env, error)) {
@@ -124,7 +126,7 @@ bool DataFlow::take_step_files(std::size_t j, std::size_t s, std::string& error)
   // Its summary joins the run's (as GitHub shows every step's under the job); over GitHub's 1 MiB it is left
   // out and said so, without failing the step.
   std::string summary_error;
-  if (!read_step_file(prefix + ".summary", sr.summary, summary_error))
+  if (!read_step_file(prefix + ".summary", owner, sr.summary, summary_error))
     sr.summary = "*(" + step_label(plan_.jobs[j], plan_.jobs[j].steps[s]) + ": its step summary is left out: " +
                  summary_error + ")*\n";
   else if (mask_)

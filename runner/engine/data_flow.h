@@ -9,6 +9,8 @@
 //   * job `outputs:` are evaluated when the job ends (finish_job) and reach dependants as
 //     `needs.JOB.outputs.NAME` (context, resolve_job for the dependant's own `env`).
 // It reads and writes only the run's records and the plan's not-yet-resolved text; the engine decides when.
+#include <unistd.h>
+
 #include <cstddef>
 #include <map>
 #include <memory>
@@ -34,6 +36,8 @@ class DataFlow {
 
   /// The run's secrets: outputs and summaries a step hands back are stored masked.
   void set_mask(std::shared_ptr<SecretMask> mask) { mask_ = std::move(mask); }
+  /// Who the step's files must belong to (the run's sandbox user; by default whoever runs the engine).
+  void set_files_owner(uid_t uid) { files_owner_ = uid; }
   /// What expressions of job `job` read: matrix, env ($GITHUB_ENV, job, then step `step`'s own), the
   /// finished steps with an id, and its needs' results and outputs.
   ConditionContext context(std::size_t job, std::size_t step = kNoStep) const;
@@ -64,6 +68,7 @@ class DataFlow {
   const LegsByName& legs_;
   std::string run_dir_;
   std::shared_ptr<SecretMask> mask_;
+  uid_t files_owner_ = ::geteuid();
 };
 
 }  // namespace pto

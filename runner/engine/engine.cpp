@@ -12,6 +12,7 @@
 #include "config/device_spec.h"
 #include "exec/process_marker.h"
 #include "plan/condition.h"
+#include "sandbox/run_tree.h"
 #include "util/process_env.h"
 #include "util/secret_mask.h"
 
@@ -45,6 +46,14 @@ RunEngine::RunEngine(EngineSeams seams, Plan plan, EngineOptions opts)
 RunEngine::~RunEngine() = default;
 
 double RunEngine::now() const { return clock_.now() - t0_; }
+
+void RunEngine::run_as(const RunAs& user) {
+  opts_.run_as = user;
+  flow_.set_files_owner(user.uid);
+  opts_.base_env["USER"] = opts_.base_env["LOGNAME"] = user.name;
+  opts_.base_env["HOME"] = run_home(opts_.run_dir);
+  opts_.base_env["TMPDIR"] = opts_.base_env["RUNNER_TEMP"] = run_temp(opts_.run_dir);
+}
 
 void RunEngine::start() {
   started_ = true;
@@ -379,10 +388,7 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
     l.run_as = opts_.run_as;
     l.limits = opts_.limits;
     for (int card : cards)
-      for (std::string f : opts_.card_files) {
-        for (std::size_t p; (p = f.find("{id}")) != std::string::npos;) f.replace(p, 4, std::to_string(card));
-        l.card_files.push_back(f);
-      }
+      for (const std::string& f : card_files_of(opts_.card_files, card)) l.card_files.push_back(f);
   }
   if (exec.places(l)) {
     // Slurm picks the node and the cards: the step waits in Slurm's queue (with Slurm's reason) and starts

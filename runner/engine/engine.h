@@ -57,6 +57,9 @@ class RunEngine {
   RunEngine(EngineSeams seams, Plan plan, EngineOptions opts);
   ~RunEngine();
 
+  /// Before start(): every step of the run but the lead job runs as `user` (a daemon's sandbox user), with its
+  /// own $HOME and $TMPDIR in the run's directory (sandbox/run_tree), and hands back files only it owns.
+  void run_as(const RunAs& user);
   void start();
   /// Cancels everything: nothing new starts, running steps get SIGTERM then SIGKILL. `signal` (SIGINT or
   /// SIGTERM, 0 for an API cancel) decides the exit code.

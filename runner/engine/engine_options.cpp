@@ -12,7 +12,7 @@ namespace fs = std::filesystem;
 namespace pto {
 
 EngineOptions make_engine_options(const std::string& root, const std::string& state_dir, const RunnerConfig& cfg, bool simulate, double time_scale,
-                                  const std::string& drop_env_prefix) {
+                                  InheritedEnv inherit) {
   EngineOptions eo;
   eo.run_id = make_run_id();
   eo.root = fs::absolute(root).lexically_normal().string();
@@ -21,7 +21,10 @@ EngineOptions make_engine_options(const std::string& root, const std::string& st
   eo.time_scale = simulate ? time_scale : 1;
   eo.kill_grace_seconds = cfg.kill_grace_seconds;
   eo.log_max_bytes = cfg.log_max_bytes;
-  eo.base_env = environment_map(drop_env_prefix);
+  eo.base_env = environment_map("PTO_RUNNER_");
+  if (inherit == InheritedEnv::AllowList)
+    for (auto it = eo.base_env.begin(); it != eo.base_env.end();)
+      it = allowed_inherited_name(it->first) ? std::next(it) : eo.base_env.erase(it);
   for (const auto& [k, v] : cfg.env) eo.base_env[k] = v;  // the host's env and env-file, over the runner's own
   eo.path_first = ensure_tools_dir(state_dir);
   eo.self_exe = self_executable();
@@ -32,7 +35,20 @@ EngineOptions make_engine_options(const std::string& root, const std::string& st
                                                         ? resolve_under_root(eo.root, cfg.toolchain_mirror)
                                                         : cfg.toolchain_mirror);
   eo.health = cfg.health;
+  // Used once a sandbox user is lent (RunEngine::run_as): without one a step runs as the daemon, unlimited.
+  eo.limits = {cfg.sandbox.pids_max, cfg.sandbox.memory_max};
+  eo.card_files = cfg.card_files;
   return eo;
+}
+
+bool allowed_inherited_name(const std::string& name) {
+  static const char* const names[] = {"PATH",       "HOME",           "USER",        "LOGNAME",     "SHELL",      "LANG",
+                                      "LANGUAGE",   "TZ",             "TERM",        "SLURM_CONF",  "SLURM_CLUSTERS",
+                                      "http_proxy", "https_proxy",    "no_proxy",    "HTTP_PROXY",  "HTTPS_PROXY",
+                                      "NO_PROXY",   "all_proxy",      "ALL_PROXY"};
+  for (const char* n : names)
+    if (name == n) return true;
+  return name.rfind("LC_", 0) == 0;
 }
 
 std::string ensure_tools_dir(const std::string& state_dir) {

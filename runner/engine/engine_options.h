@@ -49,11 +49,20 @@ struct EngineOptions {
   std::string trace_file;
 };
 
+/// Which of the process's own environment reaches steps: all of it but PTO_RUNNER_* (`run`, a maintainer's
+/// own command in their own shell), or only the allow-list (`serve`: the daemon's environment is not the
+/// steps'; as GitHub's runner and slurmd, which pass a fixed set).
+enum class InheritedEnv { AllButOurs, AllowList };
+
+/// The names of the allow-list: PATH, HOME, USER, LOGNAME, SHELL, LANG, LANGUAGE, LC_*, TZ, TERM, SLURM_CONF,
+/// SLURM_CLUSTERS and the proxy variables (both cases).
+bool allowed_inherited_name(const std::string& name);
+
 /// The options every run gets, from the host settings: a new run id and its directory under `state_dir`, the
-/// root made absolute, the runner's environment (names starting with `drop_env_prefix` left out), this binary
-/// and the host settings for the lead job's `toolchain setup`, health policy and kill grace.
+/// root made absolute, the process's environment as `inherit` says, then the host's env and env-file, this
+/// binary and the host settings for the lead job's `toolchain setup`, health policy and kill grace.
 EngineOptions make_engine_options(const std::string& root, const std::string& state_dir, const RunnerConfig& cfg, bool simulate, double time_scale,
-                                  const std::string& drop_env_prefix = "");
+                                  InheritedEnv inherit);
 
 /// <state-dir>/tools with a `task-submit` link to the `pto-task-submit` beside this binary (made once, kept);
 /// "" when there is no such binary or the directory cannot be made.

@@ -74,19 +74,24 @@ std::vector<std::string> parse_path_file(const std::string& text) {
   return out;
 }
 
-bool read_step_file(const std::string& path, std::string& text, std::string& error, std::size_t max_bytes) {
+bool read_step_file(const std::string& path, uid_t owner, std::string& text, std::string& error, std::size_t max_bytes) {
   text.clear();
   // Without blocking, and only a regular file: the step may have replaced it with anything.
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
   if (fd < 0) {
     if (errno == ENOENT) return true;
-    error = path + ": " + std::strerror(errno);
+    error = errno == ELOOP ? path + " is a symbolic link; it is not followed" : path + ": " + std::strerror(errno);
     return false;
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     error = path + " is not a regular file";
+    return false;
+  }
+  if (st.st_uid != owner) {  // a hard link to someone else's file
+    ::close(fd);
+    error = path + " belongs to uid " + std::to_string(st.st_uid) + ", not to the step's user (uid " + std::to_string(owner) + ")";
     return false;
   }
   if (static_cast<std::size_t>(st.st_size) > max_bytes) {

@@ -4,12 +4,24 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "exec/card_access.h"
 #include "exec/run_sync.h"
 #include "util/process_env.h"
 
+namespace fs = std::filesystem;
+
 namespace pto {
 
-SandboxPool::SandboxPool(const SandboxConfig& cfg) {
+SandboxPool::SandboxPool(const SandboxConfig& cfg, std::vector<std::string> shared_files) : shared_files_(std::move(shared_files)) {
   if (!cfg.enabled) {
     why_not_ = "sandbox: off in runner.yml";
     return;
@@ -56,12 +68,79 @@ std::optional<RunAs> SandboxPool::lend(const std::string& run) {
   for (std::size_t i = 0; i < users_.size(); ++i)
     if (!taken[i]) {
       lent_[run] = i;
+      grant_file_access(shared_files_, users_[i].uid);
       return users_[i];
     }
   return std::nullopt;
 }
 
-void SandboxPool::give_back(const std::string& run) { lent_.erase(run); }
+std::string SandboxPool::give_back(const std::string& run) {
+  auto it = lent_.find(run);
+  if (it == lent_.end()) return "";
+  const RunAs& u = users_[it->second];
+  lent_.erase(it);
+  revoke_file_access(shared_files_, u.uid);
+  const int killed = kill_processes_of(u.uid), removed = remove_temp_files_of(u.uid);
+  std::string said;
+  if (killed) said = std::to_string(killed) + " process(es) of " + u.name + " killed";
+  if (removed) said += (said.empty() ? "" : ", ") + std::to_string(removed) + " temporary file(s) of " + u.name + " removed";
+  return said;
+}
+
+namespace {
+
+std::vector<pid_t> processes_of(uid_t uid) {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    std::ifstream in(e.path() / "status");
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("Uid:", 0) == 0) {
+        std::istringstream ids(line.substr(4));
+        uid_t real = 0, effective = 0, saved = 0;
+        ids >> real >> effective >> saved;
+        if (real == uid || effective == uid || saved == uid) out.push_back(std::stoi(name));
+        break;
+      }
+  }
+  return out;
+}
+
+}  // namespace
+
+int kill_processes_of(uid_t uid) {
+  if (uid == 0) return 0;
+  std::set<pid_t> seen;
+  // A fork bomb forks while it is killed: go round until a pass finds nobody.
+  for (int round = 0; round < 200; ++round) {
+    std::vector<pid_t> left = processes_of(uid);
+    if (left.empty()) break;
+    for (pid_t p : left) {
+      seen.insert(p);
+      ::kill(p, SIGKILL);
+    }
+    ::usleep(10000);
+  }
+  return static_cast<int>(seen.size());
+}
+
+int remove_temp_files_of(uid_t uid) {
+  if (uid == 0) return 0;
+  int n = 0;
+  for (const char* dir : {"/tmp", "/var/tmp", "/dev/shm"}) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      struct stat st {};
+      if (::lstat(e.path().c_str(), &st) != 0 || st.st_uid != uid) continue;
+      std::error_code rm;
+      fs::remove_all(e.path(), rm);
+      if (!rm) ++n;
+    }
+  }
+  return n;
+}
 
 std::size_t SandboxPool::free_count() const { return users_.size() - lent_.size(); }
 

@@ -18,14 +18,18 @@ namespace pto {
 
 class SandboxPool {
  public:
-  explicit SandboxPool(const SandboxConfig& cfg);
+  /// `shared_files`: the control files every step may open (devices.shared-files), granted to a user while it
+  /// is lent.
+  SandboxPool(const SandboxConfig& cfg, std::vector<std::string> shared_files);
   bool active() const { return why_not_.empty(); }
   /// Why steps run as the daemon's own user ("" when the pool is active).
   const std::string& why() const { return why_not_; }
   /// A free user for `run`, or nothing when all are lent.
   std::optional<RunAs> lend(const std::string& run);
-  /// The user `run` had goes back (its run ended and nothing of it runs).
-  void give_back(const std::string& run);
+  /// The user `run` had goes back once its run ended: whatever still runs as it is killed and what it left in
+  /// /tmp, /var/tmp and /dev/shm removed (as Nix does for a build user), so the next run it is lent to finds
+  /// nothing of this one. Returns what was swept, for the log ("" when nothing).
+  std::string give_back(const std::string& run);
   std::size_t free_count() const;
   std::size_t size() const { return users_.size(); }
   /// The user lent to `run`, if any.
@@ -34,8 +38,16 @@ class SandboxPool {
  private:
   std::vector<RunAs> users_;
   std::map<std::string, std::size_t> lent_;  // run -> index into users_
+  std::vector<std::string> shared_files_;
   std::string why_not_;
 };
+
+/// Kills (SIGKILL) every process whose real or effective uid is `uid`, until none is left (at most ~2 s);
+/// how many there were.
+int kill_processes_of(uid_t uid);
+/// Removes the entries of /tmp, /var/tmp and /dev/shm that `uid` owns (links themselves, never their
+/// targets); how many.
+int remove_temp_files_of(uid_t uid);
 
 /// `pto-runner sandbox setup`: makes the missing sandbox users (useradd: system users without a home or a
 /// login shell, each with its own group, in `sandbox.groups`). Lines of what it did; "" error or why not.

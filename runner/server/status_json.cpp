@@ -125,6 +125,8 @@ nlohmann::json status_to_json(const HostView& v, bool full_queue, double uptime_
                     {"error", or_null(t.error)},
                     {"run", or_null(t.run)}};
   j["runs_by_result"] = v.runs_by_result;
+  const SandboxView& sb = v.sandbox;
+  j["sandbox"] = {{"active", sb.active}, {"why_not", or_null(sb.why_not)}, {"users", sb.users}, {"lent", sb.lent}, {"waiting", sb.waiting}};
   return j;
 }
 

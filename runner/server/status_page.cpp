@@ -154,6 +154,10 @@ function render(s) {
   const banner = document.getElementById("banner");
   banner.replaceChildren();
   if (s.draining) banner.appendChild(el("div", "Draining (SIGTERM): accepted runs go on to their end; new runs are refused.", "banner"));
+  if (s.sandbox && !s.sandbox.active)
+    banner.appendChild(el("div", "No sandbox: pull requests' steps run as the daemon's own user (" + s.sandbox.why_not + ").", "banner"));
+  else if (s.sandbox && s.sandbox.waiting.length)
+    banner.appendChild(el("div", s.sandbox.waiting.length + " run(s) wait for a free sandbox user (" + s.sandbox.lent + " of " + s.sandbox.users + " lent).", "banner"));
   const slurm = s.executor === "slurm";
   document.getElementById("slurm").hidden = !slurm;
   document.getElementById("cards-title").hidden = document.getElementById("cards").hidden = slurm;

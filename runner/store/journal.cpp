@@ -1,5 +1,7 @@
 #include "store/journal.h"
 
+#include <sys/stat.h>
+
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -73,6 +75,8 @@ std::unique_ptr<Journal> Journal::open(const std::string& path, std::string& err
     j->exec("PRAGMA journal_mode=WAL");
     j->exec("PRAGMA synchronous=NORMAL");
     j->exec("PRAGMA busy_timeout=5000");
+    // The daemon's alone: SQLite makes files 0644 and its -wal and -shm files take the database's mode.
+    for (const char* suffix : {"", "-wal", "-shm"}) ::chmod((path + suffix).c_str(), 0600);
     j->exec(
         "CREATE TABLE IF NOT EXISTS runs(id TEXT PRIMARY KEY, created TEXT NOT NULL, finished TEXT, state TEXT NOT NULL,"
         " result INTEGER, request TEXT NOT NULL, skeleton TEXT NOT NULL, record TEXT)");

@@ -86,12 +86,21 @@ struct ToolchainStatus {
   std::string version, sha256, root, bin, last_verified, error, run;
 };
 
+/// Whether steps run as sandbox users (sandbox/sandbox_pool), and why not.
+struct SandboxView {
+  bool active = false;
+  std::string why_not;  // "" when active
+  int users = 0, lent = 0;
+  std::vector<std::string> waiting;  // runs waiting for a free sandbox user
+};
+
 struct HostView {
   std::string version, commit, started, containment;
   bool simulate = false;
   bool draining = false;  // SIGTERM: no new runs; accepted ones go on
   std::string pin_version, pin_sha256;  // what the definitions ask for, before a lead job ran
   ToolchainStatus toolchain;
+  SandboxView sandbox;
   ExecutorKind executor = ExecutorKind::Local;
   std::vector<CardView> cards;     // this host's cards (executor: local)
   std::vector<NodeView> nodes;     // Slurm's nodes (executor: slurm)

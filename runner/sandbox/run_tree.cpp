@@ -1,0 +1,88 @@
+#include "sandbox/run_tree.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+namespace fs = std::filesystem;
+
+namespace pto {
+
+namespace {
+
+std::string make_dir(const std::string& dir, mode_t mode, const RunAs* owner) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return "cannot create " + dir + ": " + ec.message();
+  // Not a link a step planted where a directory was expected: lchown/chmod of what is there.
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return dir + " is not a directory";
+  if (owner && ::lchown(dir.c_str(), owner->uid, owner->gid) != 0) return "cannot chown " + dir + ": " + std::strerror(errno);
+  if (::chmod(dir.c_str(), mode) != 0) return "cannot chmod " + dir + ": " + std::strerror(errno);
+  return "";
+}
+
+/// Everything under `dir` (itself included) to `owner`, links themselves and never what they point at.
+std::string chown_tree(const std::string& dir, const RunAs& owner) {
+  if (::lchown(dir.c_str(), owner.uid, owner.gid) != 0) return "cannot chown " + dir + ": " + std::strerror(errno);
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec), end; !ec && it != end; it.increment(ec))
+    if (::lchown(it->path().c_str(), owner.uid, owner.gid) != 0)
+      return "cannot chown " + it->path().string() + ": " + std::strerror(errno);
+  return ec ? "cannot walk " + dir + ": " + ec.message() : "";
+}
+
+/// The worktree's own admin dir in the mirror (`gitdir: .../worktrees/NAME` in src/.git): git in the worktree
+/// writes its index and HEAD there, and refuses a worktree whose admin dir is another user's.
+std::string worktree_admin_dir(const std::string& src) {
+  std::ifstream in(src + "/.git");
+  std::string line;
+  if (!std::getline(in, line) || line.rfind("gitdir: ", 0) != 0) return "";
+  std::string dir = line.substr(8);
+  return dir.find("/worktrees/") == std::string::npos ? "" : dir;
+}
+
+}  // namespace
+
+std::string close_state_dir(const std::string& state_dir) {
+  for (const std::string& d : {state_dir, state_dir + "/runs"})
+    if (std::string e = make_dir(d, 0711, nullptr); !e.empty()) return e;
+  return "";
+}
+
+std::string run_home(const std::string& run_dir) { return run_dir + "/home"; }
+std::string run_temp(const std::string& run_dir) { return run_dir + "/tmp"; }
+
+std::string prepare_run_tree(const std::string& run_dir, const RunAs* user) {
+  if (std::string e = make_dir(run_dir, 0711, nullptr); !e.empty()) return e;
+  if (std::string e = make_dir(run_dir + "/logs", 0700, nullptr); !e.empty()) return e;
+  for (const std::string& d : {run_dir + "/files", run_home(run_dir), run_temp(run_dir)})
+    if (std::string e = make_dir(d, 0700, user); !e.empty()) return e;
+  const std::string src = run_dir + "/src";
+  struct stat st {};
+  if (user && ::lstat(src.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    if (std::string e = chown_tree(src, *user); !e.empty()) return e;
+    if (::chmod(src.c_str(), 0700) != 0) return "cannot chmod " + src + ": " + std::strerror(errno);
+    if (std::string admin = worktree_admin_dir(src); !admin.empty())
+      if (std::string e = chown_tree(admin, *user); !e.empty()) return e;
+  }
+  return "";
+}
+
+std::string unsearchable_ancestor(const std::string& path) {
+  fs::path p = fs::absolute(path).lexically_normal();
+  fs::path at;
+  for (const auto& part : p) {
+    at /= part;
+    struct stat st {};
+    if (::stat(at.c_str(), &st) != 0) break;  // not made yet: made 0711 by us
+    if (S_ISDIR(st.st_mode) && !(st.st_mode & S_IXOTH)) return at.string();
+  }
+  return "";
+}
+
+}  // namespace pto

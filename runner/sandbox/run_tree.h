@@ -1,0 +1,29 @@
+#pragma once
+// Who owns what in the state dir, as the SPEC's "A step cannot touch the daemon, the host or another run"
+// says: the state dir and <state-dir>/runs are root's and only searchable by others (0711), so nobody lists
+// the runs or reads the journal, tokens or records; in a run's directory (0711) the logs are root's alone
+// (0700: the daemon writes them from the step's output), and what the run's sandbox user may write is its own
+// (0700): files/ (the $GITHUB_* files), home/ ($HOME), tmp/ ($TMPDIR, $RUNNER_TEMP) and src/ (the commit's
+// worktree) with its git admin dir in the mirror. Another run's user can enter none of them.
+#include <string>
+
+#include "exec/run_as.h"
+
+namespace pto {
+
+/// The state dir and its runs/ closed to others (0711). "" or what could not be done.
+std::string close_state_dir(const std::string& state_dir);
+
+/// The run's directory as above, for `user` (nullptr: no sandbox; the same modes, all the daemon's). Blocking
+/// (src/ may hold thousands of files): called off the engine thread. "" or the first problem.
+std::string prepare_run_tree(const std::string& run_dir, const RunAs* user);
+
+/// $HOME and $TMPDIR of a run's steps.
+std::string run_home(const std::string& run_dir);
+std::string run_temp(const std::string& run_dir);
+
+/// The first directory on the way to `path` that others cannot search (mode without o+x), "" when every one
+/// can be: sandbox users must reach their run's tree.
+std::string unsearchable_ancestor(const std::string& path);
+
+}  // namespace pto
