@@ -1,0 +1,251 @@
+// A step cannot touch the daemon, the host or another run (SPEC): with real sandbox users made by the test
+// (`pto-runner sandbox setup`, removed after), a hostile step of one run attacks another run that is running
+// at the same time, and everything it tries is refused. Root only: making users and switching to them needs it.
+// The cards are plain files standing in for /dev/davinci*.
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include "served_daemon.h"
+#include "util/random_hex.h"
+
+using namespace pto::test;
+
+namespace {
+
+/// Sandbox users of a prefix of their own (never the default pto-step, which other tests' daemons would
+/// lend), made with `pto-runner sandbox setup` and removed with `sandbox remove` at the end.
+struct SandboxUsers {
+  const TempDir& dir;
+  std::string prefix = "ptsb" + pto::random_hex(2) + "-";
+  int count;
+  SandboxUsers(const TempDir& d, int n, const std::string& more = "") : dir(d), count(n) {
+    dir.write("runner.yml", "sandbox:\n  users: " + prefix + "\n  count: " + std::to_string(count) + "\n" + more);
+    CommandResult r = run_cli({"--root", dir.str(), "sandbox", "setup"});
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    REQUIRE(::getpwnam((prefix + "0").c_str()) != nullptr);
+  }
+  ~SandboxUsers() {
+    for (int i = 0; i < count; ++i) sh("pkill -9 -u " + prefix + std::to_string(i) + " 2>/dev/null");
+    run_cli({"--root", dir.str(), "sandbox", "remove"});
+  }
+  uid_t uid(int i) const { return ::getpwnam((prefix + std::to_string(i)).c_str())->pw_uid; }
+};
+
+/// The tree and state dir sandbox users must reach (a TempDir is 0700).
+void open_to_sandbox(const TempDir& dir) { REQUIRE(::chmod(dir.path().c_str(), 0755) == 0); }
+
+std::string step_log(const Served& s, const json& run, int job = 0, int step = 0) {
+  return read_file(run["jobs"][job]["steps"][step]["log_path"].get<std::string>());
+}
+
+}  // namespace
+
+TEST_CASE("sandbox: a hostile step of one run against another running at the same time: every attack is refused, "
+          "the victim succeeds with its own log, the daemon lives, nothing of the attacker is left", "[sandbox]") {
+  if (::geteuid() != 0) {
+    WARN("SKIPPED: sandbox users need root");
+    return;
+  }
+  Served s;
+  open_to_sandbox(s.dir);
+  const fs::path dev = s.dir.path() / "dev";
+  fs::create_directories(dev);
+  for (int i = 0; i < 2; ++i) {
+    s.dir.write("dev/davinci" + std::to_string(i), "card " + std::to_string(i) + "\n");
+    ::chmod((dev / ("davinci" + std::to_string(i))).c_str(), 0600);
+  }
+  s.dir.write("dev/davinci_manager", "shared\n");
+  ::chmod((dev / "davinci_manager").c_str(), 0600);
+  SandboxUsers users(s.dir, 2,
+                     "  pids-max: 512\ndevices:\n  card-files: " + (dev / "davinci{id}").string() + "\n  shared-files: [" +
+                         (dev / "davinci_manager").string() + "]\n");
+  const std::string marks = (s.dir.path() / "marks").string();
+  fs::create_directories(marks);
+  ::chmod(marks.c_str(), 01777);
+  // The victim holds one card, a secret and a lease token, and writes its output while the attacker runs.
+  write_project(s.dir, {{"victim.yml", "name: victim\nsteps:\n  - id: v\n    devices: 1\n    run: |\n"
+                                       "      echo \"victim uid $(id -u)\"\n"
+                                       "      echo $$ > " + marks + "/victim.pid\n"
+                                       "      for i in $(seq 100); do [ -e " + marks + "/attacker.done ] && break; sleep 0.1; done\n"
+                                       "      echo \"ok=yes\" >> \"$GITHUB_OUTPUT\"\n"
+                                       "      echo victim-end\n"},
+                        {"attacker.yml", "name: attacker\nsteps:\n  - id: a\n    devices: 1\n    run: bash " +
+                                             (s.dir.path() / "attack.sh").string() + "\n"}});
+  s.dir.write("attack.sh", R"SH(
+state="$STATE"; victim="$VICTIM"
+try() { name=$1; shift; if ( "$@" ) >/dev/null 2>&1; then echo "ATTACK $name: WORKED"; else echo "ATTACK $name: refused"; fi; }
+echo "attacker uid $(id -u)"
+try read-token cat "$state/token"
+try read-journal cat "$state/journal.sqlite"
+try list-runs ls "$state/runs"
+try read-victim-log sh -c "cat $state/runs/$victim/logs/*/*.log"
+try forge-victim-log sh -c "echo 'all tests passed' >> $state/runs/$victim/logs/1-victim/1-v.log"
+try victim-files ls "$state/runs/$victim/files"
+try victim-home ls "$state/runs/$victim/home"
+try victim-environ sh -c "cat /proc/$(cat $MARKS/victim.pid)/environ | grep -q PTO_RUNNER_LEASE_TOKEN"
+try kill-victim kill -9 "$(cat $MARKS/victim.pid)"
+try kill-daemon kill -9 "$DAEMON"
+try fill-state-dir dd if=/dev/zero of="$state/filler" bs=1M count=8
+try rewrite-jobs sh -c "echo 'steps: []' >> $ROOT/jobs/victim.yml"
+mine=$TASK_DEVICE; other=$((1 - mine))
+try lock-file sh -c "exec 9<> $LOCKS/npu-$other.lock"
+try other-card sh -c "exec 9<> $DEV/davinci$other"
+try leave-cgroup sh -c 'p=$(sed -n "s/^0:://p" /proc/self/cgroup); echo $$ > /sys/fs/cgroup/unified$(dirname $p)/cgroup.procs'
+try drain-card python3 -c 'import os, sys, urllib.request as u; r = u.Request(os.environ["PTO_RUNNER_SERVER"] + "/api/v1/devices/" + sys.argv[1] + "/drain", data=b"{}", method="POST", headers={"Authorization": "Bearer " + os.environ["PTO_RUNNER_LEASE_TOKEN"]}); u.urlopen(r)' "$other"
+# What it is allowed: its own card and the shared control file, its own tree.
+if ( exec 9<> "$DEV/davinci$mine" ) 2>/dev/null; then echo "OWN card opened"; fi
+if ( exec 9<> "$DEV/davinci_manager" ) 2>/dev/null; then echo "SHARED file opened"; fi
+echo "daemon env: ${PTO_TEST_DAEMON_ONLY:-absent}"
+# A leftover that tries to outlive the step, and a file for the next run of this user.
+setsid sleep 1000 &
+echo planted > /tmp/ptsb-planted-$$
+touch "$MARKS/attacker.done"
+)SH");
+  s.env["PTO_TEST_DAEMON_ONLY"] = "the daemon's own environment";
+  s.start();
+  const std::string victim = s.submit_run({{"jobs", {"victim"}}, {"secrets", {{"VICTIM_SECRET", "victim-secret-value"}}}});
+  REQUIRE(wait_for_content(marks + "/victim.pid"));
+  const std::string attacker =
+      s.submit_run({{"jobs", {"attacker"}},
+                    {"env",
+                     {{"STATE", s.state()}, {"VICTIM", victim}, {"MARKS", marks}, {"DAEMON", std::to_string(s.proc.pid)},
+                      {"ROOT", s.dir.str()}, {"LOCKS", s.locks()}, {"DEV", dev.string()}}}});
+  json a = s.wait_run(attacker, 60), v = s.wait_run(victim, 60);
+  const std::string alog = step_log(s, a), vlog = step_log(s, v);
+  INFO(alog);
+  INFO(vlog);
+  CHECK(a["state"] == "succeeded");
+  CHECK(alog.find("WORKED") == std::string::npos);
+  for (const char* attack : {"read-token", "read-journal", "list-runs", "read-victim-log", "forge-victim-log", "victim-files",
+                             "victim-home", "victim-environ", "kill-victim", "kill-daemon", "fill-state-dir", "rewrite-jobs",
+                             "lock-file", "other-card", "leave-cgroup", "drain-card"})
+    CHECK(alog.find(std::string("ATTACK ") + attack + ": refused") != std::string::npos);
+  CHECK(alog.find("OWN card opened") != std::string::npos);
+  CHECK(alog.find("SHARED file opened") != std::string::npos);
+  CHECK(alog.find("daemon env: absent") != std::string::npos);
+  // The victim: succeeded, its log its own, its output taken.
+  CHECK(v["state"] == "succeeded");
+  CHECK(v["jobs"][0]["steps"][0]["outputs"]["ok"] == "yes");
+  CHECK(vlog.find("victim-end") != std::string::npos);
+  CHECK(vlog.find("all tests passed") == std::string::npos);
+  // Two runs, two users, neither the daemon.
+  auto uid_in = [](const std::string& log, const std::string& who) {
+    auto p = log.find(who + " uid ");
+    return p == std::string::npos ? -1 : std::stoi(log.substr(p + who.size() + 5));
+  };
+  const int vu = uid_in(vlog, "victim"), au = uid_in(alog, "attacker");
+  CHECK(vu > 0);
+  CHECK(au > 0);
+  CHECK(vu != au);
+  CHECK((static_cast<uid_t>(vu) == users.uid(0) || static_cast<uid_t>(vu) == users.uid(1)));
+  // The daemon lives and the state dir holds nothing the attacker wrote.
+  CHECK(pid_running(s.proc.pid));
+  CHECK(s.get("/api/v1/status")["sandbox"]["active"] == true);
+  CHECK_FALSE(fs::exists(fs::path(s.state()) / "filler"));
+  // Nothing of the attacker is left: its escaped sleep and its /tmp file went with its user's return.
+  std::string left;
+  sh("pgrep -u " + std::to_string(au) + " || true", &left);
+  CHECK(left.empty());
+  sh("find /tmp -maxdepth 1 -user " + std::to_string(au) + " || true", &left);
+  CHECK(left.empty());
+  // The cards' files are closed again: no ACL entry of a run's user is left on them.
+  std::string acl;
+  sh("getfacl -cp " + dev.string() + "/davinci0 " + dev.string() + "/davinci1 " + dev.string() + "/davinci_manager 2>/dev/null", &acl);
+  CHECK(acl.find("user:" + users.prefix) == std::string::npos);
+  CHECK(acl.find("user:" + std::to_string(au)) == std::string::npos);
+}
+
+TEST_CASE("sandbox: a step over pids-max or memory-max fails with that reason in its log, and the next run runs", "[sandbox]") {
+  if (::geteuid() != 0) {
+    WARN("SKIPPED: sandbox users need root");
+    return;
+  }
+  Served s;
+  open_to_sandbox(s.dir);
+  SandboxUsers users(s.dir, 1, "  pids-max: 64\n  memory-max: 64M\n");
+  write_project(s.dir, {{"bomb.yml", "name: bomb\nsteps:\n  - id: b\n    run: |\n"
+                                     "      for i in $(seq 200); do sleep 30 & done\n"
+                                     "      wait\n"},
+                        {"hog.yml", "name: hog\nsteps:\n  - id: h\n    run: python3 -c 'x = bytearray(512 << 20); print(len(x))'\n"},
+                        {"fine.yml", "name: fine\nsteps:\n  - id: f\n    run: echo fine\n"}});
+  s.start();
+  json bomb = s.wait_run(s.submit_run({{"jobs", {"bomb"}}}), 60);
+  INFO(bomb.dump(2));
+  CHECK(bomb["state"] == "failed");
+  CHECK(step_log(s, bomb).find("pids-max (64 processes)") != std::string::npos);
+  json hog = s.wait_run(s.submit_run({{"jobs", {"hog"}}}), 60);
+  INFO(hog.dump(2));
+  CHECK(hog["state"] == "failed");
+  CHECK(step_log(s, hog).find("memory-max (64 MiB)") != std::string::npos);
+  // One user, lent again to each run in turn; the host goes on.
+  json fine = s.wait_run(s.submit_run({{"jobs", {"fine"}}}), 60);
+  CHECK(fine["state"] == "succeeded");
+}
+
+TEST_CASE("sandbox: a $GITHUB_OUTPUT that is a link to a root-only file is refused, not read", "[sandbox]") {
+  if (::geteuid() != 0) {
+    WARN("SKIPPED: sandbox users need root");
+    return;
+  }
+  Served s;
+  open_to_sandbox(s.dir);
+  SandboxUsers users(s.dir, 1);
+  const fs::path secret = s.dir.write("root-only", "leaked=root-only-content\n");
+  ::chmod(secret.c_str(), 0600);
+  write_project(s.dir, {{"link.yml", "name: link\nsteps:\n  - id: l\n    run: ln -sf " + secret.string() + " \"$GITHUB_OUTPUT\"\n"}});
+  s.start();
+  json run = s.wait_run(s.submit_run({{"jobs", {"link"}}}), 60);
+  INFO(run.dump(2));
+  CHECK(run["state"] == "failed");
+  CHECK(run.dump().find("root-only-content") == std::string::npos);
+  CHECK(run["jobs"][0]["steps"][0]["error"].get<std::string>().find("is a symbolic link") != std::string::npos);
+}
+
+TEST_CASE("sandbox: runs beyond the pool wait for a free sandbox user and then run as it", "[sandbox]") {
+  if (::geteuid() != 0) {
+    WARN("SKIPPED: sandbox users need root");
+    return;
+  }
+  Served s;
+  open_to_sandbox(s.dir);
+  SandboxUsers users(s.dir, 1);
+  const std::string marks = (s.dir.path() / "marks").string();
+  fs::create_directories(marks);
+  ::chmod(marks.c_str(), 01777);
+  write_project(s.dir, {{"hold.yml", "name: hold\nsteps:\n  - id: h\n    run: |\n      touch " + marks + "/held\n"
+                                     "      for i in $(seq 100); do [ -e " + marks + "/go ] && break; sleep 0.1; done\n"},
+                        {"next.yml", "name: next\nsteps:\n  - id: n\n    run: id -un\n"}});
+  s.start();
+  const std::string first = s.submit_run({{"jobs", {"hold"}}});
+  REQUIRE(wait_until([&] { return fs::exists(marks + "/held"); }, 30));
+  const std::string second = s.submit_run({{"jobs", {"next"}}});
+  json status;
+  REQUIRE(wait_until([&] {
+    status = s.get("/api/v1/status");
+    return status["sandbox"]["waiting"].size() == 1;
+  }, 10));
+  CHECK(status["sandbox"]["waiting"][0] == second);
+  CHECK(status["sandbox"]["lent"] == 1);
+  s.dir.write("marks/go", "1");
+  CHECK(s.wait_run(first, 60)["state"] == "succeeded");
+  json run = s.wait_run(second, 60);
+  CHECK(run["state"] == "succeeded");
+  CHECK(step_log(s, run).find(users.prefix + "0") != std::string::npos);
+}
+
+TEST_CASE("sandbox: without sandbox users the daemon says so at start, in the status and on the page", "[sandbox]") {
+  Served s;
+  s.dir.write("runner.yml", "sandbox:\n  users: ptsbnobody-\n  count: 2\n");
+  write_project(s.dir, {{"a.yml", "name: a\nsteps:\n  - run: echo hi\n"}});
+  s.start();
+  CHECK(read_file(s.proc.err).find("NO SANDBOX") != std::string::npos);
+  json sb = s.get("/api/v1/status")["sandbox"];
+  CHECK(sb["active"] == false);
+  CHECK(sb["why_not"].get<std::string>().find(::geteuid() == 0 ? "do not exist" : "not root") != std::string::npos);
+  std::string dom;
+  if (s.page_dom(dom)) CHECK(dom.find("No sandbox: pull requests' steps run as the daemon's own user") != std::string::npos);
+}
