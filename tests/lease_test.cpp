@@ -224,6 +224,40 @@ TEST_CASE("leases: a step's task-submit uses its run's own token, and cancelling
   CHECK(s.post("/api/v1/runs", json::object(), "not-a-token").status == 401);
 }
 
+TEST_CASE("leases: a lease never outlives the step that asked for it, lasts at most what its timeout leaves, and a run "
+          "holds at most max-cards-per-run cards by lease", "[lease]") {
+  Served s;
+  TaskSubmit ts;
+  s.env = {{"PATH", ts.path_env()}};
+  s.dir.write("runner.yml", "max-cards-per-run: 1\n");
+  const fs::path pidfile = s.dir.path() / "leased.pid", second = s.dir.path() / "second.out", seen = s.dir.path() / "seen";
+  // The step starts a leased command in the background and ends; a second lease of the same run is over the cap.
+  write_project(s.dir, {{"h.yml", "name: h\nsteps:\n  - timeout-minutes: 5\n    run: |\n"
+                                  "      task-submit --device-num 1 --run 'echo $$ > " + pidfile.string() + "; sleep 1000' &\n"
+                                  "      for i in $(seq 200); do [ -s " + pidfile.string() + " ] && break; sleep 0.05; done\n"
+                                  "      task-submit --device-num 1 --run 'true' > " + second.string() + " 2>&1 || echo \"second refused $?\" >> " + second.string() + "\n"
+                                  "      for i in $(seq 200); do [ -e " + seen.string() + " ] && break; sleep 0.05; done\n"}});
+  s.start();
+  std::string id = s.submit_run();
+  REQUIRE(wait_for_content(pidfile, 20));
+  json st;
+  REQUIRE(wait_until([&] { st = s.get("/api/v1/status"); return st["leases"].size() == 1; }, 10));
+  // Bounded by the step's timeout (5 min, less what has passed), though the client asked for no limit.
+  const double max_seconds = st["leases"][0]["max_seconds"];
+  CHECK(max_seconds > 200);
+  CHECK(max_seconds <= 300);
+  bool second_done = wait_until([&] { return read_file(second).find("second refused") != std::string::npos; }, 20);
+  INFO(read_file(second) << read_file(s.proc.out) << read_file(s.proc.err));
+  REQUIRE(second_done);
+  CHECK(read_file(second).find("max-cards-per-run is 1") != std::string::npos);
+  s.dir.write("seen", "1");
+  // The step ended: its lease is revoked and the leased command killed, though the run is not over.
+  const int leased = std::stoi(read_file(pidfile));
+  CHECK(s.wait_run(id)["state"] == "succeeded");
+  CHECK(wait_until([&] { return !pid_running(leased); }, 15));
+  CHECK(wait_until([&] { return s.get("/api/v1/status")["leases"].empty(); }, 5));
+}
+
 TEST_CASE("leases: with devices.lock-name the incumbent's lock files are honoured and named in the status", "[lease]") {
   Served s;
   TaskSubmit ts;

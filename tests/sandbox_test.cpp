@@ -205,6 +205,36 @@ TEST_CASE("sandbox: a $GITHUB_OUTPUT that is a link to a root-only file is refus
   CHECK(run["jobs"][0]["steps"][0]["error"].get<std::string>().find("is a symbolic link") != std::string::npos);
 }
 
+TEST_CASE("sandbox: a leased command runs as the run's user and may open its leased card's file only while it holds it", "[sandbox]") {
+  if (::geteuid() != 0) {
+    WARN("SKIPPED: sandbox users need root");
+    return;
+  }
+  Served s;
+  open_to_sandbox(s.dir);
+  const fs::path dev = s.dir.path() / "dev";
+  fs::create_directories(dev);
+  for (int i = 0; i < 2; ++i) {
+    s.dir.write("dev/davinci" + std::to_string(i), "card\n");
+    ::chmod((dev / ("davinci" + std::to_string(i))).c_str(), 0600);
+  }
+  SandboxUsers users(s.dir, 1, "devices:\n  card-files: " + (dev / "davinci{id}").string() + "\n");
+  write_project(s.dir, {{"lease.yml", "name: lease\nsteps:\n  - id: l\n    run: |\n"
+                                      "      task-submit --device-num 1 --run 'echo \"leased as $(id -un) card $TASK_DEVICE\"; "
+                                      "exec 9<> " + dev.string() + "/davinci$TASK_DEVICE && echo LEASED-OPEN'\n"
+                                      "      ( exec 9<> " + dev.string() + "/davinci0 ) 2>/dev/null && echo AFTER-OPEN0\n"
+                                      "      ( exec 9<> " + dev.string() + "/davinci1 ) 2>/dev/null && echo AFTER-OPEN1\n"
+                                      "      true\n"}});
+  s.start();
+  json run = s.wait_run(s.submit_run({{"jobs", {"lease"}}}), 60);
+  const std::string log = step_log(s, run);
+  INFO(log);
+  CHECK(run["state"] == "succeeded");
+  CHECK(log.find("leased as " + users.prefix + "0 card ") != std::string::npos);
+  CHECK(log.find("LEASED-OPEN") != std::string::npos);
+  CHECK(log.find("AFTER-OPEN") == std::string::npos);  // the lease ended: its card's file is closed again
+}
+
 TEST_CASE("sandbox: runs beyond the pool wait for a free sandbox user and then run as it", "[sandbox]") {
   if (::geteuid() != 0) {
     WARN("SKIPPED: sandbox users need root");

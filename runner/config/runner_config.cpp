@@ -79,7 +79,7 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
               {"devices", "state-dir", "cache-dir", "toolchain-mirror", "listen", "token-file", "health",
                "kill-grace-seconds", "source", "retention", "log-max-mb", "containment",
                "shutdown-timeout-minutes", "executor", "slurm", "env", "env-file", "sandbox", "read-token-file", "tls",
-               "insecure-listen", "max-connections-per-client"},
+               "insecure-listen", "max-connections-per-client", "max-cards-per-run"},
               display, diags);
   if (!m.is_map()) return cfg;
   if (m.has("devices")) {
@@ -185,6 +185,7 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
   if (auto v = m.string("read-token-file")) cfg.read_token_file = *v;
   if (auto v = m.boolean("insecure-listen")) cfg.insecure_listen = *v;
   if (auto v = m.integer("max-connections-per-client", 1, 100000)) cfg.max_connections_per_client = static_cast<int>(*v);
+  if (auto v = m.integer("max-cards-per-run", 1, 4096)) cfg.max_cards_per_run = static_cast<int>(*v);
   if (m.has("tls")) {
     MapReader t(m.get("tls"), "tls", {"cert", "key"}, display, diags);
     if (t.is_map()) {

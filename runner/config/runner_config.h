@@ -122,6 +122,9 @@ struct RunnerConfig {
   bool insecure_listen = false;
   /// `max-connections-per-client`: open connections of one client address (or socket uid).
   int max_connections_per_client = 64;
+  /// `max-cards-per-run`: the most cards one run's leases (its harness's task-submit) hold or wait for at
+  /// once; 0: every card.
+  int max_cards_per_run = 0;
   double kill_grace_seconds = 10;
   /// `shutdown-timeout-minutes`: how long SIGTERM's drain waits for accepted runs before cancelling them.
   double shutdown_timeout_minutes = 60;

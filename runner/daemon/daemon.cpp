@@ -15,6 +15,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "exec/card_access.h"
 #include "exec/cgroup_tree.h"
 #include "sandbox/run_tree.h"
 #include "report/run_view.h"
@@ -46,9 +47,10 @@ class Daemon::RunReporter : public RunObserver, public RunJournal {
     if (auto it = d_.active_.find(r.id); it != d_.active_.end()) record["request"] = it->second->request;
     d_.history_->job_finished(r.id, job, job_to_json(r, p, job, 0, false), record);
   }
-  void on_step_changed(const RunRecord& r, const Plan& p, int job, int step, StepState) override {
+  void on_step_changed(const RunRecord& r, const Plan& p, int job, int step, StepState from) override {
     d_.view_changed();  // any transition: the read model is refreshed soon
     const StepRecord& s = r.jobs[job].steps[step];
+    if (from == StepState::Running && s.state != StepState::Running) d_.step_stopped(r.id, job, step);
     Metrics& m = d_.model_.metrics;
     if (s.state == StepState::Running) {
       if (s.runnable_at >= 0 && s.started_at >= 0) m.wait_seconds.observe(s.started_at - s.runnable_at);
@@ -254,6 +256,16 @@ std::string Daemon::start_unguarded() {
   // A lease's client heartbeats every second; five missed and it is gone (killed, lost): its cards come back.
   leases_ = std::make_unique<LeaseBook>(io_, host_->broker(), 5, cfg_.kill_grace_seconds);
   lease_desk_ = std::make_unique<LeaseDesk>(*leases_, *host_);
+  // A run's user may open its leased cards' files while it holds them (as its steps' own: exec/card_access).
+  lease_desk_->set_card_access([this](const Lease& l, bool granted) {
+    const RunAs* user = sandbox_->of(l.request.run_id);
+    if (!user) return;
+    std::vector<std::string> files;
+    for (int card : l.cards)
+      for (const std::string& f : cfg_.files_of_card(card)) files.push_back(f);
+    std::string e = granted ? grant_file_access(files, user->uid) : revoke_file_access(files, user->uid);
+    if (!e.empty()) spdlog::warn("lease {}: {}", l.id, e);
+  });
   leases_->set_on_change([this] {
     view_changed();
     if (draining_ || cancelling_) boost::asio::post(io_, [this] { check_stopped(); });
@@ -395,6 +407,14 @@ Answer Daemon::start_run(EngineOptions eo, const RunSubmission& s, Project proje
   const std::string lease_token = random_hex(16);
   eo.base_env["PTO_RUNNER_SERVER"] = self_url_;
   eo.base_env["PTO_RUNNER_LEASE_TOKEN"] = lease_token;
+  // Each attempt of a step its own token: its leases end with it and last at most what its timeouts leave.
+  eo.step_lease_token = [this, id = eo.run_id](std::size_t job, std::size_t step, double seconds_left) {
+    const std::string token = random_hex(16), key = step_key_of(job, step);
+    access_.add_step_token(token, id, key);
+    if (auto it = active_.find(id); it != active_.end())
+      it->second->step_tokens[key] = {token, seconds_left > 0 ? host_->clock->now() + seconds_left : 0};
+    return token;
+  };
 
   auto run = std::make_unique<ActiveRun>();
   // The request is journaled without env values: they may hold secrets.
@@ -421,6 +441,19 @@ Answer Daemon::start_run(EngineOptions eo, const RunSubmission& s, Project proje
   begin_run(id);
   refresh_view();  // the submitter's next status shows its run
   return {Outcome::Created, {{"id", id}, {"url", api_path::run(id)}, {"state", "running"}}};
+}
+
+std::string Daemon::step_key_of(std::size_t job, std::size_t step) { return std::to_string(job + 1) + "-" + std::to_string(step + 1); }
+
+void Daemon::step_stopped(const std::string& run, int job, int step) {
+  auto it = active_.find(run);
+  if (it == active_.end()) return;
+  const std::string key = step_key_of(static_cast<std::size_t>(job), static_cast<std::size_t>(step));
+  auto t = it->second->step_tokens.find(key);
+  if (t == it->second->step_tokens.end()) return;
+  access_.forget_token(t->second.token);
+  it->second->step_tokens.erase(t);
+  leases_->end_step(run, key, "the step that asked for it ended");
 }
 
 void Daemon::begin_run(const std::string& id) {
@@ -518,6 +551,22 @@ void Daemon::request_lease(LeaseRequest request, const Caller& by, Reply reply) 
   // Accepted runs may still lease while the daemon drains; nothing else may.
   const std::string& run = by.lease_scope();
   if (!server_ || cancelling_ || (draining_ && (run.empty() || !active_.count(run)))) return reply(stopping_refusal());
+  if (auto it = active_.find(run); it != active_.end()) {
+    // A run's leases: at most max-cards-per-run cards at once, and none past its step.
+    const int asked = request.device_ids.empty() ? request.devices : static_cast<int>(request.device_ids.size());
+    if (cfg_.max_cards_per_run > 0 && leases_->cards_of_run(run) + asked > cfg_.max_cards_per_run)
+      return reply(Answer::error(Outcome::Conflict, "max-cards-per-run is " + std::to_string(cfg_.max_cards_per_run) + ": run " + run +
+                                                        " holds or waits for " + std::to_string(leases_->cards_of_run(run)) +
+                                                        " card(s) by lease and asks for " + std::to_string(asked) + " more"));
+    if (!by.step.empty()) {
+      request.step = by.step;
+      auto t = it->second->step_tokens.find(by.step);
+      if (t != it->second->step_tokens.end() && t->second.deadline > 0) {
+        const double left = std::max(1.0, t->second.deadline - host_->clock->now());
+        if (request.max_seconds <= 0 || request.max_seconds > left) request.max_seconds = left;
+      }
+    }
+  }
   lease_desk_->request(std::move(request), run, std::move(reply));
 }
 

@@ -92,6 +92,11 @@ class Daemon : public HostCommands {
     std::unique_ptr<RunReporter> reporter;
     std::unique_ptr<RunEngine> engine;
     nlohmann::json request;  // jobs, ref, sha, github, source and env names (never env values: they may be secrets)
+    struct StepToken {
+      std::string token;
+      double deadline = 0;  // host clock; 0: the step has no time bound
+    };
+    std::map<std::string, StepToken> step_tokens;  // of running steps, by "JOB-STEP"
   };
   friend class RunReporter;
 
@@ -102,6 +107,9 @@ class Daemon : public HostCommands {
   /// for a user to be given back.
   void begin_run(const std::string& id);
   void on_run_finished(const std::string& id);
+  /// An attempt of a step stopped running: its lease token is forgotten, the leases it asked for end.
+  void step_stopped(const std::string& run, int job, int step);
+  static std::string step_key_of(std::size_t job, std::size_t step);
   /// A journal write for `run` failed: the run ends with an infrastructure error (not inside its transition).
   void stop_run_for_journal(const std::string& run, const std::string& why);
   void finish_shutdown(int exit_code);

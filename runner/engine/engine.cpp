@@ -377,6 +377,12 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
   }
   l.grace_seconds = opts_.kill_grace_seconds;
   l.log_max_bytes = opts_.log_max_bytes;
+  if (opts_.step_lease_token && ps.kind != StepKind::ToolchainSetup) {
+    const std::string entry = "PTO_RUNNER_LEASE_TOKEN=" + opts_.step_lease_token(j, s, l.timeout_seconds);
+    auto it = std::find_if(l.env.begin(), l.env.end(), [](const std::string& e) { return e.rfind("PTO_RUNNER_LEASE_TOKEN=", 0) == 0; });
+    if (it != l.env.end()) *it = entry;
+    else l.env.push_back(entry);
+  }
   l.simulated_seconds = ps.expected_minutes * 60 * opts_.time_scale;
   l.on_line = [this, j, s](std::string_view line) {
     if (observer_) observer_->on_step_output(run_, plan_, static_cast<int>(j), static_cast<int>(s), line);

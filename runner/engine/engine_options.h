@@ -3,6 +3,7 @@
 // runner's environment, the lead job's settings, the health and kill policies; and the small names a run
 // uses for its files and messages.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -39,6 +40,10 @@ struct EngineOptions {
   std::optional<RunAs> run_as;
   StepLimits::Spec limits;
   std::vector<std::string> card_files;
+  /// When set, each attempt of a step gets a lease token of its own ($PTO_RUNNER_LEASE_TOKEN), from the host
+  /// that serves its leases: `seconds_left` is what its timeouts leave it (0: none), which bounds its leases;
+  /// the host ends them when the attempt stops running.
+  std::function<std::string(std::size_t job, std::size_t step, double seconds_left)> step_lease_token;
   /// The run's secrets (their values masked in every log, summary and output; steps add with ::add-mask::).
   /// Null: the engine makes an empty one (a step may still add masks).
   std::shared_ptr<SecretMask> mask;

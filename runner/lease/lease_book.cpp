@@ -136,7 +136,7 @@ bool LeaseBook::end(const std::string& id, const std::string& why, bool by_clien
     l.state = LeaseState::Ended;
     ended_by_reason_["released"]++;
     if (on_ended_) on_ended_("released", seconds_since(l.granted_at));
-    if (on_granted_end_) on_granted_end_(l.marker);
+    if (on_granted_end_) on_granted_end_(l);
     broker_.release(l.cards);
     leases_.erase(id);
     if (on_change_) on_change_();
@@ -158,6 +158,24 @@ void LeaseBook::end_run(const std::string& run_id, const std::string& why) {
   for (auto& [id, l] : leases_)
     if (l->request.run_id == run_id) of_run.push_back(l.get());
   for (Lease* l : of_run) finish(*l, LeaseState::Revoked, why, "run ended");
+}
+
+void LeaseBook::end_step(const std::string& run_id, const std::string& step, const std::string& why) {
+  std::vector<Lease*> of_step;
+  for (auto& [id, l] : leases_)
+    if (l->request.run_id == run_id && l->request.step == step && (l->state == LeaseState::Waiting || l->state == LeaseState::Granted))
+      of_step.push_back(l.get());
+  for (Lease* l : of_step) finish(*l, LeaseState::Revoked, why, "step ended");
+}
+
+int LeaseBook::cards_of_run(const std::string& run_id) const {
+  int n = 0;
+  for (const auto& [id, l] : leases_)
+    if (l->request.run_id == run_id && (l->state == LeaseState::Waiting || l->state == LeaseState::Granted))
+      n += l->state == LeaseState::Granted ? static_cast<int>(l->cards.size())
+           : l->request.device_ids.empty() ? l->request.devices
+                                           : static_cast<int>(l->request.device_ids.size());
+  return n;
 }
 
 void LeaseBook::finish(Lease& l, LeaseState state, const std::string& why, const std::string& reason_key,
@@ -185,7 +203,7 @@ void LeaseBook::finish(Lease& l, LeaseState state, const std::string& why, const
   l.end_reason = why;
   ended_by_reason_[reason_key]++;
   if (on_ended_) on_ended_(reason_key, seconds_since(l.granted_at));
-  if (on_granted_end_) on_granted_end_(l.marker);
+  if (on_granted_end_) on_granted_end_(l);
   // Whatever still carries the lease's marker is killed before the cards are handed on: SIGTERM, then
   // SIGKILL after the grace. A client that released normally has nothing left, so its cards go at once.
   const std::string marker = l.marker, cgroup = l.cgroup;

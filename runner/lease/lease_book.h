@@ -34,6 +34,7 @@ struct LeaseRequest {
   double wait_seconds = 0;  // refused when not granted within this long (0: wait as long as it takes)
   std::string label;        // what it runs, for the queue, --list and --find
   std::string run_id;       // the run whose step asked (its lease token), "" for an operator's
+  std::string step;         // that step ("JOB-STEP", 1-based), "" when asked with the run's token: ends with it
 };
 
 /// Waiting for cards, holding them, or over: ended (by its client or a request) or revoked (by the daemon:
@@ -75,6 +76,10 @@ class LeaseBook {
   bool end(const std::string& id, const std::string& why, bool by_client, std::function<void()> done = {});
   /// Ends every lease of a run (it finished or was cancelled).
   void end_run(const std::string& run_id, const std::string& why);
+  /// Revokes the leases one step of a run asked for: a lease never outlives its step.
+  void end_step(const std::string& run_id, const std::string& step, const std::string& why);
+  /// Cards held or asked for by `run_id`'s leases (for max-cards-per-run).
+  int cards_of_run(const std::string& run_id) const;
   /// Ends every lease (the daemon is cancelling everything): their commands are killed, their cards freed.
   void end_all(const std::string& why);
   /// SIGHUP: a new kill grace for revocations from now on.
@@ -90,7 +95,7 @@ class LeaseBook {
   /// Called when a granted lease ends: how (the ended_by_reason key) and how long it held its cards.
   void set_on_ended(std::function<void(const std::string& how, double held_seconds)> f) { on_ended_ = std::move(f); }
   /// Called with a granted lease's marker when it ends, however (executor: slurm ends its Slurm job).
-  void set_on_granted_end(std::function<void(const std::string& marker)> f) { on_granted_end_ = std::move(f); }
+  void set_on_granted_end(std::function<void(const Lease&)> f) { on_granted_end_ = std::move(f); }
 
   double heartbeat_timeout() const { return heartbeat_timeout_; }
 
@@ -111,7 +116,7 @@ class LeaseBook {
   std::function<void(const std::string&, double)> on_ended_;
   std::unique_ptr<Timers> timers_;
   std::function<void()> on_change_;
-  std::function<void(const std::string&)> on_granted_end_;
+  std::function<void(const Lease&)> on_granted_end_;
 };
 
 }  // namespace pto

@@ -29,7 +29,10 @@ Answer gone(const std::string& why) { return Answer::error(Outcome::Gone, why); 
 }  // namespace
 
 LeaseDesk::LeaseDesk(LeaseBook& book, Host& host) : book_(book), host_(host) {
-  book_.set_on_granted_end([this](const std::string& marker) { host_.lease_ended(marker); });
+  book_.set_on_granted_end([this](const Lease& l) {
+    host_.lease_ended(l.marker);
+    if (card_access_) card_access_(l, false);
+  });
 }
 
 nlohmann::json LeaseDesk::active_json() const {
@@ -55,6 +58,7 @@ void LeaseDesk::request(LeaseRequest lr, const std::string& run, HostCommands::R
   std::string id = book_.create(
       lr,
       [this, reply, cluster_max, cluster_wait](const Lease& l) {
+        if (card_access_) card_access_(l, true);
         nlohmann::json granted = {{w::kId, l.id},
                                   {w::kCards, l.cards},
                                   {w::kMarker, l.marker},

@@ -25,10 +25,14 @@ class LeaseDesk {
   void end(const std::string& id, const std::string& why, const std::string& run, HostCommands::Reply reply);
   /// The active leases, as the status and `task-submit --list` show them.
   nlohmann::json active_json() const;
+  /// Called when a lease is granted (true) and when its granted cards come back (false): the daemon gives the
+  /// run's sandbox user its leased cards' files for that long.
+  void set_card_access(std::function<void(const Lease&, bool granted)> f) { card_access_ = std::move(f); }
 
  private:
   LeaseBook& book_;
   Host& host_;
+  std::function<void(const Lease&, bool)> card_access_;
 };
 
 }  // namespace pto

@@ -14,7 +14,7 @@ bool same(const std::string& given, const std::string& token) {
 }  // namespace
 
 void Access::forget_run(const std::string& run) {
-  for (auto t = run_tokens_.begin(); t != run_tokens_.end();) t = t->second == run ? run_tokens_.erase(t) : std::next(t);
+  for (auto t = run_tokens_.begin(); t != run_tokens_.end();) t = t->second.run == run ? run_tokens_.erase(t) : std::next(t);
 }
 
 Caller Access::identify(const HttpRequest& req) const {
@@ -31,10 +31,12 @@ Caller Access::identify(const HttpRequest& req) const {
     c.role = Caller::Role::Reader;
     return c;
   }
-  for (const auto& [token, run] : run_tokens_)
+  // A map lookup would not be constant-time in the token's value; the tokens of active steps are few.
+  for (const auto& [token, scope] : run_tokens_)
     if (same(given, token)) {
       c.role = Caller::Role::Run;
-      c.run = run;
+      c.run = scope.run;
+      c.step = scope.step;
       return c;
     }
   return c;

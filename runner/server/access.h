@@ -17,6 +17,7 @@ struct Caller {
   enum class Role { Anonymous, Reader, Admin, Run };
   Role role = Role::Anonymous;
   std::string run;  // Role::Run: the run whose token was shown
+  std::string step;  // and the step, when it was that step's own token ("JOB-STEP")
   std::string peer;
   /// The run whose leases it may touch: "" for every lease (admin), else its own run's.
   const std::string& lease_scope() const { return run; }
@@ -33,7 +34,10 @@ class Access {
   void set_reads_need_token(bool need) { reads_need_token_ = need; }
   bool is_admin_token(const std::string& token) const { return token == admin_token_; }
   /// A run's lease token (PTO_RUNNER_LEASE_TOKEN of its steps); forgotten when the run ends.
-  void add_run_token(const std::string& token, const std::string& run) { run_tokens_[token] = run; }
+  void add_run_token(const std::string& token, const std::string& run) { run_tokens_[token] = {run, ""}; }
+  /// One step's own lease token: its leases end with it (forgotten when the step ends).
+  void add_step_token(const std::string& token, const std::string& run, const std::string& step) { run_tokens_[token] = {run, step}; }
+  void forget_token(const std::string& token) { run_tokens_.erase(token); }
   void forget_run(const std::string& run);
 
   Caller identify(const HttpRequest& req) const;
@@ -44,7 +48,10 @@ class Access {
  private:
   bool reads_need_token_;
   std::string admin_token_, read_token_;
-  std::map<std::string, std::string> run_tokens_;  // token -> run
+  struct Scope {
+    std::string run, step;
+  };
+  std::map<std::string, Scope> run_tokens_;  // token -> the run (and step) it speaks for
 };
 
 }  // namespace pto
