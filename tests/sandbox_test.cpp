@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "served_daemon.h"
+#include "source_repo.h"
 #include "util/random_hex.h"
 
 using namespace pto::test;
@@ -233,6 +234,48 @@ TEST_CASE("sandbox: a leased command runs as the run's user and may open its lea
   CHECK(log.find("leased as " + users.prefix + "0 card ") != std::string::npos);
   CHECK(log.find("LEASED-OPEN") != std::string::npos);
   CHECK(log.find("AFTER-OPEN") == std::string::npos);  // the lease ended: its card's file is closed again
+}
+
+TEST_CASE("sandbox: a commit's step owns its worktree and runs git there, cannot write the mirror, and no hook in the "
+          "mirror runs at the next checkout", "[sandbox][source]") {
+  if (::geteuid() != 0) {
+    WARN("SKIPPED: sandbox users need root");
+    return;
+  }
+  SourceRepo repo;
+  Served s;
+  open_to_sandbox(s.dir);
+  SandboxUsers users(s.dir, 1, "source:\n  repo: " + repo.path() + "\n");
+  const std::string ran = (s.dir.path() / "hook-ran").string();
+  repo.write("jobs/g.yml", "name: g\nsteps:\n  - id: g\n    run: |\n"
+                           "      git status --short > /dev/null && git log --oneline -1 && echo GIT-OK\n"
+                           "      echo mine > own-file && echo TREE-WRITABLE\n"
+                           "      ( echo 'touch " + ran + "' > \"$STATE/source.git/hooks/post-checkout\" ) 2>/dev/null && echo HOOK-WRITTEN\n"
+                           "      ( echo x > \"$STATE/source.git/config\" ) 2>/dev/null && echo CONFIG-WRITTEN\n"
+                           "      true\n");
+  const std::string first = repo.commit("first");
+  s.start();
+  auto submit = [&](const std::string& sha) {
+    auto r = s.post("/api/v1/runs", {{"sha", sha}, {"env", {{"STATE", s.state()}}}});
+    INFO(r.body);
+    REQUIRE(r.status == 201);
+    return json::parse(r.body)["id"].get<std::string>();
+  };
+  json run = s.wait_run(submit(first), 60);
+  std::string log = step_log(s, run);
+  INFO(log);
+  CHECK(run["state"] == "succeeded");
+  CHECK(log.find("GIT-OK") != std::string::npos);
+  CHECK(log.find("TREE-WRITABLE") != std::string::npos);
+  CHECK(log.find("HOOK-WRITTEN") == std::string::npos);
+  CHECK(log.find("CONFIG-WRITTEN") == std::string::npos);
+  // Even a hook that is there (planted as root here) never runs: the daemon's git runs no hooks.
+  s.dir.write("hook", "#!/bin/sh\ntouch " + ran + "\n");
+  REQUIRE(sh("install -m 0755 " + (s.dir.path() / "hook").string() + " " + s.state() + "/source.git/hooks/post-checkout") == 0);
+  repo.write("README", "second\n");
+  json second = s.wait_run(submit(repo.commit("second")), 60);
+  CHECK(second["state"] == "succeeded");
+  CHECK_FALSE(fs::exists(ran));
 }
 
 TEST_CASE("sandbox: runs beyond the pool wait for a free sandbox user and then run as it", "[sandbox]") {

@@ -11,30 +11,12 @@
 #include <thread>
 
 #include "served_daemon.h"
+#include "source_repo.h"
 #include "test_support.h"
 
 using namespace pto::test;
 
 namespace {
-
-/// A git repository laid out as a project, committed to step by step.
-struct SourceRepo {
-  TempDir dir;
-  std::string path() const { return (dir.path() / "repo").string(); }
-  SourceRepo() {
-    REQUIRE(sh("git init -q -b main " + path()) == 0);
-    write("toolchain/versions.env", valid_versions_env());
-  }
-  void write(const std::string& rel, const std::string& content) const { dir.write("repo/" + rel, content); }
-  void remove(const std::string& rel) const { fs::remove(fs::path(path()) / rel); }
-  std::string commit(const std::string& message) const {
-    std::string sha;
-    REQUIRE(sh("cd " + path() + " && git add -A && git -c user.name=t -c user.email=t@example.com commit -q -m '" +
-               message + "' && git rev-parse HEAD", &sha) == 0);
-    while (!sha.empty() && sha.back() == '\n') sha.pop_back();
-    return sha;
-  }
-};
 
 // Each model example records where it ran and what it saw into $OUT/<example>-<run id>.
 const char* kModelsJob = "name: models\nparallel: true\nsteps:\n  - models: [m]\n";

@@ -1,5 +1,6 @@
 #include "doctor/doctor.h"
 
+
 #include <grp.h>
 #include <pwd.h>
 #include <sys/stat.h>
@@ -16,6 +17,7 @@
 #include "exec/cgroup_tree.h"
 #include "exec/run_sync.h"
 #include "plan/plan.h"
+#include "sandbox/run_tree.h"
 #include "sched/card_lock.h"
 #include "toolchain/toolchain_setup.h"
 #include "util/process_env.h"
@@ -88,12 +90,14 @@ CheckResult check_cards(const RunnerConfig& rc) {
   if (!world.empty()) {
     r.status = CheckStatus::Warn;
     r.detail += "; " + world.front() + " is open to every user";
-    r.fix = "chmod o-rw the card files: a step may open only its own cards' files (through its sandbox user's groups)";
+    r.fix = "chmod o-rw the card files: a step may open only its own cards' files (pto-runner gives a run's sandbox user an "
+            "ACL entry on its cards' files while it holds them)";
   } else if (rc.sandbox.enabled) {
     for (const auto& g : groups)
-      if (std::find(rc.sandbox.groups.begin(), rc.sandbox.groups.end(), g) == rc.sandbox.groups.end() && g != "root") {
+      if (std::find(rc.sandbox.groups.begin(), rc.sandbox.groups.end(), g) != rc.sandbox.groups.end()) {
         r.status = CheckStatus::Warn;
-        r.fix = "add " + g + " to sandbox.groups in runner.yml, or steps cannot open their cards";
+        r.detail += "; sandbox.groups has " + g + ", the cards' group: every run's steps could open every card";
+        r.fix = "remove " + g + " from sandbox.groups in runner.yml (each run is given its own cards' files by ACL)";
         break;
       }
   }
@@ -197,6 +201,11 @@ CheckResult check_sandbox(const RunnerConfig& rc) {
     return r;
   }
   r.detail = rc.sandbox.user(0) + " .. " + rc.sandbox.user(rc.sandbox.count - 1) + " exist";
+  if (std::string dir = unsearchable_ancestor(rc.state_dir); !dir.empty()) {
+    r.status = CheckStatus::Fail;
+    r.detail += "; but they cannot reach the state dir " + rc.state_dir + " (" + dir + " is not searchable by others)";
+    r.fix = "chmod o+x " + dir + " (serve refuses to start otherwise), or set state-dir elsewhere";
+  }
   return r;
 }
 
