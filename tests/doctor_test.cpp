@@ -28,7 +28,7 @@ void make_host(TempDir& d, const std::string& users, const std::string& env_file
   d.write("runner.yml", "devices:\n  ids: [0, 1]\n  lock-dir: " + (d.path() / "locks").string() + "\n  card-files: " +
                             (d.path() / "dev/davinci{id}").string() + "\n  shared-files: [" + (d.path() / "dev/davinci_manager").string() +
                             "]\ntoken-file: " + (d.path() / "token").string() + "\nenv-file: host.env\nsandbox:\n  users: " + users +
-                            "\n  count: 2\n  groups: [daemon]\n");
+                            "\n  count: 2\n");
   write_project(d, {{"b.yml", "name: b\nsteps:\n  - run: |\n      : \"${CI_CACHE_ROOT:?set it in the runner's .env}\"\n"
                               "      eval \"$(tool export)\"\n      : \"${TOOL_HOME:?set by tool export}\"\n"}});
   d.write("bin/npu-smi", "#!/bin/sh\necho npu-smi\n");

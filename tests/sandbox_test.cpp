@@ -310,6 +310,34 @@ TEST_CASE("sandbox: runs beyond the pool wait for a free sandbox user and then r
   CHECK(step_log(s, run).find(users.prefix + "0") != std::string::npos);
 }
 
+TEST_CASE("sandbox: a foreground `run` as root lends a sandbox user too, never one the host's daemon has lent", "[sandbox]") {
+  if (::geteuid() != 0) {
+    WARN("SKIPPED: sandbox users need root");
+    return;
+  }
+  Served s;
+  open_to_sandbox(s.dir);
+  SandboxUsers users(s.dir, 2);
+  const std::string marks = (s.dir.path() / "marks").string();
+  fs::create_directories(marks);
+  ::chmod(marks.c_str(), 01777);
+  write_project(s.dir, {{"hold.yml", "name: hold\nsteps:\n  - id: h\n    run: |\n      echo \"held by $(id -un)\" > " + marks + "/held\n"
+                                     "      for i in $(seq 200); do [ -e " + marks + "/go ] && break; sleep 0.1; done\n"},
+                        {"who.yml", "name: who\nsteps:\n  - id: w\n    run: echo \"who $(id -un) home $HOME\"\n"}});
+  s.start();
+  const std::string held = s.submit_run({{"jobs", {"hold"}}});
+  REQUIRE(wait_for_content(marks + "/held", 30));
+  const std::string daemon_user = read_file(marks + "/held").substr(8, users.prefix.size() + 1);
+  CommandResult r = run_cli({"--root", s.dir.str(), "run", "--job", "who", "--lock-dir", s.locks(), "--state-dir",
+                             (s.dir.path() / "run-state").string(), "--devices", "2"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  const std::string other = daemon_user == users.prefix + "0" ? users.prefix + "1" : users.prefix + "0";
+  CHECK(r.out.find("who " + other + " home " + (s.dir.path() / "run-state").string()) != std::string::npos);
+  s.dir.write("marks/go", "1");
+  CHECK(s.wait_run(held, 60)["state"] == "succeeded");
+}
+
 TEST_CASE("sandbox: without sandbox users the daemon says so at start, in the status and on the page", "[sandbox]") {
   Served s;
   s.dir.write("runner.yml", "sandbox:\n  users: ptsbnobody-\n  count: 2\n");

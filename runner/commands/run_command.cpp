@@ -13,6 +13,8 @@
 #include "report/actions_output.h"
 #include "report/console.h"
 #include "report/simulation_report.h"
+#include "sandbox/run_tree.h"
+#include "sandbox/sandbox_pool.h"
 #include "lease/run_leases.h"
 
 namespace fs = std::filesystem;
@@ -85,6 +87,31 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
       eo.base_env["PTO_RUNNER_LEASE_TOKEN"] = leases->token();
     }
 
+    // As root with sandbox users (runner.yml sandbox:), the run's steps run as one of them, as under serve;
+    // run by anyone else, they run as that user (who runs their own code).
+    SandboxPool sandbox(cfg.sandbox, cfg.shared_files, cfg.lock_dir);
+    std::optional<RunAs> user;
+    if (sandbox.active() && !opts->simulate) {
+      for (const std::string& dir : {state_dir, eo.root})
+        if (std::string closed = unsearchable_ancestor(dir); !closed.empty()) {
+          std::cerr << "pto-runner: sandbox users cannot reach " << dir << ": " << closed
+                    << " is not searchable by others (chmod o+x it, or sandbox: off in runner.yml)\n";
+          exit_code = to_int(ExitCode::BadInput);
+          return;
+        }
+      user = sandbox.lend(eo.run_id);
+      std::string problem = user ? close_state_dir(state_dir) : "every sandbox user is lent (to serve or to other runs)";
+      if (problem.empty()) problem = prepare_run_tree(eo.run_dir, &*user);
+      if (!problem.empty()) {
+        std::cerr << "pto-runner: " << problem << "\n";
+        exit_code = to_int(ExitCode::Infrastructure);
+        return;
+      }
+      if (leases)
+        leases->set_card_access(
+            [&cfg, uid = user->uid](const Lease& l, bool granted) { change_lease_card_access(cfg, l, uid, granted); });
+    }
+
     ConsoleOptions co;
     co.github = inside_github_actions();
     if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY")) co.step_summary = summary;
@@ -99,6 +126,7 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
               << "\n";
     std::cout.flush();
     RunEngine engine({io, *host->clock, host->broker(), *host->executor, &console}, loaded->plan, eo);
+    if (user) engine.run_as(*user);
     boost::asio::signal_set signals(io, SIGINT, SIGTERM);
     std::function<void()> wait_signal = [&] {
       signals.async_wait([&](boost::system::error_code ec, int sig) {
@@ -121,6 +149,7 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
     if (opts->simulate)
       std::cout << simulation_report(engine.record(), engine.plan(), cfg.device_ids, eo.time_scale);
     exit_code = to_int(engine.result());
+    sandbox.give_back(eo.run_id);
   });
 }
 

@@ -15,7 +15,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "exec/card_access.h"
 #include "exec/cgroup_tree.h"
 #include "sandbox/run_tree.h"
 #include "report/run_view.h"
@@ -171,13 +170,19 @@ std::string Daemon::start_unguarded() {
 
   // Steps run as sandbox users, each run's its own; they reach their run's tree through a state dir closed to
   // them otherwise (sandbox/run_tree). Without them, said loudly, here and in the status and on the page.
-  sandbox_ = std::make_unique<SandboxPool>(cfg_.sandbox, cfg_.shared_files);
+  sandbox_ = std::make_unique<SandboxPool>(cfg_.sandbox, cfg_.shared_files, cfg_.lock_dir);
   if (std::string e = close_state_dir(state_dir_); !e.empty()) return e;
   if (sandbox_->active()) {
     if (std::string dir = unsearchable_ancestor(state_dir_); !dir.empty()) {
       start_exit_ = 2;
       return "sandbox users cannot reach the state dir " + state_dir_ + ": " + dir +
              " is not searchable by others (chmod o+x it, or give another --state-dir)";
+    }
+    // Without `source:` steps run in the definitions' own tree, which they then read as their user.
+    if (std::string dir = cfg_.source.configured() ? "" : unsearchable_ancestor(project.root); !dir.empty()) {
+      start_exit_ = 2;
+      return "sandbox users cannot reach the root " + project.root + " where steps run: " + dir +
+             " is not searchable by others (chmod o+x it)";
     }
     spdlog::info("sandbox: {} users ({} .. {}); each run's steps run as its own", sandbox_->size(), cfg_.sandbox.user(0),
                  cfg_.sandbox.user(cfg_.sandbox.count - 1));
@@ -260,11 +265,7 @@ std::string Daemon::start_unguarded() {
   lease_desk_->set_card_access([this](const Lease& l, bool granted) {
     const RunAs* user = sandbox_->of(l.request.run_id);
     if (!user) return;
-    std::vector<std::string> files;
-    for (int card : l.cards)
-      for (const std::string& f : cfg_.files_of_card(card)) files.push_back(f);
-    std::string e = granted ? grant_file_access(files, user->uid) : revoke_file_access(files, user->uid);
-    if (!e.empty()) spdlog::warn("lease {}: {}", l.id, e);
+    if (std::string e = change_lease_card_access(cfg_, l, user->uid, granted); !e.empty()) spdlog::warn("lease {}: {}", l.id, e);
   });
   leases_->set_on_change([this] {
     view_changed();

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "exec/card_access.h"
 #include "host/host.h"
 #include "lease/lease_wire.h"
 
@@ -27,6 +28,13 @@ nlohmann::json lease_to_json(const Lease& l) {
 Answer gone(const std::string& why) { return Answer::error(Outcome::Gone, why); }
 
 }  // namespace
+
+std::string change_lease_card_access(const RunnerConfig& cfg, const Lease& l, uid_t uid, bool granted) {
+  std::vector<std::string> files;
+  for (int card : l.cards)
+    for (const std::string& f : cfg.files_of_card(card)) files.push_back(f);
+  return granted ? grant_file_access(files, uid) : revoke_file_access(files, uid);
+}
 
 LeaseDesk::LeaseDesk(LeaseBook& book, Host& host) : book_(book), host_(host) {
   book_.set_on_granted_end([this](const Lease& l) {

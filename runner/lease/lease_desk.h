@@ -9,12 +9,17 @@
 //   end        what still runs under it is killed, its cards freed; answered when that is done
 #include <nlohmann/json.hpp>
 
+#include "config/runner_config.h"
 #include "lease/lease_book.h"
 #include "server/host_commands.h"
 
 namespace pto {
 
 struct Host;
+
+/// Gives `uid` (a run's sandbox user) the files of lease `l`'s cards (devices.card-files), or takes them back.
+/// "" or the problem.
+std::string change_lease_card_access(const RunnerConfig& cfg, const Lease& l, uid_t uid, bool granted);
 
 class LeaseDesk {
  public:

@@ -36,6 +36,9 @@ class RunLeases : public HostCommands {
   /// How the run's leases ended (released, heartbeat, daemon stopping...), as the daemon counts them.
   const std::map<std::string, long long>& ended_by_reason() const { return book_.ended_by_reason(); }
 
+  /// See LeaseDesk::set_card_access.
+  void set_card_access(std::function<void(const Lease&, bool granted)> f) { desk_.set_card_access(std::move(f)); }
+
   void request_lease(LeaseRequest request, const Caller& by, Reply reply) override;
   Answer heartbeat_lease(const std::string& id, const Caller& by) override;
   void end_lease(const std::string& id, const std::string& why, const Caller& by, Reply reply) override;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -15,13 +16,19 @@
 
 #include "exec/card_access.h"
 #include "exec/run_sync.h"
+#include "sched/card_lock.h"
 #include "util/process_env.h"
 
 namespace fs = std::filesystem;
 
 namespace pto {
 
-SandboxPool::SandboxPool(const SandboxConfig& cfg, std::vector<std::string> shared_files) : shared_files_(std::move(shared_files)) {
+SandboxPool::~SandboxPool() {
+  for (const auto& [i, fd] : locks_) ::close(fd);
+}
+
+SandboxPool::SandboxPool(const SandboxConfig& cfg, std::vector<std::string> shared_files, std::string lock_dir)
+    : lock_dir_(std::move(lock_dir)), shared_files_(std::move(shared_files)) {
   if (!cfg.enabled) {
     why_not_ = "sandbox: off in runner.yml";
     return;
@@ -67,6 +74,14 @@ std::optional<RunAs> SandboxPool::lend(const std::string& run) {
   for (const auto& [r, i] : lent_) taken[i] = true;
   for (std::size_t i = 0; i < users_.size(); ++i)
     if (!taken[i]) {
+      // Lent by another pto-runner on this host (a foreground run beside the daemon): the next one.
+      std::string error;
+      int fd = open_private_lock_file(lock_dir_ + "/sandbox-" + users_[i].name + ".lock", "sandbox user lock", error);
+      if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (fd >= 0) ::close(fd);
+        continue;
+      }
+      locks_[i] = fd;
       lent_[run] = i;
       grant_file_access(shared_files_, users_[i].uid);
       return users_[i];
@@ -77,10 +92,15 @@ std::optional<RunAs> SandboxPool::lend(const std::string& run) {
 std::string SandboxPool::give_back(const std::string& run) {
   auto it = lent_.find(run);
   if (it == lent_.end()) return "";
-  const RunAs& u = users_[it->second];
+  const std::size_t index = it->second;
+  const RunAs& u = users_[index];
   lent_.erase(it);
   revoke_file_access(shared_files_, u.uid);
   const int killed = kill_processes_of(u.uid), removed = remove_temp_files_of(u.uid);
+  if (auto l = locks_.find(index); l != locks_.end()) {  // only now may another pto-runner lend it
+    ::close(l->second);
+    locks_.erase(l);
+  }
   std::string said;
   if (killed) said = std::to_string(killed) + " process(es) of " + u.name + " killed";
   if (removed) said += (said.empty() ? "" : ", ") + std::to_string(removed) + " temporary file(s) of " + u.name + " removed";

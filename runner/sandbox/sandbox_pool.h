@@ -19,8 +19,10 @@ namespace pto {
 class SandboxPool {
  public:
   /// `shared_files`: the control files every step may open (devices.shared-files), granted to a user while it
-  /// is lent.
-  SandboxPool(const SandboxConfig& cfg, std::vector<std::string> shared_files);
+  /// is lent. `lock_dir` (devices.lock-dir): a lent user is flocked there (sandbox-NAME.lock), so a daemon and
+  /// foreground `run`s on one host never lend one user twice at once.
+  SandboxPool(const SandboxConfig& cfg, std::vector<std::string> shared_files, std::string lock_dir);
+  ~SandboxPool();
   bool active() const { return why_not_.empty(); }
   /// Why steps run as the daemon's own user ("" when the pool is active).
   const std::string& why() const { return why_not_; }
@@ -38,6 +40,8 @@ class SandboxPool {
  private:
   std::vector<RunAs> users_;
   std::map<std::string, std::size_t> lent_;  // run -> index into users_
+  std::map<std::size_t, int> locks_;          // index -> its flocked lock file
+  std::string lock_dir_;
   std::vector<std::string> shared_files_;
   std::string why_not_;
 };
