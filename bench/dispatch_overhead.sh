@@ -6,15 +6,17 @@
 #   silent:  `true N`    - the issue's workload; xargs writes nothing.
 #   output:  `echo N`    - every step prints a line; xargs redirects each command into its own file, as the
 #                          runner writes each step's log, so both pay for creating one file per step.
-# Usage: [CONTAINMENT=cgroup|sweep] bench/dispatch_overhead.sh [build/pto-runner] [steps] [rounds]
+# Usage: [CONTAINMENT=cgroup|sweep] [SANDBOX=on] bench/dispatch_overhead.sh [build/pto-runner] [steps] [rounds]
 # (CONTAINMENT writes runner.yml `containment:`; cgroup, the default, falls back to sweep where the host has
-# no writable cgroup v2.)
+# no writable cgroup v2. SANDBOX=on, as root: every step runs as a sandbox user, within pids-max and
+# memory-max, given its card's file by ACL: the cost of the uid switch and the grant per step.)
 set -euo pipefail
 BIN=$(realpath "${1:-build/pto-runner}")
 N=${2:-1000}
 ROUNDS=${3:-3}
 WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+source "$(dirname "$0")/sandbox_lib.sh"
+trap 'sandbox_remove; rm -rf "$WORK"' EXIT
 
 make_project() {  # $1 = dir, $2 = command word
   mkdir -p "$1/jobs" "$1/toolchain"
@@ -26,10 +28,11 @@ make_project() {  # $1 = dir, $2 = command word
     # Distinct commands so dedupe does not remove them.
     for i in $(seq 1 "$N"); do echo "  - {name: s$i, devices: 1, run: '$2 $i'}"; done
   } > "$1/jobs/many.yml"
-  echo "containment: ${CONTAINMENT:-cgroup}" > "$1/runner.yml"
+  { echo "containment: ${CONTAINMENT:-cgroup}"; sandbox_yaml "$1"; } > "$1/runner.yml"
 }
 make_project "$WORK/silent" true
 make_project "$WORK/output" echo
+sandbox_setup "$WORK/silent" "$WORK/output"
 
 now() { date +%s.%N; }
 results="$WORK/results"
@@ -57,7 +60,8 @@ python3 - "$results" "$N" "$ROUNDS" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
 n, rounds = int(sys.argv[2]), int(sys.argv[3])
-print(f"steps={n} cards=8 rounds={rounds} (medians; ratio = median of per-round ratios)")
+import os
+print(f"steps={n} cards=8 rounds={rounds} sandbox={os.environ.get('SANDBOX', 'off')} (medians; ratio = median of per-round ratios)")
 for kind, what in (("silent", "`true N`"), ("output", "`echo N`, one file per step on both sides")):
     xs = [float(r[2]) - float(r[1]) for r in rows if r[0] == kind]
     ps = [float(r[3]) - float(r[2]) for r in rows if r[0] == kind]

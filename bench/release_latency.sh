@@ -6,12 +6,13 @@
 #    one step's last stamp and the next step's first includes bash's exit and start-up and two `date` execs.
 #    Baseline: the same two stamps in `bash -e -o pipefail -c` run back to back by a shell loop.
 # Target: median under 5 ms.
-# Usage: bench/release_latency.sh [build/pto-runner] [steps]
+# Usage: [SANDBOX=on] bench/release_latency.sh [build/pto-runner] [steps]   (SANDBOX: see dispatch_overhead.sh)
 set -euo pipefail
 BIN=$(realpath "${1:-build/pto-runner}")
 N=${2:-200}
 WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+source "$(dirname "$0")/sandbox_lib.sh"
+trap 'sandbox_remove; rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/jobs" "$WORK/toolchain" "$WORK/stamps" "$WORK/base"
 cp "$(dirname "$0")/../toolchain/versions.env" "$WORK/toolchain/"
 {
@@ -22,7 +23,9 @@ cp "$(dirname "$0")/../toolchain/versions.env" "$WORK/toolchain/"
     echo "  - {name: s$i, devices: 1, run: 'date +%s%N > $WORK/stamps/$i.start; date +%s%N > $WORK/stamps/$i.end'}"
   done
 } > "$WORK/jobs/chain.yml"
-echo "containment: ${CONTAINMENT:-cgroup}" > "$WORK/runner.yml"
+{ echo "containment: ${CONTAINMENT:-cgroup}"; sandbox_yaml "$WORK"; } > "$WORK/runner.yml"
+sandbox_setup "$WORK"
+chmod 1777 "$WORK/stamps" 2>/dev/null || true
 PTO_RUNNER_TRACE="$WORK/trace" "$BIN" run --root "$WORK" --devices 1 --lock-dir "$WORK/locks" --state-dir "$WORK/state" > /dev/null
 for i in $(seq 1 "$N"); do
   bash -e -o pipefail -c "date +%s%N > $WORK/base/$i.start; date +%s%N > $WORK/base/$i.end"
@@ -44,7 +47,7 @@ for kind, ns, cards in events:
     elif kind == "exec" and released is not None:
         handover.append((int(ns) - released) / 1e6)
         released = None
-print(f"steps={n} on one card")
+print(f"steps={n} on one card, sandbox={os.environ.get('SANDBOX', 'off')}")
 print(f"release -> next exec (trace): median {statistics.median(handover):.3f} ms, p90 {q(handover, .9):.3f} ms, max {max(handover):.3f} ms")
 print(f"shell loop (baseline): median {statistics.median(b):.2f} ms, p90 {q(b, .9):.2f} ms")
 print(f"pto-runner:            median {statistics.median(r):.2f} ms, p90 {q(r, .9):.2f} ms"

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <map>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -100,6 +101,19 @@ const Hierarchies& hierarchies(const std::string& any_v2_cgroup) {
 
 std::atomic<unsigned> g_next{0};
 
+/// Empty v1 cgroups of finished steps, by hierarchy, handed to the next step instead of made again: making
+/// and removing a memory cgroup per step was most of what the sandbox added to a step's start (bench/README).
+/// A recycled one gets its limit written again and its event counters read again at the start.
+struct Recycled {
+  std::mutex mu;
+  std::map<std::string, std::vector<std::string>> free;  // base -> dirs
+};
+Recycled& recycled() {
+  static Recycled r;
+  return r;
+}
+constexpr std::size_t kKeepPerHierarchy = 64;
+
 }  // namespace
 
 std::string format_bytes(std::uint64_t b) {
@@ -117,6 +131,17 @@ std::unique_ptr<StepLimits> StepLimits::make(const Spec& spec, const std::string
   const std::string name = "step-" + std::to_string(++g_next);
   auto v1_dir = [&](const std::string& base) -> std::string {
     if (base.empty()) return "";
+    {
+      std::lock_guard<std::mutex> g(recycled().mu);
+      auto& free = recycled().free[base];
+      if (!free.empty()) {
+        std::string dir = free.back();
+        free.pop_back();
+        l->made_.push_back(dir);
+        l->join_.push_back(dir);
+        return dir;
+      }
+    }
     std::string dir = base + "/" + name;
     if (::mkdir(dir.c_str(), 0755) != 0) return "";
     l->made_.push_back(dir);
@@ -166,7 +191,18 @@ std::string StepLimits::exceeded() const {
 }
 
 StepLimits::~StepLimits() {
-  for (auto it = made_.rbegin(); it != made_.rend(); ++it) ::rmdir(it->c_str());
+  for (auto it = made_.rbegin(); it != made_.rend(); ++it) {
+    const std::string base = it->substr(0, it->rfind('/'));
+    if (read_all(*it + "/cgroup.procs").empty()) {  // nothing of the step is left in it: the next may have it
+      std::lock_guard<std::mutex> g(recycled().mu);
+      auto& free = recycled().free[base];
+      if (free.size() < kKeepPerHierarchy) {
+        free.push_back(*it);
+        continue;
+      }
+    }
+    ::rmdir(it->c_str());
+  }
 }
 
 }  // namespace pto

@@ -95,8 +95,10 @@ bool DevicePool::acquire(const std::vector<int>& cards, const std::string& label
   // Locked: but a process no lock speaks for may still use a card (the incumbent's wrapper, which held the
   // flock, exits before its task's detached process does).
   std::vector<std::string> files;
+  const auto t = std::chrono::steady_clock::now();
   for (int id : cards)
-    for (const auto& f : cards_[id].files) files.push_back(f);
+    if (t - cards_[id].released_at > kHandOver)
+      for (const auto& f : cards_[id].files) files.push_back(f);
   if (const auto users = processes_with_open(files); !users.empty()) {
     for (const auto& u : users)
       for (int id : cards)
@@ -129,6 +131,7 @@ void DevicePool::release(const std::vector<int>& cards) {
     if (it == cards_.end()) continue;
     if (it->second.lock)
       it->second.busy_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.held_since).count();
+    if (it->second.lock) it->second.released_at = std::chrono::steady_clock::now();
     it->second.lock.reset();
     it->second.holder.clear();
     it->second.since = now;

@@ -85,7 +85,13 @@ class DevicePool {
     std::vector<std::string> files;                   // devices.card-files of this card
     double busy_seconds = 0;                          // finished holdings
     std::chrono::steady_clock::time_point held_since;  // of the current holding
+    std::chrono::steady_clock::time_point released_at;  // when we last let it go
   };
+  /// A card we let go of moments ago is handed straight on without reading /proc for its files' users: only
+  /// what ran under our own lock could have opened it meanwhile, and that is contained and gone (a scan costs
+  /// ~1 ms per grant on a busy host, bench/README.md). Cards idle longer, or last held by someone else, are
+  /// scanned.
+  static constexpr std::chrono::milliseconds kHandOver{2000};
   /// Who outside pto-runner uses each of `ids` now (its lock's holder, or a process with its files open);
   /// cards nobody outside uses are left out.
   std::map<int, std::string> outside_users(const std::vector<int>& ids) const;
