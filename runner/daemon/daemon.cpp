@@ -444,18 +444,6 @@ Answer Daemon::start_run(EngineOptions eo, const RunSubmission& s, Project proje
   return {Outcome::Created, {{"id", id}, {"url", api_path::run(id)}, {"state", "running"}}};
 }
 
-std::string Daemon::step_key_of(std::size_t job, std::size_t step) { return std::to_string(job + 1) + "-" + std::to_string(step + 1); }
-
-void Daemon::step_stopped(const std::string& run, int job, int step) {
-  auto it = active_.find(run);
-  if (it == active_.end()) return;
-  const std::string key = step_key_of(static_cast<std::size_t>(job), static_cast<std::size_t>(step));
-  auto t = it->second->step_tokens.find(key);
-  if (t == it->second->step_tokens.end()) return;
-  access_.forget_token(t->second.token);
-  it->second->step_tokens.erase(t);
-  leases_->end_step(run, key, "the step that asked for it ended");
-}
 
 void Daemon::begin_run(const std::string& id) {
   ActiveRun& r = *active_.at(id);
@@ -548,38 +536,6 @@ Answer Daemon::change_node(const std::string& node, bool drain, const std::strin
   return {Outcome::Ok, {{"node", node}, {"state", drain ? "drain" : "resume"}, {"reason", drain ? reason : ""}}};
 }
 
-void Daemon::request_lease(LeaseRequest request, const Caller& by, Reply reply) {
-  // Accepted runs may still lease while the daemon drains; nothing else may.
-  const std::string& run = by.lease_scope();
-  if (!server_ || cancelling_ || (draining_ && (run.empty() || !active_.count(run)))) return reply(stopping_refusal());
-  if (auto it = active_.find(run); it != active_.end()) {
-    // A run's leases: at most max-cards-per-run cards at once, and none past its step.
-    const int asked = request.device_ids.empty() ? request.devices : static_cast<int>(request.device_ids.size());
-    if (cfg_.max_cards_per_run > 0 && leases_->cards_of_run(run) + asked > cfg_.max_cards_per_run)
-      return reply(Answer::error(Outcome::Conflict, "max-cards-per-run is " + std::to_string(cfg_.max_cards_per_run) + ": run " + run +
-                                                        " holds or waits for " + std::to_string(leases_->cards_of_run(run)) +
-                                                        " card(s) by lease and asks for " + std::to_string(asked) + " more"));
-    if (!by.step.empty()) {
-      request.step = by.step;
-      auto t = it->second->step_tokens.find(by.step);
-      if (t != it->second->step_tokens.end() && t->second.deadline > 0) {
-        const double left = std::max(1.0, t->second.deadline - host_->clock->now());
-        if (request.max_seconds <= 0 || request.max_seconds > left) request.max_seconds = left;
-      }
-    }
-  }
-  lease_desk_->request(std::move(request), run, std::move(reply));
-}
-
-Answer Daemon::heartbeat_lease(const std::string& id, const Caller& by) { return lease_desk_->heartbeat(id, by.lease_scope()); }
-
-void Daemon::end_lease(const std::string& id, const std::string& why, const Caller& by, Reply reply) {
-  // Its client reads the freed card in the status it asks for next.
-  lease_desk_->end(id, why, by.lease_scope(), [this, reply](Answer a) {
-    refresh_view();
-    reply(std::move(a));
-  });
-}
 
 void Daemon::on_run_finished(const std::string& id) {
   auto it = active_.find(id);

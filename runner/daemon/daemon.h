@@ -3,9 +3,10 @@
 // queue, executors: host/host), the active runs, the run history (journal and records: daemon/run_history)
 // and the read model the API renders (server/read_model.h, refreshed in daemon/daemon_view.cpp). The API
 // (server/api) is its own type over that read model and this class's narrow HostCommands face; the daemon
-// answers its commands here, decides what happens on signals (drain, cancel, reload: daemon_reload.cpp), and
-// never renders a GET itself. There are no locks because there is no second thread; blocking work (git, file
-// reads) goes to a worker pool and answers through the engine thread.
+// answers its commands here (leases: daemon_leases.cpp), decides what happens on signals (drain, cancel,
+// reload: daemon_reload.cpp), and never renders a GET itself. Each run gets a sandbox user before it starts
+// (sandbox/). There are no locks because there is no second thread; blocking work (git, file reads, handing a
+// worktree to a run's user) goes to a worker pool and answers through the engine thread.
 #include <chrono>
 #include <deque>
 #include <functional>

@@ -1,6 +1,6 @@
 // SIGHUP: the daemon reads runner.yml again. What can change while runs are active is applied and each
 // difference logged; what cannot (where it listens, its state and lock directories, the source repository,
-// containment, executor, slurm) is logged as needing a restart. A file with errors keeps every old setting.
+// containment, executor, slurm, sandbox users) is logged as needing a restart. A file with errors keeps every old setting.
 #include <spdlog/spdlog.h>
 
 #include "daemon/daemon.h"
@@ -70,6 +70,15 @@ std::string Daemon::reload() {
   restart("source.repo", cfg_.source.repo, next.source.repo);  // both resolved by resolve_host_dirs
   restart("containment", to_string(cfg_.containment), to_string(next.containment));
   restart("executor", to_string(cfg_.executor), to_string(next.executor));
+  auto sandbox_users = [](const SandboxConfig& c) {
+    std::string t = c.enabled ? c.users + "0.." + std::to_string(c.count - 1) + " groups=" : "off";
+    for (const auto& g : c.groups) t += g + " ";
+    return t;
+  };
+  restart("sandbox", sandbox_users(cfg_.sandbox), sandbox_users(next.sandbox));  // the pool keeps its users
+  if (next.sandbox.pids_max != cfg_.sandbox.pids_max || next.sandbox.memory_max != cfg_.sandbox.memory_max)
+    say("sandbox pids-max/memory-max changed (new runs use them)");
+  if (next.max_cards_per_run != cfg_.max_cards_per_run) say("max-cards-per-run " + std::to_string(next.max_cards_per_run));
   auto slurm_text = [](const SlurmConfig& c) {
     std::string t = "partition=" + c.partition + " gres=" + c.gres + " max-cards=" + std::to_string(c.max_cards) + " args=";
     for (const auto& a : c.args) t += a + " ";
