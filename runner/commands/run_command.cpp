@@ -89,7 +89,7 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
 
     // As root with sandbox users (runner.yml sandbox:), the run's steps run as one of them, as under serve;
     // run by anyone else, they run as that user (who runs their own code).
-    SandboxPool sandbox(cfg.sandbox, cfg.shared_files, cfg.lock_dir);
+    SandboxPool sandbox(cfg.sandbox, cfg.shared_files, cfg.all_card_files(), cfg.lock_dir);
     std::optional<RunAs> user;
     if (sandbox.active() && !opts->simulate) {
       for (const std::string& dir : {state_dir, eo.root})

@@ -52,6 +52,19 @@ bool load_request(const CommonOptions& common, const ToolchainOpts& o, Toolchain
       return false;
     }
     req.smoke_as = RunAs{o.smoke_as, pw->pw_uid, pw->pw_gid, {}};
+    // The lead job runs as root in the commit's tree: the interpreter it runs (and makes the venv with) must be
+    // the host's, a name on PATH or an absolute path outside that tree, never one the commit brings.
+    const std::string& py = req.config.python;
+    if (py.find('/') != std::string::npos) {
+      const fs::path abs = fs::weakly_canonical(fs::absolute(root / py));
+      const fs::path tree = fs::weakly_canonical(fs::absolute(root));
+      const auto rel = abs.lexically_relative(tree);
+      if (py.front() != '/' || (!rel.empty() && *rel.begin() != "..")) {
+        std::cerr << "toolchain/ptoas.yml: python: '" << py << "' is inside the commit's tree; a sandboxed run's lead job runs only "
+                  << "the host's interpreter (a name on PATH, or an absolute path outside the tree)\n";
+        return false;
+      }
+    }
   }
   return true;
 }

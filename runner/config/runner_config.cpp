@@ -21,6 +21,13 @@ std::string RunnerConfig::type_of(int card) const {
 
 std::vector<std::string> RunnerConfig::files_of_card(int id) const { return card_files_of(card_files, id); }
 
+std::vector<std::string> RunnerConfig::all_card_files() const {
+  std::vector<std::string> out;
+  for (int id : device_ids)
+    for (auto& f : files_of_card(id)) out.push_back(std::move(f));
+  return out;
+}
+
 std::vector<std::string> card_files_of(const std::vector<std::string>& patterns, int id) {
   std::vector<std::string> out;
   for (std::string f : patterns) {

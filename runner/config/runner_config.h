@@ -106,6 +106,8 @@ struct RunnerConfig {
   std::vector<std::string> shared_files = {"/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"};
   /// The files of card `id` (card_files with {id} replaced).
   std::vector<std::string> files_of_card(int id) const;
+  /// The files of every card (device_ids).
+  std::vector<std::string> all_card_files() const;
   std::string lock_dir = "/var/lock/pto-runner";
   std::string lock_name = "npu-{id}.lock";  // devices.lock-name: the flock file of each card
   std::string state_dir = ".pto-runner";

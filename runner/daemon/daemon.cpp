@@ -170,7 +170,7 @@ std::string Daemon::start_unguarded() {
 
   // Steps run as sandbox users, each run's its own; they reach their run's tree through a state dir closed to
   // them otherwise (sandbox/run_tree). Without them, said loudly, here and in the status and on the page.
-  sandbox_ = std::make_unique<SandboxPool>(cfg_.sandbox, cfg_.shared_files, cfg_.lock_dir);
+  sandbox_ = std::make_unique<SandboxPool>(cfg_.sandbox, cfg_.shared_files, cfg_.all_card_files(), cfg_.lock_dir);
   if (std::string e = close_state_dir(state_dir_); !e.empty()) return e;
   if (sandbox_->active()) {
     if (std::string dir = unsearchable_ancestor(state_dir_); !dir.empty()) {
@@ -445,6 +445,48 @@ Answer Daemon::start_run(EngineOptions eo, const RunSubmission& s, Project proje
 }
 
 
+void Daemon::return_sandbox_user(const std::string& id) {
+  if (!sandbox_->of(id)) return start_waiting_runs();
+  // What the run's user owned in its tree goes back to root first (its $GITHUB_* files may hold secret values;
+  // its home what it left there): the next run lent this user must find nothing of this one.
+  const std::string run_dir = state_dir_ + "/runs/" + id;
+  preparing_.insert(id);  // prune leaves the directory alone meanwhile
+  boost::asio::post(*git_workers_, [this, id, run_dir] {
+    std::string problem = reclaim_run_tree(run_dir);
+    boost::asio::post(io_, [this, id, problem] {
+      preparing_.erase(id);
+      if (!problem.empty()) spdlog::error("run {}: {}", id, problem);
+      if (std::string swept = sandbox_->give_back(id); !swept.empty()) spdlog::warn("run {} ended: {}", id, swept);
+      start_waiting_runs();
+      check_stopped();
+    });
+  });
+}
+
+void Daemon::start_waiting_runs() {
+  // In order, until one finds no user (a foreground run may hold some): the rest wait for the next return or
+  // the next minute's retry.
+  while (!waiting_for_user_.empty()) {
+    const std::string next = waiting_for_user_.front();
+    if (!active_.count(next)) {
+      waiting_for_user_.pop_front();
+      continue;
+    }
+    if (!sandbox_->lend_possible()) break;
+    waiting_for_user_.pop_front();
+    begin_run(next);
+    if (!waiting_for_user_.empty() && waiting_for_user_.back() == next) break;  // it found none after all
+  }
+  if (!waiting_for_user_.empty()) {
+    if (!waiting_timer_) waiting_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
+    waiting_timer_->expires_after(std::chrono::seconds(5));
+    waiting_timer_->async_wait([this](boost::system::error_code ec) {
+      if (!ec) start_waiting_runs();
+    });
+  }
+  view_changed();
+}
+
 void Daemon::begin_run(const std::string& id) {
   ActiveRun& r = *active_.at(id);
   const std::string run_dir = state_dir_ + "/runs/" + id;
@@ -553,12 +595,7 @@ void Daemon::on_run_finished(const std::string& id) {
   active_.erase(it);
   leases_->end_run(id, "its run ended");
   access_.forget_run(id);
-  if (std::string swept = sandbox_->give_back(id); !swept.empty()) spdlog::warn("run {} ended: {}", id, swept);
-  while (!waiting_for_user_.empty() && sandbox_->free_count() > 0) {
-    std::string next = waiting_for_user_.front();
-    waiting_for_user_.pop_front();
-    if (active_.count(next)) begin_run(next);
-  }
+  return_sandbox_user(id);
   prune(false);
   refresh_view();  // whoever saw the run end reads a status where it has ended (cards free, counts updated)
   check_stopped();
@@ -654,6 +691,7 @@ void Daemon::finish_shutdown(int exit_code) {
   if (!unread_finished_.empty() || lingering_) return;
   if (linger_timer_) linger_timer_->cancel();
   if (retention_timer_) retention_timer_->cancel();
+  if (waiting_timer_) waiting_timer_->cancel();
   if (view_timer_) view_timer_->cancel();
   if (view_tick_) view_tick_->cancel();
   if (server_) server_->stop();

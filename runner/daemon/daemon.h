@@ -108,6 +108,9 @@ class Daemon : public HostCommands {
   /// for a user to be given back.
   void begin_run(const std::string& id);
   void on_run_finished(const std::string& id);
+  /// The run's user goes back once its tree is root's again; waiting runs are started.
+  void return_sandbox_user(const std::string& id);
+  void start_waiting_runs();
   /// An attempt of a step stopped running: its lease token is forgotten, the leases it asked for end.
   void step_stopped(const std::string& run, int job, int step);
   static std::string step_key_of(std::size_t job, std::size_t step);
@@ -146,6 +149,7 @@ class Daemon : public HostCommands {
   std::set<std::string> preparing_;  // run ids whose commit is being checked out
   std::unique_ptr<SandboxPool> sandbox_;  // the users steps run as; inactive (said loudly) without them
   std::deque<std::string> waiting_for_user_;  // registered runs, not started: every sandbox user is lent
+  std::unique_ptr<boost::asio::steady_timer> waiting_timer_;  // retries them (users a foreground run held)
 
   ReadModel model_;
   Access access_;

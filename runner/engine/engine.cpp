@@ -50,10 +50,19 @@ double RunEngine::now() const { return clock_.now() - t0_; }
 void RunEngine::run_as(const RunAs& user) {
   opts_.run_as = user;
   flow_.set_files_owner(user.uid);
-  opts_.base_env["USER"] = opts_.base_env["LOGNAME"] = user.name;
-  opts_.base_env["HOME"] = run_home(opts_.run_dir);
-  opts_.base_env["TMPDIR"] = opts_.base_env["RUNNER_TEMP"] = run_temp(opts_.run_dir);
 }
+
+namespace {
+
+/// Sets NAME=value in a step's environment list, replacing what is there.
+void set_env(std::vector<std::string>& env, const std::string& name, const std::string& value) {
+  const std::string prefix = name + "=";
+  auto it = std::find_if(env.begin(), env.end(), [&](const std::string& e) { return e.rfind(prefix, 0) == 0; });
+  if (it != env.end()) *it = prefix + value;
+  else env.push_back(prefix + value);
+}
+
+}  // namespace
 
 void RunEngine::start() {
   started_ = true;
@@ -377,11 +386,16 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
   }
   l.grace_seconds = opts_.kill_grace_seconds;
   l.log_max_bytes = opts_.log_max_bytes;
-  if (opts_.step_lease_token && ps.kind != StepKind::ToolchainSetup) {
-    const std::string entry = "PTO_RUNNER_LEASE_TOKEN=" + opts_.step_lease_token(j, s, l.timeout_seconds);
-    auto it = std::find_if(l.env.begin(), l.env.end(), [](const std::string& e) { return e.rfind("PTO_RUNNER_LEASE_TOKEN=", 0) == 0; });
-    if (it != l.env.end()) *it = entry;
-    else l.env.push_back(entry);
+  if (opts_.step_lease_token && ps.kind != StepKind::ToolchainSetup)
+    set_env(l.env, "PTO_RUNNER_LEASE_TOKEN", opts_.step_lease_token(j, s, l.timeout_seconds));
+  if (opts_.run_as && ps.kind != StepKind::ToolchainSetup) {
+    // Its user's own places (the lead job and health checks, run as root, keep the daemon's: nothing the
+    // run's user wrote is read by a root process).
+    set_env(l.env, "USER", opts_.run_as->name);
+    set_env(l.env, "LOGNAME", opts_.run_as->name);
+    set_env(l.env, "HOME", run_home(opts_.run_dir));
+    set_env(l.env, "TMPDIR", run_temp(opts_.run_dir));
+    set_env(l.env, "RUNNER_TEMP", run_temp(opts_.run_dir));
   }
   l.simulated_seconds = ps.expected_minutes * 60 * opts_.time_scale;
   l.on_line = [this, j, s](std::string_view line) {
@@ -458,7 +472,7 @@ void RunEngine::start_health_check(int card, const std::string& after) {
   l.label = "health check of card " + std::to_string(card);
   l.command = cmd;
   l.shell = "sh";
-  l.working_directory = opts_.root;
+  l.working_directory = opts_.run_as ? "/" : opts_.root;  // root's command: never in a tree a run's user wrote
   for (const auto& [k, v] : opts_.base_env) l.env.push_back(k + "=" + v);
   l.env.push_back("TASK_DEVICE=" + std::to_string(card));
   l.env.push_back("DEVICE_ID=" + std::to_string(card));

@@ -78,6 +78,7 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
     // Its cards' files are its user's to open while it runs (and no other card's).
     if (launch_.run_as && !launch_.card_files.empty())
       if (std::string e = grant_file_access(launch_.card_files, launch_.run_as->uid); !e.empty()) {
+        revoke_cards();  // what was granted before the failing file
         ::close(fds[1]);
         CgroupTree::instance().recycle(cgroup_);
         cgroup_.clear();

@@ -261,7 +261,8 @@ pid_t spawn_process(const SpawnSpec& spec, int& error) {
   error = 0;
   if (spec.cgroup.empty() && spec.also_join.empty() && !spec.run_as && !spec.max_processes)
     return spawn_plain(spec.argv, spec.env, spec.cwd, spec.out_fd, error);
-  if (spec.fork_into_cgroup && !spec.cgroup.empty()) {
+  // clone3's path sets up no user, extra cgroups or process cap: a spec that needs them takes the vfork path.
+  if (spec.fork_into_cgroup && !spec.cgroup.empty() && !spec.run_as && spec.also_join.empty() && !spec.max_processes) {
     pid_t pid = spawn_cloned_into_cgroup(spec.argv, spec.env, spec.cwd, spec.out_fd, spec.cgroup, error);
     if (pid >= 0 || (error != ENOSYS && error != EINVAL && error != E2BIG)) return pid;
     error = 0;  // a kernel without CLONE_INTO_CGROUP: move the child instead

@@ -19,6 +19,8 @@ std::unique_ptr<Host> wire_host(boost::asio::io_context& io, const RunnerConfig&
   h->dispatcher->set_watch_outside_when_idle(opts.watch_outside);
   // Before the first step: containment is decided once per process.
   if (cfg.containment == Containment::Sweep) CgroupTree::disable("runner.yml containment: sweep");
+  // Only where every step is in a cgroup it cannot leave is nothing of a step left to hold a card we let go.
+  h->pool->set_scan_at_hand_over(!CgroupTree::instance().available());
   h->reaper = std::make_unique<OrphanReaper>(io);  // what steps orphan is reparented here and reaped
   if (cfg.executor == ExecutorKind::Slurm && !opts.simulate) {
     // Slurm must answer before anything is accepted: a daemon that cannot reach it would only fail steps.

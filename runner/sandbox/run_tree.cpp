@@ -36,6 +36,8 @@ std::string chown_tree(const std::string& dir, const RunAs& owner) {
   return ec ? "cannot walk " + dir + ": " + ec.message() : "";
 }
 
+const RunAs kRoot{"root", 0, 0, {}};
+
 /// The worktree's own admin dir in the mirror (`gitdir: .../worktrees/NAME` in src/.git): git in the worktree
 /// writes its index and HEAD there, and refuses a worktree whose admin dir is another user's.
 std::string worktree_admin_dir(const std::string& src) {
@@ -67,10 +69,32 @@ std::string prepare_run_tree(const std::string& run_dir, const RunAs* user) {
   if (user && ::lstat(src.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
     if (std::string e = chown_tree(src, *user); !e.empty()) return e;
     if (::chmod(src.c_str(), 0700) != 0) return "cannot chmod " + src + ": " + std::strerror(errno);
-    if (std::string admin = worktree_admin_dir(src); !admin.empty())
+    if (std::string admin = worktree_admin_dir(src); !admin.empty()) {
+      // Remembered where only root writes: at the end src/.git is the user's and could name any directory.
+      std::ofstream(run_dir + "/worktree-admin") << admin << "\n";
       if (std::string e = chown_tree(admin, *user); !e.empty()) return e;
+    }
   }
   return "";
+}
+
+std::string reclaim_run_tree(const std::string& run_dir) {
+  std::string problem;
+  for (const std::string& d : {run_dir + "/files", run_home(run_dir), run_temp(run_dir)}) {
+    std::error_code ec;
+    fs::remove_all(d, ec);
+    if (ec && problem.empty()) problem = "cannot remove " + d + ": " + ec.message();
+  }
+  const std::string src = run_dir + "/src";
+  struct stat st {};
+  if (::lstat(src.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    std::string admin;
+    std::getline(std::ifstream(run_dir + "/worktree-admin"), admin);
+    if (std::string e = chown_tree(src, kRoot); !e.empty() && problem.empty()) problem = e;
+    if (!admin.empty())
+      if (std::string e = chown_tree(admin, kRoot); !e.empty() && problem.empty()) problem = e;
+  }
+  return problem;
 }
 
 std::string unsearchable_ancestor(const std::string& path) {

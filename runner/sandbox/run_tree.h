@@ -18,6 +18,10 @@ std::string close_state_dir(const std::string& state_dir);
 /// (src/ may hold thousands of files): called off the engine thread. "" or the first problem.
 std::string prepare_run_tree(const std::string& run_dir, const RunAs* user);
 
+/// The run ended: what its user owned goes (files/, home/, tmp/) or back to root (src/ and its admin dir),
+/// before the user is lent again. Blocking. "" or the first problem.
+std::string reclaim_run_tree(const std::string& run_dir);
+
 /// $HOME and $TMPDIR of a run's steps.
 std::string run_home(const std::string& run_dir);
 std::string run_temp(const std::string& run_dir);

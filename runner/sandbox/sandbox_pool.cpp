@@ -24,11 +24,14 @@ namespace fs = std::filesystem;
 namespace pto {
 
 SandboxPool::~SandboxPool() {
+  // Whatever is still lent (a run that never started, a host stopping) goes back as at a run's end.
+  while (!lent_.empty()) give_back(lent_.begin()->first);
   for (const auto& [i, fd] : locks_) ::close(fd);
 }
 
-SandboxPool::SandboxPool(const SandboxConfig& cfg, std::vector<std::string> shared_files, std::string lock_dir)
-    : lock_dir_(std::move(lock_dir)), shared_files_(std::move(shared_files)) {
+SandboxPool::SandboxPool(const SandboxConfig& cfg, std::vector<std::string> shared_files, std::vector<std::string> card_files,
+                         std::string lock_dir)
+    : lock_dir_(std::move(lock_dir)), shared_files_(std::move(shared_files)), card_files_(std::move(card_files)) {
   if (!cfg.enabled) {
     why_not_ = "sandbox: off in runner.yml";
     return;
@@ -83,6 +86,7 @@ std::optional<RunAs> SandboxPool::lend(const std::string& run) {
       }
       locks_[i] = fd;
       lent_[run] = i;
+      revoke_file_access(card_files_, users_[i].uid);  // what a daemon killed mid-step left
       grant_file_access(shared_files_, users_[i].uid);
       return users_[i];
     }
@@ -96,6 +100,7 @@ std::string SandboxPool::give_back(const std::string& run) {
   const RunAs& u = users_[index];
   lent_.erase(it);
   revoke_file_access(shared_files_, u.uid);
+  revoke_file_access(card_files_, u.uid);
   const int killed = kill_processes_of(u.uid), removed = remove_temp_files_of(u.uid);
   if (auto l = locks_.find(index); l != locks_.end()) {  // only now may another pto-runner lend it
     ::close(l->second);

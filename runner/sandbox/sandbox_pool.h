@@ -19,9 +19,10 @@ namespace pto {
 class SandboxPool {
  public:
   /// `shared_files`: the control files every step may open (devices.shared-files), granted to a user while it
-  /// is lent. `lock_dir` (devices.lock-dir): a lent user is flocked there (sandbox-NAME.lock), so a daemon and
+  /// is lent. `card_files`: every card's files, from which a returned user's entries are removed whatever
+  /// happened to its steps (a daemon killed mid-step leaves them). `lock_dir` (devices.lock-dir): a lent user is flocked there (sandbox-NAME.lock), so a daemon and
   /// foreground `run`s on one host never lend one user twice at once.
-  SandboxPool(const SandboxConfig& cfg, std::vector<std::string> shared_files, std::string lock_dir);
+  SandboxPool(const SandboxConfig& cfg, std::vector<std::string> shared_files, std::vector<std::string> card_files, std::string lock_dir);
   ~SandboxPool();
   bool active() const { return why_not_.empty(); }
   /// Why steps run as the daemon's own user ("" when the pool is active).
@@ -33,6 +34,8 @@ class SandboxPool {
   /// nothing of this one. Returns what was swept, for the log ("" when nothing).
   std::string give_back(const std::string& run);
   std::size_t free_count() const;
+  /// Whether lend() may find a user (active, and not every user is lent by this pool).
+  bool lend_possible() const { return active() && free_count() > 0; }
   std::size_t size() const { return users_.size(); }
   /// The user lent to `run`, if any.
   const RunAs* of(const std::string& run) const;
@@ -42,7 +45,7 @@ class SandboxPool {
   std::map<std::string, std::size_t> lent_;  // run -> index into users_
   std::map<std::size_t, int> locks_;          // index -> its flocked lock file
   std::string lock_dir_;
-  std::vector<std::string> shared_files_;
+  std::vector<std::string> shared_files_, card_files_;
   std::string why_not_;
 };
 

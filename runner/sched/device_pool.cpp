@@ -97,7 +97,7 @@ bool DevicePool::acquire(const std::vector<int>& cards, const std::string& label
   std::vector<std::string> files;
   const auto t = std::chrono::steady_clock::now();
   for (int id : cards)
-    if (t - cards_[id].released_at > kHandOver)
+    if (scan_at_hand_over_ || t - cards_[id].released_at > kHandOver)
       for (const auto& f : cards_[id].files) files.push_back(f);
   if (const auto users = processes_with_open(files); !users.empty()) {
     for (const auto& u : users)

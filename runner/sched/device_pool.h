@@ -37,6 +37,9 @@ struct CardStatus {
 
 class DevicePool {
  public:
+  /// Whether a card let go of moments ago is scanned for outside users too (yes, unless every step runs in a
+  /// cgroup it cannot leave: without one, a step's escaped process may still hold the card's file open).
+  void set_scan_at_hand_over(bool scan) { scan_at_hand_over_ = scan; }
   DevicePool(const RunnerConfig& cfg, std::string state_dir);
 
   /// Creates the lock dir and loads drained cards. Returns "" or the problem.
@@ -87,11 +90,12 @@ class DevicePool {
     std::chrono::steady_clock::time_point held_since;  // of the current holding
     std::chrono::steady_clock::time_point released_at;  // when we last let it go
   };
-  /// A card we let go of moments ago is handed straight on without reading /proc for its files' users: only
-  /// what ran under our own lock could have opened it meanwhile, and that is contained and gone (a scan costs
-  /// ~1 ms per grant on a busy host, bench/README.md). Cards idle longer, or last held by someone else, are
-  /// scanned.
+  /// Under cgroup containment, a card we let go of moments ago is handed straight on without reading /proc for
+  /// its files' users: only what ran under our own lock could have opened it meanwhile, and that is contained
+  /// and gone (a scan costs ~1 ms per grant on a busy host, bench/README.md). Cards idle longer, or last held
+  /// by someone else, are scanned.
   static constexpr std::chrono::milliseconds kHandOver{2000};
+  bool scan_at_hand_over_ = true;
   /// Who outside pto-runner uses each of `ids` now (its lock's holder, or a process with its files open);
   /// cards nobody outside uses are left out.
   std::map<int, std::string> outside_users(const std::vector<int>& ids) const;
