@@ -1,5 +1,7 @@
 #include "exec/cgroup_tree.h"
 
+#include <algorithm>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -169,6 +171,8 @@ void CgroupTree::recycle(const std::string& cgroup) {
   if (cgroup.empty()) return;
   if (!populated(cgroup)) {
     std::lock_guard<std::mutex> g(spare_lock_);
+    // Never twice: one path handed to two holders would let one's end kill the other's processes.
+    if (std::find(spare_.begin(), spare_.end(), cgroup) != spare_.end()) return;
     if (spare_.size() < kMaxSpare) {
       spare_.push_back(cgroup);
       return;
