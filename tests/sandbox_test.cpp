@@ -36,10 +36,37 @@ struct SandboxUsers {
   uid_t uid(int i) const { return ::getpwnam((prefix + std::to_string(i)).c_str())->pw_uid; }
 };
 
+/// Making users and switching to them needs root: elsewhere the case is skipped, said so.
+#define SKIP_UNLESS_ROOT()                           \
+  do {                                               \
+    if (::geteuid() != 0) {                          \
+      WARN("SKIPPED: sandbox users need root");      \
+      return;                                        \
+    }                                                \
+  } while (0)
+
+/// A directory every run's user may write (sticky, as /tmp), where steps leave marks for the test.
+std::string shared_dir(const TempDir& dir, const std::string& name) {
+  const fs::path p = dir.path() / name;
+  fs::create_directories(p);
+  ::chmod(p.c_str(), 01777);
+  return p.string();
+}
+
+/// Plain files standing in for /dev/davinci0, /dev/davinci1 and /dev/davinci_manager (no NPU here), root's
+/// and closed to others as on a host: what a step may open, it opens by the ACL entry the daemon gives.
+fs::path stand_in_cards(const TempDir& dir) {
+  for (const char* f : {"davinci0", "davinci1", "davinci_manager"}) {
+    const fs::path p = dir.write(std::string("dev/") + f, "stand-in\n");
+    ::chmod(p.c_str(), 0600);
+  }
+  return dir.path() / "dev";
+}
+
 /// The tree and state dir sandbox users must reach (a TempDir is 0700).
 void open_to_sandbox(const TempDir& dir) { REQUIRE(::chmod(dir.path().c_str(), 0755) == 0); }
 
-std::string step_log(const Served& s, const json& run, int job = 0, int step = 0) {
+std::string step_log(const json& run, int job = 0, int step = 0) {
   return read_file(run["jobs"][job]["steps"][step]["log_path"].get<std::string>());
 }
 
@@ -47,26 +74,14 @@ std::string step_log(const Served& s, const json& run, int job = 0, int step = 0
 
 TEST_CASE("sandbox: a hostile step of one run against another running at the same time: every attack is refused, "
           "the victim succeeds with its own log, the daemon lives, nothing of the attacker is left", "[sandbox]") {
-  if (::geteuid() != 0) {
-    WARN("SKIPPED: sandbox users need root");
-    return;
-  }
+  SKIP_UNLESS_ROOT();
   Served s;
   open_to_sandbox(s.dir);
-  const fs::path dev = s.dir.path() / "dev";
-  fs::create_directories(dev);
-  for (int i = 0; i < 2; ++i) {
-    s.dir.write("dev/davinci" + std::to_string(i), "card " + std::to_string(i) + "\n");
-    ::chmod((dev / ("davinci" + std::to_string(i))).c_str(), 0600);
-  }
-  s.dir.write("dev/davinci_manager", "shared\n");
-  ::chmod((dev / "davinci_manager").c_str(), 0600);
+  const fs::path dev = stand_in_cards(s.dir);
   SandboxUsers users(s.dir, 2,
                      "  pids-max: 512\ndevices:\n  card-files: " + (dev / "davinci{id}").string() + "\n  shared-files: [" +
                          (dev / "davinci_manager").string() + "]\n");
-  const std::string marks = (s.dir.path() / "marks").string();
-  fs::create_directories(marks);
-  ::chmod(marks.c_str(), 01777);
+  const std::string marks = shared_dir(s.dir, "marks");
   // The victim holds one card, a secret and a lease token, and writes its output while the attacker runs.
   write_project(s.dir, {{"victim.yml", "name: victim\nsteps:\n  - id: v\n    devices: 1\n    run: |\n"
                                        "      echo \"victim uid $(id -u)\"\n"
@@ -116,7 +131,7 @@ touch "$MARKS/attacker.done"
                      {{"STATE", s.state()}, {"VICTIM", victim}, {"MARKS", marks}, {"DAEMON", std::to_string(s.proc.pid)},
                       {"ROOT", s.dir.str()}, {"LOCKS", s.locks()}, {"DEV", dev.string()}}}});
   json a = s.wait_run(attacker, 60), v = s.wait_run(victim, 60);
-  const std::string alog = step_log(s, a), vlog = step_log(s, v);
+  const std::string alog = step_log(a), vlog = step_log(v);
   INFO(alog);
   INFO(vlog);
   CHECK(a["state"] == "succeeded");
@@ -161,10 +176,7 @@ touch "$MARKS/attacker.done"
 }
 
 TEST_CASE("sandbox: a step over pids-max or memory-max fails with that reason in its log, and the next run runs", "[sandbox]") {
-  if (::geteuid() != 0) {
-    WARN("SKIPPED: sandbox users need root");
-    return;
-  }
+  SKIP_UNLESS_ROOT();
   Served s;
   open_to_sandbox(s.dir);
   SandboxUsers users(s.dir, 1, "  pids-max: 64\n  memory-max: 64M\n");
@@ -177,21 +189,18 @@ TEST_CASE("sandbox: a step over pids-max or memory-max fails with that reason in
   json bomb = s.wait_run(s.submit_run({{"jobs", {"bomb"}}}), 60);
   INFO(bomb.dump(2));
   CHECK(bomb["state"] == "failed");
-  CHECK(step_log(s, bomb).find("pids-max (64 processes)") != std::string::npos);
+  CHECK(step_log(bomb).find("pids-max (64 processes)") != std::string::npos);
   json hog = s.wait_run(s.submit_run({{"jobs", {"hog"}}}), 60);
   INFO(hog.dump(2));
   CHECK(hog["state"] == "failed");
-  CHECK(step_log(s, hog).find("memory-max (64 MiB)") != std::string::npos);
+  CHECK(step_log(hog).find("memory-max (64 MiB)") != std::string::npos);
   // One user, lent again to each run in turn; the host goes on.
   json fine = s.wait_run(s.submit_run({{"jobs", {"fine"}}}), 60);
   CHECK(fine["state"] == "succeeded");
 }
 
 TEST_CASE("sandbox: a $GITHUB_OUTPUT that is a link to a root-only file is refused, not read", "[sandbox]") {
-  if (::geteuid() != 0) {
-    WARN("SKIPPED: sandbox users need root");
-    return;
-  }
+  SKIP_UNLESS_ROOT();
   Served s;
   open_to_sandbox(s.dir);
   SandboxUsers users(s.dir, 1);
@@ -207,18 +216,10 @@ TEST_CASE("sandbox: a $GITHUB_OUTPUT that is a link to a root-only file is refus
 }
 
 TEST_CASE("sandbox: a leased command runs as the run's user and may open its leased card's file only while it holds it", "[sandbox]") {
-  if (::geteuid() != 0) {
-    WARN("SKIPPED: sandbox users need root");
-    return;
-  }
+  SKIP_UNLESS_ROOT();
   Served s;
   open_to_sandbox(s.dir);
-  const fs::path dev = s.dir.path() / "dev";
-  fs::create_directories(dev);
-  for (int i = 0; i < 2; ++i) {
-    s.dir.write("dev/davinci" + std::to_string(i), "card\n");
-    ::chmod((dev / ("davinci" + std::to_string(i))).c_str(), 0600);
-  }
+  const fs::path dev = stand_in_cards(s.dir);
   SandboxUsers users(s.dir, 1, "devices:\n  card-files: " + (dev / "davinci{id}").string() + "\n");
   write_project(s.dir, {{"lease.yml", "name: lease\nsteps:\n  - id: l\n    run: |\n"
                                       "      task-submit --device-num 1 --run 'echo \"leased as $(id -un) card $TASK_DEVICE\"; "
@@ -228,7 +229,7 @@ TEST_CASE("sandbox: a leased command runs as the run's user and may open its lea
                                       "      true\n"}});
   s.start();
   json run = s.wait_run(s.submit_run({{"jobs", {"lease"}}}), 60);
-  const std::string log = step_log(s, run);
+  const std::string log = step_log(run);
   INFO(log);
   CHECK(run["state"] == "succeeded");
   CHECK(log.find("leased as " + users.prefix + "0 card ") != std::string::npos);
@@ -238,10 +239,7 @@ TEST_CASE("sandbox: a leased command runs as the run's user and may open its lea
 
 TEST_CASE("sandbox: a commit's step owns its worktree and runs git there, cannot write the mirror, and no hook in the "
           "mirror runs at the next checkout", "[sandbox][source]") {
-  if (::geteuid() != 0) {
-    WARN("SKIPPED: sandbox users need root");
-    return;
-  }
+  SKIP_UNLESS_ROOT();
   SourceRepo repo;
   Served s;
   open_to_sandbox(s.dir);
@@ -262,7 +260,7 @@ TEST_CASE("sandbox: a commit's step owns its worktree and runs git there, cannot
     return json::parse(r.body)["id"].get<std::string>();
   };
   json run = s.wait_run(submit(first), 60);
-  std::string log = step_log(s, run);
+  std::string log = step_log(run);
   INFO(log);
   CHECK(run["state"] == "succeeded");
   CHECK(log.find("GIT-OK") != std::string::npos);
@@ -279,16 +277,11 @@ TEST_CASE("sandbox: a commit's step owns its worktree and runs git there, cannot
 }
 
 TEST_CASE("sandbox: runs beyond the pool wait for a free sandbox user and then run as it", "[sandbox]") {
-  if (::geteuid() != 0) {
-    WARN("SKIPPED: sandbox users need root");
-    return;
-  }
+  SKIP_UNLESS_ROOT();
   Served s;
   open_to_sandbox(s.dir);
   SandboxUsers users(s.dir, 1);
-  const std::string marks = (s.dir.path() / "marks").string();
-  fs::create_directories(marks);
-  ::chmod(marks.c_str(), 01777);
+  const std::string marks = shared_dir(s.dir, "marks");
   write_project(s.dir, {{"hold.yml", "name: hold\nsteps:\n  - id: h\n    run: |\n      touch " + marks + "/held\n"
                                      "      for i in $(seq 100); do [ -e " + marks + "/go ] && break; sleep 0.1; done\n"},
                         {"next.yml", "name: next\nsteps:\n  - id: n\n    run: id -un\n"}});
@@ -307,20 +300,15 @@ TEST_CASE("sandbox: runs beyond the pool wait for a free sandbox user and then r
   CHECK(s.wait_run(first, 60)["state"] == "succeeded");
   json run = s.wait_run(second, 60);
   CHECK(run["state"] == "succeeded");
-  CHECK(step_log(s, run).find(users.prefix + "0") != std::string::npos);
+  CHECK(step_log(run).find(users.prefix + "0") != std::string::npos);
 }
 
 TEST_CASE("sandbox: a foreground `run` as root lends a sandbox user too, never one the host's daemon has lent", "[sandbox]") {
-  if (::geteuid() != 0) {
-    WARN("SKIPPED: sandbox users need root");
-    return;
-  }
+  SKIP_UNLESS_ROOT();
   Served s;
   open_to_sandbox(s.dir);
   SandboxUsers users(s.dir, 2);
-  const std::string marks = (s.dir.path() / "marks").string();
-  fs::create_directories(marks);
-  ::chmod(marks.c_str(), 01777);
+  const std::string marks = shared_dir(s.dir, "marks");
   write_project(s.dir, {{"hold.yml", "name: hold\nsteps:\n  - id: h\n    run: |\n      echo \"held by $(id -un)\" > " + marks + "/held\n"
                                      "      for i in $(seq 200); do [ -e " + marks + "/go ] && break; sleep 0.1; done\n"},
                         {"who.yml", "name: who\nsteps:\n  - id: w\n    run: echo \"who $(id -un) home $HOME\"\n"}});

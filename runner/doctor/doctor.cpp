@@ -48,19 +48,6 @@ std::string group_name(gid_t gid) {
   return std::to_string(gid);
 }
 
-/// A program on PATH ("" when none).
-std::string on_path(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/bin:/bin";
-  for (std::size_t b = 0; b <= dirs.size();) {
-    std::size_t e = dirs.find(':', b);
-    if (e == std::string::npos) e = dirs.size();
-    std::string candidate = (e > b ? dirs.substr(b, e - b) : std::string(".")) + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    b = e + 1;
-  }
-  return "";
-}
 
 CheckResult check_cards(const RunnerConfig& rc) {
   CheckResult r{"cards"};
@@ -144,7 +131,7 @@ CheckResult check_lock_dir(const RunnerConfig& rc) {
 
 CheckResult check_incumbent(const RunnerConfig& rc) {
   CheckResult r{"incumbent"};
-  const std::string ts = on_path("task-submit");
+  const std::string ts = find_on_path("task-submit");
   const std::string ours = (fs::path(self_executable()).parent_path() / "pto-task-submit").string();
   std::error_code ec;
   const bool is_ours = !ts.empty() && fs::canonical(ts, ec) == fs::canonical(ours, ec);
@@ -269,7 +256,7 @@ CheckResult check_python(const Project& p) {
 
 CheckResult check_npu_smi() {
   CheckResult r{"npu-smi"};
-  if (std::string p = on_path("npu-smi"); !p.empty()) {
+  if (std::string p = find_on_path("npu-smi"); !p.empty()) {
     r.detail = p;
     return r;
   }

@@ -18,10 +18,8 @@ namespace fs = std::filesystem;
 
 namespace pto {
 
-namespace {
-
 // cgroupfs files are small and read or written once per step end: plain system calls, no stream set-up.
-std::string read_all(const std::string& path) {
+std::string read_cgroup_file(const std::string& path) {
   std::string out;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return out;
@@ -31,13 +29,15 @@ std::string read_all(const std::string& path) {
   return out;
 }
 
-bool write_text(const std::string& path, const std::string& text) {
+bool write_cgroup_file(const std::string& path, const std::string& text) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) return false;
   bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   ::close(fd);
   return ok;
 }
+
+namespace {
 
 constexpr std::size_t kMaxSpare = 64;  // more than any host's cards; the rest are removed
 
@@ -143,24 +143,24 @@ std::string CgroupTree::make_child() {
 }
 
 bool CgroupTree::add_process(const std::string& cgroup, pid_t pid) {
-  return write_text(cgroup + "/cgroup.procs", std::to_string(pid));
+  return write_cgroup_file(cgroup + "/cgroup.procs", std::to_string(pid));
 }
 
 std::vector<pid_t> CgroupTree::processes(const std::string& cgroup) {
   std::vector<pid_t> out;
-  std::istringstream in(read_all(cgroup + "/cgroup.procs"));
+  std::istringstream in(read_cgroup_file(cgroup + "/cgroup.procs"));
   for (pid_t p; in >> p;) out.push_back(p);
   return out;
 }
 
 bool CgroupTree::populated(const std::string& cgroup) {
-  return read_all(cgroup + "/cgroup.events").find("populated 1") != std::string::npos;
+  return read_cgroup_file(cgroup + "/cgroup.events").find("populated 1") != std::string::npos;
 }
 
 int CgroupTree::signal_all(const std::string& cgroup, int sig) {
   auto pids = processes(cgroup);
   if (sig == SIGKILL) {
-    write_text(cgroup + "/cgroup.kill", "1");
+    write_cgroup_file(cgroup + "/cgroup.kill", "1");
     return static_cast<int>(pids.size());
   }
   for (pid_t p : pids) ::kill(p, sig);

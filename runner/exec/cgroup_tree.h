@@ -16,6 +16,10 @@
 
 namespace pto {
 
+/// A cgroupfs file whole ("" when it cannot be read), and one written in a single write (false on failure).
+std::string read_cgroup_file(const std::string& path);
+bool write_cgroup_file(const std::string& path, const std::string& text);
+
 class CgroupTree {
  public:
   /// The process-wide tree (made on first use, removed at exit).

@@ -1,5 +1,7 @@
 #include "exec/step_limits.h"
 
+#include "exec/cgroup_tree.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,24 +16,10 @@ namespace pto {
 
 namespace {
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-bool write_text(const std::string& path, const std::string& text) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  ::close(fd);
-  return ok;
-}
 
 /// The counter `key` in a cgroup's "key value" lines file (pids.events, memory.events, memory.oom_control).
 std::uint64_t counter(const std::string& file, const std::string& key) {
-  std::istringstream in(read_all(file));
+  std::istringstream in(read_cgroup_file(file));
   for (std::string k; in >> k;) {
     std::uint64_t v = 0;
     in >> v;
@@ -87,10 +75,10 @@ const Hierarchies& hierarchies(const std::string& any_v2_cgroup) {
       // Our tree's root (the step cgroup's parent) may hand pids and memory to its children when its own
       // parent delegated them; it holds no process, so it may enable them for its subtree.
       const std::string root = any_v2_cgroup.substr(0, any_v2_cgroup.rfind('/'));
-      const std::string have = read_all(root + "/cgroup.controllers");
+      const std::string have = read_cgroup_file(root + "/cgroup.controllers");
       auto has = [&](const char* c) { return (" " + have).find(std::string(" ") + c) != std::string::npos; };
-      if (has("pids") && write_text(root + "/cgroup.subtree_control", "+pids")) h.v2_pids = true;
-      if (has("memory") && write_text(root + "/cgroup.subtree_control", "+memory")) h.v2_memory = true;
+      if (has("pids") && write_cgroup_file(root + "/cgroup.subtree_control", "+pids")) h.v2_pids = true;
+      if (has("memory") && write_cgroup_file(root + "/cgroup.subtree_control", "+memory")) h.v2_memory = true;
       h.v2_root = root;
     }
     if (!h.v2_pids) h.v1_pids = v1_place("pids");
@@ -155,7 +143,7 @@ std::unique_ptr<StepLimits> StepLimits::make(const Spec& spec, const std::string
       l->pids_dir_ = d;
       l->pids_v1_ = true;
     }
-    if (l->pids_dir_.empty() || !write_text(l->pids_dir_ + "/pids.max", std::to_string(spec.pids_max))) {
+    if (l->pids_dir_.empty() || !write_cgroup_file(l->pids_dir_ + "/pids.max", std::to_string(spec.pids_max))) {
       l->unplaced_ += "pids-max (no pids controller here) ";
       l->pids_dir_.clear();
     } else {
@@ -165,12 +153,12 @@ std::unique_ptr<StepLimits> StepLimits::make(const Spec& spec, const std::string
   if (spec.memory_max) {
     if (h.v2_memory && !v2_cgroup.empty()) {
       l->memory_dir_ = v2_cgroup;
-      if (!write_text(v2_cgroup + "/memory.max", std::to_string(spec.memory_max))) l->memory_dir_.clear();
-      else write_text(v2_cgroup + "/memory.swap.max", "0");  // over the limit is over it, not swapped out
+      if (!write_cgroup_file(v2_cgroup + "/memory.max", std::to_string(spec.memory_max))) l->memory_dir_.clear();
+      else write_cgroup_file(v2_cgroup + "/memory.swap.max", "0");  // over the limit is over it, not swapped out
     } else if (std::string d = v1_dir(h.v1_memory); !d.empty()) {
       l->memory_dir_ = d;
       l->memory_v1_ = true;
-      if (!write_text(d + "/memory.limit_in_bytes", std::to_string(spec.memory_max))) l->memory_dir_.clear();
+      if (!write_cgroup_file(d + "/memory.limit_in_bytes", std::to_string(spec.memory_max))) l->memory_dir_.clear();
     }
     if (l->memory_dir_.empty()) l->unplaced_ += "memory-max (no memory controller here) ";
     else l->oom_kills_at_start_ = counter(l->memory_dir_ + (l->memory_v1_ ? "/memory.oom_control" : "/memory.events"), "oom_kill");
@@ -193,7 +181,7 @@ std::string StepLimits::exceeded() const {
 StepLimits::~StepLimits() {
   for (auto it = made_.rbegin(); it != made_.rend(); ++it) {
     const std::string base = it->substr(0, it->rfind('/'));
-    if (read_all(*it + "/cgroup.procs").empty()) {  // nothing of the step is left in it: the next may have it
+    if (read_cgroup_file(*it + "/cgroup.procs").empty()) {  // nothing of the step is left in it: the next may have it
       std::lock_guard<std::mutex> g(recycled().mu);
       auto& free = recycled().free[base];
       if (free.size() < kKeepPerHierarchy) {

@@ -11,6 +11,7 @@
 #include "exec/process_sweep.h"
 #include "exec/spawn_process.h"
 #include "slurm/srun_env.h"
+#include "util/process_env.h"
 
 extern char** environ;
 
@@ -20,16 +21,8 @@ namespace {
 
 // A program as found on PATH (commands are spawned without a PATH search).
 std::string on_path(const std::string& name, const std::string& fallback) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/bin:/bin";
-  for (std::size_t b = 0; b <= dirs.size();) {
-    std::size_t e = dirs.find(':', b);
-    if (e == std::string::npos) e = dirs.size();
-    std::string candidate = (e > b ? dirs.substr(b, e - b) : std::string(".")) + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    b = e + 1;
-  }
-  return fallback;
+  std::string found = find_on_path(name);
+  return found.empty() ? fallback : found;
 }
 
 }  // namespace

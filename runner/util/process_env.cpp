@@ -1,5 +1,8 @@
 #include "util/process_env.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <filesystem>
 
 extern char** environ;
@@ -22,6 +25,19 @@ std::vector<std::string> environment_list() {
   std::vector<std::string> env;
   for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
   return env;
+}
+
+std::string find_on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  for (std::size_t b = 0; b <= dirs.size();) {
+    std::size_t e = dirs.find(':', b);
+    if (e == std::string::npos) e = dirs.size();
+    std::string candidate = (e > b ? dirs.substr(b, e - b) : std::string(".")) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    b = e + 1;
+  }
+  return "";
 }
 
 std::string shell_quote(const std::string& s) {

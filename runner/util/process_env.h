@@ -13,6 +13,8 @@ std::map<std::string, std::string> environment_map(const std::string& drop_prefi
 std::vector<std::string> environment_list();
 /// `s` as one single-quoted bash word.
 std::string shell_quote(const std::string& s);
+/// `name` as found on $PATH (/usr/bin:/bin without one): the first executable candidate, "" when none.
+std::string find_on_path(const std::string& name);
 /// The running binary (/proc/self/exe), or "pto-runner" when it cannot be read.
 std::string self_executable();
 
