@@ -64,7 +64,7 @@ TEST_CASE("scheduler: later requests may not take cards reserved for an earlier 
   auto r = schedule(cs, {}, {{1, 2, "moe"}, {2, 1, "small"}});
   CHECK(r.start.empty());
   CHECK(r.reserved.at(1) == 1);
-  CHECK(r.waiting_reason[2].find("reserved for steps submitted earlier") != std::string::npos);
+  CHECK(r.waiting_reason[2].find("reserved for steps ahead of it in the queue") != std::string::npos);
 }
 
 TEST_CASE("scheduler: backfill uses cards nobody reserved", "[sched]") {

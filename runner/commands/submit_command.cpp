@@ -49,7 +49,7 @@ nlohmann::json github_context() {
   static const std::pair<const char*, const char*> vars[] = {
       {"repository", "GITHUB_REPOSITORY"}, {"run_id", "GITHUB_RUN_ID"},       {"run_attempt", "GITHUB_RUN_ATTEMPT"},
       {"server_url", "GITHUB_SERVER_URL"}, {"workflow", "GITHUB_WORKFLOW"},   {"event_name", "GITHUB_EVENT_NAME"},
-      {"actor", "GITHUB_ACTOR"}};
+      {"actor", "GITHUB_ACTOR"},           {"head_ref", "GITHUB_HEAD_REF"}};
   nlohmann::json g = nlohmann::json::object();
   for (const auto& [field, var] : vars)
     if (std::string v = env_or(var); !v.empty()) g[field] = v;

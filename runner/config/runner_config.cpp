@@ -1,5 +1,7 @@
 #include "config/runner_config.h"
 
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <regex>
@@ -76,6 +78,12 @@ static std::vector<int> read_int_list(MapReader& m, const std::string& key, int 
   return out;
 }
 
+std::pair<int, std::string> RunnerConfig::priority_of(const std::string& ref) const {
+  for (const auto& r : priorities)
+    if (fnmatch(r.ref.c_str(), ref.c_str(), 0) == 0) return {r.priority, r.ref};
+  return {0, ""};
+}
+
 static RunnerConfig load_runner_config_unguarded(const std::string& path, const std::string& display, Diagnostics& diags) {
   RunnerConfig cfg;
   cfg.file = display;
@@ -86,7 +94,7 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
               {"devices", "state-dir", "cache-dir", "toolchain-mirror", "listen", "token-file", "health",
                "kill-grace-seconds", "source", "retention", "log-max-mb", "containment",
                "shutdown-timeout-minutes", "executor", "slurm", "env", "env-file", "sandbox", "read-token-file", "tls",
-               "insecure-listen", "max-connections-per-client", "max-cards-per-run"},
+               "insecure-listen", "max-connections-per-client", "max-cards-per-run", "priorities", "supersede"},
               display, diags);
   if (!m.is_map()) return cfg;
   if (m.has("devices")) {
@@ -290,6 +298,28 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
     }
   }
   if (auto v = m.string("env-file")) cfg.env_file = *v;
+  if (m.has("priorities")) {
+    YAML::Node list = m.get("priorities");
+    if (!list.IsSequence()) {
+      m.error_at(list, "wrong-type", "'priorities' expects a list of {ref: GLOB, priority: N}, e.g. [{ref: refs/heads/main, priority: 10}]");
+    } else {
+      cfg.priorities.clear();  // the file's list replaces the defaults
+      for (const auto& item : list) {
+        MapReader e(item, "priorities", {"ref", "priority"}, display, diags);
+        if (!e.is_map()) continue;
+        PriorityRule rule;
+        if (auto v = e.string("ref", true)) rule.ref = *v;
+        if (auto v = e.integer("priority", -1000, 1000)) rule.priority = static_cast<int>(*v);
+        else if (!e.has("priority")) e.error_at(item, "missing-key", "priorities: required key 'priority' (an integer, higher first) is missing");
+        cfg.priorities.push_back(rule);
+      }
+    }
+  }
+  if (auto v = m.string("supersede")) {
+    cfg.supersede = *v == "off" ? Supersede::Off : Supersede::PullRequest;
+    if (*v != "off" && *v != "pull-request")
+      m.error_at(m.get("supersede"), "bad-value", "'supersede' is pull-request or off, got '" + *v + "'");
+  }
   if (m.has("sandbox")) {
     YAML::Node sb = m.get("sandbox");
     if (sb.IsScalar() && (sb.Scalar() == "off" || sb.Scalar() == "false")) {

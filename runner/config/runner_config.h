@@ -86,6 +86,16 @@ enum class ExecutorKind { Local, Slurm };
 std::string to_string(Containment c);
 std::string to_string(ExecutorKind e);
 
+/// One entry of runner.yml `priorities`: runs whose ref matches `ref` (a glob, `*` also across `/`) get
+/// `priority`; the first matching entry wins, a ref no entry matches gets 0.
+struct PriorityRule {
+  std::string ref;
+  int priority = 0;
+};
+/// runner.yml `supersede`: a new run of a pull request cancels the older runs of the same pull request
+/// (`pull-request`, the default, as GitLab's auto-cancel of redundant pipelines), or never (`off`).
+enum class Supersede { PullRequest, Off };
+
 struct RunnerConfig {
   std::string file;  // empty when no runner.yml was read
   std::vector<int> device_ids = {0, 1, 2, 3, 4, 5, 6, 7};
@@ -142,6 +152,11 @@ struct RunnerConfig {
   std::map<std::string, std::string> env;
   std::string env_file;
   SandboxConfig sandbox;
+  /// Given: the main branch and merge queues (GitHub's gh-readonly-queue/*) above everything else.
+  std::vector<PriorityRule> priorities = {{"refs/heads/main", 10}, {"refs/heads/gh-readonly-queue/*", 10}};
+  /// The priority of a run of `ref` and the rule that gave it ("" when none matched).
+  std::pair<int, std::string> priority_of(const std::string& ref) const;
+  Supersede supersede = Supersede::PullRequest;
   SlurmConfig slurm;
   HealthConfig health;
   SourceConfig source;

@@ -10,6 +10,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <cstdio>
+#include <regex>
 #include <algorithm>
 #include <filesystem>
 
@@ -425,6 +426,11 @@ Answer Daemon::start_run(EngineOptions eo, const RunSubmission& s, Project proje
   run->request = {{"jobs", s.jobs}, {"ref", s.ref}, {"sha", s.sha}, {"env", env_names}};
   if (!s.secrets.empty()) run->request["secrets"] = secret_names;
   if (!s.github.is_null()) run->request["github"] = s.github;
+  // Its place among other runs (sched/queue_order): the priority of its ref; and which pull request it is.
+  const auto [priority, rule] = cfg_.priority_of(s.ref);
+  run->request["priority"] = {{"value", priority}, {"rule", rule.empty() ? nlohmann::json(nullptr) : nlohmann::json(rule)}};
+  const std::string pull_request = pull_request_of(s);
+  if (!pull_request.empty()) run->request["pull_request"] = pull_request;
   if (mirror_) run->request["source"] = {{"repo", cfg_.source.repo}, {"worktree", eo.root}};
   run->reporter = std::make_unique<RunReporter>(*this);
   const std::string id = eo.run_id;
@@ -439,11 +445,38 @@ Answer Daemon::start_run(EngineOptions eo, const RunSubmission& s, Project proje
   access_.add_run_token(lease_token, id);
   history_->run_created(id, r.engine->record().created, r.request, skeleton);
   spdlog::info("run {} submitted from {}: {} job(s){}", id, peer, r.engine->plan().jobs.size(), s.sha.empty() ? "" : ", sha " + s.sha);
+  host_->broker().set_priority(id, priority);
+  if (!pull_request.empty() && cfg_.supersede == Supersede::PullRequest) supersede_older(id, pull_request);
   begin_run(id);
   refresh_view();  // the submitter's next status shows its run
   return {Outcome::Created, {{"id", id}, {"url", api_path::run(id)}, {"state", "running"}}};
 }
 
+
+std::string Daemon::pull_request_of(const RunSubmission& s) {
+  // refs/pull/N/merge or refs/pull/N/head (what a pull request's workflow run checks out), else the head
+  // branch GitHub names ($GITHUB_HEAD_REF); a push to a branch, the main branch among them, is no pull request.
+  static const std::regex pr_ref("refs/pull/([0-9]+)/(merge|head)");
+  std::smatch m;
+  const std::string repo = s.github.is_object() ? s.github.value("repository", "") : "";
+  if (std::regex_match(s.ref, m, pr_ref)) return repo + "#" + m[1].str();
+  if (s.github.is_object() && s.github.contains("head_ref")) return repo + ":" + s.github["head_ref"].get<std::string>();
+  return "";
+}
+
+void Daemon::supersede_older(const std::string& id, const std::string& pull_request) {
+  for (auto& [other, r] : active_) {
+    if (other == id || r->request.value("pull_request", "") != pull_request || r->engine->record().cancelled) continue;
+    if (r->engine->record().created > active_.at(id)->engine->record().created) continue;  // never a newer one
+    spdlog::info("run {} superseded by run {} (pull request {})", other, id, pull_request);
+    r->engine->supersede(id);
+    if (auto w = std::find(waiting_for_user_.begin(), waiting_for_user_.end(), other); w != waiting_for_user_.end()) {
+      waiting_for_user_.erase(w);
+      r->engine->start();  // everything is cancelled already: it ends at once
+    }
+    leases_->end_run(other, "its run was superseded by run " + id);
+  }
+}
 
 void Daemon::return_sandbox_user(const std::string& id) {
   if (!sandbox_->of(id)) return start_waiting_runs();
@@ -583,6 +616,7 @@ void Daemon::on_run_finished(const std::string& id) {
   auto it = active_.find(id);
   if (it == active_.end()) return;
   view_changed();
+  host_->broker().forget(id);  // its card-time competes with nobody any more
   RunEngine& e = *it->second->engine;
   int result = to_int(e.result());
   std::string state = run_state_name(e.record(), true, result);

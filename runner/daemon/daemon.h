@@ -108,6 +108,11 @@ class Daemon : public HostCommands {
   /// for a user to be given back.
   void begin_run(const std::string& id);
   void on_run_finished(const std::string& id);
+  /// Which pull request a submission is a run of ("" for none): "OWNER/REPO#N" from refs/pull/N/*, else
+  /// "OWNER/REPO:HEAD_REF" from github.head_ref.
+  static std::string pull_request_of(const RunSubmission& s);
+  /// `supersede: pull-request`: the older active runs of `pull_request` are cancelled, naming run `id`.
+  void supersede_older(const std::string& id, const std::string& pull_request);
   /// The run's user goes back once its tree is root's again; waiting runs are started.
   void return_sandbox_user(const std::string& id);
   void start_waiting_runs();

@@ -117,6 +117,14 @@ void Daemon::refresh_view() {
     e.cluster_reason = std::move(q.cluster_reason);
     e.wait_seconds = q.waited_seconds;
     e.since = std::move(q.since);
+    e.eta_seconds = q.eta_seconds;
+    if (q.eta_seconds >= 0)
+      e.eta = iso_time(std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<long long>(q.eta_seconds * 1000)));
+    e.priority = q.priority;
+    e.run_card_seconds = q.run_used_card_seconds;
+    e.fair_share_tag = q.tag;
+    if (auto a = active_.find(q.share); a != active_.end() && a->second->request.contains("priority"))
+      if (const auto& rule = a->second->request["priority"]["rule"]; rule.is_string()) e.priority_rule = rule.get<std::string>();
     // A step in the cluster's queue is known by its marker; a step in ours by its ticket.
     auto marker = q.marker.empty() ? std::nullopt : ProcessMarker::parse(q.marker);
     if (marker && marker->kind == ProcessMarker::Kind::Step) {

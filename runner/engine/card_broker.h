@@ -19,6 +19,7 @@ struct CardRequest {
   double expected_seconds = 0;  // 0: unknown (never backfills ahead of a reservation)
   std::uint64_t order = 0;      // an earlier place in line to keep (a retry); 0: a new place
   std::vector<int> only;        // exactly these cards (then devices == only.size()); empty: any
+  std::string share;            // whose card-time it is: the run's id (fair share between runs, its priority)
 };
 
 /// A waiting request, for the status: its ticket, who, how many cards, why it waits, since when.
@@ -31,6 +32,14 @@ struct QueueEntry {
   std::string since;
   std::string marker;  // a step the executor placed (Slurm): its launch marker "RUN/JOB/STEP/ATTEMPT"
   std::string cluster_reason;  // Slurm's own word for why it waits ("Resources"), for /metrics
+  // Its place, as `sprio` explains one (sched/queue_order): its run's priority, the card-time its run has used,
+  // and its tag (that plus its run's earlier waiting requests' expected card-time).
+  std::string share;
+  int priority = 0;
+  double run_used_card_seconds = 0;
+  double tag = 0;
+  /// When it is expected to start, in seconds from now (sched/start_forecast); < 0: no forecast.
+  double eta_seconds = -1;
 };
 
 class CardBroker {
@@ -53,6 +62,10 @@ class CardBroker {
   virtual void relabel(int card, const std::string& label) = 0;
   /// The waiting requests in order, with their reasons.
   virtual std::vector<QueueEntry> queue() = 0;
+  /// A run's priority (runner.yml `priorities` by its ref), for every request it makes from now on; when the
+  /// run ends, `forget` drops it and its card-time. Brokers that do not order runs (Slurm's) ignore both.
+  virtual void set_priority(const std::string& share, int priority) { (void)share, (void)priority; }
+  virtual void forget(const std::string& share) { (void)share; }
 };
 
 }  // namespace pto

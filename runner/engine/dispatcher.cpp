@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "sched/queue_order.h"
+#include "sched/start_forecast.h"
 #include "util/steady_seconds.h"
 
 namespace pto {
@@ -16,6 +18,7 @@ struct Dispatcher::Pending {
   std::vector<int> only;
   std::string type;
   std::string label;
+  std::string share;
   double expected_seconds;
   double queued_at;
   std::string since;
@@ -40,7 +43,7 @@ std::uint64_t Dispatcher::request(CardRequest req, Grant on_grant, Impossible on
   std::uint64_t key = req.order ? req.order : ticket;
   if (!req.only.empty()) req.devices = static_cast<int>(req.only.size());
   auto p = std::make_shared<Pending>(Pending{ticket, req.devices, std::move(req.only), std::move(req.type), std::move(req.label),
-                                             req.expected_seconds, steady_seconds(), iso_now(), std::move(on_grant),
+                                             std::move(req.share), req.expected_seconds, steady_seconds(), iso_now(), std::move(on_grant),
                                              std::move(on_impossible), "queued"});
   pending_[key] = p;
   order_of_ticket_[ticket] = key;
@@ -58,11 +61,22 @@ void Dispatcher::withdraw(std::uint64_t ticket) {
 
 void Dispatcher::release(const std::vector<int>& cards) {
   pool_.release(cards);
+  ledger_.give_back(cards, steady_seconds());
   // Scheduling right away (not posted): the release-to-next-exec latency is the figure users wait on.
   pump();
 }
 
 void Dispatcher::poke() { schedule_pump(); }
+
+void Dispatcher::set_priority(const std::string& share, int priority) {
+  priority_[share] = priority;
+  schedule_pump();
+}
+
+void Dispatcher::forget(const std::string& share) {
+  priority_.erase(share);
+  ledger_.forget(share);
+}
 
 std::string Dispatcher::reason_at(const Pending& p, std::size_t position) const {
   if (position < unexamined_from_ && !p.reason.empty()) return p.reason;
@@ -79,10 +93,39 @@ std::vector<QueueEntry> Dispatcher::queue() {
   refresh_reasons();
   std::vector<QueueEntry> out;
   double now = steady_seconds();
-  std::size_t position = 0;
-  for (const auto& [order, p] : pending_)
-    out.push_back({p->ticket, p->label, p->devices, reason_at(*p, position++), now - p->queued_at, p->since});
+  refresh_forecast(now);
+  std::vector<double> tags;
+  const std::vector<SchedRequest> ordered = order_queue(submit_order(), ledger_, now, static_cast<std::size_t>(-1), &tags);
+  for (std::size_t position = 0; position < ordered.size(); ++position) {
+    const Pending& p = *pending_.at(ordered[position].id);
+    QueueEntry e{p.ticket, p.label, p.devices, reason_at(p, position), now - p.queued_at, p.since};
+    e.share = p.share;
+    e.priority = ordered[position].priority;
+    e.run_used_card_seconds = ledger_.used(p.share, now);
+    e.tag = tags[position];
+    if (auto f = forecast_.find(ordered[position].id); f != forecast_.end()) e.eta_seconds = std::max(0.0, f->second - now);
+    out.push_back(std::move(e));
+  }
   return out;
+}
+
+void Dispatcher::refresh_forecast(double now) {
+  // Playing the queue forward costs a scheduling pass per expected start; once a second is plenty for people
+  // reading it (the status page polls every 2 s) and keeps it off the per-release path.
+  if (forecast_at_ >= 0 && now - forecast_at_ < 1.0) return;
+  forecast_at_ = now;
+  forecast_ = forecast_starts(pool_.snapshot(), pool_.groups(), submit_order(), ledger_, now);
+}
+
+std::vector<SchedRequest> Dispatcher::submit_order() const {
+  std::vector<SchedRequest> queue;
+  queue.reserve(pending_.size());
+  for (const auto& [order, p] : pending_) {
+    auto pr = priority_.find(p->share);
+    queue.push_back({order, p->devices, p->label, p->expected_seconds, p->type, p->only.empty() ? nullptr : &p->only, p->share,
+                     pr == priority_.end() ? 0 : pr->second});
+  }
+  return queue;
 }
 
 void Dispatcher::schedule_pump() {
@@ -95,30 +138,12 @@ void Dispatcher::schedule_pump() {
 }
 
 ScheduleResult Dispatcher::schedule_pending(double now) {
-  // The scheduler walks the queue in order and usually stops early (no card left to hand out), so it first
-  // gets the head of the queue only; the whole queue only when it walked to the end of that head. Decisions
-  // on a prefix never depend on what follows it, so both give the same result; copying a 1,000-entry queue
-  // on every card release was a visible share of the per-step cost.
-  constexpr std::size_t kHead = 128;
-  std::vector<SchedRequest> queue;
-  queue.reserve(std::min(kHead, pending_.size()));
-  for (const auto& [order, p] : pending_) {
-    if (queue.size() == kHead) break;
-    queue.push_back({order, p->devices, p->label, p->expected_seconds, p->type, p->only.empty() ? nullptr : &p->only});
-  }
-  std::vector<SchedCard> cards = pool_.snapshot();
-  ScheduleResult r = schedule(cards, pool_.groups(), queue, now);
-  if (r.examined == queue.size() && queue.size() < pending_.size()) {
-    queue.clear();
-    for (const auto& [order, p] : pending_) queue.push_back({order, p->devices, p->label, p->expected_seconds, p->type, p->only.empty() ? nullptr : &p->only});
-    r = schedule(cards, pool_.groups(), queue, now);
-  }
+  std::vector<SchedRequest> ordered;
+  ScheduleResult r = schedule_queue(pool_.snapshot(), pool_.groups(), submit_order(), ledger_, now, &ordered);
   reserved_ = r.reserved;
-  std::size_t k = 0;
-  for (auto& [order, p] : pending_) {
-    if (k++ >= r.examined) break;  // the rest get the generic reason from reason_at()
-    auto it = r.waiting_reason.find(order);
-    if (it != r.waiting_reason.end()) p->reason = std::move(it->second);
+  for (std::size_t k = 0; k < r.examined && k < ordered.size(); ++k) {  // the rest get reason_at()'s generic one
+    auto it = r.waiting_reason.find(ordered[k].id);
+    if (it != r.waiting_reason.end()) pending_.at(ordered[k].id)->reason = std::move(it->second);
   }
   // Drained cards may come back (an operator's undrain): a daemon keeps such a step waiting, saying why,
   // where `run` in the foreground fails it at once.
@@ -172,6 +197,7 @@ void Dispatcher::pump() {
         lock_conflict = true;
         break;
       }
+      ledger_.hold(p->share, a.cards, now);
       pending_.erase(a.request);
       order_of_ticket_.erase(p->ticket);
       granted.emplace_back(p, a.cards);

@@ -3,8 +3,10 @@
 // scheduler and the device pool's locks.
 //
 // A step asks for N cards and is called back with them once they are locked; it gives them back (release)
-// only after its processes are gone. Ordering is by ticket, i.e. submit time; a retried step keeps its
-// original ticket number so a retry does not go to the back of the line.
+// only after its processes are gone. The order the scheduler sees is sched/queue_order's: each run's priority,
+// then fair share between runs (the card-time each has used, kept in a ShareLedger here), then submit time; a
+// retried step keeps its original place number so a retry does not go to the back of the line. Each waiting
+// request has an expected start (sched/start_forecast), recomputed at most once a second when read.
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -16,6 +18,7 @@
 #include "engine/card_broker.h"
 #include "sched/device_pool.h"
 #include "sched/scheduler.h"
+#include "sched/share_ledger.h"
 
 namespace boost::asio {
 class io_context;
@@ -37,6 +40,8 @@ class Dispatcher : public CardBroker {
     return pool_.record_result(cards, infra_failure, what);
   }
   bool is_drained(int card) const override { return pool_.is_drained(card); }
+  void set_priority(const std::string& share, int priority) override;
+  void forget(const std::string& share) override;
   void relabel(int card, const std::string& label) override { pool_.relabel(card, label); }
 
   /// The waiting steps in order with their reasons, and the reservations (both brought up to date first).
@@ -59,6 +64,9 @@ class Dispatcher : public CardBroker {
   void pump();
   void schedule_pump();
   ScheduleResult schedule_pending(double now);
+  /// The waiting requests in submit order, as the scheduler takes them.
+  std::vector<SchedRequest> submit_order() const;
+  void refresh_forecast(double now);
   void refresh_reasons();
   std::string reason_at(const Pending& p, std::size_t position) const;
   bool servable_once_undrained(const Pending& p) const;
@@ -68,6 +76,10 @@ class Dispatcher : public CardBroker {
   std::map<std::uint64_t, std::shared_ptr<Pending>> pending_;  // by order, hence submit time
   std::map<std::uint64_t, std::uint64_t> order_of_ticket_;
   std::map<int, std::uint64_t> reserved_;
+  ShareLedger ledger_;                    // card-time used by each run (fair share)
+  std::map<std::string, int> priority_;  // of each run
+  std::map<std::uint64_t, double> forecast_;  // order -> expected start (steady seconds)
+  double forecast_at_ = -1;
   std::size_t unexamined_from_ = 0;  // queue positions the last pass did not reach
   std::uint64_t next_ticket_ = 0;
   bool pump_posted_ = false;

@@ -302,7 +302,7 @@ void RunEngine::enqueue(std::size_t j, std::size_t s) {
   // A default estimate is no estimate: such a step must not backfill ahead of a reservation.
   double expected = ps.expected_defaulted ? 0 : ps.expected_minutes * 60 * (opts_.simulate ? opts_.time_scale : 1);
   sr.ticket = broker_.request(
-      {ps.devices, ps.device_type, label(j, s), expected, sr.order},
+      {ps.devices, ps.device_type, label(j, s), expected, sr.order, {}, opts_.run_id},
       [this, j, s](const std::vector<int>& cards) {
         run_.jobs[j].steps[s].ticket = 0;
         launch(j, s, cards);
@@ -607,16 +607,24 @@ void RunEngine::finish_job(std::size_t j) {
                                   : JobState::Succeeded);
 }
 
-void RunEngine::cancel(int signal) {
+void RunEngine::cancel(int signal, const std::string& reason) {
   if (finished_ || run_.cancelled) return;
   run_.cancelled = true;
   run_.cancel_signal = signal;
+  run_.cancel_reason = reason;
+  const std::string why = reason.empty() ? "the run was cancelled" : reason;
   for (std::size_t j = 0; j < run_.jobs.size(); ++j) {
-    if (run_.jobs[j].state == JobState::Pending) skip_job(j, JobState::Cancelled, "the run was cancelled");
-    else if (run_.jobs[j].state == JobState::Running) cancel_job(j, "the run was cancelled");
+    if (run_.jobs[j].state == JobState::Pending) skip_job(j, JobState::Cancelled, why);
+    else if (run_.jobs[j].state == JobState::Running) cancel_job(j, why);
   }
   for (const auto& [card, handle] : health_checks_) executor_.cancel(handle);  // a cancelled check counts as neither
   pump();
+}
+
+void RunEngine::supersede(const std::string& newer_run) {
+  if (finished_ || run_.cancelled) return;
+  run_.superseded_by = newer_run;
+  cancel(0, "superseded by run " + newer_run + " of the same pull request");
 }
 
 void RunEngine::abort(const std::string& problem) {

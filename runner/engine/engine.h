@@ -62,8 +62,11 @@ class RunEngine {
   void run_as(const RunAs& user);
   void start();
   /// Cancels everything: nothing new starts, running steps get SIGTERM then SIGKILL. `signal` (SIGINT or
-  /// SIGTERM, 0 for an API cancel) decides the exit code.
-  void cancel(int signal);
+  /// SIGTERM, 0 for an API cancel) decides the exit code; `reason`, when given, is what its jobs and steps
+  /// say instead of "the run was cancelled" (and the record's cancel_reason).
+  void cancel(int signal, const std::string& reason = "");
+  /// A newer run of the same pull request replaces this one: cancelled as by an API cancel, saying by which.
+  void supersede(const std::string& newer_run);
   /// Ends the run because the host failed it (its journal cannot be written): everything is cancelled as by
   /// cancel(0), and the run ends `failed` with exit 3 and `problem` among its infrastructure problems.
   void abort(const std::string& problem);

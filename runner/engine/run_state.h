@@ -72,6 +72,8 @@ struct RunRecord {
   std::string created, finished;
   bool cancelled = false;
   int cancel_signal = 0;
+  std::string cancel_reason;  // why, when not a person's cancel ("superseded by run ID")
+  std::string superseded_by;  // the newer run of the same pull request that cancelled this one
   bool infrastructure_failure = false;
   std::vector<std::string> infrastructure_problems;
   std::map<std::string, std::string> toolchain_env;  // PTOAS_* from the lead job

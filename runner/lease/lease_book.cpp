@@ -63,7 +63,8 @@ std::string LeaseBook::create(LeaseRequest req, Granted granted, Refused refused
   l->request = std::move(req);
   const std::string id = l->id;
   const LeaseRequest& r = l->request;
-  CardRequest cr{r.devices, r.device_type, "lease " + id + ": " + r.label, 0, 0, r.device_ids};
+  // A run's leases are its card-time too (fair share); an operator's lease is a share of its own.
+  CardRequest cr{r.devices, r.device_type, "lease " + id + ": " + r.label, 0, 0, r.device_ids, r.run_id.empty() ? id : r.run_id};
   refused_[id] = std::move(refused);
   Lease* lease = l.get();
   leases_[id] = std::move(l);

@@ -144,6 +144,8 @@ nlohmann::json run_to_json(const RunRecord& r, const Plan& p, const std::string&
   j["finished"] = nullable(r.finished);
   j["ptoas_version"] = p.ptoas_version;
   j["infrastructure_problems"] = r.infrastructure_problems;
+  if (!r.cancel_reason.empty()) j["cancel_reason"] = r.cancel_reason;
+  if (!r.superseded_by.empty()) j["superseded_by"] = r.superseded_by;
   j["jobs"] = nlohmann::json::array();
   int steps = 0, done = 0;
   for (std::size_t k = 0; k < p.jobs.size(); ++k) {

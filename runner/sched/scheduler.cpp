@@ -181,7 +181,7 @@ ScheduleResult schedule(const std::vector<SchedCard>& cards, const std::vector<s
     }
     std::string reason = "waiting for " + want() + (pool.grouped ? " in one group" : "");
     if (!target) {
-      reason += "; the cards it could use are reserved for steps submitted earlier";
+      reason += "; the cards it could use are reserved for steps ahead of it in the queue";
       out.waiting_reason[req.id] = reason;
       continue;
     }

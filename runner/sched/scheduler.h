@@ -1,13 +1,14 @@
 #pragma once
 // Scheduler: pure policy deciding which waiting step gets which cards next, and why the others wait.
 //
-// No clock, no locks, no processes: the engine hands it a snapshot (cards, groups, the queue in submit
-// order) and applies the decision. Policy:
+// No clock, no locks, no processes: the engine hands it a snapshot (cards, groups, the queue in order) and
+// applies the decision. Policy:
 //   * gang allocation: a request gets all N cards at once, all from one group when groups exist, all of
 //     the card type it asks for (a request never sees a card of another type);
 //   * tightest fit: among groups that can serve it now, the one left with the fewest free cards, so whole
 //     groups stay free for multi-card steps;
-//   * submit order with reservations (conservative backfill): a request that cannot start reserves the cards
+//   * the queue's order as given (sched/queue_order: priority, then fair share between runs, then submit
+//     order), with reservations (conservative backfill): a request that cannot start reserves the cards
 //     it will get (free ones and the busy ones expected to free first, in the group closest to satisfying
 //     it). Later requests may start on cards nobody ahead of them reserved; on reserved free cards only when
 //     they are expected to finish before the reservation's busy cards free up (its shadow time, as in
@@ -42,6 +43,10 @@ struct SchedRequest {
   std::string_view type;
   /// Only these cards (a lease for named cards, `task-submit --device 2,3`); null = any.
   const std::vector<int>* only = nullptr;
+  /// Whose it is (a run's id) and that run's priority: what the queue's order is made of (sched/queue_order).
+  /// schedule() itself takes the queue in the order it is given.
+  std::string_view share;
+  int priority = 0;
 };
 
 struct SchedAssignment {

@@ -43,7 +43,8 @@ std::optional<BodyError> parse_run_submission(const std::string& text, RunSubmis
     static const std::map<std::string, const char*> fields = {
         {"repository", "[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}"}, {"run_id", "[0-9]{1,20}"},
         {"run_attempt", "[0-9]{1,6}"}, {"server_url", "https?://[A-Za-z0-9.:-]{1,200}"},
-        {"workflow", "[^\\x00-\\x1f]{0,200}"}, {"event_name", "[a-z_]{1,50}"}, {"actor", "[A-Za-z0-9_.\\[\\]-]{1,100}"}};
+        {"workflow", "[^\\x00-\\x1f]{0,200}"}, {"event_name", "[a-z_]{1,50}"}, {"actor", "[A-Za-z0-9_.\\[\\]-]{1,100}"},
+        {"head_ref", "[A-Za-z0-9_./+@-]{1,255}"}};
     if (!body["github"].is_object()) return refuse("github", "github must be an object");
     s.github = nlohmann::json::object();
     for (const auto& [k, v] : body["github"].items()) {

@@ -97,6 +97,10 @@ nlohmann::json status_to_json(const HostView& v, bool full_queue, double uptime_
     const QueueView& q = v.queue[i];
     nlohmann::json e = {{"position", q.position}, {"step", q.label}, {"devices", q.devices}, {"reason", q.reason},
                         {"wait_seconds", ms(q.wait_seconds)}, {"since", q.since}};
+    e["eta"] = or_null(q.eta);
+    e["eta_seconds"] = q.eta_seconds >= 0 ? nlohmann::json(ms(q.eta_seconds)) : nlohmann::json(nullptr);
+    e["why"] = {{"priority", q.priority}, {"priority_rule", or_null(q.priority_rule)},
+                {"run_card_seconds", ms(q.run_card_seconds)}, {"fair_share_tag", ms(q.fair_share_tag)}};
     if (!q.run.empty()) {
       e["run"] = q.run;
       e["run_url"] = q.run_url;

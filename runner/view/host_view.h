@@ -69,6 +69,14 @@ struct QueueView {
   std::string run, step, run_url, log_url;
   StepEstimate estimate;
   std::uint64_t ticket = 0;  // the dispatcher's id of the request (not shown: `position` says more)
+  /// When it is expected to start (sched/start_forecast): seconds from the refresh, and as a time; -1/"": none.
+  double eta_seconds = -1;
+  std::string eta;
+  /// Why it is where it is, as `sprio` shows a job's priority (sched/queue_order).
+  int priority = 0;
+  std::string priority_rule;  // the runner.yml `priorities` entry that gave it ("" none)
+  double run_card_seconds = 0;  // the card-time its run has used so far
+  double fair_share_tag = 0;    // that plus its run's earlier waiting requests' expected card-time
 };
 
 struct RunOverview {
