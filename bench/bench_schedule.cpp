@@ -16,8 +16,14 @@
 #include <random>
 #include <vector>
 
+#include <chrono>
+#include <string>
+
 #include "baseline_policies.h"
+#include "run_day.h"
+#include "sched/queue_order.h"
 #include "sched/scheduler.h"
+#include "sched/start_forecast.h"
 #include "store/learned_durations.h"
 
 using namespace pto;
@@ -227,7 +233,118 @@ void learned_report(unsigned seed, int ncards, const std::vector<std::vector<int
                 r.worst_multi_wait / 60, r.mean_wait / 60);
 }
 
+// Issue 23: the same workloads as runs (the steps of one arrival are one run), under submit order (today's
+// policy) and with fair share between runs: the makespan must stay within 5%.
+std::vector<pto::bench::DayRun> as_runs(const std::vector<Step>& steps) {
+  std::vector<pto::bench::DayRun> runs;
+  for (const auto& s : steps) {
+    if (runs.empty() || runs.back().arrival != s.arrival)
+      runs.push_back({"run" + std::to_string(runs.size()), 0, s.arrival, {}, -1});
+    runs.back().steps.push_back({s.devices, s.duration});
+  }
+  return runs;
+}
+
+double makespan_of(const std::vector<pto::bench::DayRun>& runs) {
+  double m = 0;
+  for (const auto& r : runs) m = std::max(m, r.finished);
+  return m;
+}
+
+void fair_share_makespans() {
+  std::printf("\nfair share between runs vs submit order, same workloads (steps of one arrival = one run)\n");
+  std::printf("  %-60s %12s %12s %8s\n", "workload", "submit order", "fair share", "ratio");
+  struct W { const char* name; std::vector<Step> steps; int cards; std::vector<std::vector<int>> groups; };
+  std::vector<W> ws = {{"8 cards, 1/2/4/8-card mix", workload(42, true), 8, {}},
+                       {"8 cards in groups of 2, 1/2-card mix", workload(42, false), 8, {{0, 1}, {2, 3}, {4, 5}, {6, 7}}},
+                       {"one run of 500 steps", batch_workload(3), 8, {}},
+                       {"starvation stress (2 cards)", stream_workload(7), 2, {}}};
+  for (auto& w : ws) {
+    auto today = as_runs(w.steps), fair = as_runs(w.steps);
+    pto::bench::simulate_day(today, {w.cards, w.groups, false, false});
+    pto::bench::simulate_day(fair, {w.cards, w.groups, true, false});
+    std::printf("  %-60s %10.2f h %10.2f h %8.3f\n", w.name, makespan_of(today) / 3600, makespan_of(fair) / 3600,
+                makespan_of(fair) / makespan_of(today));
+  }
+}
+
+// A day of pypto's CI as issue 23 describes it: pull requests' runs, small (4-12 one-card steps) and large
+// (150-250 steps, a model matrix), and pushes to main (40 steps), arriving over 12 hours on 8 cards. Times from
+// submission to a run's last result, today (submit order) and with priorities and fair share; and the start
+// forecast's error against each step's real start, with exact and with noisy (learned-like) estimates.
+double pct(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<std::size_t>(p * (v.size() - 1) + 0.5))];
+}
+
+std::vector<pto::bench::DayRun> ci_day(unsigned seed, bool noisy_estimates) {
+  std::mt19937 rng(seed);
+  std::exponential_distribution<double> gap(1.0 / (9 * 60));
+  std::lognormal_distribution<double> dur(std::log(40.0), 0.7), noise(0, 0.3);
+  std::uniform_int_distribution<int> small_n(4, 12), large_n(150, 250);
+  std::discrete_distribution<int> kind({70, 15, 15});  // small PR, large PR, main
+  std::vector<pto::bench::DayRun> runs;
+  int i = 0;
+  for (double t = 0; t < 12 * 3600; t += gap(rng), ++i) {
+    int k = kind(rng);
+    pto::bench::DayRun r{(k == 0 ? "small" : k == 1 ? "large" : "main") + std::to_string(i), k == 2 ? 10 : 0, t, {}, -1};
+    int n = k == 0 ? small_n(rng) : k == 1 ? large_n(rng) : 40;
+    for (int s = 0; s < n; ++s) {
+      double d = dur(rng);
+      r.steps.push_back({s % 10 == 9 ? 2 : 1, d, noisy_estimates ? d * noise(rng) : -1});
+    }
+    runs.push_back(std::move(r));
+  }
+  return runs;
+}
+
+void ci_day_report() {
+  std::printf("\na CI day on 8 cards: PR runs (small 4-12 steps, large 150-250) and main runs (40 steps, priority 10), 12 h\n");
+  for (bool fair : {false, true}) {
+    auto runs = ci_day(23, false);
+    pto::bench::simulate_day(runs, {8, {}, fair, false});
+    std::vector<double> small, large, main;
+    for (const auto& r : runs)
+      (r.id.rfind("small", 0) == 0 ? small : r.id.rfind("large", 0) == 0 ? large : main).push_back((r.finished - r.arrival) / 60);
+    std::printf("  %-34s small PR p50 %6.1f p90 %6.1f min | main p50 %6.1f p90 %6.1f min | large PR p50 %6.1f p90 %6.1f | makespan %.2f h\n",
+                fair ? "priorities + fair share" : "today (submit order)", pct(small, .5), pct(small, .9), pct(main, .5), pct(main, .9),
+                pct(large, .5), pct(large, .9), makespan_of(runs) / 3600);
+  }
+  for (bool noisy : {false, true}) {
+    auto runs = ci_day(23, noisy);
+    pto::bench::simulate_day(runs, {8, {}, true, true});
+    std::vector<double> err, rel;
+    int within = 0, n = 0;
+    for (const auto& r : runs)
+      for (const auto& s : r.steps) {
+        double wait = s.start - r.arrival;
+        err.push_back(std::abs(s.predicted - s.start) / 60);
+        if (wait > 1) rel.push_back(std::abs(s.predicted - s.start) / wait);
+        within += std::abs(s.predicted - s.start) <= 0.1 * wait + 1e-6;
+        ++n;
+      }
+    std::printf("  ETA at submission, %-18s error p50 %5.1f min p90 %5.1f min | relative to the wait p50 %4.2f p90 %4.2f | within 10%%: %d%% of steps\n",
+                noisy ? "noisy estimates:" : "exact estimates:", pct(err, .5), pct(err, .9), pct(rel, .5), pct(rel, .9), 100 * within / n);
+  }
+  // What one forecast costs the daemon's thread: a queue of 1,000 steps of 5 runs on 8 busy cards.
+  std::vector<SchedCard> cards;
+  for (int c = 0; c < 8; ++c) cards.push_back({c, true, false, "x", 30.0 + c, ""});
+  std::vector<SchedRequest> q;
+  static const std::string shares[] = {"a", "b", "c", "d", "e"};
+  for (std::uint64_t id = 1; id <= 1000; ++id) q.push_back({id, id % 10 == 0 ? 2 : 1, "", 60.0 + id % 50, "", nullptr, shares[id % 5], 0});
+  auto t0 = std::chrono::steady_clock::now();
+  auto f = forecast_starts(cards, {}, q, ShareLedger{}, 0);
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("  one forecast of a 1,000-step queue (5 runs, 8 cards): %.1f ms, %zu starts\n", ms, f.size());
+}
+
 int main() {
+  if (getenv("QUEUE_ONLY")) {
+    fair_share_makespans();
+    ci_day_report();
+    return 0;
+  }
   report("8 cards, no groups, 1/2/4/8-card mix, heavy-tailed durations", workload(42, true), 8, {});
   report("8 cards in groups of 2, 1/2-card mix", workload(42, false), 8, {{0, 1}, {2, 3}, {4, 5}, {6, 7}});
   report("one run of 500 steps submitted at once, 8 cards, 1/2/4/8-card mix", batch_workload(3), 8, {});
@@ -241,5 +358,7 @@ int main() {
   }
   learned_report(11, 8, {}, true);
   learned_report(12, 8, {{0, 1}, {2, 3}, {4, 5}, {6, 7}}, false);
+  fair_share_makespans();
+  ci_day_report();
   return 0;
 }

@@ -76,7 +76,7 @@ TEST_CASE("queue order: priority first, then the run that used less card-time, a
   for (std::size_t i = 0; i < same.size(); ++i) CHECK(same[i].id == i + 1);
 }
 
-TEST_CASE("fair share: on 8 cards a run of 4 one-card steps submitted 1 s after a run of 200 finishes before the big run has used a quarter of its card-time; a main run submitted last starts next",
+TEST_CASE("fair share: on 8 cards a run of 4 one-card steps submitted 1 s after a run of 200 finishes before the big run has used a quarter of its card-time, and a main run submitted last starts next",
           "[sched]") {
   std::vector<DayRun> runs = {run_of("pr-big", 0, 200, 0.5), run_of("pr-small", 1, 4, 0.5), run_of("main", 1.2, 2, 0.5, 10)};
   simulate_day(runs, {});

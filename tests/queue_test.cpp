@@ -107,7 +107,7 @@ TEST_CASE("queue: on 8 cards a 4-step run submitted 1 s after a 200-step run end
   CHECK(big_run["request"]["pull_request"] == "#1");
 }
 
-TEST_CASE("queue: a new run of the same pull request cancels the older one's waiting and running steps and names it; a main run is never superseded",
+TEST_CASE("queue: a new run of the same pull request cancels the older one's waiting and running steps and names it, and a main run is never superseded",
           "[queue]") {
   Served s;
   s.devices = "0-1";
@@ -141,7 +141,7 @@ TEST_CASE("queue: a new run of the same pull request cancels the older one's wai
   for (const auto& id : {second, other_pr, main1, main2}) CHECK(s.post("/api/v1/runs/" + id + "/cancel", json::object()).status == 202);
 }
 
-TEST_CASE("queue: supersede: off keeps both runs of one pull request; a bad priorities entry names its field", "[queue]") {
+TEST_CASE("queue: supersede: off keeps both runs of one pull request, and a bad priorities entry names its field", "[queue]") {
   Served s;
   s.devices = "0-1";
   write_project(s.dir, {{"slow.yml", steps_job("slow", 1, "sleep 1000")}});
@@ -168,4 +168,36 @@ TEST_CASE("queue: supersede: off keeps both runs of one pull request; a bad prio
   CHECK(all.find("runner.yml:2:5") != std::string::npos);   // the entry without a priority
   CHECK(all.find("runner.yml:3:24") != std::string::npos);  // "high"
   CHECK(all.find("'supersede' is pull-request or off") != std::string::npos);
+}
+
+TEST_CASE("queue: submit says where its run's next step is in the queue and when it is expected to start, and the summary what it waited against that",
+          "[queue]") {
+  Served s;
+  s.devices = "1";
+  const std::string go = (s.dir.path() / "go").string();
+  write_project(s.dir, {{"hold.yml", "name: hold\nsteps:\n  - {name: h, devices: 1, expected-minutes: 2, run: 'while [ ! -e " + go +
+                                         " ]; do sleep 0.05; done'}\n"},
+                        {"next.yml", "name: next\nsteps:\n  - {name: n, devices: 1, expected-minutes: 1, run: 'true'}\n"}});
+  s.start();
+  const std::string holder = s.submit_run({{"jobs", {"hold"}}});
+  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices"][0]["holder"].is_object(); }, 20));
+  const fs::path summary = s.dir.path() / "summary.md";
+  Spawned c = spawn_cli({"submit", "--server", s.url(), "--job", "next", "--wait", "--poll-interval", "0.1"},
+                        {{"PTO_RUNNER_TOKEN", s.token}, {"GITHUB_ACTIONS", "true"}, {"GITHUB_STEP_SUMMARY", summary.string()}});
+  // The held card frees at its holder's estimate (2 min after it started): the next step's expected start.
+  const bool said = wait_until([&] { return read_file(c.out).find("... waiting: next / n is #1 of 1 in the queue, expected start in ~") != std::string::npos; }, 20);
+  INFO(read_file(c.out) << read_file(c.err));
+  REQUIRE(said);
+  const std::string line = read_file(c.out).substr(read_file(c.out).find("expected start in ~") + 19);
+  INFO(line);
+  CHECK((line.rfind("1m", 0) == 0 || line.rfind("2m", 0) == 0));  // ~1m5xs: 2 minutes less the seconds it ran
+  std::ofstream(go) << "1";
+  CommandResult done = wait_cli(c);
+  INFO(done.out << done.err);
+  CHECK(done.exit_code == 0);
+  const std::string md = read_file(summary);
+  INFO(md);
+  CHECK(md.find("| next | n | succeeded | ") != std::string::npos);
+  CHECK(md.find("(expected 1m") != std::string::npos);
+  CHECK(s.wait_run(holder)["state"] == "succeeded");
 }

@@ -272,7 +272,7 @@ TEST_CASE("run: GitHub Actions groups, error annotations and step summary", "[ru
   CHECK(names[4].rfind("error:exit 5; log: ", 0) == 0);
   CHECK(r.out.find("::error title=g / broken ##[error]n failed::exit 5") != std::string::npos);
   std::string md = read_file(summary);
-  CHECK(md.find("| Job | Step | State | Duration | Cards | Exit |") != std::string::npos);
+  CHECK(md.find("| Job | Step | State | Waited | Duration | Cards | Exit |") != std::string::npos);
   CHECK(md.find("| g | broken ##[error]n | failed |") != std::string::npos);
   CHECK(md.find("\n**hello** from the step\n") != std::string::npos);  // each step's own summary follows the table
 }

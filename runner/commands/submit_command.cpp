@@ -56,6 +56,39 @@ nlohmann::json github_context() {
   return g;
 }
 
+/// "... waiting: JOB / STEP is 12th of 230 in the queue, expected start in ~8m00s (3 steps of this run wait)":
+/// for the run's first waiting step, when it changes and at most every 30 s. Also notes each waiting step's
+/// expected wait the first time it is seen queued.
+std::string queue_line(const nlohmann::json& run, std::map<std::string, double>& expected_wait, std::string& last_line,
+                       std::chrono::steady_clock::time_point& last_at, std::chrono::steady_clock::time_point now) {
+  const nlohmann::json* first = nullptr;
+  const nlohmann::json* first_job = nullptr;
+  int waiting = 0;
+  for (const auto& job : run["jobs"])
+    for (const auto& s : job["steps"]) {
+      if (s.value("state", "") != "waiting" || !s.contains("queue") || !s["queue"].is_object()) continue;
+      const nlohmann::json& q = s["queue"];
+      ++waiting;
+      if (q["eta_seconds"].is_number() && !expected_wait.count(s.value("id", "")))
+        expected_wait[s.value("id", "")] = q["eta_seconds"].get<double>() + q.value("wait_seconds", 0.0);
+      if (!first || q.value("position", 0) < (*first)["queue"].value("position", 0)) first = &s, first_job = &job;
+    }
+  if (!first) return "";
+  const nlohmann::json& q = (*first)["queue"];
+  // At most every 30 s; the first expected start at once.
+  const bool first_eta = q["eta_seconds"].is_number() && last_line.find("expected start") == std::string::npos;
+  if (now - last_at < std::chrono::seconds(30) && !first_eta) return "";
+  std::string line = "... waiting: " + title_of(*first_job, *first) + " is #" + std::to_string(q.value("position", 0)) + " of " +
+                     std::to_string(run.value("queue_total", 0)) + " in the queue";
+  line += q["eta_seconds"].is_number() ? ", expected start in ~" + format_duration(q["eta_seconds"].get<double>())
+                                       : ", no expected start (" + q.value("reason", "") + ")";
+  if (waiting > 1) line += " (" + std::to_string(waiting) + " steps of this run wait)";
+  if (line == last_line) return "";
+  last_line = line;
+  last_at = now;
+  return line + "\n";
+}
+
 /// Follows the live output of running steps through the offset-based log API: complete lines only, each
 /// prefixed `[job / step]`; a partial line waits for its end (or the step's).
 class LogFollower {
@@ -196,6 +229,9 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
     sigaction(SIGTERM, &sa, nullptr);
     std::map<std::string, std::string> last;
     std::map<std::string, std::chrono::steady_clock::time_point> running_since, last_beat;
+    std::map<std::string, double> expected_wait;  // a step's wait as forecast when first seen queued (for the summary)
+    std::string last_queue_line;
+    auto last_queue_at = std::chrono::steady_clock::now() - std::chrono::hours(1);
     LogFollower follower(server, id);
     bool cancel_sent = false;
     auto unreachable_since = std::chrono::steady_clock::now();
@@ -253,6 +289,7 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
                 text += "<== " + title_of(job, s) + ": " + state + (end.empty() ? "" : ", " + end) + "\n";
               }
             }
+          text += queue_line(run, expected_wait, last_queue_line, last_queue_at, now);
           if (!text.empty()) out.text(text);
           std::fflush(stdout);
           std::string st = run.value("state", "");
@@ -278,6 +315,9 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
         out.command("error", {{"title", title + " failed"}}, state + (end.empty() ? "" : ", " + end));
       }
     if (std::string summary = env_or("GITHUB_STEP_SUMMARY"); !summary.empty() && out.github()) {
+      for (auto& job : run["jobs"])
+        for (auto& s : job["steps"])
+          if (auto e = expected_wait.find(s.value("id", "")); e != expected_wait.end()) s["expected_wait_seconds"] = e->second;
       std::string md = markdown_summary(run);
       if (run.contains("request") && run["request"].contains("sha") && !run["request"]["sha"].get<std::string>().empty())
         md = "Commit `" + run["request"]["sha"].get<std::string>() + "` on " + server + "\n\n" + md;

@@ -112,7 +112,10 @@ std::vector<QueueEntry> Dispatcher::queue() {
 void Dispatcher::refresh_forecast(double now) {
   // Playing the queue forward costs a scheduling pass per expected start; once a second is plenty for people
   // reading it (the status page polls every 2 s) and keeps it off the per-release path.
-  if (forecast_at_ >= 0 && now - forecast_at_ < 1.0) return;
+  // A request that arrived since is forecast within 50 ms (its `submit` prints the first answer it gets).
+  bool missing = false;
+  for (const auto& [order, p] : pending_) missing |= !forecast_.count(order);
+  if (forecast_at_ >= 0 && now - forecast_at_ < (missing ? 0.05 : 1.0)) return;
   forecast_at_ = now;
   forecast_ = forecast_starts(pool_.snapshot(), pool_.groups(), submit_order(), ledger_, now);
 }

@@ -95,15 +95,19 @@ std::string markdown_summary(const nlohmann::json& run) {
     for (char c : s) out += c == '|' ? std::string("\\|") : c == '\n' || c == '\r' ? std::string(" ") : std::string(1, c);
     return out;
   };
-  std::string out = "### pto-runner run " + run.value("id", "") + "\n\n| Job | Step | State | Duration | Cards | Exit |\n"
-                    "|---|---|---|---|---|---|\n";
+  std::string out = "### pto-runner run " + run.value("id", "") + "\n\n| Job | Step | State | Waited | Duration | Cards | Exit |\n"
+                    "|---|---|---|---|---|---|---|\n";
   for (const auto& job : run["jobs"])
     for (const auto& s : job["steps"]) {
       std::string cards;
       for (const auto& c : s["cards"]) cards += (cards.empty() ? "" : ",") + std::to_string(c.get<int>());
       std::string exit = describe_step_end(s);
       bool ran = !s["started"].is_null();
-      out += "| " + cell(job.value("id", "")) + " | " + cell(s.value("name", "")) + " | " + s.value("state", "") + " | " +
+      // The wait for cards, and what it was expected to be when `submit` first saw the step queued.
+      std::string waited = ran && s.value("wait_seconds", 0.0) > 0 ? format_duration(s.value("wait_seconds", 0.0)) : "-";
+      if (ran && s.contains("expected_wait_seconds") && s["expected_wait_seconds"].is_number())
+        waited += " (expected " + format_duration(s["expected_wait_seconds"].get<double>()) + ")";
+      out += "| " + cell(job.value("id", "")) + " | " + cell(s.value("name", "")) + " | " + s.value("state", "") + " | " + waited + " | " +
              (ran ? format_duration(s.value("duration_seconds", 0.0)) : "-") + " | " + (cards.empty() ? "-" : cards) +
              " | " + cell(exit.empty() ? "-" : exit) + " |\n";
     }

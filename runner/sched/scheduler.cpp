@@ -44,7 +44,7 @@ Pool make_pool(const std::vector<SchedCard>& cards, const std::vector<std::vecto
 }  // namespace
 
 ScheduleResult schedule(const std::vector<SchedCard>& cards, const std::vector<std::vector<int>>& groups,
-                        const std::vector<SchedRequest>& queue, double now) {
+                        const std::vector<SchedRequest>& queue, double now, bool explain) {
   constexpr double kUnknown = std::numeric_limits<double>::infinity();
   ScheduleResult out;
   Pool pool = make_pool(cards, groups);
@@ -111,6 +111,7 @@ ScheduleResult schedule(const std::vector<SchedCard>& cards, const std::vector<s
       for (const auto& [id, c] : pool.cards)
         if (fits(id, req)) (c.usable ? usable : drained)++;
       out.impossible.push_back(req.id);
+      if (!explain) continue;
       out.waiting_reason[req.id] = "needs " + want() + (pool.grouped ? " in one group" : "") +
                                    " but only " + std::to_string(usable) + " usable (" + std::to_string(drained) +
                                    " drained)";
@@ -145,7 +146,8 @@ ScheduleResult schedule(const std::vector<SchedCard>& cards, const std::vector<s
       for (const auto* g : candidates)
         for (int id : *g) any_unreserved |= pool.cards[id].usable && !out.reserved.count(id) && fits(id, req);
       if (!any_unreserved) {
-        out.waiting_reason[req.id] = "waiting for " + want() + " behind " +
+        if (explain)
+          out.waiting_reason[req.id] = "waiting for " + want() + " behind " +
                                      std::to_string(blocked_count - 1) + " earlier waiting steps";
         continue;
       }
@@ -179,14 +181,19 @@ ScheduleResult schedule(const std::vector<SchedCard>& cards, const std::vector<s
         target_pick = pick;
       }
     }
-    std::string reason = "waiting for " + want() + (pool.grouped ? " in one group" : "");
     if (!target) {
-      reason += "; the cards it could use are reserved for steps ahead of it in the queue";
-      out.waiting_reason[req.id] = reason;
+      if (explain)
+        out.waiting_reason[req.id] = "waiting for " + want() + (pool.grouped ? " in one group" : "") +
+                                     "; the cards it could use are reserved for steps ahead of it in the queue";
       continue;
     }
     std::sort(target_pick.begin(), target_pick.end());
     shadow[req.id] = target_ready == kUnknown ? -kUnknown : target_ready;
+    if (!explain) {
+      for (int id : target_pick) out.reserved[id] = req.id;
+      continue;
+    }
+    std::string reason = "waiting for " + want() + (pool.grouped ? " in one group" : "");
     std::vector<int> reserved_free;
     std::map<std::string, std::vector<int>> held_by;
     for (int id : target_pick) {

@@ -65,8 +65,9 @@ struct ScheduleResult {
 };
 
 /// `groups` may be empty (every card may serve with any other). Cards not in any group serve 1-card requests.
-/// `now` is on the same clock as SchedCard::busy_until.
+/// `now` is on the same clock as SchedCard::busy_until. `explain` false: no waiting reasons (the same
+/// decisions, for the start forecast, which plays thousands of passes).
 ScheduleResult schedule(const std::vector<SchedCard>& cards, const std::vector<std::vector<int>>& groups,
-                        const std::vector<SchedRequest>& queue_in_submit_order, double now = 0);
+                        const std::vector<SchedRequest>& queue_in_order, double now = 0, bool explain = true);
 
 }  // namespace pto

@@ -26,7 +26,7 @@ std::map<std::uint64_t, double> forecast_starts(const std::vector<SchedCard>& ca
   std::vector<SchedRequest> waiting = queue;
   double t = now;
   for (std::size_t pass = 0; pass < max_events && !waiting.empty(); ++pass) {
-    ScheduleResult r = schedule_queue(sim, groups, waiting, ledger, t);
+    ScheduleResult r = schedule_queue(sim, groups, waiting, ledger, t, nullptr, false);
     std::unordered_set<std::uint64_t> gone(r.impossible.begin(), r.impossible.end());
     for (const auto& a : r.start) {
       auto req = std::find_if(waiting.begin(), waiting.end(), [&](const SchedRequest& q) { return q.id == a.request; });

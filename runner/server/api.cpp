@@ -210,9 +210,13 @@ void Api::run(const std::string& id, HttpServer::Respond respond) {
     for (std::size_t k = 0; k < e.plan().jobs.size(); ++k)
       for (std::size_t s = 0; s < e.plan().jobs[k].steps.size(); ++s) {
         const StepRecord& sr = e.record().jobs[k].steps[s];
-        if (sr.state == StepState::Waiting && waiting.count(sr.ticket)) j["jobs"][k]["steps"][s]["wait_reason"] = waiting[sr.ticket]->reason;
+        if (sr.state != StepState::Waiting || !waiting.count(sr.ticket)) continue;
+        nlohmann::json& step = j["jobs"][k]["steps"][s];
+        step["wait_reason"] = waiting[sr.ticket]->reason;
+        step["queue"] = queue_entry_json(*waiting[sr.ticket]);  // its position, expected start and why
       }
     j["request"] = *it->second.request;
+    j["queue_total"] = model_.host.queue.size();
     return respond(json_response(200, j));
   }
   commands_.run_read(id);

@@ -36,6 +36,25 @@ nlohmann::json run_overview_json(const RunOverview& r) {
   return a;
 }
 
+nlohmann::json queue_entry_json(const QueueView& q) {
+  nlohmann::json e = {{"position", q.position}, {"step", q.label}, {"devices", q.devices}, {"reason", q.reason},
+                      {"wait_seconds", ms(q.wait_seconds)}, {"since", q.since}};
+  e["eta"] = or_null(q.eta);
+  e["eta_seconds"] = q.eta_seconds >= 0 ? nlohmann::json(ms(q.eta_seconds)) : nlohmann::json(nullptr);
+  e["why"] = {{"priority", q.priority}, {"priority_rule", or_null(q.priority_rule)},
+              {"run_card_seconds", ms(q.run_card_seconds)}, {"fair_share_tag", ms(q.fair_share_tag)}};
+  if (!q.run.empty()) {
+    e["run"] = q.run;
+    e["run_url"] = q.run_url;
+  }
+  if (!q.step.empty()) {
+    e["step_id"] = q.step;
+    e["log_url"] = q.log_url;
+    e["estimate"] = estimate_to_json(q.estimate.minutes, q.estimate.source, q.estimate.samples);
+  }
+  return e;
+}
+
 nlohmann::json status_to_json(const HostView& v, bool full_queue, double uptime_seconds) {
   nlohmann::json j;
   j["version"] = v.version;
@@ -95,21 +114,7 @@ nlohmann::json status_to_json(const HostView& v, bool full_queue, double uptime_
   const std::size_t shown = full_queue ? v.queue.size() : std::min<std::size_t>(v.queue.size(), 50);
   for (std::size_t i = 0; i < shown; ++i) {
     const QueueView& q = v.queue[i];
-    nlohmann::json e = {{"position", q.position}, {"step", q.label}, {"devices", q.devices}, {"reason", q.reason},
-                        {"wait_seconds", ms(q.wait_seconds)}, {"since", q.since}};
-    e["eta"] = or_null(q.eta);
-    e["eta_seconds"] = q.eta_seconds >= 0 ? nlohmann::json(ms(q.eta_seconds)) : nlohmann::json(nullptr);
-    e["why"] = {{"priority", q.priority}, {"priority_rule", or_null(q.priority_rule)},
-                {"run_card_seconds", ms(q.run_card_seconds)}, {"fair_share_tag", ms(q.fair_share_tag)}};
-    if (!q.run.empty()) {
-      e["run"] = q.run;
-      e["run_url"] = q.run_url;
-    }
-    if (!q.step.empty()) {
-      e["step_id"] = q.step;
-      e["log_url"] = q.log_url;
-      e["estimate"] = estimate_to_json(q.estimate.minutes, q.estimate.source, q.estimate.samples);
-    }
+    nlohmann::json e = queue_entry_json(q);
     queue.push_back(std::move(e));
   }
   j["queue"] = std::move(queue);

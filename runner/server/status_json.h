@@ -6,6 +6,10 @@
 namespace pto {
 
 struct HostView;
+struct QueueView;
+
+/// One waiting request as the status lists it (also a waiting step's `queue` in its run's JSON).
+nlohmann::json queue_entry_json(const QueueView& q);
 
 nlohmann::json status_to_json(const HostView& view, bool full_queue, double uptime_seconds);
 nlohmann::json run_overview_json(const struct RunOverview& r);
