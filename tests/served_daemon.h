@@ -63,12 +63,12 @@ struct Served {
     REQUIRE(r.status == 200);
     return json::parse(r.body);
   }
-  /// GET / rendered by headless Chromium with its scripts run (the page draws itself from /api/v1/status).
-  /// False when chromium is not installed; REQUIREs that it ran when it is.
-  bool page_dom(std::string& dom) const {
+  /// GET `path` (the status page by default) rendered by headless Chromium with its scripts run (each page
+  /// draws itself from the API). False when chromium is not installed; REQUIREs that it ran when it is.
+  bool page_dom(std::string& dom, const std::string& path = "/") const {
     if (sh("command -v chromium >/dev/null") != 0) return false;
     REQUIRE(sh("timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --user-data-dir=" +
-                   (dir.path() / "chromium-profile").string() + " --virtual-time-budget=5000 --dump-dom " + url("/") +
+                   (dir.path() / "chromium-profile").string() + " --virtual-time-budget=5000 --dump-dom " + url(path) +
                    " 2>/dev/null",
                &dom) == 0);
     return true;

@@ -22,8 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool have(const char* tool) { return sh(std::string("command -v ") + tool + " > /dev/null 2>&1") == 0; }
-
 // `promtool check metrics` on a scrape: "" when valid, else what promtool said.
 std::string promtool_problems(const std::string& scrape, const TempDir& dir) {
   const fs::path file = dir.path() / "scrape.txt";

@@ -116,6 +116,8 @@ void write_project(const TempDir& dir, const std::map<std::string, std::string>&
 
 fs::path source_dir() { return PTO_RUNNER_SOURCE_DIR; }
 
+bool have(const char* tool) { return sh(std::string("command -v ") + tool + " > /dev/null 2>&1") == 0; }
+
 int sh(const std::string& cmd, std::string* out) {
   std::FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return -1;

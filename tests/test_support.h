@@ -58,6 +58,9 @@ fs::path source_dir();
 
 std::string read_file(const fs::path& p);
 
+/// Whether `tool` is on PATH (a test that needs it says SKIPPED without it).
+bool have(const char* tool);
+
 /// Runs `cmd` with /bin/sh; returns its exit status, and its stdout in `out` when given.
 int sh(const std::string& cmd, std::string* out = nullptr);
 

@@ -50,7 +50,10 @@ class Daemon::RunReporter : public RunObserver, public RunJournal {
   void on_step_changed(const RunRecord& r, const Plan& p, int job, int step, StepState from) override {
     d_.view_changed();  // any transition: the read model is refreshed soon
     const StepRecord& s = r.jobs[job].steps[step];
-    if (from == StepState::Running && s.state != StepState::Running) d_.step_stopped(r.id, job, step);
+    if (from == StepState::Running && s.state != StepState::Running) {
+      d_.step_stopped(r.id, job, step);
+      card_events_of_attempt(r, p, job, step);
+    }
     Metrics& m = d_.model_.metrics;
     if (s.state == StepState::Running) {
       if (s.runnable_at >= 0 && s.started_at >= 0) m.wait_seconds.observe(s.started_at - s.runnable_at);
@@ -66,11 +69,31 @@ class Daemon::RunReporter : public RunObserver, public RunJournal {
     if (p.jobs[job].lead) lead_job_ended(r, s);
   }
   void on_job_finished(const RunRecord&, const Plan&, int) override { d_.view_changed(); }
+  void on_health_check(const RunRecord& r, int card, const std::string& command, double seconds, const std::string& failure) override {
+    const double end = epoch_now();
+    d_.history_->card_event({card, "health-check", end - seconds, end, command, r.id, "", failure.empty() ? "passed" : "failed", failure});
+  }
   void on_run_finished(const RunRecord& r, const Plan&) override {
     boost::asio::post(d_.io_, [&d = d_, id = r.id] { d.on_run_finished(id); });
   }
 
  private:
+  /// An attempt of a step stopped: one event on each card it held (the cards page).
+  void card_events_of_attempt(const RunRecord& r, const Plan& p, int job, int step) {
+    const StepRecord& s = r.jobs[job].steps[step];
+    if (s.cards.empty()) return;
+    const double end = epoch_now();
+    const double ran = s.started_at >= 0 && s.finished_at >= s.started_at ? s.finished_at - s.started_at : 0;
+    std::string detail = s.error;
+    if (detail.empty() && s.timed_out) detail = "timed out";
+    if (detail.empty() && s.signal) detail = "signal " + std::to_string(s.signal);
+    if (detail.empty() && s.exit_code >= 0) detail = "exit " + std::to_string(s.exit_code);
+    // An attempt retried goes back to waiting: it failed all the same.
+    const std::string result = s.state == StepState::Waiting || s.state == StepState::Pending ? "failed (retried)" : to_string(s.state);
+    for (int card : s.cards)
+      d_.history_->card_event({card, "step", end - ran, end, step_label(p.jobs[job], p.jobs[job].steps[step]), r.id,
+                               api_path::step_id(job, step), result, detail});
+  }
   void lead_job_ended(const RunRecord& r, const StepRecord& s) {
     ToolchainStatus& t = d_.toolchain_;
     t.run = r.id;
@@ -267,6 +290,12 @@ std::string Daemon::start_unguarded() {
     const RunAs* user = sandbox_->of(l.request.run_id);
     if (!user) return;
     if (std::string e = change_lease_card_access(cfg_, l, user->uid, granted); !e.empty()) spdlog::warn("lease {}: {}", l.id, e);
+  });
+  lease_desk_->set_on_ended([this](const Lease& l) {
+    const double end = epoch_now(), held = std::chrono::duration<double>(std::chrono::steady_clock::now() - l.granted_at).count();
+    for (int card : l.cards)
+      history_->card_event({card, "lease", end - held, end, "lease " + l.id + ": " + l.request.label, l.request.run_id,
+                            l.request.step, "ended", l.end_reason});
   });
   leases_->set_on_change([this] {
     view_changed();

@@ -169,6 +169,7 @@ class Daemon : public HostCommands {
   std::unique_ptr<boost::asio::steady_timer> view_timer_, view_tick_;
   bool view_refresh_pending_ = false, view_tick_armed_ = false;
   std::chrono::steady_clock::time_point view_refreshed_at_;
+  std::map<int, bool> drained_seen_;  // each card's drained state at the last refresh (card history events)
 
   // Stopping: SIGTERM drains (accepted runs go on), SIGINT or a second SIGTERM cancels.
   std::function<void(int)> on_stopped_;

@@ -144,6 +144,17 @@ void Daemon::refresh_view() {
     v.queue.push_back(std::move(e));
   }
   host_->describe(v, who);
+  // A card drained or returned since the last refresh (by a person, by its failures, by a reload): the cards'
+  // history says when and why.
+  for (const auto& c : v.cards) {
+    const bool drained = c.state == "drained";
+    auto [seen, fresh] = drained_seen_.emplace(c.id, drained);
+    if (fresh || seen->second == drained) continue;  // the first sight (a restart) is no change
+    seen->second = drained;
+    const double at = epoch_now();
+    history_->card_event({c.id, drained ? "drain" : "return", at, at, "", "", "", drained ? "drained" : "in service",
+                          drained ? c.drain_reason : ""});
+  }
   v.leases = lease_desk_->active_json();
   v.runs_by_result["running"] = static_cast<int>(active_.size());
   // Waits and busy times grow with no transition at all (a queue stuck behind a 2-hour step): while anything

@@ -149,6 +149,9 @@ void RunHistory::recover() {
 }
 
 void RunHistory::load() {
+  model_.cards = CardHistory{};
+  for (auto& [card, data] : journal_->card_events(epoch_now() - CardHistory::kWindowSeconds))
+    if (auto e = CardEvent::from_json(card, data)) model_.cards.add(std::move(*e));
   model_.host.recent.clear();
   for (const auto& s : journal_->list_runs(static_cast<int>(kRecentRuns))) {
     if (s.state == "running") continue;
@@ -213,6 +216,11 @@ void RunHistory::job_finished(const std::string& run, int job, const nlohmann::j
 
 void RunHistory::record_duration(const std::string& step_key, double seconds, const std::string& finished) {
   journal_result(journal_->record_duration(step_key, seconds, finished), "");
+}
+
+void RunHistory::card_event(CardEvent e) {
+  journal_result(journal_->card_event(e.card, e.end, e.json()), "");
+  model_.cards.add(std::move(e));
 }
 
 void RunHistory::run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record) {

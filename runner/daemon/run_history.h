@@ -18,6 +18,7 @@
 
 #include "config/runner_config.h"
 #include "server/read_model.h"
+#include "store/card_history.h"
 #include "store/journal.h"
 
 namespace boost::asio {
@@ -49,6 +50,8 @@ class RunHistory {
   void step_changed(const std::string& run, int job, int step, const nlohmann::json& data);
   void job_finished(const std::string& run, int job, const nlohmann::json& data, const nlohmann::json& record);
   void record_duration(const std::string& step_key, double seconds, const std::string& finished);
+  /// Something happened on a card: into the journal and the read model's card history.
+  void card_event(CardEvent e);
   void run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record);
   bool journal_failing() const { return journal_failing_; }
   const Journal& journal() const { return *journal_; }

@@ -482,13 +482,16 @@ void RunEngine::start_health_check(int card, const std::string& after) {
   l.timeout_seconds = opts_.health.check_timeout_seconds;
   l.grace_seconds = opts_.kill_grace_seconds;
   std::string log = l.log_path;
-  health_checks_[card] = executor_.start(std::move(l), [this, card, cmd, log](const StepOutcome& o) {
+  const double began = now();
+  health_checks_[card] = executor_.start(std::move(l), [this, card, cmd, log, began](const StepOutcome& o) {
     health_checks_.erase(card);
+    std::string how;
     if (!o.ok() && !o.cancelled) {
-      std::string how = o.timed_out ? "timed out" : o.signal ? "killed by signal " + std::to_string(o.signal)
-                                                             : "exit " + std::to_string(o.exit_code);
+      how = o.timed_out ? "timed out" : o.signal ? "killed by signal " + std::to_string(o.signal)
+                                                 : "exit " + std::to_string(o.exit_code);
       broker_.report_outcome({card}, true, "health check `" + cmd + "` failed (" + how + "; " + log + ")");
     }
+    if (observer_ && !o.cancelled) observer_->on_health_check(run_, card, cmd, now() - began, how);
     broker_.release({card});
     pump();  // the run may be waiting only for this
   });

@@ -40,6 +40,9 @@ class RunObserver {
   virtual void on_step_output(const RunRecord&, const Plan&, int /*job*/, int /*step*/, std::string_view /*line*/) {}
   virtual void on_job_finished(const RunRecord&, const Plan&, int /*job*/) {}
   virtual void on_run_finished(const RunRecord&, const Plan&) {}
+  /// A health check of `card` ended (not cancelled): `seconds` it took, `failure` "" or how it failed.
+  virtual void on_health_check(const RunRecord&, int /*card*/, const std::string& /*command*/, double /*seconds*/,
+                               const std::string& /*failure*/) {}
 };
 
 /// What a run is driven by and reports to. Each outlives the engine.

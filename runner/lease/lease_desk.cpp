@@ -40,6 +40,7 @@ LeaseDesk::LeaseDesk(LeaseBook& book, Host& host) : book_(book), host_(host) {
   book_.set_on_granted_end([this](const Lease& l) {
     host_.lease_ended(l.marker);
     if (card_access_) card_access_(l, false);
+    if (on_ended_) on_ended_(l);
   });
 }
 

@@ -33,8 +33,11 @@ class LeaseDesk {
   /// Called when a lease is granted (true) and when its granted cards come back (false): the daemon gives the
   /// run's sandbox user its leased cards' files for that long.
   void set_card_access(std::function<void(const Lease&, bool granted)> f) { card_access_ = std::move(f); }
+  /// Called when a granted lease has ended (its cards are about to go back): the cards' history.
+  void set_on_ended(std::function<void(const Lease&)> f) { on_ended_ = std::move(f); }
 
  private:
+  std::function<void(const Lease&)> on_ended_;
   LeaseBook& book_;
   Host& host_;
   std::function<void(const Lease&, bool)> card_access_;

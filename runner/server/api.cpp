@@ -9,6 +9,8 @@
 #include "report/run_view.h"
 #include "server/log_slice.h"
 #include "server/status_json.h"
+#include "server/run_page.h"
+#include "server/cards_page.h"
 #include "server/status_page.h"
 #include "util/json_text.h"
 #include "util/regular_file.h"
@@ -82,6 +84,21 @@ void Api::route(const HttpRequest& req, const Caller& caller, HttpServer::Respon
   if (seg.empty()) {
     if (!get) return respond(method_not_allowed());
     if (allowed(Action::Read)) respond(render_status_page());
+    return;
+  }
+  if (is({"runs", "*"}) && is_run_id(seg[1])) {  // a run's page: its script reads the run's JSON
+    if (!get) return respond(method_not_allowed());
+    if (allowed(Action::Read)) respond(render_run_page());
+    return;
+  }
+  if (is({"cards"})) {
+    if (!get) return respond(method_not_allowed());
+    if (allowed(Action::Read)) respond(render_cards_page());
+    return;
+  }
+  if (is({"api", "v1", "cards"})) {
+    if (!get) return respond(method_not_allowed());
+    if (allowed(Action::Read)) respond(json_response(200, cards_json()));
     return;
   }
   if (is({"healthz"})) return respond(get ? HttpResponse{200, "text/plain", "ok\n", {}} : method_not_allowed());
@@ -198,6 +215,15 @@ HttpResponse Api::runs(const HttpRequest& req) const {
   const std::size_t active = out.size();
   for (std::size_t i = 0; i < model_.host.recent.size() && out.size() < limit + active; ++i) out.push_back(line(model_.host.recent[i]));
   return json_response(200, {{"runs", out}});
+}
+
+nlohmann::json Api::cards_json() const {
+  nlohmann::json j = model_.cards.to_json(epoch_now());
+  nlohmann::json cards = nlohmann::json::array();
+  for (const auto& c : model_.host.cards)
+    cards.push_back({{"id", c.id}, {"type", c.type}, {"state", c.state}, {"drain_reason", c.drain_reason}});
+  j["cards"] = std::move(cards);
+  return j;
 }
 
 void Api::run(const std::string& id, HttpServer::Respond respond) {

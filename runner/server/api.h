@@ -41,6 +41,8 @@ class Api {
   void leases(const HttpRequest& req, const Caller& caller, HttpServer::Respond respond);
   HttpResponse status(const HttpRequest& req);
   HttpResponse runs(const HttpRequest& req) const;
+  /// GET /api/v1/cards: the last day on every card (the read model's CardHistory) and each card's state now.
+  nlohmann::json cards_json() const;
   void run(const std::string& id, HttpServer::Respond respond);
   void step_log(const std::string& id, const std::string& step, const HttpRequest& req, HttpServer::Respond respond);
   /// A finished run's record from memory or its run.json (on a worker); `found` runs on the engine thread.

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/metrics.h"
+#include "store/card_history.h"
 #include "view/host_view.h"
 
 namespace pto {
@@ -29,6 +30,8 @@ struct ReadModel {
   /// Finished runs whose record only memory holds for now (the journal or run.json could not take it).
   std::map<std::string, nlohmann::json> held_records;
   Metrics metrics;
+  /// The last day on every card (GET /cards), kept by RunHistory.
+  CardHistory cards;
   /// <state-dir>/runs: a finished run's record is runs_dir/ID/run.json, read on a worker.
   std::string runs_dir;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();

@@ -1,36 +1,18 @@
 // GET /: the status page for a person (an on-call engineer at 3 a.m.). One self-contained HTML document: no
 // asset from outside the daemon; its script reads /api/v1/status (the same read model as the JSON and
-// /metrics) every 2 s and draws cards, the queue with waiting reasons, active and recent runs, with links to
-// step logs and GitHub Actions runs. Every text from a definition or a request goes in through textContent,
+// /metrics) every 2 s and draws cards, the queue with waiting reasons and expected starts, active and recent
+// runs, with links to each run's page (server/run_page), the cards page (server/cards_page), step logs and
+// GitHub Actions runs. The shared style and helpers are server/page_kit's. Every text from a definition or a request goes in through textContent,
 // never as HTML; links are only the daemon's own paths or the http(s) run URL the server checked.
 #include "server/status_page.h"
+
+#include "server/page_kit.h"
 
 namespace pto {
 
 namespace {
 
-const char* kPage = R"PAGE(<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>pto-runner</title>
-<style>
-  body { font: 14px/1.4 system-ui, sans-serif; margin: 1.2em; background: #fafafa; color: #222; }
-  h1 { font-size: 1.3em; margin: 0 0 .2em; }
-  h2 { font-size: 1.05em; margin: 1.4em 0 .4em; }
-  table { border-collapse: collapse; width: 100%; background: #fff; }
-  th, td { text-align: left; padding: .25em .6em; border-bottom: 1px solid #e4e4e4; vertical-align: top; }
-  th { background: #f0f0f0; font-weight: 600; }
-  .state { font-weight: 600; }
-  .free { color: #1a7f37; } .busy { color: #0550ae; } .reserved { color: #9a6700; } .drained { color: #cf222e; }
-  .succeeded { color: #1a7f37; } .failed, .interrupted { color: #cf222e; } .cancelled { color: #6e7781; }
-  .muted { color: #6e7781; } .banner { padding: .5em .8em; background: #fff8c5; border: 1px solid #d4a72c; margin: .6em 0; }
-  .error { padding: .5em .8em; background: #ffebe9; border: 1px solid #cf222e; margin: .6em 0; }
-  code { font-size: .95em; }
-</style>
-</head>
-<body>
+const char* kBody = R"HTML(
 <h1>pto-runner <span id="version" class="muted"></span></h1>
 <div id="summary" class="muted">loading /api/v1/status …</div>
 <div id="banner"></div>
@@ -38,63 +20,20 @@ const char* kPage = R"PAGE(<!doctype html>
 <h2>Slurm nodes</h2>
 <table id="nodes"><thead><tr><th>node</th><th>state</th><th>features</th><th>cards in use</th><th>our steps there (cards, Slurm job)</th></tr></thead><tbody></tbody></table>
 </div>
-<h2 id="cards-title">Cards</h2>
+<h2 id="cards-title">Cards <a id="cards-page" href="/cards" class="muted">(the last 24 h on each card)</a></h2>
 <table id="cards"><thead><tr><th>card</th><th>type</th><th>group</th><th>state</th><th>held by / reason</th><th>since</th></tr></thead><tbody></tbody></table>
 <h2>Queue <span id="queue-count" class="muted"></span></h2>
-<table id="queue"><thead><tr><th>#</th><th>step</th><th>cards</th><th>waiting because</th><th>waited</th></tr></thead><tbody></tbody></table>
+<table id="queue"><thead><tr><th>#</th><th>step</th><th>cards</th><th>waiting because</th><th>waited</th><th>expected start</th><th>why here (priority, its run's card-time)</th></tr></thead><tbody></tbody></table>
 <h2>Active runs</h2>
 <table id="active"><thead><tr><th>run</th><th>state</th><th>steps</th><th>running now (logs)</th><th>commit</th><th>started</th><th>GitHub</th></tr></thead><tbody></tbody></table>
 <h2>Recent runs</h2>
 <table id="recent"><thead><tr><th>run</th><th>result</th><th>failed steps (logs)</th><th>commit</th><th>finished</th><th>GitHub</th></tr></thead><tbody></tbody></table>
 <p class="muted">Times are UTC. The page reads <a href="/api/v1/status">/api/v1/status</a> every 2 s; metrics: <a href="/metrics">/metrics</a>.</p>
-<script>
-"use strict";
-function el(tag, text, cls) {
-  const e = document.createElement(tag);
-  if (text !== undefined && text !== null) e.textContent = String(text);
-  if (cls) e.className = cls;
-  return e;
-}
-function link(href, text) {
-  // Only the daemon's own paths and http(s) URLs (the server checked the GitHub run URL).
-  if (typeof href !== "string" || !(href.startsWith("/") || /^https?:\/\//.test(href))) return el("span", text);
-  const a = el("a", text);
-  a.href = href;
-  return a;
-}
-function ago(iso) {
-  if (!iso) return "";
-  const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
-  return duration(s) + " ago";
-}
-function duration(s) {
-  s = Math.round(s);
-  if (s < 60) return s + "s";
-  if (s < 3600) return Math.floor(s / 60) + "m " + (s % 60) + "s";
-  return Math.floor(s / 3600) + "h " + Math.floor((s % 3600) / 60) + "m";
-}
-function when(iso) {
-  // Relative and absolute: "12m 3s ago (2026-11-30 03:02:11Z)".
-  if (!iso) return el("span", "");
-  const span = el("span", ago(iso) + " ");
-  span.appendChild(el("span", "(" + iso.replace("T", " ").replace(/\.\d+Z$/, "Z") + ")", "muted"));
-  return span;
-}
-function row(cells) {
-  const tr = document.createElement("tr");
-  for (const c of cells) {
-    const td = document.createElement("td");
-    if (c instanceof Node) td.appendChild(c); else td.textContent = c === undefined || c === null ? "" : String(c);
-    tr.appendChild(td);
-  }
-  return tr;
-}
-function fill(id, rows, empty) {
-  const body = document.querySelector("#" + id + " tbody");
-  body.replaceChildren();
-  for (const r of rows) body.appendChild(r);
-  if (rows.length === 0) body.appendChild(row([el("span", empty, "muted")]));
-}
+)HTML";
+
+const char* kScript = R"JS(
+// A run's link goes to its page (its JSON is linked from there).
+function runPage(id) { return "/runs/" + encodeURIComponent(id); }
 function holder(d) {
   const box = el("span");
   if (d.holder) {
@@ -102,7 +41,7 @@ function holder(d) {
     else box.appendChild(el("span", d.holder.label));
     if (d.holder.run) {
       box.appendChild(el("span", " · run ", "muted"));
-      box.appendChild(link("/api/v1/runs/" + d.holder.run, d.holder.run));
+      box.appendChild(link(runPage(d.holder.run), d.holder.run));
     }
     if (d.holder.other_program) box.appendChild(el("span", " (not a pto-runner step)", "muted"));
   }
@@ -181,15 +120,19 @@ function render(s) {
       "(" + s.queue_total + (s.queue_total > s.queue.length ? ", first " + s.queue.length + " shown" : "") + ")";
   fill("queue", s.queue.map(q => {
     const step = el("span");
-    step.appendChild(q.log_url ? link(q.run_url, q.step) : el("span", q.step));
+    step.appendChild(q.run ? link(runPage(q.run), q.step) : el("span", q.step));
     if (q.run) step.appendChild(el("span", " · run " + q.run, "muted"));
-    return row([q.position, step, q.devices, q.reason, duration(q.wait_seconds)]);
+    const eta = q.eta_seconds === null || q.eta_seconds === undefined ? el("span", "unknown", "muted")
+                                                                       : el("span", "in ~" + duration(q.eta_seconds));
+    const why = q.why ? "priority " + q.why.priority + (q.why.priority_rule ? " (" + q.why.priority_rule + ")" : "") +
+                        ", " + duration(q.why.run_card_seconds) + " of card-time used" : "";
+    return row([q.position, step, q.devices, q.reason, duration(q.wait_seconds), eta, why]);
   }), "nothing waits");
-  fill("active", s.active_runs.map(r => row([link(r.url, r.id), el("span", r.state, "state"),
+  fill("active", s.active_runs.map(r => row([link(runPage(r.id), r.id), el("span", r.state, "state"),
       r.steps_finished + "/" + r.steps + " done, " + r.steps_running + " running, " + r.steps_waiting + " waiting",
       runningCell(r), (r.sha || "").slice(0, 12) + (r.ref ? " " + r.ref : ""), when(r.created),
       r.github_run ? link(r.github_run, "Actions run") : ""])), "no active run");
-  fill("recent", (s.recent_runs || []).map(r => row([link(r.url, r.id),
+  fill("recent", (s.recent_runs || []).map(r => row([link(runPage(r.id), r.id),
       el("span", r.state + (r.result !== null ? " (exit " + r.result + ")" : ""), "state " + r.state),
       r.state === "succeeded" ? "" : failedCell(r.id), (r.sha || "").slice(0, 12), when(r.finished), r.github_run ? link(r.github_run, "Actions run") : ""])), "none yet");
 }
@@ -206,19 +149,10 @@ async function refresh() {
 }
 refresh();
 setInterval(refresh, 2000);
-</script>
-</body>
-</html>
-)PAGE";
+)JS";
 
 }  // namespace
 
-HttpResponse render_status_page() {
-  HttpResponse r{200, "text/html; charset=utf-8", kPage, {}};
-  // The page runs its own inline script and talks to this daemon only.
-  r.headers = {{"Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'"},
-               {"X-Content-Type-Options", "nosniff"}};
-  return r;
-}
+HttpResponse render_status_page() { return html_page("pto-runner", kBody, kScript); }
 
 }  // namespace pto

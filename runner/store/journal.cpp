@@ -87,6 +87,9 @@ std::unique_ptr<Journal> Journal::open(const std::string& path, std::string& err
     j->exec("CREATE INDEX IF NOT EXISTS runs_by_created ON runs(created, id)");
     j->exec("CREATE TABLE IF NOT EXISTS step_durations(key TEXT NOT NULL, seconds REAL NOT NULL, finished TEXT NOT NULL)");
     j->exec("CREATE INDEX IF NOT EXISTS durations_by_key ON step_durations(key, finished)");
+    j->exec("CREATE TABLE IF NOT EXISTS card_events(seq INTEGER PRIMARY KEY AUTOINCREMENT, card INTEGER NOT NULL, at REAL NOT NULL,"
+            " data TEXT NOT NULL)");
+    j->exec("CREATE INDEX IF NOT EXISTS card_events_by_time ON card_events(at)");
   } catch (const std::exception& e) {
     error = std::string("journal ") + path + ": " + e.what();
     return nullptr;
@@ -171,6 +174,26 @@ bool Journal::record_duration(const std::string& step_key, double seconds, const
       .bind(2, step_key)
       .bind(3, kKeptDurations)
       .step();
+  });
+}
+
+bool Journal::card_event(int card, double at, const nlohmann::json& data) {
+  return write([&] {
+    Stmt(db_, "INSERT INTO card_events(card, at, data) VALUES(?, ?, ?)").bind(1, static_cast<long long>(card)).bind(2, at).bind(3, dump_json(data)).step();
+    Stmt(db_, "DELETE FROM card_events WHERE at < ?").bind(1, at - kCardEventDays * 86400).step();
+  });
+}
+
+std::vector<std::pair<int, nlohmann::json>> Journal::card_events(double since) const {
+  return read<std::vector<std::pair<int, nlohmann::json>>>({}, [&] {
+    std::vector<std::pair<int, nlohmann::json>> out;
+    Stmt s(db_, "SELECT card, data FROM card_events WHERE at >= ? ORDER BY at, seq");
+    s.bind(1, since);
+    while (s.step()) {
+      auto data = nlohmann::json::parse(s.text(1), nullptr, false);
+      if (!data.is_discarded()) out.emplace_back(static_cast<int>(s.integer(0)), std::move(data));
+    }
+    return out;
   });
 }
 

@@ -70,6 +70,14 @@ class Journal {
   std::vector<double> durations(const std::string& step_key) const;
   static constexpr int kKeptDurations = 20;
 
+  /// What happened on a card (a step or lease that held it, a health check, a drain or return), as
+  /// store/card_history renders it; `at` is when it ended (seconds since the epoch). Rows older than
+  /// kCardEventDays go at the next write.
+  bool card_event(int card, double at, const nlohmann::json& data);
+  /// Card events that ended at or after `since`, oldest first.
+  std::vector<std::pair<int, nlohmann::json>> card_events(double since) const;
+  static constexpr double kCardEventDays = 7;
+
  private:
   explicit Journal(sqlite3* db, std::string path = "") : db_(db), path_(std::move(path)) {}
   void exec(const char* sql) const;

@@ -1,0 +1,96 @@
+// The pages a person reads, rendered by headless Chromium with their scripts run (issue 23): a run's page
+// (GET /runs/{id}: a bar per step on its card) and the cards page (GET /cards: a failure drawn on the card it
+// happened on), and the status page linking both.
+#include <catch2/catch.hpp>
+
+#include <regex>
+
+#include "served_daemon.h"
+#include "test_support.h"
+
+using namespace pto::test;
+using nlohmann::json;
+
+namespace {
+
+/// The <rect> elements of `dom` whose attributes include every one of `want` (name="value").
+int rects_with(const std::string& dom, const std::vector<std::string>& want) {
+  static const std::regex rect("<rect[^>]*>");
+  int n = 0;
+  for (auto it = std::sregex_iterator(dom.begin(), dom.end(), rect); it != std::sregex_iterator(); ++it) {
+    const std::string tag = it->str();
+    bool all = true;
+    for (const auto& w : want) all &= tag.find(w) != std::string::npos;
+    n += all;
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("pages: headless Chromium draws a finished run's steps as bars on their cards, the cards page a failure on the card it happened on, and the status page links both",
+          "[service]") {
+  if (!have("chromium")) {
+    WARN("SKIPPED: chromium is not installed (Debian package chromium; scripts/install-deps.sh installs it)");
+    return;
+  }
+  Served s;
+  s.devices = "2";
+  write_project(s.dir, {{"mixed.yml", "name: mixed\nparallel: true\nsteps:\n"
+                                      "  - {name: fine, devices: 1, run: 'sleep 0.3'}\n"
+                                      "  - {name: breaks, devices: 1, run: 'echo the kernel said no; sleep 0.3; exit 3'}\n"}});
+  s.start();
+  const std::string id = s.submit_run({{"jobs", {"mixed"}}});
+  json run = s.wait_run(id);
+  REQUIRE(run["state"] == "failed");
+  const json& fine = run["jobs"][0]["steps"][0];
+  const json& breaks = run["jobs"][0]["steps"][1];
+  REQUIRE(fine["cards"].size() == 1);
+  REQUIRE(breaks["cards"].size() == 1);
+  const std::string fine_card = std::to_string(fine["cards"][0].get<int>()), bad_card = std::to_string(breaks["cards"][0].get<int>());
+
+  std::string dom;
+  REQUIRE(s.page_dom(dom, "/runs/" + id));
+  INFO(dom.substr(0, 6000));
+  CHECK(rects_with(dom, {"class=\"bar succeeded\"", "data-step=\"1-1\"", "data-card=\"" + fine_card + "\""}) == 1);
+  CHECK(rects_with(dom, {"class=\"bar failed\"", "data-step=\"1-2\"", "data-card=\"" + bad_card + "\""}) == 1);
+  CHECK(rects_with(dom, {"class=\"bar queued\""}) == 2);  // each waited, if only milliseconds
+  CHECK(dom.find("the kernel said no") != std::string::npos);  // the failed step's log tail, inline
+  CHECK(dom.find(">exit 3<") != std::string::npos);
+
+  // The cards page: the failure on its card, the success on its own, both linking the run's page.
+  std::string cards;
+  REQUIRE(s.page_dom(cards, "/cards"));
+  INFO(cards.substr(0, 6000));
+  CHECK(rects_with(cards, {"class=\"ev failed\"", "data-card=\"" + bad_card + "\"", "data-run=\"" + id + "\""}) == 1);
+  CHECK(rects_with(cards, {"class=\"ev succeeded\"", "data-card=\"" + fine_card + "\""}) == 1);
+  CHECK(rects_with(cards, {"class=\"ev failed\"", "data-card=\"" + fine_card + "\""}) == 0);
+  CHECK(cards.find("href=\"/runs/" + id + "\"") != std::string::npos);
+
+  // A drain shows on its card's row too, with its reason in the row's label.
+  REQUIRE(s.post("/api/v1/devices/" + bad_card + "/drain", {{"reason", "suspect after exit 3"}}).status == 200);
+  REQUIRE(wait_until([&] {
+    const json history = s.get("/api/v1/cards");
+    for (const auto& e : history["events"]) if (e["kind"] == "drain") return true;
+    return false;
+  }, 10));
+  REQUIRE(s.page_dom(cards, "/cards"));
+  CHECK(rects_with(cards, {"class=\"ev drain\"", "data-card=\"" + bad_card + "\""}) == 1);
+  CHECK(cards.find("drained - suspect after exit 3") != std::string::npos);
+
+  // The status page links the run's page (not its JSON) and the cards page.
+  std::string status;
+  REQUIRE(s.page_dom(status, "/"));
+  CHECK(status.find("href=\"/runs/" + id + "\"") != std::string::npos);
+  CHECK(status.find("href=\"/cards\"") != std::string::npos);
+
+  // The history outlives a restart (the journal's card_events).
+  s.stop();
+  s.start();
+  int events = 0;
+  const json history = s.get("/api/v1/cards");
+  for (const auto& e : history["events"]) events += e.value("run", "") == id;
+  CHECK(events == 2);
+  // An unknown run's page is 404, not a page that cannot load.
+  CHECK(pto::api_request("GET", s.url("/runs/not-a-run")).status == 404);
+}
