@@ -12,7 +12,8 @@ namespace pto {
 namespace {
 
 const char* kBody = R"HTML(
-<h1>pto-runner cards <span class="muted">the last 24 h</span></h1>
+<h1>pto-runner cards <span id="window" class="muted">the last 24 h</span></h1>
+<div class="muted">show the last <a href="/cards">24 h</a> · <a href="/cards?hours=1">1 h</a> · <a href="/cards?hours=0.1667">10 min</a></div>
 <div id="banner"></div>
 <div id="timeline"></div>
 <p class="muted"><svg width="12" height="10"><rect width="12" height="10" class="ev succeeded"/></svg> step succeeded
@@ -38,21 +39,26 @@ function eventClass(e) {
   return "ev " + e.kind;  // drain, return
 }
 function hhmm(epoch) { return new Date(epoch * 1000).toISOString().slice(11, 16); }
+// ?hours=N narrows the axis to the last N hours (of the day the API returns), for a close look at one incident.
+const hours = Math.min(24, Math.max(0.01, Number(new URLSearchParams(location.search).get("hours")) || 24));
 function draw(data) {
-  const t0 = data.from_epoch, t1 = data.to_epoch, span = Math.max(1, t1 - t0);
+  const t1 = data.to_epoch, t0 = Math.max(data.from_epoch, t1 - hours * 3600), span = Math.max(1, t1 - t0);
+  document.getElementById("window").textContent = hours === 24 ? "the last 24 h" : "the last " + duration(hours * 3600);
   const left = 220, width = 1100, right = width - 10, rowH = 30, top = 22;
   const x = t => left + (right - left) * Math.min(1, Math.max(0, (t - t0) / span));
   const cards = data.cards || [];
   const box = svg("svg", {width: width, height: top + rowH * cards.length + 6, id: "cards-svg", role: "img"});
-  for (let h = 0; h <= 24; h += 3) {
-    const tx = x(t0 + h * 3600);
+  for (let k = 0; k <= 8; ++k) {
+    const t = t0 + span * k / 8, tx = x(t);
     box.appendChild(svg("line", {x1: tx, x2: tx, y1: 14, y2: top + rowH * cards.length, class: "axis"}));
-    const label = svg("text", {x: tx, y: 11, "text-anchor": h === 0 ? "start" : h === 24 ? "end" : "middle"});
-    label.textContent = hhmm(t0 + h * 3600);
+    const label = svg("text", {x: tx, y: 11, "text-anchor": k === 0 ? "start" : k === 8 ? "end" : "middle"});
+    label.textContent = span > 2 * 3600 ? hhmm(t) : new Date(t * 1000).toISOString().slice(11, 19);
     box.appendChild(label);
   }
   const byCard = new Map(cards.map(c => [c.id, []]));
-  for (const e of data.events || []) if (byCard.has(e.card)) byCard.get(e.card).push(e);
+  for (const e of data.events || []) if (byCard.has(e.card) && e.end >= t0) byCard.get(e.card).push(e);
+  // Failures drawn last, so a red bar is never hidden under the day's green ones.
+  for (const list of byCard.values()) list.sort((a, b) => failed(a) - failed(b));
   cards.forEach((c, i) => {
     const y = top + rowH * i;
     const g = svg("g", {class: "card-row", "data-card": c.id, "data-state": c.state});
@@ -69,7 +75,7 @@ function draw(data) {
         Object.assign(attrs, {x: x(e.start) - 2, y: y + 1, width: 4, height: rowH - 4});
       } else {
         const h = e.kind === "step" ? rowH - 10 : e.kind === "lease" ? rowH - 16 : 6;
-        Object.assign(attrs, {x: x(e.start), y: y + (rowH - 2 - h) - 2, width: Math.max(2, x(e.end) - x(e.start)), height: h});
+        Object.assign(attrs, {x: x(e.start), y: y + (rowH - 2 - h) - 2, width: Math.max(failed(e) ? 3 : 1, x(e.end) - x(e.start)), height: h});
       }
       const shape = svg("rect", attrs, tip);
       if (e.run) {
