@@ -8,6 +8,8 @@
 #include <fstream>
 #include <thread>
 
+#include <signal.h>
+
 #include "served_daemon.h"
 #include "test_support.h"
 
@@ -141,7 +143,7 @@ TEST_CASE("queue: a new run of the same pull request cancels the older one's wai
   for (const auto& id : {second, other_pr, main1, main2}) CHECK(s.post("/api/v1/runs/" + id + "/cancel", json::object()).status == 202);
 }
 
-TEST_CASE("queue: supersede: off keeps both runs of one pull request, and a bad priorities entry names its field", "[queue]") {
+TEST_CASE("queue: supersede: off keeps both runs of one pull request, SIGHUP applies priorities and supersede to new runs, and a bad priorities entry names its field", "[queue]") {
   Served s;
   s.devices = "0-1";
   write_project(s.dir, {{"slow.yml", steps_job("slow", 1, "sleep 1000")}});
@@ -157,6 +159,17 @@ TEST_CASE("queue: supersede: off keeps both runs of one pull request, and a bad 
   const std::string m = s.submit_run({{"jobs", {"slow"}}, {"ref", "refs/heads/main"}});
   CHECK(s.get("/api/v1/runs/" + m)["request"]["priority"]["value"] == 0);
   for (const auto& id : {a, b, rel, m}) s.post("/api/v1/runs/" + id + "/cancel", json::object());
+
+  // SIGHUP: both apply to runs submitted from then on, and the log says so.
+  std::ofstream(s.dir.path() / "runner.yml") << "supersede: pull-request\n";
+  ::kill(s.proc.pid, SIGHUP);
+  REQUIRE(wait_until([&] { return read_file(s.proc.err).find("supersede pull-request (runs submitted from now on)") != std::string::npos; }, 10));
+  CHECK(read_file(s.proc.err).find("priorities refs/heads/main=10") != std::string::npos);
+  const std::string c = s.submit_run(pr), d = s.submit_run(pr);
+  CHECK(s.wait_run(c)["superseded_by"] == d);
+  const std::string m2 = s.submit_run({{"jobs", {"slow"}}, {"ref", "refs/heads/main"}});
+  CHECK(s.get("/api/v1/runs/" + m2)["request"]["priority"]["value"] == 10);
+  for (const auto& id : {d, m2}) s.post("/api/v1/runs/" + id + "/cancel", json::object());
 
   TempDir bad;
   write_project(bad, {{"slow.yml", steps_job("slow", 1, "true")}});

@@ -79,6 +79,14 @@ std::string Daemon::reload() {
   if (next.sandbox.pids_max != cfg_.sandbox.pids_max || next.sandbox.memory_max != cfg_.sandbox.memory_max)
     say("sandbox pids-max/memory-max changed (new runs use them)");
   if (next.max_cards_per_run != cfg_.max_cards_per_run) say("max-cards-per-run " + std::to_string(next.max_cards_per_run));
+  auto priorities_text = [](const RunnerConfig& c) {
+    std::string t;
+    for (const auto& r : c.priorities) t += (t.empty() ? "" : ", ") + r.ref + "=" + std::to_string(r.priority);
+    return t.empty() ? std::string("none") : t;
+  };
+  if (priorities_text(next) != priorities_text(cfg_)) say("priorities " + priorities_text(next) + " (runs submitted from now on)");
+  if (next.supersede != cfg_.supersede)
+    say(std::string("supersede ") + (next.supersede == Supersede::Off ? "off" : "pull-request") + " (runs submitted from now on)");
   auto slurm_text = [](const SlurmConfig& c) {
     std::string t = "partition=" + c.partition + " gres=" + c.gres + " max-cards=" + std::to_string(c.max_cards) + " args=";
     for (const auto& a : c.args) t += a + " ";
@@ -104,6 +112,11 @@ std::string Daemon::reload() {
   applied.toolchain_mirror = next.toolchain_mirror;
   applied.env = next.env;
   applied.env_file = next.env_file;
+  applied.max_cards_per_run = next.max_cards_per_run;
+  applied.sandbox.pids_max = next.sandbox.pids_max;
+  applied.sandbox.memory_max = next.sandbox.memory_max;
+  applied.priorities = next.priorities;
+  applied.supersede = next.supersede;
   cfg_ = applied;
   leases_->set_kill_grace(cfg_.kill_grace_seconds);
   if (logged.empty()) say("runner.yml read again: nothing changed");
