@@ -36,6 +36,8 @@ TEST_CASE("pages: headless Chromium draws a finished run's steps as bars on thei
   }
   Served s;
   s.devices = "2";
+  // Exit 3 is the card's fault here: a health check of that card follows, and shows on its row.
+  s.dir.write("runner.yml", "health: {infra-exit-codes: [3], check: 'echo probing card {device}'}\n");
   write_project(s.dir, {{"mixed.yml", "name: mixed\nparallel: true\nsteps:\n"
                                       "  - {name: fine, devices: 1, run: 'sleep 0.3'}\n"
                                       "  - {name: breaks, devices: 1, run: 'echo the kernel said no; sleep 0.3; exit 3'}\n"}});
@@ -65,6 +67,7 @@ TEST_CASE("pages: headless Chromium draws a finished run's steps as bars on thei
   CHECK(rects_with(cards, {"class=\"ev failed\"", "data-card=\"" + bad_card + "\"", "data-run=\"" + id + "\""}) == 1);
   CHECK(rects_with(cards, {"class=\"ev succeeded\"", "data-card=\"" + fine_card + "\""}) == 1);
   CHECK(rects_with(cards, {"class=\"ev failed\"", "data-card=\"" + fine_card + "\""}) == 0);
+  CHECK(rects_with(cards, {"class=\"ev check-passed\"", "data-card=\"" + bad_card + "\"", "data-kind=\"health-check\""}) == 1);
   CHECK(cards.find("href=\"/runs/" + id + "\"") != std::string::npos);
 
   // A drain shows on its card's row too, with its reason in the row's label.
@@ -90,7 +93,7 @@ TEST_CASE("pages: headless Chromium draws a finished run's steps as bars on thei
   int events = 0;
   const json history = s.get("/api/v1/cards");
   for (const auto& e : history["events"]) events += e.value("run", "") == id;
-  CHECK(events == 2);
+  CHECK(events == 3);  // its two steps and the health check after the failed one
   // An unknown run's page is 404, not a page that cannot load.
   CHECK(pto::api_request("GET", s.url("/runs/not-a-run")).status == 404);
 }
