@@ -254,7 +254,7 @@ TEST_CASE("engine (fake broker): a step no card can ever serve fails as an infra
 }
 
 TEST_CASE("engine (fake broker): an infrastructure exit code is reported to the broker as the card's fault", "[engine]") {
-  Harness h("name: j\nsteps:\n  - {name: s, devices: 1, run: 'true'}\n", "health:\n  infra-exit-codes: [77]\n");
+  Harness h("name: j\nsteps:\n  - {name: s, devices: 1, retry: {max: 0}, run: 'true'}\n", "health:\n  infra-exit-codes: [77]\n");
   h.broker.grant_first({3});
   h.settle();
   h.executor.finish(1, 77);

@@ -231,7 +231,8 @@ TEST_CASE("run: a card failing as infrastructure is drained and never handed out
   Project p;
   p.dir.write("runner.yml", "health: {infra-exit-codes: [42], drain-after: 1}\n");
   auto rec = (p.dir.path() / "rec").string();
-  write_project(p.dir, {{"h.yml", "name: h\nsteps:\n  - {devices: 1, continue-on-error: true, run: 'echo $TASK_DEVICE >> " +
+  // retry max 0: not retried elsewhere (the default for the card's failures), so the drain is what is seen.
+  write_project(p.dir, {{"h.yml", "name: h\nsteps:\n  - {devices: 1, continue-on-error: true, retry: {max: 0}, run: 'echo $TASK_DEVICE >> " +
                                       rec + "; exit 42'}\n  - {devices: 1, run: 'echo $TASK_DEVICE >> " + rec + "'}\n"
                                       "  - {devices: 1, run: 'echo again $TASK_DEVICE >> " + rec + "'}\n"}});
   CommandResult r = p.run({"--devices", "2"});
@@ -400,7 +401,7 @@ TEST_CASE("run: after an infrastructure failure the health check runs before the
   // One infrastructure failure plus one failed health check reach drain-after: 2.
   p.dir.write("runner.yml", "health: {infra-exit-codes: [42], drain-after: 2, check: 'echo {device} >> " + checked +
                                 "; test {device} != 0'}\n");
-  write_project(p.dir, {{"h.yml", "name: h\nsteps:\n  - {devices: 1, continue-on-error: true, run: 'exit 42'}\n"
+  write_project(p.dir, {{"h.yml", "name: h\nsteps:\n  - {devices: 1, continue-on-error: true, retry: {max: 0}, run: 'exit 42'}\n"
                                   "  - {devices: 1, run: 'echo $TASK_DEVICE >> " + rec + "'}\n"}});
   CommandResult r = p.run({"--devices", "2"});
   INFO(r.out << r.err);
@@ -419,7 +420,7 @@ TEST_CASE("run: a health check holds only its own card, other steps go on meanwh
   p.dir.write("runner.yml", "health:\n  infra-exit-codes: [42]\n  drain-after: 2\n  check-timeout-seconds: 30\n"
                             "  check: 'for i in $(seq 200); do [ -f " + ran + " ] && echo {device} > " + saw +
                                 " && exit 0; sleep 0.05; done; exit 1'\n");
-  write_project(p.dir, {{"h.yml", "name: h\nsteps:\n  - {devices: 1, continue-on-error: true, run: 'exit 42'}\n"
+  write_project(p.dir, {{"h.yml", "name: h\nsteps:\n  - {devices: 1, continue-on-error: true, retry: {max: 0}, run: 'exit 42'}\n"
                                   "  - {devices: 1, run: 'echo $TASK_DEVICE > " + ran + "'}\n"}});
   CommandResult r = p.run({"--devices", "2"});
   INFO(r.out << r.err);
@@ -433,7 +434,7 @@ TEST_CASE("run: a health check that hangs is killed at its timeout and drains th
   Project p;
   p.dir.write("runner.yml", "health: {infra-exit-codes: [42], drain-after: 2, check-timeout-seconds: 0.5, "
                             "check: 'sleep 1000'}\n");
-  write_project(p.dir, {{"h.yml", "name: h\nsteps:\n  - {devices: 1, run: 'exit 42'}\n"}});
+  write_project(p.dir, {{"h.yml", "name: h\nsteps:\n  - {devices: 1, retry: {max: 0}, run: 'exit 42'}\n"}});
   CommandResult r = p.run({"--devices", "1"});
   INFO(r.out << r.err);
   CHECK(r.exit_code == 1);

@@ -287,6 +287,8 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
               } else if (state != "pending" && state != "waiting") {
                 std::string end = describe_step_end(s);
                 text += "<== " + title_of(job, s) + ": " + state + (end.empty() ? "" : ", " + end) + "\n";
+                if (s.contains("verdict") && s["verdict"].is_string())  // what its failures were charged to
+                  text += "    " + s["verdict"].get<std::string>() + "\n";
               }
             }
           text += queue_line(run, expected_wait, last_queue_line, last_queue_at, now);
@@ -312,8 +314,14 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
         std::cout.flush();
         if (lg.reached && lg.status == 200) out.text(lg.body);
         out.endgroup();
-        out.command("error", {{"title", title + " failed"}}, state + (end.empty() ? "" : ", " + end));
+        const std::string verdict = s.contains("verdict") && s["verdict"].is_string() ? s["verdict"].get<std::string>() : "";
+        out.command("error", {{"title", title + " failed"}}, verdict.empty() ? state + (end.empty() ? "" : ", " + end) : verdict);
       }
+    // Green after a failure charged to a card, the host or a flaky test: green, and the annotation says why.
+    for (const auto& job : run["jobs"])
+      for (const auto& s : job["steps"])
+        if (s.value("state", "") == "succeeded" && s.contains("verdict") && s["verdict"].is_string())
+          out.command("warning", {{"title", title_of(job, s) + " passed on a retry (" + s.value("cause", "") + ")"}}, s["verdict"].get<std::string>());
     if (std::string summary = env_or("GITHUB_STEP_SUMMARY"); !summary.empty() && out.github()) {
       for (auto& job : run["jobs"])
         for (auto& s : job["steps"])

@@ -182,10 +182,25 @@ StepDef read_step(const YAML::Node& node, const std::string& file, Diagnostics& 
 
 RetryPolicy read_retry(const YAML::Node& node, const std::string& file, Diagnostics& diags) {
   RetryPolicy r;
-  MapReader m(node, "retry", {"max", "on-exit-codes"}, file, diags);
+  r.given = true;
+  // `max` alone retries any failure, as before causes existed.
+  r.on = {FailureCause::Code, FailureCause::Flaky, FailureCause::Card, FailureCause::Infra};
+  MapReader m(node, "retry", {"max", "on-exit-codes", "on", "elsewhere"}, file, diags);
   if (!m.is_map()) return r;
   if (auto v = m.integer("max", 0, 100)) r.max = static_cast<int>(*v);
   else if (!m.has("max")) m.error_at(node, "missing-key", "retry: required key 'max' is missing");
+  if (auto v = m.boolean("elsewhere")) r.elsewhere = *v;
+  if (auto v = m.strings("on", true)) {
+    r.on.clear();
+    for (const auto& name : *v) {
+      auto c = failure_cause_named(name);
+      if (!c || *c == FailureCause::Code || *c == FailureCause::Timeout)
+        m.error_at(m.get("on"), "bad-value", "retry: 'on' lists causes to retry: card, infra, flaky (got '" + name + "'; a failure of the code "
+                                             "or a timeout is not retried: it would fail again)");
+      else
+        r.on.insert(*c);
+    }
+  }
   if (m.has("on-exit-codes")) {
     YAML::Node codes = m.get("on-exit-codes");
     if (!codes.IsSequence()) {

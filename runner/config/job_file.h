@@ -6,17 +6,30 @@
 // in config/project.cpp and plan/plan.cpp, which see every file.
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "config/diagnostics.h"
+#include "config/failure_cause.h"
 #include "config/yaml_map.h"
 
 namespace pto {
 
+/// `retry: {max, on, elsewhere, on-exit-codes}`. Without `retry`, a failure charged to a card or the host runs
+/// once more on other cards (max 1, on [card, infra], elsewhere). With `max` and no `on`, any failure is retried
+/// (as before causes existed; a pass after a failure of the code is then `flaky`).
 struct RetryPolicy {
   int max = 0;                      // extra attempts after the first
   std::vector<int> on_exit_codes;   // empty: retry on any non-zero exit
+  std::set<FailureCause> on = {FailureCause::Card, FailureCause::Infra};
+  bool elsewhere = true;            // a retry never gets the cards the failed attempt was charged to
+  bool given = false;               // the definition has `retry:`
+  /// Whether a failure of `cause` gets another attempt after `attempt` (1-based) failed.
+  bool retries(FailureCause cause, int attempt) const {
+    if (cause == FailureCause::Timeout || !on.count(cause == FailureCause::Code ? FailureCause::Flaky : cause)) return false;
+    return attempt <= (given ? max : 1);
+  }
 };
 
 struct StepDef {

@@ -256,9 +256,46 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
                    std::to_string(cfg.device_groups.size()) + " devices.groups; give one per group");
   if (auto v = m.number("log-max-mb", 0, 1 << 20)) cfg.log_max_bytes = static_cast<std::uint64_t>(*v * (1 << 20));
   if (m.has("health")) {
-    MapReader h(m.get("health"), "health", {"infra-exit-codes", "infra-signals", "check", "check-timeout-seconds", "drain-after"}, display,
-                diags);
+    MapReader h(m.get("health"), "health",
+                {"infra-exit-codes", "infra-signals", "check", "check-timeout-seconds", "drain-after", "fault-patterns",
+                 "window-minutes", "bad-after-runs", "max-auto-drained"},
+                display, diags);
     if (h.is_map()) {
+      if (auto v = h.number("window-minutes", 1, 7 * 24 * 60)) cfg.health.window_minutes = *v;
+      if (auto v = h.integer("bad-after-runs", 1, 100)) cfg.health.bad_after_runs = static_cast<int>(*v);
+      if (auto v = h.integer("max-auto-drained", 0, 4096)) cfg.health.max_auto_drained = static_cast<int>(*v);
+      if (h.has("fault-patterns")) {
+        YAML::Node list = h.get("fault-patterns");
+        if (!list.IsSequence()) {
+          h.error_at(list, "wrong-type", "health: 'fault-patterns' expects a list of {pattern: REGEX, cause: card|infra, card-group: N}");
+        } else {
+          for (const auto& item : list) {
+            MapReader f(item, "fault-patterns", {"pattern", "cause", "card-group"}, display, diags);
+            if (!f.is_map()) continue;
+            FaultPattern fp;
+            if (auto v = f.string("pattern", true)) {
+              fp.pattern = *v;
+              try {
+                fp.re = std::make_shared<const std::regex>(*v, std::regex::ECMAScript | std::regex::optimize);
+              } catch (const std::regex_error& e) {
+                f.error_at(f.get("pattern"), "bad-value", "fault-patterns: '" + *v + "' is not a regular expression (" + e.what() + ")");
+              }
+            }
+            if (auto v = f.string("cause")) {
+              auto c = failure_cause_named(*v);
+              if (!c || (*c != FailureCause::Card && *c != FailureCause::Infra))
+                f.error_at(f.get("cause"), "bad-value", "fault-patterns: 'cause' is card or infra, got '" + *v + "'");
+              else
+                fp.cause = *c;
+            }
+            if (auto v = f.integer("card-group", 0, 20)) fp.card_group = static_cast<int>(*v);
+            if (fp.re && fp.card_group > static_cast<int>(fp.re->mark_count()))
+              f.error_at(f.get("card-group"), "bad-value", "fault-patterns: card-group " + std::to_string(fp.card_group) + " but '" +
+                                                               fp.pattern + "' has " + std::to_string(fp.re->mark_count()) + " group(s)");
+            if (fp.re) cfg.health.fault_patterns.push_back(std::move(fp));
+          }
+        }
+      }
       cfg.health.infra_exit_codes = read_int_list(h, "infra-exit-codes", 1, 255);
       cfg.health.infra_signals = read_int_list(h, "infra-signals", 1, 64);
       if (auto v = h.string("check")) cfg.health.check = *v;

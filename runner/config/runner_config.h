@@ -2,16 +2,36 @@
 // runner.yml: host settings (cards, lock and state directories, health policy, daemon address). Every key is
 // optional; command-line flags override it (see commands/common_options.cpp).
 #include <cstdint>
+#include <memory>
+#include <regex>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "config/diagnostics.h"
+#include "config/failure_cause.h"
 
 namespace pto {
 
+/// `health.fault-patterns` entry: a log line matching `pattern` charges the failure to `cause` (card or infra);
+/// `card-group` N > 0: the card the line names is the regex's group N (pypto's `device_id=(\d+)`), else the
+/// step's own cards.
+struct FaultPattern {
+  std::string pattern;
+  std::shared_ptr<const std::regex> re;
+  FailureCause cause = FailureCause::Card;
+  int card_group = 0;
+};
+
 struct HealthConfig {
+  std::vector<FaultPattern> fault_patterns;
+  /// Failures charged to one card within this many minutes, from at least `bad_after_runs` different runs,
+  /// make it `bad` (drained with its evidence).
+  double window_minutes = 60;
+  int bad_after_runs = 2;
+  /// The most cards drained automatically at once; past it a card stays `suspect` (and says why).
+  int max_auto_drained = 2;
   /// Exit codes that mean "the card or the host failed", not "the test failed" (e.g. a driver error code).
   std::vector<int> infra_exit_codes;
   /// Signals that mean the same (e.g. SIGBUS from a dead card).

@@ -68,6 +68,11 @@ class Daemon::RunReporter : public RunObserver, public RunJournal {
     if (p.jobs[job].lead) lead_job_ended(r, s);
   }
   void on_job_finished(const RunRecord&, const Plan&, int) override { d_.view_changed(); }
+  void on_attempt_failed(const RunRecord&, const Plan&, int, int, const StepRecord::Failure& f, bool retried) override {
+    Metrics& m = d_.model_.metrics;
+    m.failures_by_cause[to_string(f.evidence.cause)]++;
+    if (retried) m.retries_by_cause[to_string(f.evidence.cause)]++;
+  }
   void on_health_check(const RunRecord& r, int card, const std::string& command, double seconds, const std::string& failure) override {
     const double end = epoch_now();
     d_.history_->card_event({card, "health-check", end - seconds, end, command, r.id, "", failure.empty() ? "passed" : "failed", failure});
@@ -87,6 +92,9 @@ class Daemon::RunReporter : public RunObserver, public RunJournal {
     if (detail.empty() && s.timed_out) detail = "timed out";
     if (detail.empty() && s.signal) detail = "signal " + std::to_string(s.signal);
     if (detail.empty() && s.exit_code >= 0) detail = "exit " + std::to_string(s.exit_code);
+    // The cause it was charged to, when it failed (engine/failure_evidence).
+    if (!s.failures.empty() && s.failures.back().attempt == s.attempt)
+      detail = to_string(s.failures.back().evidence.cause) + ": " + s.failures.back().evidence.reason;
     // An attempt retried goes back to waiting: it failed all the same.
     const std::string result = s.state == StepState::Waiting || s.state == StepState::Pending ? "failed (retried)" : to_string(s.state);
     for (int card : s.cards)

@@ -20,6 +20,7 @@ struct CardRequest {
   std::uint64_t order = 0;      // an earlier place in line to keep (a retry); 0: a new place
   std::vector<int> only;        // exactly these cards (then devices == only.size()); empty: any
   std::string share;            // whose card-time it is: the run's id (fair share between runs, its priority)
+  std::vector<int> avoid;       // never these cards (a retry elsewhere: the cards its failure was charged to)
 };
 
 /// A waiting request, for the status: its ticket, who, how many cards, why it waits, since when.
@@ -58,6 +59,11 @@ class CardBroker {
   /// cards this drained.
   virtual std::vector<int> report_outcome(const std::vector<int>& cards, bool infra_failure, const std::string& what) = 0;
   virtual bool is_drained(int card) const = 0;
+  /// A failure of run `run` charged to `card` (cause card or infra; `what` its pattern or reason): the card's
+  /// health note for the verdict (sched/device_pool). Brokers without card health (Slurm's) say nothing.
+  virtual std::string charge(int card, const std::string& run, const std::string& what) { (void)card, (void)run, (void)what; return ""; }
+  /// What `card` did to other runs' work lately ("" nothing): a plain failure on it is then the card's.
+  virtual std::string failing_elsewhere(int card, const std::string& run) { (void)card, (void)run; return ""; }
   /// Says who holds a card now (a health check after the step that held it); the card stays held.
   virtual void relabel(int card, const std::string& label) = 0;
   /// The waiting requests in order, with their reasons.

@@ -8,6 +8,7 @@
 
 #include "sched/queue_order.h"
 #include "sched/start_forecast.h"
+#include "store/card_history.h"
 #include "util/steady_seconds.h"
 
 namespace pto {
@@ -19,6 +20,7 @@ struct Dispatcher::Pending {
   std::string type;
   std::string label;
   std::string share;
+  std::vector<int> avoid;
   double expected_seconds;
   double queued_at;
   std::string since;
@@ -43,7 +45,7 @@ std::uint64_t Dispatcher::request(CardRequest req, Grant on_grant, Impossible on
   std::uint64_t key = req.order ? req.order : ticket;
   if (!req.only.empty()) req.devices = static_cast<int>(req.only.size());
   auto p = std::make_shared<Pending>(Pending{ticket, req.devices, std::move(req.only), std::move(req.type), std::move(req.label),
-                                             std::move(req.share), req.expected_seconds, steady_seconds(), iso_now(), std::move(on_grant),
+                                             std::move(req.share), std::move(req.avoid), req.expected_seconds, steady_seconds(), iso_now(), std::move(on_grant),
                                              std::move(on_impossible), "queued"});
   pending_[key] = p;
   order_of_ticket_[ticket] = key;
@@ -67,6 +69,14 @@ void Dispatcher::release(const std::vector<int>& cards) {
 }
 
 void Dispatcher::poke() { schedule_pump(); }
+
+std::string Dispatcher::charge(int card, const std::string& run, const std::string& what) {
+  std::string note = pool_.charge(card, run, what, epoch_now());
+  schedule_pump();  // a card drained by it is out of the schedule now
+  return note;
+}
+
+std::string Dispatcher::failing_elsewhere(int card, const std::string& run) { return pool_.failing_elsewhere(card, run, epoch_now()); }
 
 void Dispatcher::set_priority(const std::string& share, int priority) {
   priority_[share] = priority;
@@ -126,7 +136,7 @@ std::vector<SchedRequest> Dispatcher::submit_order() const {
   for (const auto& [order, p] : pending_) {
     auto pr = priority_.find(p->share);
     queue.push_back({order, p->devices, p->label, p->expected_seconds, p->type, p->only.empty() ? nullptr : &p->only, p->share,
-                     pr == priority_.end() ? 0 : pr->second});
+                     pr == priority_.end() ? 0 : pr->second, p->avoid.empty() ? nullptr : &p->avoid});
   }
   return queue;
 }
@@ -161,7 +171,8 @@ ScheduleResult Dispatcher::schedule_pending(double now) {
 
 bool Dispatcher::servable_once_undrained(const Pending& p) const {
   auto fits = [&](const CardStatus& c) {
-    return (p.type.empty() || c.type == p.type) && (p.only.empty() || std::count(p.only.begin(), p.only.end(), c.id));
+    return (p.type.empty() || c.type == p.type) && (p.only.empty() || std::count(p.only.begin(), p.only.end(), c.id)) &&
+           !std::count(p.avoid.begin(), p.avoid.end(), c.id);
   };
   const auto cards = pool_.status();
   int n = std::max(1, p.devices), total = 0;

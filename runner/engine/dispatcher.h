@@ -40,6 +40,8 @@ class Dispatcher : public CardBroker {
     return pool_.record_result(cards, infra_failure, what);
   }
   bool is_drained(int card) const override { return pool_.is_drained(card); }
+  std::string charge(int card, const std::string& run, const std::string& what) override;
+  std::string failing_elsewhere(int card, const std::string& run) override;
   void set_priority(const std::string& share, int priority) override;
   void forget(const std::string& share) override;
   void relabel(int card, const std::string& label) override { pool_.relabel(card, label); }

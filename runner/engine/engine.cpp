@@ -302,7 +302,7 @@ void RunEngine::enqueue(std::size_t j, std::size_t s) {
   // A default estimate is no estimate: such a step must not backfill ahead of a reservation.
   double expected = ps.expected_defaulted ? 0 : ps.expected_minutes * 60 * (opts_.simulate ? opts_.time_scale : 1);
   sr.ticket = broker_.request(
-      {ps.devices, ps.device_type, label(j, s), expected, sr.order, {}, opts_.run_id},
+      {ps.devices, ps.device_type, label(j, s), expected, sr.order, {}, opts_.run_id, sr.avoid},
       [this, j, s](const std::vector<int>& cards) {
         run_.jobs[j].steps[s].ticket = 0;
         launch(j, s, cards);
@@ -518,18 +518,29 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
     run_.infrastructure_failure = true;
     run_.infrastructure_problems.push_back(label(j, s) + ": " + o.survivors);
   }
-  bool infra = std::count(opts_.health.infra_exit_codes.begin(), opts_.health.infra_exit_codes.end(), o.exit_code) ||
-               (o.signal && std::count(opts_.health.infra_signals.begin(), opts_.health.infra_signals.end(), o.signal)) ||
-               !o.survivors.empty();
   // Cards the executor placed the step on (Slurm) were never the broker's to give back.
   std::vector<int> cards = sr.executor_job.empty() ? sr.cards : std::vector<int>{};
   const bool cancelled = o.cancelled || (jr.cancelled && !o.timed_out) || run_.cancelled;
-  const bool retriable = !o.ok() && !cancelled && !o.timed_out && o.error.empty() && o.limit_reached.empty() && sr.attempt <= ps.retry.max &&
+  // A failed attempt is charged to its cause (engine/failure_evidence), and to its cards when they caused it.
+  const StepRecord::Failure* failure = nullptr;
+  if (!o.ok() && !cancelled) {
+    failure = &record_failure(j, s, o);
+  }
+  const bool infra = failure && (failure->evidence.cause == FailureCause::Card || failure->evidence.cause == FailureCause::Infra);
+  const bool retriable = failure && o.error.empty() && o.limit_reached.empty() && ps.retry.retries(failure->evidence.cause, sr.attempt) &&
                          (ps.retry.on_exit_codes.empty() ||
                           std::count(ps.retry.on_exit_codes.begin(), ps.retry.on_exit_codes.end(), o.exit_code));
+  if (observer_ && failure) observer_->on_attempt_failed(run_, plan_, static_cast<int>(j), static_cast<int>(s), *failure, retriable);
   if (retriable) {
-    std::ofstream(sr.log_path, std::ios::app) << "pto-runner: exit " << o.exit_code << "; retrying (attempt "
-                                              << sr.attempt + 1 << " of " << ps.retry.max + 1 << ")\n";
+    // Elsewhere: never the cards it was charged to (or, for a failure of the code, the cards it ran on).
+    if (ps.retry.elsewhere) {
+      const auto& away = failure->evidence.cards.empty() ? sr.cards : failure->evidence.cards;
+      for (int c : away)
+        if (!std::count(sr.avoid.begin(), sr.avoid.end(), c)) sr.avoid.push_back(c);
+    }
+    std::ofstream(sr.log_path, std::ios::app) << "pto-runner: " << to_string(failure->evidence.cause) << ": " << failure->evidence.reason
+                                              << "; retrying" << (ps.retry.elsewhere && !sr.avoid.empty() ? " on other cards than " + join_ids(sr.avoid) : "")
+                                              << " (attempt " << sr.attempt + 1 << ")\n";
     release_cards(cards, infra, label(j, s));
     sr.cards.clear();
     enqueue(j, s);  // Running -> Waiting: journaled and notified as the attempt's end
@@ -562,11 +573,79 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
     }
     if (!ps.continue_on_error) jr.failed = true;
   }
+  if (to == StepState::Succeeded || to == StepState::Failed || to == StepState::TimedOut) settle_verdict(j, s, to);
   // Report first, then hand the cards on: the next step's start is announced after this step's end.
   transition(j, s, to);
   if ((to == StepState::Failed || to == StepState::TimedOut) && !ps.continue_on_error) fail_fast(j);
   release_cards(cards, infra, label(j, s));
   pump();
+}
+
+namespace {
+
+std::string cards_phrase(const std::vector<int>& cards) {
+  if (cards.empty()) return "no card";
+  return (cards.size() == 1 ? "card " : "cards ") + join_ids(cards);
+}
+
+// The log of the attempt that just ended: what follows the last "pto-runner: attempt N" line, at most 1 MiB.
+std::string attempt_log(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  const std::streamoff from = std::max<std::streamoff>(0, size - (1 << 20));
+  in.seekg(from);
+  std::string text(static_cast<std::size_t>(size - from), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (auto at = text.rfind("\npto-runner: attempt "); at != std::string::npos) text.erase(0, at + 1);
+  return text;
+}
+
+}  // namespace
+
+const StepRecord::Failure& RunEngine::record_failure(std::size_t j, std::size_t s, const StepOutcome& o) {
+  StepRecord& sr = run_.jobs[j].steps[s];
+  AttemptEnd end{o.exit_code, o.signal, o.timed_out, !o.log_error.empty() || !o.survivors.empty(), sr.cards};
+  FailureEvidence ev = classify_failure(end, opts_.health, o.timed_out ? std::string() : attempt_log(sr.log_path));
+  if (ev.cause == FailureCause::Code && !o.error.empty()) ev.reason = o.error;
+  if (ev.cause == FailureCause::Code && !o.limit_reached.empty()) ev.reason = o.limit_reached;
+  // A plain failure on a card that has failed other runs' work lately is the card's (across runs: its health).
+  if (ev.cause == FailureCause::Code && o.error.empty() && o.limit_reached.empty())
+    for (int card : sr.executor_job.empty() ? sr.cards : std::vector<int>{})
+      if (std::string elsewhere = broker_.failing_elsewhere(card, run_.id); !elsewhere.empty()) {
+        ev.cause = FailureCause::Card;
+        ev.cards.push_back(card);
+        ev.reason = elsewhere;
+      }
+  StepRecord::Failure f{sr.attempt, sr.cards, ev, {}};
+  if (ev.cause == FailureCause::Card || ev.cause == FailureCause::Infra)
+    for (int card : ev.cards)
+      if (std::string note = broker_.charge(card, run_.id, ev.pattern.empty() ? ev.reason : ev.pattern); !note.empty())
+        f.card_notes.push_back(note);
+  sr.failures.push_back(std::move(f));
+  return sr.failures.back();
+}
+
+void RunEngine::settle_verdict(std::size_t j, std::size_t s, StepState to) {
+  StepRecord& sr = run_.jobs[j].steps[s];
+  if (sr.failures.empty()) return;
+  const StepRecord::Failure& last = sr.failures.back();
+  std::string notes;
+  for (const auto& f : sr.failures)
+    for (const auto& n : f.card_notes) notes += (notes.empty() ? "" : "; ") + n;
+  if (to == StepState::Succeeded) {
+    // Green on a retry is green, and says why it needed one.
+    const bool flaky = last.evidence.cause == FailureCause::Code;
+    sr.cause = flaky ? "flaky" : to_string(last.evidence.cause);
+    sr.verdict = "failed on " + cards_phrase(last.cards) + ", passed on " + cards_phrase(sr.cards) + ": " +
+                 (flaky ? "flaky (" + last.evidence.reason + ", then passed on the same commit)" : notes.empty() ? last.evidence.reason : notes);
+    return;
+  }
+  sr.cause = to_string(last.evidence.cause);
+  std::string where;
+  for (const auto& f : sr.failures) where += (where.empty() ? "" : ", then on ") + cards_phrase(f.cards);
+  sr.verdict = "failed on " + where + ": " + sr.cause + " (" + last.evidence.reason + ")" + (notes.empty() ? "" : "; " + notes);
 }
 
 void RunEngine::fail_fast(std::size_t j) {

@@ -40,6 +40,9 @@ class RunObserver {
   virtual void on_step_output(const RunRecord&, const Plan&, int /*job*/, int /*step*/, std::string_view /*line*/) {}
   virtual void on_job_finished(const RunRecord&, const Plan&, int /*job*/) {}
   virtual void on_run_finished(const RunRecord&, const Plan&) {}
+  /// An attempt of a step failed with `failure` (its cause and evidence); `retried`: another attempt follows.
+  virtual void on_attempt_failed(const RunRecord&, const Plan&, int /*job*/, int /*step*/, const StepRecord::Failure& /*failure*/,
+                                 bool /*retried*/) {}
   /// A health check of `card` ended (not cancelled): `seconds` it took, `failure` "" or how it failed.
   virtual void on_health_check(const RunRecord&, int /*card*/, const std::string& /*command*/, double /*seconds*/,
                                const std::string& /*failure*/) {}
@@ -103,6 +106,10 @@ class RunEngine {
   void cancel_job(std::size_t job, const std::string& reason);
   void release_cards(const std::vector<int>& cards, bool infra, const std::string& label);
   void start_health_check(int card, const std::string& after);
+  /// The attempt that just ended failed: its cause and evidence, the cards charged; kept in its record.
+  const StepRecord::Failure& record_failure(std::size_t j, std::size_t s, const StepOutcome& o);
+  /// Its cause and one-line verdict once it is final (after failed attempts).
+  void settle_verdict(std::size_t j, std::size_t s, StepState to);
   std::string label(std::size_t job, std::size_t step) const;
   Executor& executor_for(const PlanStep& step);
   void maybe_finish_run();

@@ -3,10 +3,13 @@
 // the simulation report, the journal and the HTTP status are rendered from. Only the RunEngine writes it.
 #include <cstdint>
 #include <map>
+
+#include "engine/failure_evidence.h"
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/failure_evidence.h"
 #include "plan/plan.h"
 
 namespace pto {
@@ -42,6 +45,17 @@ struct StepRecord {
   std::string error;
   std::string log_path;
   std::vector<Interval> intervals;
+  /// Each failed attempt: its number, cards, cause and evidence, and the notes of the cards it was charged to.
+  struct Failure {
+    int attempt = 0;
+    std::vector<int> cards;
+    FailureEvidence evidence;
+    std::vector<std::string> card_notes;
+  };
+  std::vector<Failure> failures;
+  std::string cause;    // the step's: its last failure's cause, `flaky` when it passed after a failure of the code
+  std::string verdict;  // one line a person reads: "failed on card 4, passed on card 6: card 4 drained (...)"
+  std::vector<int> avoid;  // cards a retry elsewhere must not get
   std::map<std::string, std::string> outputs;  // from $GITHUB_OUTPUT
   std::string summary;  // what it wrote to $GITHUB_STEP_SUMMARY (Markdown, at most 1 MiB, as GitHub keeps)
   // engine bookkeeping

@@ -78,6 +78,8 @@ void Host::describe(HostView& v, const HostOccupancy& who) const {
       cv.group = c.group;
       cv.since = c.since;
       cv.drain_reason = c.drain_reason;
+      cv.health = to_string(c.health);
+      cv.evidence = c.evidence;
       cv.consecutive_infra_failures = c.consecutive_infra_failures;
       cv.busy_seconds = c.busy_seconds;
       v.usable_cards += c.state != CardState::Drained;

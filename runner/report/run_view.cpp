@@ -50,6 +50,18 @@ nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step
   if (!ps.id.empty()) j["step_id"] = ps.id;
   j["outputs"] = s.outputs;
   j["summary"] = nullable(s.summary);
+  // Every red is true: each failed attempt's cause and evidence, the step's cause and its verdict.
+  j["cause"] = nullable(s.cause);
+  j["verdict"] = nullable(s.verdict);
+  nlohmann::json failures = nlohmann::json::array();
+  for (const auto& f : s.failures) {
+    nlohmann::json e = f.evidence.json();
+    e["attempt"] = f.attempt;
+    e["ran_on"] = f.cards;
+    e["card_notes"] = f.card_notes;
+    failures.push_back(std::move(e));
+  }
+  j["failures"] = std::move(failures);
   return j;
 }
 
@@ -107,6 +119,8 @@ std::string markdown_summary(const nlohmann::json& run) {
       std::string waited = ran && s.value("wait_seconds", 0.0) > 0 ? format_duration(s.value("wait_seconds", 0.0)) : "-";
       if (ran && s.contains("expected_wait_seconds") && s["expected_wait_seconds"].is_number())
         waited += " (expected " + format_duration(s["expected_wait_seconds"].get<double>()) + ")";
+      // A step with failed attempts says what they were charged to (its verdict) in place of its exit.
+      if (s.contains("verdict") && s["verdict"].is_string()) exit = s["verdict"].get<std::string>();
       out += "| " + cell(job.value("id", "")) + " | " + cell(s.value("name", "")) + " | " + s.value("state", "") + " | " + waited + " | " +
              (ran ? format_duration(s.value("duration_seconds", 0.0)) : "-") + " | " + (cards.empty() ? "-" : cards) +
              " | " + cell(exit.empty() ? "-" : exit) + " |\n";

@@ -1,5 +1,7 @@
 #include "sched/device_pool.h"
 
+#include <cmath>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,7 +47,8 @@ DevicePool::DevicePool(const RunnerConfig& cfg, std::string state_dir)
       lock_dir_(resolve_lock_dir(expand_home(cfg.lock_dir))),
       lock_name_(cfg.lock_name),
       state_file_(state_dir.empty() ? "" : state_dir + "/devices.json"),
-      drain_after_(cfg.health.drain_after) {
+      drain_after_(cfg.health.drain_after),
+      health_(cfg.health) {
   for (int id : cfg.device_ids) {
     cards_[id].since = iso_now();
     cards_[id].type = cfg.type_of(id);
@@ -210,6 +213,8 @@ std::vector<CardStatus> DevicePool::status(const std::map<int, std::uint64_t>& r
     s.since = c.since;
     s.drain_reason = c.drain_reason;
     s.consecutive_infra_failures = c.failures;
+    s.health = c.health;
+    for (const auto& ch : c.charges) s.evidence.push_back(ch.run + ": " + ch.what);
     s.type = c.type;
     s.lock_file = CardLock::path_for(lock_dir_, id, lock_name_);
     s.busy_seconds = c.busy_seconds;
@@ -238,15 +243,25 @@ std::vector<int> DevicePool::record_result(const std::vector<int>& cards, bool i
       c.failures = 0;
       continue;
     }
-    if (++c.failures >= drain_after_ && !c.drained) {
-      drain(id, std::to_string(c.failures) + " infrastructure failures in a row (last: " + what + ")");
+    if (++c.failures >= drain_after_ && !c.drained &&
+        drain_bad(id, std::to_string(c.failures) + " infrastructure failures in a row (last: " + what + ")"))
       drained.push_back(id);
-    }
   }
   return drained;
 }
 
+std::string to_string(CardHealth h) {
+  switch (h) {
+    case CardHealth::Good: return "good";
+    case CardHealth::Suspect: return "suspect";
+    case CardHealth::Bad: return "bad";
+    case CardHealth::Maintenance: return "maintenance";
+  }
+  return "good";
+}
+
 std::vector<std::string> DevicePool::reconfigure(const RunnerConfig& cfg) {
+  health_ = cfg.health;
   std::vector<std::string> changes;
   std::set<int> wanted(cfg.device_ids.begin(), cfg.device_ids.end());
   const std::string kRemoved = "removed from runner.yml by a reload";
@@ -297,9 +312,69 @@ void DevicePool::drain(int card, const std::string& reason) {
   auto it = cards_.find(card);
   if (it == cards_.end()) return;
   it->second.drained = true;
+  it->second.health = CardHealth::Maintenance;
   it->second.drain_reason = reason;
   it->second.since = iso_now();
   save_drained();
+}
+
+int DevicePool::auto_drained() const {
+  int n = 0;
+  for (const auto& [id, c] : cards_) n += c.drained && c.health == CardHealth::Bad;
+  return n;
+}
+
+bool DevicePool::drain_bad(int card, const std::string& reason) {
+  auto it = cards_.find(card);
+  if (it == cards_.end() || it->second.drained) return false;
+  if (auto_drained() >= health_.max_auto_drained) return false;
+  it->second.drained = true;
+  it->second.health = CardHealth::Bad;
+  it->second.drain_reason = reason;
+  it->second.since = iso_now();
+  save_drained();
+  return true;
+}
+
+void DevicePool::age_charges(Card& c, double now) const {
+  while (!c.charges.empty() && c.charges.front().at < now - health_.window_minutes * 60) c.charges.pop_front();
+  if (c.health == CardHealth::Suspect && c.charges.empty()) c.health = CardHealth::Good;
+}
+
+std::string DevicePool::charge(int card, const std::string& run, const std::string& what, double now) {
+  auto it = cards_.find(card);
+  if (it == cards_.end()) return "card " + std::to_string(card) + " (not one of this host's cards)";
+  Card& c = it->second;
+  age_charges(c, now);
+  c.charges.push_back({now, run, what});
+  std::set<std::string> runs;
+  for (const auto& ch : c.charges) runs.insert(ch.run);
+  const double minutes = std::max(1.0, std::ceil((now - c.charges.front().at) / 60));
+  const std::string tally = std::to_string(c.charges.size()) + (c.charges.size() == 1 ? " failure in " : " failures in ") +
+                            std::to_string(runs.size()) + (runs.size() == 1 ? " run" : " runs") +
+                            (c.charges.size() > 1 ? " in " + std::to_string(static_cast<int>(minutes)) + " min" : "") + "; " + what;
+  const std::string name = "card " + std::to_string(card);
+  if (c.drained) return name + " " + to_string(c.health) + " (" + tally + ")";
+  if (static_cast<int>(runs.size()) >= health_.bad_after_runs) {
+    if (drain_bad(card, tally)) return name + " drained (" + tally + ")";
+    c.health = CardHealth::Suspect;
+    return name + " suspect (" + tally + "); not drained: health.max-auto-drained (" + std::to_string(health_.max_auto_drained) +
+           ") cards are drained already";
+  }
+  c.health = CardHealth::Suspect;
+  return name + " suspect (" + tally + ")";
+}
+
+std::string DevicePool::failing_elsewhere(int card, const std::string& run, double now) const {
+  auto it = cards_.find(card);
+  if (it == cards_.end()) return "";
+  std::set<std::string> others;
+  std::string what;
+  for (const auto& ch : it->second.charges)
+    if (ch.run != run && ch.at >= now - health_.window_minutes * 60) others.insert(ch.run), what = ch.what;
+  if (others.empty()) return "";
+  return "card " + std::to_string(card) + " failed " + std::to_string(others.size()) + " other run" + (others.size() == 1 ? "" : "s") +
+         "' work in the last " + std::to_string(static_cast<int>(health_.window_minutes)) + " min (" + what + ")";
 }
 
 bool DevicePool::undrain(int card) {
@@ -308,6 +383,8 @@ bool DevicePool::undrain(int card) {
   it->second.drained = false;
   it->second.drain_reason.clear();
   it->second.failures = 0;
+  it->second.health = CardHealth::Good;
+  it->second.charges.clear();
   it->second.since = iso_now();
   save_drained();
   return true;
@@ -322,7 +399,11 @@ void DevicePool::save_drained() const {
   if (state_file_.empty()) return;
   nlohmann::json j = {{"drained", nlohmann::json::object()}};
   for (const auto& [id, c] : cards_)
-    if (c.drained) j["drained"][std::to_string(id)] = {{"reason", c.drain_reason}, {"since", c.since}};
+    if (c.drained) {
+      nlohmann::json evidence = nlohmann::json::array();
+      for (const auto& ch : c.charges) evidence.push_back({{"at", ch.at}, {"run", ch.run}, {"what", ch.what}});
+      j["drained"][std::to_string(id)] = {{"reason", c.drain_reason}, {"since", c.since}, {"health", to_string(c.health)}, {"evidence", evidence}};
+    }
   std::error_code ec;
   fs::create_directories(fs::path(state_file_).parent_path(), ec);
   std::string tmp = state_file_ + ".tmp." + std::to_string(getpid());
@@ -344,6 +425,12 @@ void DevicePool::load_drained() {
     it->second.drained = true;
     it->second.drain_reason = v.value("reason", "drained");
     it->second.since = v.value("since", iso_now());
+    // A file from before health states: a drain whose origin is unknown stays until a person returns it.
+    it->second.health = v.value("health", "") == "bad" ? CardHealth::Bad : CardHealth::Maintenance;
+    if (v.contains("evidence") && v["evidence"].is_array())
+      for (const auto& ch : v["evidence"])
+        if (ch.is_object() && ch.contains("at") && ch["at"].is_number())
+          it->second.charges.push_back({ch["at"].get<double>(), ch.value("run", ""), ch.value("what", "")});
   }
 }
 

@@ -3,9 +3,14 @@
 //
 // The pool is the only owner of card state. The engine asks it for a scheduler snapshot, tells it which
 // cards a step got (acquire: flock, all or nothing) and when the step's processes are gone (release).
-// Health: consecutive infrastructure failures per card; at `drain-after` the card is drained with a reason,
-// persisted in <state-dir>/devices.json so the next run (or the daemon after a restart) keeps it out too.
+// Health (as LAVA's devices): each card is `good`, `suspect` (a failure was charged to it), `bad` (failures
+// charged to it from at least `health.bad-after-runs` runs within `health.window-minutes`, or `drain-after`
+// infrastructure failures in a row: drained automatically, with its evidence, at most
+// `health.max-auto-drained` at once) or `maintenance` (drained by a person: never undone automatically).
+// Drained cards and their evidence persist in <state-dir>/devices.json, so the next run (or the daemon after
+// a restart) keeps them out too.
 #include <chrono>
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -20,6 +25,8 @@ namespace pto {
 
 enum class CardState { Free, Busy, Reserved, Drained };
 std::string to_string(CardState s);
+enum class CardHealth { Good, Suspect, Bad, Maintenance };
+std::string to_string(CardHealth h);
 
 struct CardStatus {
   int id = 0;
@@ -33,6 +40,8 @@ struct CardStatus {
   std::string type;  // "" untyped
   std::string lock_file;
   double busy_seconds = 0;  // held by pto-runner since the daemon started, the current holding included
+  CardHealth health = CardHealth::Good;
+  std::vector<std::string> evidence;  // the failures charged to it within the window: "RUN at TIME: WHAT"
 };
 
 class DevicePool {
@@ -64,7 +73,14 @@ class DevicePool {
 
   /// Records a step's end on its cards. Returns the cards this drained.
   std::vector<int> record_result(const std::vector<int>& cards, bool infra_failure, const std::string& what);
+  /// A person's drain (maintenance): only a person's undrain returns it.
   void drain(int card, const std::string& reason);
+  /// A failure of `run` charged to `card` (`what`: the fault pattern or reason). Returns the card's note for
+  /// the verdict: "card 3 drained (3 failures in 2 runs in 4 min; 507018)", "card 3 suspect (1 failure in 1
+  /// run; 507018)". `now` is seconds since the epoch (charges outlive the process's steady clock).
+  std::string charge(int card, const std::string& run, const std::string& what, double now);
+  /// What `card` did to other runs than `run` within the window ("" nothing): a plain failure there is the card's.
+  std::string failing_elsewhere(int card, const std::string& run, double now) const;
   /// SIGHUP: takes the cards, groups, types and drain-after of a reloaded runner.yml. A card no longer listed
   /// is dropped when free, drained when busy. Returns what changed, one line each.
   std::vector<std::string> reconfigure(const RunnerConfig& cfg);
@@ -87,6 +103,12 @@ class DevicePool {
     std::string type;
     std::vector<std::string> files;                   // devices.card-files of this card
     double busy_seconds = 0;                          // finished holdings
+    CardHealth health = CardHealth::Good;
+    struct Charge {
+      double at;  // seconds since the epoch
+      std::string run, what;
+    };
+    std::deque<Charge> charges;  // within the window
     std::chrono::steady_clock::time_point held_since;  // of the current holding
     std::chrono::steady_clock::time_point released_at;  // when we last let it go
   };
@@ -113,6 +135,12 @@ class DevicePool {
   std::string lock_name_;
   std::string state_file_;
   int drain_after_ = 3;
+  HealthConfig health_;
+  /// Drops charges older than the window; a suspect card with none left is good again.
+  void age_charges(Card& c, double now) const;
+  int auto_drained() const;
+  /// Drains a card automatically (bad), unless max-auto-drained are already: then "" and it stays suspect.
+  bool drain_bad(int card, const std::string& reason);
 };
 
 /// The lock directory to use: the configured one, or a per-user one under /tmp when the configured default

@@ -58,7 +58,8 @@ ScheduleResult schedule(const std::vector<SchedCard>& cards, const std::vector<s
   };
   auto fits = [&](int id, const SchedRequest& req) {
     return (req.type.empty() || pool.cards[id].type == req.type) &&
-           (!req.only || std::find(req.only->begin(), req.only->end(), id) != req.only->end());
+           (!req.only || std::find(req.only->begin(), req.only->end(), id) != req.only->end()) &&
+           (!req.avoid || std::find(req.avoid->begin(), req.avoid->end(), id) == req.avoid->end());
   };
   auto available = [&](int id, const SchedRequest& req) {
     const SchedCard& c = pool.cards[id];
@@ -101,7 +102,8 @@ ScheduleResult schedule(const std::vector<SchedCard>& cards, const std::vector<s
     // Only blocked requests get a reason; built when needed (this loop runs for every release).
     auto want = [&] {
       return (req.only ? "card" + std::string(req.only->size() == 1 ? " " : "s ") + join_ids(*req.only) : cards_word(n)) +
-             (req.type.empty() ? "" : " of type " + std::string(req.type));
+             (req.type.empty() ? "" : " of type " + std::string(req.type)) +
+             (req.avoid ? " other than " + join_ids(*req.avoid) + " (a retry elsewhere)" : "");
     };
     std::vector<const std::vector<int>*> candidates;
     for (const auto& g : pool.groups)

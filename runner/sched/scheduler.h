@@ -47,6 +47,8 @@ struct SchedRequest {
   /// schedule() itself takes the queue in the order it is given.
   std::string_view share;
   int priority = 0;
+  /// Never these cards (a retry elsewhere); null = none.
+  const std::vector<int>* avoid = nullptr;
 };
 
 struct SchedAssignment {

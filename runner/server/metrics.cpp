@@ -104,6 +104,10 @@ std::string render_metrics(const HostView& v, const Metrics& m, double uptime_se
   for (const auto& c : v.cards)
     for (const char* s : kStates)
       p.sample("pto_runner_card_state", {{"card", std::to_string(c.id)}, {"type", c.type}, {"state", s}}, c.state == s ? 1 : 0);
+  p.family("pto_runner_card_health", "gauge", "1 for the health state each card is in (good, suspect, bad, maintenance), 0 for the others");
+  for (const auto& c : v.cards)
+    for (const char* h : {"good", "suspect", "bad", "maintenance"})
+      p.sample("pto_runner_card_health", {{"card", std::to_string(c.id)}, {"state", h}}, c.health == h ? 1 : 0);
   p.family("pto_runner_card_busy_seconds_total", "counter", "Seconds each card was held by a step, lease or health check");
   for (const auto& c : v.cards) p.sample("pto_runner_card_busy_seconds_total", {{"card", std::to_string(c.id)}}, c.busy_seconds);
 
@@ -148,6 +152,16 @@ std::string render_metrics(const HostView& v, const Metrics& m, double uptime_se
   for (const auto& [result, h] : m.step_seconds.by_label()) p.histogram("pto_runner_step_duration_seconds", {{"result", result}}, h);
   p.family("pto_runner_steps_total", "counter", "Finished steps by result");
   for (const auto& [r, n] : m.steps_by_result) p.sample("pto_runner_steps_total", {{"result", r}}, static_cast<double>(n));
+  p.family("pto_runner_failures_total", "counter", "Failed attempts of steps by the cause they were charged to");
+  for (const char* c : {"code", "flaky", "card", "infra", "timeout"}) {
+    auto it = m.failures_by_cause.find(c);
+    p.sample("pto_runner_failures_total", {{"cause", c}}, it == m.failures_by_cause.end() ? 0.0 : static_cast<double>(it->second));
+  }
+  p.family("pto_runner_retries_total", "counter", "Attempts retried, by the cause of the failure before them");
+  for (const char* c : {"code", "flaky", "card", "infra"}) {
+    auto it = m.retries_by_cause.find(c);
+    p.sample("pto_runner_retries_total", {{"cause", c}}, it == m.retries_by_cause.end() ? 0.0 : static_cast<double>(it->second));
+  }
   p.family("pto_runner_runs_total", "counter", "Finished runs by result since the daemon started");
   for (const auto& [r, n] : m.runs_by_result) p.sample("pto_runner_runs_total", {{"result", r}}, static_cast<double>(n));
   return p.text();

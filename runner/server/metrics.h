@@ -45,6 +45,8 @@ struct Metrics {
   LabelledHistogram step_seconds{{1, 10, 60, 300, 600, 1200, 1800, 3600, 7200}};   // by result
   LabelledHistogram lease_seconds{{0.1, 1, 10, 60, 300, 600, 1800, 3600, 7200}};  // by how it ended
   std::map<std::string, long long> steps_by_result;
+  std::map<std::string, long long> failures_by_cause;  // failed attempts of steps
+  std::map<std::string, long long> retries_by_cause;   // the attempts that followed them
   std::map<std::string, long long> runs_by_result;
   std::map<std::string, long long> leases_by_end;
   bool journal_failing = false;

@@ -37,6 +37,7 @@ function why(st) {
     if (q && q.eta_seconds !== null && q.eta_seconds !== undefined) t += "; expected start in ~" + duration(q.eta_seconds) + " (#" + q.position + ")";
     return t;
   }
+  if (st.verdict) return st.verdict;  // what its failures were charged to (cause, cards)
   if (st.error) return st.error;
   if (st.timed_out) return "timed out";
   if (st.signal !== null && st.signal !== undefined) return "signal " + st.signal;

@@ -85,6 +85,7 @@ nlohmann::json status_to_json(const HostView& v, bool full_queue, double uptime_
     // The place in the queue of the entry this card is kept free for.
     if (c.reserved_for_position > 0) d["reserved_for"] = c.reserved_for_position;
     d["drain_reason"] = or_null(c.drain_reason);
+    d["health"] = {{"state", c.health}, {"evidence", c.evidence}};
     d["consecutive_infra_failures"] = c.consecutive_infra_failures;
     by_state[c.state]++;
     devices.push_back(std::move(d));

@@ -42,6 +42,8 @@ struct CardView {
   int consecutive_infra_failures = 0;
   int reserved_for_position = 0;  // 1-based place in the queue of the entry it is reserved for; 0 none
   double busy_seconds = 0;
+  std::string health = "good";        // good | suspect | bad | maintenance (sched/device_pool)
+  std::vector<std::string> evidence;  // the failures charged to it within the window: "RUN: WHAT"
 };
 
 /// A step running in Slurm, as its node shows it.

@@ -1,0 +1,249 @@
+// Every red is true (issue 22): what a failure is charged to (engine/failure_evidence), the cards' health
+// across runs (sched/device_pool), retries elsewhere, and the verdict, unit by unit and with a real daemon on
+// fake cards: a "wedged" card is one whose marker file makes any step on it print
+// `aclrtSynchronizeStream failed: 507018` and exit 1.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <set>
+
+#include "config/job_file.h"
+#include "engine/failure_evidence.h"
+#include "sched/device_pool.h"
+#include "served_daemon.h"
+#include "test_support.h"
+
+using namespace pto::test;
+using nlohmann::json;
+using pto::FailureCause;
+
+namespace {
+
+pto::HealthConfig pypto_health() {
+  TempDir t;
+  auto f = t.write("runner.yml", "health:\n  infra-exit-codes: [99]\n  fault-patterns:\n"
+                                 "    - {pattern: '507018', cause: card}\n"
+                                 "    - {pattern: 'device fault reported: device_id=(\\d+)', cause: card, card-group: 1}\n"
+                                 "    - {pattern: 'hccl timeout', cause: infra}\n");
+  pto::Diagnostics d;
+  auto cfg = pto::load_runner_config(f.string(), "runner.yml", d);
+  REQUIRE_FALSE(d.has_errors());
+  return cfg.health;
+}
+
+}  // namespace
+
+TEST_CASE("failure evidence: fault patterns, harness markers, infra codes, timeouts and the code, each with its evidence", "[health]") {
+  const auto h = pypto_health();
+  auto of = [&](const std::string& log, int exit = 1, std::vector<int> cards = {3}, bool timed_out = false) {
+    return pto::classify_failure({exit, 0, timed_out, false, cards}, h, log);
+  };
+  auto e = of("running case 7\naclrtSynchronizeStream failed: 507018\n");
+  CHECK(e.cause == FailureCause::Card);
+  CHECK(e.cards == std::vector<int>{3});
+  CHECK(e.pattern == "507018");
+  CHECK(e.matched_line == "aclrtSynchronizeStream failed: 507018");
+  // The card the line names, not the step's.
+  e = of("[ERROR] device fault reported: device_id=4, not attributed to any run\n", 1, {1});
+  CHECK(e.cause == FailureCause::Card);
+  CHECK(e.cards == std::vector<int>{4});
+  CHECK(of("hccl timeout after 1800s\n").cause == FailureCause::Infra);
+  // Harness markers: failed cases on card 2 only, cases on 1 and 3 passed: card 2's.
+  e = of("PYPTO_EXEC_RESULT=PASS device=1\nPYPTO_EXEC_RESULT=FAIL device=2\nPYPTO_EXEC_RESULT=PASS device=3\n"
+         "PYPTO_EXEC_RESULT=FAIL device=2\n", 1, {});
+  CHECK(e.cause == FailureCause::Card);
+  CHECK(e.cards == std::vector<int>{2});
+  CHECK(e.reason.find("2 failed case(s), all on card 2") != std::string::npos);
+  // Failed cases on every card the cases ran on: the commit's.
+  CHECK(of("PYPTO_EXEC_RESULT=FAIL device=1\nPYPTO_EXEC_RESULT=FAIL device=2\n", 1, {}).cause == FailureCause::Code);
+  e = of("PYPTO_EXEC_RESULT=INFRA device=5\n", 1, {});
+  CHECK(e.cause == FailureCause::Infra);
+  CHECK(e.cards == std::vector<int>{5});
+  e = of("", 99);
+  CHECK(e.cause == FailureCause::Infra);
+  CHECK(e.reason == "exit 99 is in health.infra-exit-codes");
+  CHECK(of("507018", 1, {3}, true).cause == FailureCause::Timeout);
+  e = of("AssertionError: mismatch\n");
+  CHECK(e.cause == FailureCause::Code);
+  CHECK(e.reason == "exit 1");
+  CHECK(e.cards.empty());
+}
+
+TEST_CASE("retry policy: by default card and infra failures run once more elsewhere, the code's never; retry.on says which", "[health]") {
+  pto::RetryPolicy none;  // no `retry:`
+  CHECK(none.retries(FailureCause::Card, 1));
+  CHECK(none.retries(FailureCause::Infra, 1));
+  CHECK_FALSE(none.retries(FailureCause::Card, 2));
+  CHECK_FALSE(none.retries(FailureCause::Code, 1));
+  CHECK_FALSE(none.retries(FailureCause::Timeout, 1));
+  TempDir t;
+  auto f = t.write("j.yml", "name: j\nsteps:\n  - {name: a, run: 'true', retry: {max: 2}}\n  - {name: b, run: 'true', retry: {max: 3, on: [card]}}\n"
+                            "  - {name: c, run: 'true', retry: {max: 1, on: [code]}}\n");
+  pto::Diagnostics d;
+  auto job = pto::load_job_file(f.string(), "jobs/j.yml", "j", d);
+  REQUIRE(job.steps.size() == 3);
+  CHECK(job.steps[0].retry.retries(FailureCause::Code, 2));  // `max` alone: any failure, as before causes
+  CHECK_FALSE(job.steps[0].retry.retries(FailureCause::Code, 3));
+  CHECK(job.steps[1].retry.retries(FailureCause::Card, 3));
+  CHECK_FALSE(job.steps[1].retry.retries(FailureCause::Infra, 1));
+  REQUIRE(d.has_errors());
+  CHECK(d.items()[0].message.find("retry: 'on' lists causes to retry: card, infra, flaky") != std::string::npos);
+}
+
+TEST_CASE("card health: suspect after a charge, bad (drained with its evidence) after charges from two runs, at most max-auto-drained, kept across a restart, a person's drain is maintenance",
+          "[health]") {
+  TempDir dir;
+  pto::RunnerConfig cfg;
+  cfg.device_ids = {0, 1, 2, 3};
+  cfg.lock_dir = (dir.path() / "locks").string();
+  cfg.health.max_auto_drained = 1;
+  auto pool = std::make_unique<pto::DevicePool>(cfg, (dir.path() / "state").string());
+  REQUIRE(pool->init().empty());
+  const double t = 1.8e9;
+  CHECK(pool->charge(3, "run-a", "507018", t) == "card 3 suspect (1 failure in 1 run; 507018)");
+  CHECK(pool->charge(3, "run-a", "507018", t + 30) == "card 3 suspect (2 failures in 1 run in 1 min; 507018)");
+  CHECK_FALSE(pool->is_drained(3));
+  CHECK(pool->failing_elsewhere(3, "run-b", t + 40).find("card 3 failed 1 other run' work") != std::string::npos);
+  CHECK(pool->failing_elsewhere(3, "run-a", t + 40).empty());  // its own failures are not evidence against it
+  CHECK(pool->charge(3, "run-b", "507018", t + 240) == "card 3 drained (3 failures in 2 runs in 4 min; 507018)");
+  CHECK(pool->is_drained(3));
+  // A second card with the same evidence: max-auto-drained (1) is reached, it stays in service, suspect.
+  pool->charge(2, "run-a", "507018", t);
+  CHECK(pool->charge(2, "run-c", "507018", t + 60).find("not drained: health.max-auto-drained (1)") != std::string::npos);
+  CHECK_FALSE(pool->is_drained(2));
+  pool->drain(1, "reseating the card");
+  auto status = pool->status();
+  CHECK(to_string(status[3].health) == "bad");
+  CHECK(status[3].evidence.size() == 3);
+  CHECK(status[3].evidence.back() == "run-b: 507018");
+  CHECK(to_string(status[2].health) == "suspect");
+  CHECK(to_string(status[1].health) == "maintenance");
+  CHECK(to_string(status[0].health) == "good");
+  // A restart keeps who is bad, why, and the person's drain.
+  pool = std::make_unique<pto::DevicePool>(cfg, (dir.path() / "state").string());
+  REQUIRE(pool->init().empty());
+  status = pool->status();
+  CHECK(to_string(status[3].health) == "bad");
+  CHECK(status[3].evidence.size() == 3);
+  CHECK(to_string(status[1].health) == "maintenance");
+  // Charges age out of the window: a suspect card with none left is good again; an undrained card is good.
+  CHECK(pool->charge(0, "run-d", "507018", t).find("suspect") != std::string::npos);
+  CHECK(pool->charge(0, "run-e", "x", t + 2 * 3600).find("card 0 suspect (1 failure in 1 run; x)") != std::string::npos);
+  CHECK(pool->undrain(3));
+  CHECK(to_string(pool->status()[3].health) == "good");
+}
+
+TEST_CASE("every red is true: card 3 wedges while 20 runs of a 6-step job go through 8 cards: no run is red, card 3 is bad after failures from two runs and gets no more work, the verdict says so",
+          "[health]") {
+  Served s;
+  s.devices = "0-7";
+  const fs::path marks = s.dir.path() / "marks";
+  fs::create_directories(marks);
+  s.dir.write("runner.yml", "health:\n  fault-patterns:\n    - {pattern: '507018', cause: card}\n");
+  std::string job = "name: six\nparallel: true\nsteps:\n";
+  for (int i = 0; i < 6; ++i)
+    job += "  - {name: case-" + std::to_string(i) + ", devices: 1, run: 'if [ -e " + marks.string() +
+           "/wedged-$TASK_DEVICE ]; then echo \"aclrtSynchronizeStream failed: 507018\"; exit 1; fi; sleep 0.2; : " + std::to_string(i) + "'}\n";
+  write_project(s.dir, {{"six.yml", job}});
+  std::ofstream(marks / "wedged-3") << "1";
+  s.start();
+  std::vector<std::string> runs;
+  for (int r = 0; r < 20; ++r) runs.push_back(s.submit_run({{"jobs", {"six"}}}));
+  int failures_on_3 = 0, passed_on_3 = 0;
+  std::string a_verdict;
+  for (const auto& id : runs) {
+    json run = s.wait_run(id, 120);
+    INFO(run.dump(1).substr(0, 3000));
+    CHECK(run["state"] == "succeeded");
+    for (const auto& st : run["jobs"][0]["steps"]) {
+      passed_on_3 += st["cards"] == json::array({3});
+      for (const auto& f : st["failures"]) {
+        failures_on_3 += f["ran_on"] == json::array({3});
+        CHECK(f["cause"] == "card");
+      }
+      if (st["verdict"].is_string()) {
+        a_verdict = st["verdict"];
+        CHECK(st["cause"] == "card");
+      }
+    }
+  }
+  CHECK(passed_on_3 == 0);
+  CHECK(failures_on_3 >= 2);
+  CHECK(failures_on_3 <= 4);  // two runs' worth of evidence (and what was already on its way there)
+  INFO(a_verdict);
+  CHECK(a_verdict.find("failed on card 3, passed on card ") == 0);
+  CHECK(a_verdict.find(": card 3 ") != std::string::npos);
+  const json st = s.get("/api/v1/status");
+  const json& card3 = st["devices"][3];
+  CHECK(card3["state"] == "drained");
+  CHECK(card3["health"]["state"] == "bad");
+  std::set<std::string> evidence_runs;
+  for (const auto& e : card3["health"]["evidence"]) {
+    const std::string line = e;
+    CHECK(line.find(": 507018") != std::string::npos);
+    evidence_runs.insert(line.substr(0, line.find(':')));
+  }
+  CHECK(evidence_runs.size() >= 2);
+  for (int c : {0, 1, 2, 4, 5, 6, 7}) CHECK(st["devices"][c]["health"]["state"] == "good");
+  const std::string metrics = pto::api_request("GET", s.url("/metrics")).body;
+  CHECK(metrics.find("pto_runner_card_health{card=\"3\",state=\"bad\"} 1") != std::string::npos);
+  CHECK(metrics.find("pto_runner_failures_total{cause=\"card\"} " + std::to_string(failures_on_3)) != std::string::npos);
+  CHECK(metrics.find("pto_runner_retries_total{cause=\"card\"} " + std::to_string(failures_on_3)) != std::string::npos);
+}
+
+TEST_CASE("every red is true: a step that fails on every card stays red as the code's, is not retried elsewhere and marks no card; one that fails once and passes on retry is flaky and green",
+          "[health]") {
+  Served s;
+  s.devices = "0-3";
+  const fs::path marks = s.dir.path() / "marks";
+  fs::create_directories(marks);
+  s.dir.write("runner.yml", "health:\n  fault-patterns:\n    - {pattern: '507018', cause: card}\n");
+  write_project(s.dir, {{"broken.yml", "name: broken\nsteps:\n  - {name: regression, devices: 1, run: 'echo AssertionError: 3 != 4; exit 1'}\n"},
+                        {"flaky.yml", "name: flaky\nsteps:\n  - {name: sometimes, devices: 1, retry: {max: 1}, run: 'if [ ! -e " +
+                                          marks.string() + "/once ]; then touch " + marks.string() + "/once; exit 1; fi'}\n"}});
+  s.start();
+  json red = s.wait_run(s.submit_run({{"jobs", {"broken"}}}));
+  CHECK(red["state"] == "failed");
+  const json& step = red["jobs"][0]["steps"][0];
+  CHECK(step["attempt"] == 1);
+  CHECK(step["cause"] == "code");
+  REQUIRE(step["failures"].size() == 1);
+  CHECK(step["failures"][0]["reason"] == "exit 1");
+  CHECK(step["verdict"].get<std::string>().find(": code (exit 1)") != std::string::npos);
+  // Again: a second run of the regression does not make its card the culprit.
+  json again = s.wait_run(s.submit_run({{"jobs", {"broken"}}}));
+  CHECK(again["jobs"][0]["steps"][0]["cause"] == "code");
+  for (const auto& d : s.get("/api/v1/status")["devices"]) CHECK(d["health"]["state"] == "good");
+
+  json green = s.wait_run(s.submit_run({{"jobs", {"flaky"}}}));
+  CHECK(green["state"] == "succeeded");
+  const json& f = green["jobs"][0]["steps"][0];
+  CHECK(f["cause"] == "flaky");
+  CHECK(f["attempt"] == 2);
+  CHECK(f["verdict"].get<std::string>().find("flaky (exit 1, then passed on the same commit)") != std::string::npos);
+  // Elsewhere: the retry did not get the card the first attempt ran on.
+  CHECK(f["failures"][0]["ran_on"] != f["cards"]);
+  for (const auto& d : s.get("/api/v1/status")["devices"]) CHECK(d["health"]["state"] == "good");
+}
+
+TEST_CASE("every red is true: a harness-style step whose cases fail only on card 2 charges card 2, not the commit, and is green on its retry",
+          "[health]") {
+  Served s;
+  s.devices = "0-3";
+  const fs::path marks = s.dir.path() / "marks";
+  fs::create_directories(marks);
+  // The harness prints one marker per case; the first time, card 2's cases fail.
+  write_project(s.dir, {{"harness.yml", "name: harness\nsteps:\n  - {name: system-tests, run: 'for d in 0 1 3; do echo PYPTO_EXEC_RESULT=PASS device=$d; done; "
+                                        "if [ ! -e " + marks.string() + "/again ]; then touch " + marks.string() +
+                                        "/again; echo PYPTO_EXEC_RESULT=FAIL device=2; echo PYPTO_EXEC_RESULT=FAIL device=2; exit 1; fi'}\n"}});
+  s.start();
+  json run = s.wait_run(s.submit_run({{"jobs", {"harness"}}}));
+  INFO(run.dump(1).substr(0, 3000));
+  CHECK(run["state"] == "succeeded");
+  const json& st = run["jobs"][0]["steps"][0];
+  CHECK(st["cause"] == "card");
+  REQUIRE(st["failures"].size() == 1);
+  CHECK(st["failures"][0]["cards"] == json::array({2}));
+  CHECK(st["failures"][0]["reason"].get<std::string>().find("2 failed case(s), all on card 2") != std::string::npos);
+  CHECK(s.get("/api/v1/status")["devices"][2]["health"]["state"] == "suspect");
+}
