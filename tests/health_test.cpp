@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "config/job_file.h"
 #include "engine/failure_evidence.h"
@@ -246,4 +247,66 @@ TEST_CASE("every red is true: a harness-style step whose cases fail only on card
   CHECK(st["failures"][0]["cards"] == json::array({2}));
   CHECK(st["failures"][0]["reason"].get<std::string>().find("2 failed case(s), all on card 2") != std::string::npos);
   CHECK(s.get("/api/v1/status")["devices"][2]["health"]["state"] == "suspect");
+}
+
+TEST_CASE("every red is true: a failing preflight on card 5 puts the step on another card, its attempt count unchanged, and charges card 5",
+          "[health]") {
+  Served s;
+  s.devices = "5-6";
+  s.dir.write("runner.yml", "health:\n  preflight: 'test {device} != 5'\n");
+  write_project(s.dir, {{"one.yml", "name: one\nsteps:\n  - {name: s, devices: 1, run: 'echo on $TASK_DEVICE'}\n"}});
+  s.start();
+  json run = s.wait_run(s.submit_run({{"jobs", {"one"}}}));
+  INFO(run.dump(1).substr(0, 2000));
+  CHECK(run["state"] == "succeeded");
+  const json& st = run["jobs"][0]["steps"][0];
+  CHECK(st["cards"] == json::array({6}));
+  CHECK(st["attempt"] == 1);
+  CHECK(st["failures"].empty());
+  const json status = s.get("/api/v1/status");
+  CHECK(status["devices"][0]["health"]["state"] == "suspect");
+  CHECK(status["devices"][0]["health"]["evidence"][0].get<std::string>().find("preflight `test 5 != 5` exit 1") != std::string::npos);
+}
+
+TEST_CASE("every red is true: the wedge removed, a bad card is reset while idle, passes health.check the configured number of times and is good again; a person's drain stays",
+          "[health]") {
+  Served s;
+  s.devices = "0-3";
+  const fs::path marks = s.dir.path() / "marks";
+  fs::create_directories(marks);
+  s.dir.write("runner.yml", "health:\n  fault-patterns: [{pattern: '507018', cause: card}]\n  max-auto-drained: 1\n"
+                            "  check: 'test ! -e " + marks.string() + "/wedged-{device}'\n  reset: 'echo reset >> " + marks.string() +
+                            "/reset-{device}'\n  return-after: 2\n  probe-interval-seconds: 0.2\n");
+  write_project(s.dir, {{"w.yml", "name: w\nsteps:\n  - {name: s, devices: 1, retry: {max: 0}, run: 'if [ -e " + marks.string() +
+                                      "/wedged-$TASK_DEVICE ]; then echo 507018; exit 1; fi'}\n"}});
+  for (int c = 0; c < 4; ++c) std::ofstream(marks / ("wedged-" + std::to_string(c))) << "1";
+  s.start();
+  // Two runs fail on card 0 (the lowest free): charged from two runs, it is bad and drained.
+  s.wait_run(s.submit_run({{"jobs", {"w"}}}));
+  s.wait_run(s.submit_run({{"jobs", {"w"}}}));
+  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices"][0]["health"]["state"] != "suspect"; }, 10));
+  json st = s.get("/api/v1/status");
+  CHECK((st["devices"][0]["health"]["state"] == "bad" || st["devices"][0]["health"]["state"] == "probing"));
+  // At most max-auto-drained (1): the next card with the same evidence stays in service.
+  s.wait_run(s.submit_run({{"jobs", {"w"}}}));
+  s.wait_run(s.submit_run({{"jobs", {"w"}}}));
+  st = s.get("/api/v1/status");
+  CHECK(st["devices"][1]["state"] != "drained");
+  CHECK(st["devices"][1]["health"]["state"] == "suspect");
+  // A person drains card 3: maintenance.
+  REQUIRE(s.post("/api/v1/devices/3/drain", {{"reason", "reseating"}}).status == 200);
+  // Probes fail while the wedge is there; removed, the card passes twice and is back.
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  CHECK(s.get("/api/v1/status")["devices"][0]["state"] == "drained");
+  fs::remove(marks / "wedged-0");
+  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices"][0]["health"]["state"] == "good"; }, 20));
+  st = s.get("/api/v1/status");
+  CHECK(st["devices"][0]["state"] != "drained");
+  CHECK(read_file(marks / "reset-0") == "reset\n");  // reset once, while it was idle
+  CHECK(st["devices"][3]["health"]["state"] == "maintenance");
+  CHECK(st["devices"][3]["state"] == "drained");
+  int passed = 0;
+  const json history = s.get("/api/v1/cards");
+  for (const auto& e : history["events"]) passed += e["card"] == 0 && e["kind"] == "health-check" && e["result"] == "passed";
+  CHECK(passed >= 2);
 }

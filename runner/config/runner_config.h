@@ -39,6 +39,14 @@ struct HealthConfig {
   /// A command run before a card that just saw an infrastructure failure is handed out again; `{device}` is
   /// replaced by the card id. Non-zero exit counts as one more infrastructure failure.
   std::string check;
+  /// `preflight`: a cheap command run on each of a step's cards before the step (`{device}` its id); one that
+  /// fails puts the step back in the queue for other cards, its attempt uncharged, and charges the card.
+  std::string preflight;
+  /// `reset`: run on a bad card while it is idle, before its probes (e.g. a hot reset: `npu-smi set -t reset -i {device}`).
+  std::string reset;
+  /// `return-after`: passing probes (`check`) after which a bad card is good again; `probe-interval-seconds` apart.
+  int return_after = 3;
+  double probe_interval_seconds = 60;
   /// The check is killed (and counts as failed) after this long.
   double check_timeout_seconds = 60;
   /// Consecutive infrastructure failures after which the card is drained.

@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "exec/cgroup_tree.h"
+#include "host/card_prober.h"
 #include "sandbox/run_tree.h"
 #include "report/run_view.h"
 #include "util/api_paths.h"
@@ -298,6 +299,24 @@ std::string Daemon::start_unguarded() {
     if (!user) return;
     if (std::string e = change_lease_card_access(cfg_, l, user->uid, granted); !e.empty()) spdlog::warn("lease {}: {}", l.id, e);
   });
+  // Bad cards come back after passing probes (host/card_prober), where there is a check to run.
+  if (!cfg_.health.check.empty() && !host_->cluster_picks_cards() && !opts_.simulate) {
+    std::error_code ec;
+    fs::create_directories(state_dir_ + "/probes", ec);
+    prober_ = std::make_unique<CardProber>(
+        io_, *host_->pool, *host_->executor, cfg_.health, state_dir_ + "/probes",
+        [this](int card, const std::string& cmd, double seconds, const std::string& failure) {
+          const double end = epoch_now();
+          history_->card_event({card, "health-check", end - seconds, end, cmd, "", "", failure.empty() ? "passed" : "failed", failure});
+          view_changed();
+        },
+        [this](int card) {
+          spdlog::info("card {} passed {} health probes in a row: back in service", card, cfg_.health.return_after);
+          host_->dispatcher->poke();
+          view_changed();
+        });
+    prober_->start();
+  }
   lease_desk_->set_on_ended([this](const Lease& l) {
     const double end = epoch_now(), held = std::chrono::duration<double>(std::chrono::steady_clock::now() - l.granted_at).count();
     for (int card : l.cards)

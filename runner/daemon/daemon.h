@@ -143,6 +143,7 @@ class Daemon : public HostCommands {
   std::unique_ptr<RunHistory> history_;
   std::unique_ptr<LeaseBook> leases_;
   std::unique_ptr<LeaseDesk> lease_desk_;
+  std::unique_ptr<class CardProber> prober_;  // with health.check: probes bad cards back into service
   std::string self_url_;  // how steps reach this daemon (PTO_RUNNER_SERVER)
   // Blocking work runs off the engine thread so no request can stall it, in two pools: reads (logs, run.json)
   // answer in milliseconds; git (checkouts that may wait minutes for the mirror's lock or a fetch, worktree

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/daemon.h"
+#include "host/card_prober.h"
 #include "util/token_file.h"
 
 namespace pto {
@@ -119,6 +120,7 @@ std::string Daemon::reload() {
   applied.supersede = next.supersede;
   cfg_ = applied;
   leases_->set_kill_grace(cfg_.kill_grace_seconds);
+  if (prober_) prober_->set_health(cfg_.health);
   if (logged.empty()) say("runner.yml read again: nothing changed");
   prune(false);
   return logged;

@@ -335,7 +335,7 @@ void RunEngine::wait_timed_out(std::size_t j, std::size_t s, double limit) {
   pump();
 }
 
-void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& cards) {
+void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& cards, bool preflighted) {
   JobRecord& jr = run_.jobs[j];
   StepRecord& sr = jr.steps[s];
   const PlanStep& ps = plan_.jobs[j].steps[s];
@@ -343,6 +343,11 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
     if (!cards.empty()) broker_.release(cards);
     transition(j, s, StepState::Cancelled);
     pump();
+    return;
+  }
+  // Cards this host handed out (not Slurm's) are checked first when the host says how (health.preflight).
+  if (!preflighted && !cards.empty() && !opts_.health.preflight.empty() && !opts_.simulate && &executor_for(ps) == &executor_) {
+    start_preflight(j, s, cards);
     return;
   }
   sr.attempt += 1;
@@ -495,6 +500,69 @@ void RunEngine::start_health_check(int card, const std::string& after) {
     broker_.release({card});
     pump();  // the run may be waiting only for this
   });
+}
+
+void RunEngine::start_preflight(std::size_t j, std::size_t s, const std::vector<int>& cards) {
+  StepRecord& sr = run_.jobs[j].steps[s];
+  sr.wait_reason = "preflight on " + std::string(cards.size() == 1 ? "card " : "cards ") + join_ids(cards);
+  struct Tally {
+    std::size_t left;
+    std::vector<int> failed;
+    std::string why;
+  };
+  auto tally = std::make_shared<Tally>(Tally{cards.size(), {}, ""});
+  for (int card : cards) {
+    std::string cmd = opts_.health.preflight;
+    for (std::size_t p; (p = cmd.find("{device}")) != std::string::npos;) cmd.replace(p, 8, std::to_string(card));
+    StepLaunch l;
+    l.label = "preflight of card " + std::to_string(card) + " for " + label(j, s);
+    l.command = cmd;
+    l.shell = "sh";
+    l.working_directory = opts_.run_as ? "/" : opts_.root;  // root's command: never in a tree a run's user wrote
+    for (const auto& [k, v] : opts_.base_env) l.env.push_back(k + "=" + v);
+    l.env.push_back("TASK_DEVICE=" + std::to_string(card));
+    l.env.push_back("DEVICE_ID=" + std::to_string(card));
+    l.env.push_back("PTO_RUNNER_RUN_ID=" + run_.id);
+    l.log_path = opts_.run_dir + "/logs/preflight-card-" + std::to_string(card) + ".log";
+    l.marker = ProcessMarker::for_health_check(run_.id, card, ++health_check_count_).text();
+    l.timeout_seconds = opts_.health.check_timeout_seconds;
+    l.grace_seconds = opts_.kill_grace_seconds;
+    const double began = now();
+    preflights_[{j, s}].push_back(executor_.start(std::move(l), [this, j, s, card, cards, cmd, tally, began](const StepOutcome& o) {
+      std::string how;
+      if (!o.ok()) {
+        how = o.cancelled ? "cancelled" : o.timed_out ? "timed out" : o.signal ? "signal " + std::to_string(o.signal)
+                                                                              : "exit " + std::to_string(o.exit_code);
+        if (!o.cancelled) tally->failed.push_back(card), tally->why = "`" + cmd + "` " + how;
+      }
+      if (observer_ && !o.cancelled) observer_->on_health_check(run_, card, cmd, now() - began, how);
+      if (--tally->left > 0) return;
+      preflights_.erase({j, s});
+      finish_preflight(j, s, cards, tally->failed, tally->why);
+    }));
+  }
+}
+
+void RunEngine::finish_preflight(std::size_t j, std::size_t s, const std::vector<int>& cards, const std::vector<int>& failed,
+                                 const std::string& why) {
+  StepRecord& sr = run_.jobs[j].steps[s];
+  if (run_.jobs[j].cancelled || run_.cancelled) {
+    broker_.release(cards);
+    transition(j, s, StepState::Cancelled);
+    pump();
+    return;
+  }
+  if (failed.empty()) return launch(j, s, cards, true);
+  // Uncharged for the step: back in its place in the queue, for other cards; the card carries it.
+  for (int card : failed) {
+    broker_.charge(card, run_.id, "preflight " + why);
+    if (!std::count(sr.avoid.begin(), sr.avoid.end(), card)) sr.avoid.push_back(card);
+  }
+  std::ofstream(sr.log_path.empty() ? opts_.run_dir + "/logs/preflight.log" : sr.log_path, std::ios::app)
+      << "pto-runner: preflight " << why << " on card(s) " << join_ids(failed) << "; back in the queue for other cards\n";
+  broker_.release(cards);
+  enqueue(j, s);
+  pump();
 }
 
 void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
@@ -674,6 +742,8 @@ void RunEngine::cancel_job(std::size_t j, const std::string& reason) {
       transition(j, s, StepState::Cancelled);
     } else if ((sr.state == StepState::Running || sr.state == StepState::Waiting) && sr.handle) {  // Waiting: in Slurm's queue
       executor_for(ps).cancel(sr.handle);  // on_done ends it, once its processes are gone
+    } else if (sr.state == StepState::Waiting && preflights_.count({j, s})) {
+      for (auto h : preflights_[{j, s}]) executor_.cancel(h);  // finish_preflight cancels the step
     } else if (sr.state == StepState::Pending) {
       transition(j, s, ps.deduplicated_from ? StepState::Deduplicated : StepState::Cancelled);
     }

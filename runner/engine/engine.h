@@ -99,13 +99,19 @@ class RunEngine {
   bool try_start_step(std::size_t job, std::size_t step);
   void enqueue(std::size_t job, std::size_t step);
   void wait_timed_out(std::size_t job, std::size_t step, double limit_minutes);
-  void launch(std::size_t job, std::size_t step, const std::vector<int>& cards);
+  /// `preflighted`: health.preflight passed on `cards` (or there is none to run).
+  void launch(std::size_t job, std::size_t step, const std::vector<int>& cards, bool preflighted = false);
   void on_done(std::size_t job, std::size_t step, const StepOutcome& o);
   void fail_fast(std::size_t job);
   void finish_job(std::size_t job);
   void cancel_job(std::size_t job, const std::string& reason);
   void release_cards(const std::vector<int>& cards, bool infra, const std::string& label);
   void start_health_check(int card, const std::string& after);
+  /// health.preflight on each of a step's cards before it starts: all pass, it starts; one fails, the step
+  /// goes back in the queue for other cards with its attempt count unchanged, and the card is charged.
+  void start_preflight(std::size_t j, std::size_t s, const std::vector<int>& cards);
+  void finish_preflight(std::size_t j, std::size_t s, const std::vector<int>& cards, const std::vector<int>& failed,
+                        const std::string& why);
   /// The attempt that just ended failed: its cause and evidence, the cards charged; kept in its record.
   const StepRecord::Failure& record_failure(std::size_t j, std::size_t s, const StepOutcome& o);
   /// Its cause and one-line verdict once it is final (after failed attempts).
@@ -132,6 +138,7 @@ class RunEngine {
   bool started_ = false, finished_ = false, in_pump_ = false, pump_again_ = false;
   std::function<void()> on_finished_;
   std::map<int, std::uint64_t> health_checks_;  // card -> executor handle of its running health check
+  std::map<std::pair<std::size_t, std::size_t>, std::vector<std::uint64_t>> preflights_;  // a step's running preflights
   int health_check_count_ = 0;
   double t0_ = 0;
 };

@@ -255,6 +255,7 @@ std::string to_string(CardHealth h) {
     case CardHealth::Good: return "good";
     case CardHealth::Suspect: return "suspect";
     case CardHealth::Bad: return "bad";
+    case CardHealth::Probing: return "probing";
     case CardHealth::Maintenance: return "maintenance";
   }
   return "good";
@@ -320,7 +321,7 @@ void DevicePool::drain(int card, const std::string& reason) {
 
 int DevicePool::auto_drained() const {
   int n = 0;
-  for (const auto& [id, c] : cards_) n += c.drained && c.health == CardHealth::Bad;
+  for (const auto& [id, c] : cards_) n += c.drained && (c.health == CardHealth::Bad || c.health == CardHealth::Probing);
   return n;
 }
 
@@ -328,6 +329,7 @@ bool DevicePool::drain_bad(int card, const std::string& reason) {
   auto it = cards_.find(card);
   if (it == cards_.end() || it->second.drained) return false;
   if (auto_drained() >= health_.max_auto_drained) return false;
+  it->second.probes_passed = 0;
   it->second.drained = true;
   it->second.health = CardHealth::Bad;
   it->second.drain_reason = reason;
@@ -363,6 +365,32 @@ std::string DevicePool::charge(int card, const std::string& run, const std::stri
   }
   c.health = CardHealth::Suspect;
   return name + " suspect (" + tally + ")";
+}
+
+std::vector<int> DevicePool::idle_bad_cards() const {
+  std::vector<int> out;
+  for (const auto& [id, c] : cards_)
+    if (c.drained && c.health == CardHealth::Bad && !c.lock && c.outside_holder.empty()) out.push_back(id);
+  return out;
+}
+
+void DevicePool::probe_started(int card) {
+  if (auto it = cards_.find(card); it != cards_.end() && it->second.health == CardHealth::Bad) it->second.health = CardHealth::Probing;
+}
+
+bool DevicePool::probe_ended(int card, bool passed) {
+  auto it = cards_.find(card);
+  if (it == cards_.end() || it->second.health != CardHealth::Probing) return false;
+  Card& c = it->second;
+  c.health = CardHealth::Bad;
+  if (!passed) {
+    c.probes_passed = 0;
+    return false;
+  }
+  if (++c.probes_passed < health_.return_after) return false;
+  c.probes_passed = 0;
+  undrain(card);  // good again, its evidence cleared
+  return true;
 }
 
 std::string DevicePool::failing_elsewhere(int card, const std::string& run, double now) const {
@@ -426,7 +454,8 @@ void DevicePool::load_drained() {
     it->second.drain_reason = v.value("reason", "drained");
     it->second.since = v.value("since", iso_now());
     // A file from before health states: a drain whose origin is unknown stays until a person returns it.
-    it->second.health = v.value("health", "") == "bad" ? CardHealth::Bad : CardHealth::Maintenance;
+    const std::string h = v.value("health", "");
+    it->second.health = h == "bad" || h == "probing" ? CardHealth::Bad : CardHealth::Maintenance;
     if (v.contains("evidence") && v["evidence"].is_array())
       for (const auto& ch : v["evidence"])
         if (ch.is_object() && ch.contains("at") && ch["at"].is_number())

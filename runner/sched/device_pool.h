@@ -25,7 +25,7 @@ namespace pto {
 
 enum class CardState { Free, Busy, Reserved, Drained };
 std::string to_string(CardState s);
-enum class CardHealth { Good, Suspect, Bad, Maintenance };
+enum class CardHealth { Good, Suspect, Bad, Probing, Maintenance };
 std::string to_string(CardHealth h);
 
 struct CardStatus {
@@ -81,6 +81,13 @@ class DevicePool {
   std::string charge(int card, const std::string& run, const std::string& what, double now);
   /// What `card` did to other runs than `run` within the window ("" nothing): a plain failure there is the card's.
   std::string failing_elsewhere(int card, const std::string& run, double now) const;
+  /// Bad cards nothing holds: what the prober (host/card_prober) may probe now.
+  std::vector<int> idle_bad_cards() const;
+  /// A probe of a bad card starts (it is `probing`) and ends: a pass counts towards health.return-after
+  /// passes in a row, after which the card is good and in service again (returns true); a failure makes it
+  /// bad again and starts the count over.
+  void probe_started(int card);
+  bool probe_ended(int card, bool passed);
   /// SIGHUP: takes the cards, groups, types and drain-after of a reloaded runner.yml. A card no longer listed
   /// is dropped when free, drained when busy. Returns what changed, one line each.
   std::vector<std::string> reconfigure(const RunnerConfig& cfg);
@@ -109,6 +116,7 @@ class DevicePool {
       std::string run, what;
     };
     std::deque<Charge> charges;  // within the window
+    int probes_passed = 0;       // in a row, while bad
     std::chrono::steady_clock::time_point held_since;  // of the current holding
     std::chrono::steady_clock::time_point released_at;  // when we last let it go
   };
