@@ -348,7 +348,7 @@ TEST_CASE("submit inside Actions: no byte of step output is a workflow command, 
     own.push_back(c.name + ":" + c.data);
   }
   CHECK(own == std::vector<std::string>{"group:h / fail (failed, exit 3), last lines of its log", "endgroup:",
-                                        "error:failed, exit 3"});
+                                        "error:failed: code (exit 3)"});
   CHECK(read_file(summary).find("| h | fail | failed |") != std::string::npos);
   CHECK(read_file(summary).find("\n### from the step\n") != std::string::npos);  // the step's own summary follows
   // The run links back to the Actions run that submitted it.

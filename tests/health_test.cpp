@@ -70,7 +70,7 @@ TEST_CASE("failure evidence: fault patterns, harness markers, infra codes, timeo
   CHECK(e.cards.empty());
 }
 
-TEST_CASE("retry policy: by default card and infra failures run once more elsewhere, the code's never; retry.on says which", "[health]") {
+TEST_CASE("retry policy: by default card and infra failures run once more elsewhere, the code's never, and retry.on says which", "[health]") {
   pto::RetryPolicy none;  // no `retry:`
   CHECK(none.retries(FailureCause::Card, 1));
   CHECK(none.retries(FailureCause::Infra, 1));
@@ -192,7 +192,7 @@ TEST_CASE("every red is true: card 3 wedges while 20 runs of a 6-step job go thr
   CHECK(metrics.find("pto_runner_retries_total{cause=\"card\"} " + std::to_string(failures_on_3)) != std::string::npos);
 }
 
-TEST_CASE("every red is true: a step that fails on every card stays red as the code's, is not retried elsewhere and marks no card; one that fails once and passes on retry is flaky and green",
+TEST_CASE("every red is true: a step that fails on every card stays red as the code's, is not retried elsewhere and marks no card, and one that fails once and passes on retry is flaky and green",
           "[health]") {
   Served s;
   s.devices = "0-3";
@@ -268,7 +268,7 @@ TEST_CASE("every red is true: a failing preflight on card 5 puts the step on ano
   CHECK(status["devices"][0]["health"]["evidence"][0].get<std::string>().find("preflight `test 5 != 5` exit 1") != std::string::npos);
 }
 
-TEST_CASE("every red is true: the wedge removed, a bad card is reset while idle, passes health.check the configured number of times and is good again; a person's drain stays",
+TEST_CASE("every red is true: the wedge removed, a bad card is reset while idle, passes health.check the configured number of times and is good again, and a person's drain stays",
           "[health]") {
   Served s;
   s.devices = "0-3";

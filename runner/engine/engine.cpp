@@ -711,9 +711,10 @@ void RunEngine::settle_verdict(std::size_t j, std::size_t s, StepState to) {
     return;
   }
   sr.cause = to_string(last.evidence.cause);
-  std::string where;
-  for (const auto& f : sr.failures) where += (where.empty() ? "" : ", then on ") + cards_phrase(f.cards);
-  sr.verdict = "failed on " + where + ": " + sr.cause + " (" + last.evidence.reason + ")" + (notes.empty() ? "" : "; " + notes);
+  std::string where;  // "on card 3, then on card 5"; nothing for a step without cards
+  for (const auto& f : sr.failures)
+    if (!f.cards.empty()) where += (where.empty() ? " on " : ", then on ") + cards_phrase(f.cards);
+  sr.verdict = "failed" + where + ": " + sr.cause + " (" + last.evidence.reason + ")" + (notes.empty() ? "" : "; " + notes);
 }
 
 void RunEngine::fail_fast(std::size_t j) {
