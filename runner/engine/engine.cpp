@@ -528,7 +528,7 @@ void RunEngine::start_preflight(std::size_t j, std::size_t s, const std::vector<
     l.timeout_seconds = opts_.health.check_timeout_seconds;
     l.grace_seconds = opts_.kill_grace_seconds;
     const double began = now();
-    preflights_[{j, s}].push_back(executor_.start(std::move(l), [this, j, s, card, cards, cmd, tally, began](const StepOutcome& o) {
+    const std::uint64_t handle = executor_.start(std::move(l), [this, j, s, card, cards, cmd, tally, began](const StepOutcome& o) {
       std::string how;
       if (!o.ok()) {
         how = o.cancelled ? "cancelled" : o.timed_out ? "timed out" : o.signal ? "signal " + std::to_string(o.signal)
@@ -539,7 +539,8 @@ void RunEngine::start_preflight(std::size_t j, std::size_t s, const std::vector<
       if (--tally->left > 0) return;
       preflights_.erase({j, s});
       finish_preflight(j, s, cards, tally->failed, tally->why);
-    }));
+    });
+    if (tally->left > 0) preflights_[{j, s}].push_back(handle);  // not when its end came before start() returned
   }
 }
 
@@ -744,7 +745,8 @@ void RunEngine::cancel_job(std::size_t j, const std::string& reason) {
     } else if ((sr.state == StepState::Running || sr.state == StepState::Waiting) && sr.handle) {  // Waiting: in Slurm's queue
       executor_for(ps).cancel(sr.handle);  // on_done ends it, once its processes are gone
     } else if (sr.state == StepState::Waiting && preflights_.count({j, s})) {
-      for (auto h : preflights_[{j, s}]) executor_.cancel(h);  // finish_preflight cancels the step
+      const std::vector<std::uint64_t> handles = preflights_[{j, s}];  // a copy: their ends erase the entry
+      for (auto h : handles) executor_.cancel(h);  // finish_preflight cancels the step
     } else if (sr.state == StepState::Pending) {
       transition(j, s, ps.deduplicated_from ? StepState::Deduplicated : StepState::Cancelled);
     }
