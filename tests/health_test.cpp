@@ -170,7 +170,8 @@ TEST_CASE("every red is true: card 3 wedges while 20 runs of a 6-step job go thr
   }
   CHECK(passed_on_3 == 0);
   CHECK(failures_on_3 >= 2);
-  CHECK(failures_on_3 <= 4);  // two runs' worth of evidence (and what was already on its way there)
+  // Drained once two runs' failures are charged: at worst every step of one run, then one of another's.
+  CHECK(failures_on_3 <= 7);
   INFO(a_verdict);
   CHECK(a_verdict.find("failed on card 3, passed on card ") == 0);
   CHECK(a_verdict.find(": card 3 ") != std::string::npos);
