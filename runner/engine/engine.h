@@ -107,6 +107,9 @@ class RunEngine {
   void cancel_job(std::size_t job, const std::string& reason);
   void release_cards(const std::vector<int>& cards, bool infra, const std::string& label);
   void start_health_check(int card, const std::string& after);
+  /// A check of one card (health check, preflight) as root runs it: `{device}` already replaced in `command`,
+  /// its log <run dir>/logs/LOG_NAME-card-N.log, its own marker, health.check-timeout-seconds.
+  StepLaunch card_check(int card, const std::string& command, std::string what, const std::string& log_name);
   /// health.preflight on each of a step's cards before it starts: all pass, it starts; one fails, the step
   /// goes back in the queue for other cards with its attempt count unchanged, and the card is charged.
   void start_preflight(std::size_t j, std::size_t s, const std::vector<int>& cards);

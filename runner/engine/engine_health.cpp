@@ -94,33 +94,34 @@ void RunEngine::release_cards(const std::vector<int>& cards, bool infra, const s
   if (!now.empty()) broker_.release(now);
 }
 
-void RunEngine::start_health_check(int card, const std::string& after) {
-  std::string cmd = opts_.health.check;
-  for (std::size_t p; (p = cmd.find("{device}")) != std::string::npos;) cmd.replace(p, 8, std::to_string(card));
-  broker_.relabel(card, "health check after " + after);
+StepLaunch RunEngine::card_check(int card, const std::string& command, std::string what, const std::string& log_name) {
   StepLaunch l;
-  l.label = "health check of card " + std::to_string(card);
-  l.command = cmd;
+  l.label = std::move(what);
+  l.command = command;
   l.shell = "sh";
   l.working_directory = opts_.run_as ? "/" : opts_.root;  // root's command: never in a tree a run's user wrote
   for (const auto& [k, v] : opts_.base_env) l.env.push_back(k + "=" + v);
   l.env.push_back("TASK_DEVICE=" + std::to_string(card));
   l.env.push_back("DEVICE_ID=" + std::to_string(card));
   l.env.push_back("PTO_RUNNER_RUN_ID=" + run_.id);
-  l.log_path = opts_.run_dir + "/logs/health-card-" + std::to_string(card) + ".log";
+  l.log_path = opts_.run_dir + "/logs/" + log_name + "-card-" + std::to_string(card) + ".log";
   l.marker = ProcessMarker::for_health_check(run_.id, card, ++health_check_count_).text();
   l.timeout_seconds = opts_.health.check_timeout_seconds;
   l.grace_seconds = opts_.kill_grace_seconds;
-  std::string log = l.log_path;
+  return l;
+}
+
+void RunEngine::start_health_check(int card, const std::string& after) {
+  const std::string cmd = for_card(opts_.health.check, card);
+  broker_.relabel(card, "health check after " + after);
+  StepLaunch l = card_check(card, cmd, "health check of card " + std::to_string(card), "health");
+  const std::string log = l.log_path;
   const double began = now();
   health_checks_[card] = executor_.start(std::move(l), [this, card, cmd, log, began](const StepOutcome& o) {
     health_checks_.erase(card);
-    std::string how;
-    if (!o.ok() && !o.cancelled) {
-      how = o.timed_out ? "timed out" : o.signal ? "killed by signal " + std::to_string(o.signal)
-                                                 : "exit " + std::to_string(o.exit_code);
+    const std::string how = o.failure();
+    if (!o.ok() && !o.cancelled)
       broker_.report_outcome({card}, true, "health check `" + cmd + "` failed (" + how + "; " + log + ")");
-    }
     if (observer_ && !o.cancelled) observer_->on_health_check(run_, card, cmd, now() - began, how);
     broker_.release({card});
     pump();  // the run may be waiting only for this
@@ -137,29 +138,12 @@ void RunEngine::start_preflight(std::size_t j, std::size_t s, const std::vector<
   };
   auto tally = std::make_shared<Tally>(Tally{cards.size(), {}, ""});
   for (int card : cards) {
-    std::string cmd = opts_.health.preflight;
-    for (std::size_t p; (p = cmd.find("{device}")) != std::string::npos;) cmd.replace(p, 8, std::to_string(card));
-    StepLaunch l;
-    l.label = "preflight of card " + std::to_string(card) + " for " + label(j, s);
-    l.command = cmd;
-    l.shell = "sh";
-    l.working_directory = opts_.run_as ? "/" : opts_.root;  // root's command: never in a tree a run's user wrote
-    for (const auto& [k, v] : opts_.base_env) l.env.push_back(k + "=" + v);
-    l.env.push_back("TASK_DEVICE=" + std::to_string(card));
-    l.env.push_back("DEVICE_ID=" + std::to_string(card));
-    l.env.push_back("PTO_RUNNER_RUN_ID=" + run_.id);
-    l.log_path = opts_.run_dir + "/logs/preflight-card-" + std::to_string(card) + ".log";
-    l.marker = ProcessMarker::for_health_check(run_.id, card, ++health_check_count_).text();
-    l.timeout_seconds = opts_.health.check_timeout_seconds;
-    l.grace_seconds = opts_.kill_grace_seconds;
+    const std::string cmd = for_card(opts_.health.preflight, card);
+    StepLaunch l = card_check(card, cmd, "preflight of card " + std::to_string(card) + " for " + label(j, s), "preflight");
     const double began = now();
     const std::uint64_t handle = executor_.start(std::move(l), [this, j, s, card, cards, cmd, tally, began](const StepOutcome& o) {
-      std::string how;
-      if (!o.ok()) {
-        how = o.cancelled ? "cancelled" : o.timed_out ? "timed out" : o.signal ? "signal " + std::to_string(o.signal)
-                                                                              : "exit " + std::to_string(o.exit_code);
-        if (!o.cancelled) tally->failed.push_back(card), tally->why = "`" + cmd + "` " + how;
-      }
+      const std::string how = o.failure();
+      if (!o.ok() && !o.cancelled) tally->failed.push_back(card), tally->why = "`" + cmd + "` " + how;
       if (observer_ && !o.cancelled) observer_->on_health_check(run_, card, cmd, now() - began, how);
       if (--tally->left > 0) return;
       preflights_.erase({j, s});

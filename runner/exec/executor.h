@@ -84,7 +84,22 @@ struct StepOutcome {
   std::string limit_reached;  // it ran into pids-max or memory-max (exec/step_limits): it fails, with this reason
   int pid = 0;
   bool ok() const { return exit_code == 0 && signal == 0 && !timed_out && !cancelled && error.empty() && limit_reached.empty(); }
+  /// How a check (health check, preflight, probe) ended, for its message: "" when it passed.
+  std::string failure() const {
+    if (ok()) return "";
+    if (cancelled) return "cancelled";
+    if (timed_out) return "timed out";
+    if (signal) return "killed by signal " + std::to_string(signal);
+    if (!error.empty()) return error;
+    return "exit " + std::to_string(exit_code);
+  }
 };
+
+/// A host's per-card command (`health.check "npu-smi info -i {device}"`) with `{device}` replaced by `card`.
+inline std::string for_card(std::string command, int card) {
+  for (std::size_t p; (p = command.find("{device}")) != std::string::npos;) command.replace(p, 8, std::to_string(card));
+  return command;
+}
 
 constexpr std::uint64_t kLogTailBytes = 1 << 20;
 

@@ -67,8 +67,7 @@ void CardProber::probe(int card) {
 }
 
 void CardProber::run(int card, const std::string& command, std::function<void(bool)> done) {
-  std::string cmd = command;
-  for (std::size_t p; (p = cmd.find("{device}")) != std::string::npos;) cmd.replace(p, 8, std::to_string(card));
+  const std::string cmd = for_card(command, card);
   StepLaunch l;
   l.label = "health probe of card " + std::to_string(card);
   l.command = cmd;
@@ -83,9 +82,7 @@ void CardProber::run(int card, const std::string& command, std::function<void(bo
   l.grace_seconds = 5;
   const double began = steady_seconds();
   executor_.start(std::move(l), [this, card, cmd, began, done = std::move(done)](const StepOutcome& o) {
-    std::string how;
-    if (!o.ok()) how = o.timed_out ? "timed out" : o.signal ? "signal " + std::to_string(o.signal) : "exit " + std::to_string(o.exit_code);
-    if (on_probe_ && !o.cancelled) on_probe_(card, cmd, steady_seconds() - began, how);
+    if (on_probe_ && !o.cancelled) on_probe_(card, cmd, steady_seconds() - began, o.failure());
     done(o.ok());
   });
 }
