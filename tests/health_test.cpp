@@ -104,7 +104,7 @@ TEST_CASE("card health: suspect after a charge, bad (drained with its evidence) 
   CHECK(pool->charge(3, "run-a", "507018", t) == "card 3 suspect (1 failure in 1 run; 507018)");
   CHECK(pool->charge(3, "run-a", "507018", t + 30) == "card 3 suspect (2 failures in 1 run in 1 min; 507018)");
   CHECK_FALSE(pool->is_drained(3));
-  CHECK(pool->failing_elsewhere(3, "run-b", t + 40).find("card 3 failed 1 other run' work") != std::string::npos);
+  CHECK(pool->failing_elsewhere(3, "run-b", t + 40).find("card 3 failed 1 other run's work") != std::string::npos);
   CHECK(pool->failing_elsewhere(3, "run-a", t + 40).empty());  // its own failures are not evidence against it
   CHECK(pool->charge(3, "run-b", "507018", t + 240) == "card 3 drained (3 failures in 2 runs in 4 min; 507018)");
   CHECK(pool->is_drained(3));
@@ -132,6 +132,45 @@ TEST_CASE("card health: suspect after a charge, bad (drained with its evidence) 
   CHECK(pool->charge(0, "run-e", "x", t + 2 * 3600).find("card 0 suspect (1 failure in 1 run; x)") != std::string::npos);
   CHECK(pool->undrain(3));
   CHECK(to_string(pool->status()[3].health) == "good");
+}
+
+TEST_CASE("card health: a card that goes bad health.retire-after times though its probes pass is retired: never probed again, kept across a restart, back only by a person",
+          "[health]") {
+  TempDir dir;
+  pto::RunnerConfig cfg;
+  cfg.device_ids = {0, 1};
+  cfg.lock_dir = (dir.path() / "locks").string();
+  cfg.health.return_after = 1;
+  cfg.health.retire_after = 3;
+  auto pool = std::make_unique<pto::DevicePool>(cfg, (dir.path() / "state").string());
+  REQUIRE(pool->init().empty());
+  double t = 1.8e9;
+  auto go_bad = [&](int spell) {
+    pool->charge(1, "run-a" + std::to_string(spell), "507018", t);
+    return pool->charge(1, "run-b" + std::to_string(spell), "507018", t + 10);
+  };
+  for (int spell = 1; spell <= 2; ++spell) {
+    CHECK(go_bad(spell).find("card 1 drained (") == 0);
+    CHECK(to_string(pool->status()[1].health) == "bad");
+    REQUIRE(pool->idle_bad_cards() == std::vector<int>{1});
+    pool->probe_started(1);
+    CHECK(pool->probe_ended(1, true));  // back in service after its passing probe
+    CHECK(to_string(pool->status()[1].health) == "good");
+    t += 600;
+  }
+  CHECK(go_bad(3).find("card 1 retired (") == 0);
+  auto st = pool->status()[1];
+  CHECK(to_string(st.health) == "retired");
+  CHECK(st.drain_reason.find("retired: bad 3 times in 7 days (health.retire-after 3)") == 0);
+  CHECK(pool->idle_bad_cards().empty());  // the prober leaves it alone
+  CHECK(pool->is_drained(1));
+  // A restart keeps it retired; a person's undrain returns it, with a clean slate.
+  pool = std::make_unique<pto::DevicePool>(cfg, (dir.path() / "state").string());
+  REQUIRE(pool->init().empty());
+  CHECK(to_string(pool->status()[1].health) == "retired");
+  CHECK(pool->undrain(1));
+  CHECK(to_string(pool->status()[1].health) == "good");
+  CHECK(go_bad(4).find("card 1 drained (") == 0);  // its spells start over: bad, not retired
 }
 
 TEST_CASE("every red is true: card 3 wedges while 20 runs of a 6-step job go through 8 cards: no run is red, card 3 is bad after failures from two runs and gets no more work, the verdict says so",
@@ -248,6 +287,63 @@ TEST_CASE("every red is true: a harness-style step whose cases fail only on card
   CHECK(st["failures"][0]["cards"] == json::array({2}));
   CHECK(st["failures"][0]["reason"].get<std::string>().find("2 failed case(s), all on card 2") != std::string::npos);
   CHECK(s.get("/api/v1/status")["devices"][2]["health"]["state"] == "suspect");
+}
+
+TEST_CASE("every red is true: a harness-style step that leases cards per batch (task-submit) and keeps their output to itself, whose cases fail only on card 2, charges card 2, not the commit, and its retry's leases keep off card 2",
+          "[health]") {
+  Served s;
+  s.devices = "0-3";
+  const fs::path marks = s.dir.path() / "marks";
+  fs::create_directories(marks);
+  // One batch of three cases on the card it leased: card 2's cases fail (after the other batches passed),
+  // the others pass. Its output goes to a file of the harness, never to the step's log.
+  s.dir.write("batch.sh", "d=$1\necho $d >> " + (marks / "cards-used").string() + "\n"
+                          "if [ \"$d\" = 2 ]; then sleep 2; for c in a b c; do echo \"PYPTO_EXEC_RESULT=FAIL device=$d case=$c\"; done; exit 1; fi\n"
+                          "sleep 1; for c in a b c; do echo \"PYPTO_EXEC_RESULT=PASS device=$d case=$c\"; done\n");
+  s.dir.write("harness.sh", "echo attempt >> " + (marks / "cards-used").string() + "\npids=\"\"\n"
+                            "for b in 1 2 3 4; do task-submit --device-num 1 --run \"sh " + (s.dir.path() / "batch.sh").string() +
+                            " {}\" > " + marks.string() + "/batch-$b.out 2>&1 & pids=\"$pids $!\"; done\n"
+                            "failed=0; for p in $pids; do wait $p || failed=$((failed+1)); done\n"
+                            "echo \"$failed of 4 batches failed\"; [ $failed = 0 ]\n");
+  write_project(s.dir, {{"harness.yml", "name: harness\nsteps:\n  - {name: system-tests, run: 'sh " + (s.dir.path() / "harness.sh").string() + "'}\n"}});
+  s.start();
+  const std::string id = s.submit_run({{"jobs", {"harness"}}});
+  json run = s.wait_run(id, 120);
+  INFO(run.dump(1).substr(0, 4000));
+  CHECK(run["state"] == "succeeded");
+  const json& st = run["jobs"][0]["steps"][0];
+  CHECK(st["attempt"] == 2);
+  CHECK(st["cause"] == "card");
+  REQUIRE(st["failures"].size() == 1);
+  CHECK(st["failures"][0]["cause"] == "card");
+  CHECK(st["failures"][0]["cards"] == json::array({2}));
+  CHECK(st["failures"][0]["reason"].get<std::string>().find("3 failed case(s), all on card 2") != std::string::npos);
+  // The lease itself has its cause: its cases failed on card 2 while the other batches' passed.
+  REQUIRE(st["lease_failures"].size() == 1);
+  CHECK(st["lease_failures"][0]["cause"] == "card");
+  CHECK(st["lease_failures"][0]["ran_on"] == json::array({2}));
+  CHECK(st["lease_failures"][0]["lease"].get<std::string>().rfind("lease-", 0) == 0);
+  CHECK(st["verdict"].get<std::string>().find("card 2 suspect") != std::string::npos);
+  // The markers reached the daemon through the leases only: the step's own log has none.
+  CHECK(read_file(st["log_path"].get<std::string>()).find("PYPTO_EXEC_RESULT") == std::string::npos);
+  // The retry's leases never got card 2.
+  const std::string used = read_file(marks / "cards-used");
+  const std::string retry = used.substr(used.rfind("attempt\n") + 8);
+  CHECK(used.find("attempt\n") != used.rfind("attempt\n"));
+  CHECK(retry.find('2') == std::string::npos);
+  CHECK(std::count(retry.begin(), retry.end(), '\n') == 4);
+  // Card 2 charged once for the run, the others not at all: the commit is not to blame.
+  const json devices = s.get("/api/v1/status")["devices"];
+  CHECK(devices[2]["health"]["state"] == "suspect");
+  REQUIRE(devices[2]["health"]["evidence"].size() == 1);
+  CHECK(devices[2]["health"]["evidence"][0].get<std::string>().rfind(id + ": ", 0) == 0);
+  for (int c : {0, 1, 3}) CHECK(devices[c]["health"]["state"] == "good");
+  // The cards page's history has the lease's failure on card 2.
+  bool seen = false;
+  const json history = s.get("/api/v1/cards");
+  for (const auto& e : history["events"])
+    seen |= e["card"] == 2 && e["kind"] == "lease" && e["result"] == "failed" && e["detail"].get<std::string>().find("card (charged to this card)") == 0;
+  CHECK(seen);
 }
 
 TEST_CASE("every red is true: a failing preflight on card 5 puts the step on another card, its attempt count unchanged, and charges card 5",

@@ -108,6 +108,36 @@ TEST_CASE("task-submit: runs the command on leased cards and exits as task-submi
   REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices"][0]["state"] == "free"; }, 10));
 }
 
+TEST_CASE("task-submit: the command's stdout and stderr reach the caller unchanged, and a lease whose command names a card fault charges that card", "[lease]") {
+  Served s;
+  TaskSubmit ts;
+  s.devices = "0-3";
+  s.dir.write("runner.yml", "health:\n  fault-patterns:\n    - {pattern: '507018', cause: card}\n");
+  write_project(s.dir, {{"idle.yml", "name: idle\nsteps:\n  - run: 'true'\n"}});
+  s.start();
+  // 200,000 lines through the tap, each stream to its own place, in order, none lost.
+  CommandResult big = task_submit(s, ts, {"--device", "0", "--run", "seq 200000; echo to-stderr >&2; printf 'no newline'"});
+  CHECK(big.exit_code == 0);
+  CHECK(big.err == "to-stderr\n");
+  CHECK(big.out.size() == 1288895 + 10);
+  CHECK(big.out.rfind("199999\n200000\nno newline") == big.out.size() - 24);
+  CHECK(s.get("/api/v1/status")["devices"][0]["health"]["state"] == "good");  // a passing lease charges nothing
+  // An operator's lease (no run) whose command fails on card 1 with a card fault: card 1 is charged, with
+  // the lease as the "run" its evidence names; the command's own exit code is kept.
+  CommandResult wedged = task_submit(s, ts, {"--device", "1", "--run", "echo 'aclrtSynchronizeStream failed: 507018'; exit 5"});
+  CHECK(wedged.exit_code == 5);
+  CHECK(wedged.out == "aclrtSynchronizeStream failed: 507018\n");
+  json card1 = s.get("/api/v1/status")["devices"][1]["health"];
+  CHECK(card1["state"] == "suspect");
+  REQUIRE(card1["evidence"].size() == 1);
+  CHECK(card1["evidence"][0].get<std::string>().rfind("lease-", 0) == 0);
+  CHECK(card1["evidence"][0].get<std::string>().find(": 507018") != std::string::npos);
+  // The same failure without the fault pattern is the command's, and charges nothing.
+  CHECK(task_submit(s, ts, {"--device", "2", "--run", "echo AssertionError; exit 1"}).exit_code == 1);
+  CHECK(s.get("/api/v1/status")["devices"][2]["health"]["state"] == "good");
+  CHECK(pto::api_request("GET", s.url("/metrics")).body.find("pto_runner_failures_total{cause=\"card\"} 1") != std::string::npos);
+}
+
 TEST_CASE("leases and steps share one queue: 200 task-submit clients and a run on 8 cards in pairs, no card shared", "[lease]") {
   Served s;
   TaskSubmit ts;

@@ -258,13 +258,14 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
   if (m.has("health")) {
     MapReader h(m.get("health"), "health",
                 {"infra-exit-codes", "infra-signals", "check", "check-timeout-seconds", "drain-after", "fault-patterns",
-                 "window-minutes", "bad-after-runs", "max-auto-drained", "preflight", "reset", "return-after", "probe-interval-seconds"},
+                 "window-minutes", "bad-after-runs", "max-auto-drained", "preflight", "reset", "return-after", "probe-interval-seconds", "retire-after"},
                 display, diags);
     if (h.is_map()) {
       if (auto v = h.number("window-minutes", 1, 7 * 24 * 60)) cfg.health.window_minutes = *v;
       if (auto v = h.string("preflight")) cfg.health.preflight = *v;
       if (auto v = h.string("reset")) cfg.health.reset = *v;
       if (auto v = h.integer("return-after", 1, 1000)) cfg.health.return_after = static_cast<int>(*v);
+      if (auto v = h.integer("retire-after", 0, 1000)) cfg.health.retire_after = static_cast<int>(*v);
       if (auto v = h.number("probe-interval-seconds", 0.05, 86400)) cfg.health.probe_interval_seconds = *v;
       if (auto v = h.integer("bad-after-runs", 1, 100)) cfg.health.bad_after_runs = static_cast<int>(*v);
       if (auto v = h.integer("max-auto-drained", 0, 4096)) cfg.health.max_auto_drained = static_cast<int>(*v);

@@ -47,6 +47,9 @@ struct HealthConfig {
   /// `return-after`: passing probes (`check`) after which a bad card is good again; `probe-interval-seconds` apart.
   int return_after = 3;
   double probe_interval_seconds = 60;
+  /// `retire-after`: a card that went bad this many times within 7 days (it passed its probes and failed
+  /// again) is `retired`: out of service, never probed again, until a person returns it (0: never).
+  int retire_after = 3;
   /// The check is killed (and counts as failed) after this long.
   double check_timeout_seconds = 60;
   /// Consecutive infrastructure failures after which the card is drained.

@@ -317,12 +317,7 @@ std::string Daemon::start_unguarded() {
         });
     prober_->start();
   }
-  lease_desk_->set_on_ended([this](const Lease& l) {
-    const double end = epoch_now(), held = std::chrono::duration<double>(std::chrono::steady_clock::now() - l.granted_at).count();
-    for (int card : l.cards)
-      history_->card_event({card, "lease", end - held, end, "lease " + l.id + ": " + l.request.label, l.request.run_id,
-                            l.request.step, "ended", l.end_reason});
-  });
+  lease_desk_->set_on_ended([this](const Lease& l) { lease_ended(l); });
   leases_->set_on_change([this] {
     view_changed();
     if (draining_ || cancelling_) boost::asio::post(io_, [this] { check_stopped(); });

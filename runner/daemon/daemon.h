@@ -84,7 +84,7 @@ class Daemon : public HostCommands {
   Answer change_node(const std::string& node, bool drain, const std::string& reason, const Caller& by) override;
   void request_lease(LeaseRequest request, const Caller& by, Reply reply) override;
   Answer heartbeat_lease(const std::string& id, const Caller& by) override;
-  void end_lease(const std::string& id, const std::string& why, const Caller& by, Reply reply) override;
+  void end_lease(const std::string& id, const std::string& why, const LeaseReport& report, const Caller& by, Reply reply) override;
   void run_read(const std::string& id) override;
 
  private:
@@ -119,6 +119,9 @@ class Daemon : public HostCommands {
   /// An attempt of a step stopped running: its lease token is forgotten, the leases it asked for end.
   void step_stopped(const std::string& run, int job, int step);
   static std::string step_key_of(std::size_t job, std::size_t step);
+  /// A granted lease ended: its cards' history and, when its client said its command failed, its cause and
+  /// its cards charged (the step's engine for a step's lease; here for an operator's).
+  void lease_ended(const Lease& l);
   /// A journal write for `run` failed: the run ends with an infrastructure error (not inside its transition).
   void stop_run_for_journal(const std::string& run, const std::string& why);
   void finish_shutdown(int exit_code);

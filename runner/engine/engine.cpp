@@ -352,6 +352,9 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
   }
   sr.attempt += 1;
   sr.cards = cards;
+  sr.leased.clear();
+  sr.lease_markers.clear();
+  sr.charged.clear();
   sr.node.clear();
   sr.executor_job.clear();
   sr.exit_code = -1;

@@ -76,6 +76,13 @@ class RunEngine {
   /// Ends the run because the host failed it (its journal cannot be written): everything is cancelled as by
   /// cancel(0), and the run ends `failed` with exit 3 and `problem` among its infrastructure problems.
   void abort(const std::string& problem);
+  /// A lease of step (job, step)'s current attempt ended and its client said how its command did
+  /// (task-submit): the lease's cause, its cards charged when they caused it, and evidence for the step's
+  /// cause should it fail (engine/engine_health.cpp). Null when the lease did not fail.
+  const StepRecord::Failure* lease_ended(std::size_t job, std::size_t step, const std::string& lease, const std::vector<int>& cards,
+                                         int exit_code, int signal, const std::string& output);
+  /// The cards a retry elsewhere of (job, step) must not get, its leases' too.
+  std::vector<int> avoided_by(std::size_t job, std::size_t step) const;
   bool finished() const { return finished_; }
   ExitCode result() const;
   const RunRecord& record() const { return run_; }
@@ -117,6 +124,10 @@ class RunEngine {
                         const std::string& why);
   /// The attempt that just ended failed: its cause and evidence, the cards charged; kept in its record.
   const StepRecord::Failure& record_failure(std::size_t j, std::size_t s, const StepOutcome& o);
+  /// A plain failure on `cards`, one of which failed other runs' work lately, is that card's (its health).
+  void blame_failing_cards(FailureEvidence& ev, const std::vector<int>& cards);
+  /// Charges ev's cards (card or infra) to this run, each once per attempt; the cards' health notes.
+  std::vector<std::string> charge_cards(StepRecord& sr, const FailureEvidence& ev);
   /// Its cause and one-line verdict once it is final (after failed attempts).
   void settle_verdict(std::size_t j, std::size_t s, StepState to);
   std::string label(std::size_t job, std::size_t step) const;

@@ -31,43 +31,127 @@ std::string attempt_log(const std::string& path) {
   return text;
 }
 
+// Every card the attempt ran on: its own and those its harness leased.
+std::vector<int> attempt_cards(const StepRecord& sr) {
+  std::vector<int> all = sr.cards;
+  for (int c : sr.leased)
+    if (!std::count(all.begin(), all.end(), c)) all.push_back(c);
+  std::sort(all.begin(), all.end());
+  return all;
+}
+
 }  // namespace
+
+void RunEngine::blame_failing_cards(FailureEvidence& ev, const std::vector<int>& cards) {
+  if (ev.cause != FailureCause::Code) return;
+  for (int card : cards)
+    if (std::string elsewhere = broker_.failing_elsewhere(card, run_.id); !elsewhere.empty()) {
+      ev.cause = FailureCause::Card;
+      ev.cards.push_back(card);
+      ev.reason = elsewhere;
+    }
+}
+
+std::vector<std::string> RunEngine::charge_cards(StepRecord& sr, const FailureEvidence& ev) {
+  std::vector<std::string> notes;
+  if (ev.cause != FailureCause::Card && ev.cause != FailureCause::Infra) return notes;
+  for (int card : ev.cards) {
+    if (std::count(sr.charged.begin(), sr.charged.end(), card)) continue;
+    sr.charged.push_back(card);
+    if (std::string note = broker_.charge(card, run_.id, ev.pattern.empty() ? ev.reason : ev.pattern); !note.empty()) notes.push_back(note);
+  }
+  return notes;
+}
 
 const StepRecord::Failure& RunEngine::record_failure(std::size_t j, std::size_t s, const StepOutcome& o) {
   StepRecord& sr = run_.jobs[j].steps[s];
   AttemptEnd end{o.exit_code, o.signal, o.timed_out, !o.log_error.empty() || !o.survivors.empty(), sr.cards};
-  FailureEvidence ev = classify_failure(end, opts_.health, o.timed_out ? std::string() : attempt_log(sr.log_path));
+  // Its own log and its leases' markers together: a harness that kept its batches' output to itself still
+  // shows which cards its failed cases ran on.
+  std::string log = o.timed_out ? std::string() : attempt_log(sr.log_path);
+  if (!o.timed_out && !sr.lease_markers.empty()) log += "\n" + sr.lease_markers;
+  FailureEvidence ev = classify_failure(end, opts_.health, log);
   if (ev.cause == FailureCause::Code && !o.error.empty()) ev.reason = o.error;
   if (ev.cause == FailureCause::Code && !o.limit_reached.empty()) ev.reason = o.limit_reached;
-  // A plain failure on a card that has failed other runs' work lately is the card's (across runs: its health).
-  if (ev.cause == FailureCause::Code && o.error.empty() && o.limit_reached.empty())
-    for (int card : sr.executor_job.empty() ? sr.cards : std::vector<int>{})
-      if (std::string elsewhere = broker_.failing_elsewhere(card, run_.id); !elsewhere.empty()) {
-        ev.cause = FailureCause::Card;
-        ev.cards.push_back(card);
-        ev.reason = elsewhere;
-      }
-  StepRecord::Failure f{sr.attempt, sr.cards, ev, {}};
-  if (ev.cause == FailureCause::Card || ev.cause == FailureCause::Infra)
-    for (int card : ev.cards)
-      if (std::string note = broker_.charge(card, run_.id, ev.pattern.empty() ? ev.reason : ev.pattern); !note.empty())
-        f.card_notes.push_back(note);
+  if (o.error.empty() && o.limit_reached.empty()) {
+    // A lease of this attempt that failed by its cards' doing: the step failed by theirs.
+    if (ev.cause == FailureCause::Code)
+      for (const auto& lf : sr.lease_failures)
+        if (lf.attempt == sr.attempt && (lf.evidence.cause == FailureCause::Card || lf.evidence.cause == FailureCause::Infra)) {
+          if (ev.cause == FailureCause::Code) ev = lf.evidence, ev.cards.clear();
+          for (int c : lf.evidence.cards)
+            if (!std::count(ev.cards.begin(), ev.cards.end(), c)) ev.cards.push_back(c);
+        }
+    // Across runs: a card that has failed other runs' work lately (its health). Not a Slurm step's cards.
+    if (sr.executor_job.empty()) blame_failing_cards(ev, attempt_cards(sr));
+  }
+  StepRecord::Failure f{sr.attempt, attempt_cards(sr), ev, charge_cards(sr, ev), ""};
   sr.failures.push_back(std::move(f));
   return sr.failures.back();
 }
 
+const StepRecord::Failure* RunEngine::lease_ended(std::size_t j, std::size_t s, const std::string& lease, const std::vector<int>& cards,
+                                                  int exit_code, int signal, const std::string& output) {
+  if (j >= run_.jobs.size() || s >= run_.jobs[j].steps.size()) return nullptr;
+  StepRecord& sr = run_.jobs[j].steps[s];
+  if (sr.state != StepState::Running) return nullptr;  // a late release of an attempt that is over
+  for (int c : cards)
+    if (!std::count(sr.leased.begin(), sr.leased.end(), c)) sr.leased.push_back(c);
+  // Its markers join the attempt's (bounded as a log tail is): the cases on the other cards decide whether
+  // failed cases are a card's or the commit's.
+  std::string markers;
+  for (std::size_t at = 0; at < output.size();) {
+    std::size_t nl = output.find('\n', at);
+    if (nl == std::string::npos) nl = output.size();
+    if (output.find("PYPTO_EXEC_RESULT=", at) < nl) markers.append(output, at, nl - at).push_back('\n');
+    at = nl + 1;
+  }
+  const std::string earlier = sr.lease_markers;
+  if (sr.lease_markers.size() + markers.size() <= (4u << 20)) sr.lease_markers += markers;
+  const bool failed = exit_code != 0 || signal != 0 || markers.find("PYPTO_EXEC_RESULT=FAIL") != std::string::npos ||
+                      markers.find("PYPTO_EXEC_RESULT=INFRA") != std::string::npos;
+  if (!failed) return nullptr;
+  AttemptEnd end{exit_code, signal, false, false, cards};
+  FailureEvidence ev = classify_failure(end, opts_.health, output + "\n" + earlier);
+  // Charged to its own cards only: an earlier lease's failed cases were that lease's to charge.
+  if (ev.cause == FailureCause::Card || ev.cause == FailureCause::Infra) {
+    std::vector<int> own;
+    for (int c : ev.cards)
+      if (std::count(cards.begin(), cards.end(), c)) own.push_back(c);
+    ev.cards = own.empty() ? cards : own;
+  }
+  blame_failing_cards(ev, cards);
+  sr.lease_failures.push_back({sr.attempt, cards, ev, charge_cards(sr, ev), lease});
+  if (observer_) observer_->on_attempt_failed(run_, plan_, static_cast<int>(j), static_cast<int>(s), sr.lease_failures.back(), false);
+  return &sr.lease_failures.back();
+}
+
+std::vector<int> RunEngine::avoided_by(std::size_t j, std::size_t s) const {
+  if (j >= run_.jobs.size() || s >= run_.jobs[j].steps.size()) return {};
+  return run_.jobs[j].steps[s].avoid;
+}
+
 void RunEngine::settle_verdict(std::size_t j, std::size_t s, StepState to) {
   StepRecord& sr = run_.jobs[j].steps[s];
-  if (sr.failures.empty()) return;
-  const StepRecord::Failure& last = sr.failures.back();
   std::string notes;
-  for (const auto& f : sr.failures)
-    for (const auto& n : f.card_notes) notes += (notes.empty() ? "" : "; ") + n;
+  for (const auto* list : {&sr.failures, &sr.lease_failures})
+    for (const auto& f : *list)
+      for (const auto& n : f.card_notes) notes += (notes.empty() ? "" : "; ") + n;
+  if (sr.failures.empty()) {
+    // Green, but a lease its harness took failed (the harness retried the batch, or did not mind): said, so
+    // the card's part is seen; the step has no cause of its own.
+    if (sr.lease_failures.empty() || to != StepState::Succeeded) return;
+    const StepRecord::Failure& lf = sr.lease_failures.back();
+    sr.verdict = "passed; lease " + lf.lease + " failed on " + cards_phrase(lf.cards) + ": " + to_string(lf.evidence.cause) + " (" +
+                 lf.evidence.reason + ")" + (notes.empty() ? "" : "; " + notes);
+    return;
+  }
+  const StepRecord::Failure& last = sr.failures.back();
   if (to == StepState::Succeeded) {
     // Green on a retry is green, and says why it needed one.
     const bool flaky = last.evidence.cause == FailureCause::Code;
     sr.cause = flaky ? "flaky" : to_string(last.evidence.cause);
-    sr.verdict = "failed on " + cards_phrase(last.cards) + ", passed on " + cards_phrase(sr.cards) + ": " +
+    sr.verdict = "failed on " + cards_phrase(last.cards) + ", passed on " + cards_phrase(attempt_cards(sr)) + ": " +
                  (flaky ? "flaky (" + last.evidence.reason + ", then passed on the same commit)" : notes.empty() ? last.evidence.reason : notes);
     return;
   }

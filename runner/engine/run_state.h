@@ -51,8 +51,15 @@ struct StepRecord {
     std::vector<int> cards;
     FailureEvidence evidence;
     std::vector<std::string> card_notes;
+    std::string lease;  // a failed lease of the attempt (its id), in lease_failures
   };
   std::vector<Failure> failures;
+  /// Leases its harness took (task-submit) whose commands failed, each with its cause: evidence for its cards
+  /// and, when the step fails, for the step's cause.
+  std::vector<Failure> lease_failures;
+  std::vector<int> leased;     // the cards its current attempt held by lease
+  std::string lease_markers;   // the harness marker lines its current attempt's leases reported
+  std::vector<int> charged;    // cards its current attempt was charged to already (once each)
   std::string cause;    // the step's: its last failure's cause, `flaky` when it passed after a failure of the code
   std::string verdict;  // one line a person reads: "failed on card 4, passed on card 6: card 4 drained (...)"
   std::vector<int> avoid;  // cards a retry elsewhere must not get

@@ -1,5 +1,7 @@
 #include "lease/lease_book.h"
 
+#include <algorithm>
+
 #include <signal.h>
 
 #include <boost/asio/io_context.hpp>
@@ -65,6 +67,8 @@ std::string LeaseBook::create(LeaseRequest req, Granted granted, Refused refused
   const LeaseRequest& r = l->request;
   // A run's leases are its card-time too (fair share); an operator's lease is a share of its own.
   CardRequest cr{r.devices, r.device_type, "lease " + id + ": " + r.label, 0, 0, r.device_ids, r.run_id.empty() ? id : r.run_id};
+  for (int c : r.avoid)
+    if (!std::count(r.device_ids.begin(), r.device_ids.end(), c)) cr.avoid.push_back(c);
   refused_[id] = std::move(refused);
   Lease* lease = l.get();
   leases_[id] = std::move(l);
@@ -124,10 +128,11 @@ bool LeaseBook::heartbeat(const std::string& id) {
   return true;
 }
 
-bool LeaseBook::end(const std::string& id, const std::string& why, bool by_client, std::function<void()> done) {
+bool LeaseBook::end(const std::string& id, const std::string& why, bool by_client, std::function<void()> done, LeaseReport report) {
   auto it = leases_.find(id);
   if (it == leases_.end()) return false;
   Lease& l = *it->second;
+  if (by_client && l.state == LeaseState::Granted) l.report = std::move(report);
   if (by_client && l.state == LeaseState::Granted && (l.cgroup.empty() || !CgroupTree::populated(l.cgroup))) {
     // No /proc sweep on the hot path: the client waited for its command and killed its group (and its
     // cgroup is empty: nothing escaped the group). Its client has started its one command and will start no

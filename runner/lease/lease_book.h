@@ -35,11 +35,22 @@ struct LeaseRequest {
   std::string label;        // what it runs, for the queue, --list and --find
   std::string run_id;       // the run whose step asked (its lease token), "" for an operator's
   std::string step;         // that step ("JOB-STEP", 1-based), "" when asked with the run's token: ends with it
+  std::vector<int> avoid;   // never these cards (its step's retry elsewhere), unless device_ids names them
 };
 
 /// Waiting for cards, holding them, or over: ended (by its client or a request) or revoked (by the daemon:
 /// heartbeat, max-seconds, its run's end). An ended or revoked lease stays in the book while what ran
 /// under it is killed.
+/// How a lease's command ended, as its client (task-submit) reports with the release: evidence for its cards.
+struct LeaseReport {
+  bool given = false;  // a client that said nothing (an older task-submit, curl) charges nothing
+  int exit_code = -1;  // -1: killed by `signal`
+  int signal = 0;
+  std::string output;  // its harness marker lines and last lines (task_submit/output_tap)
+  bool failed() const { return given && (exit_code != 0 || signal != 0 || output.find("PYPTO_EXEC_RESULT=FAIL") != std::string::npos ||
+                                         output.find("PYPTO_EXEC_RESULT=INFRA") != std::string::npos); }
+};
+
 enum class LeaseState { Waiting, Granted, Ended, Revoked };
 std::string to_string(LeaseState s);
 
@@ -53,6 +64,7 @@ struct Lease {
   std::string created, granted, ended, end_reason;
   std::chrono::steady_clock::time_point last_heartbeat, granted_at;
   std::uint64_t ticket = 0;
+  LeaseReport report;  // what its client said of its command when it released it
 };
 
 class LeaseBook {
@@ -73,7 +85,7 @@ class LeaseBook {
   /// its cgroup is killed first. `done` runs once its cards are free, that is once every process of it is
   /// gone (or, one that outlived SIGKILL for 5 s, reported as the host's problem). False when there is no
   /// such active lease (`done` is then not called).
-  bool end(const std::string& id, const std::string& why, bool by_client, std::function<void()> done = {});
+  bool end(const std::string& id, const std::string& why, bool by_client, std::function<void()> done = {}, LeaseReport report = {});
   /// Ends every lease of a run (it finished or was cancelled).
   void end_run(const std::string& run_id, const std::string& why);
   /// Revokes the leases one step of a run asked for: a lease never outlives its step.

@@ -91,13 +91,14 @@ Answer LeaseDesk::heartbeat(const std::string& id, const std::string& run) {
   return {Outcome::Ok, {{w::kId, id}, {w::kState, "granted"}}};
 }
 
-void LeaseDesk::end(const std::string& id, const std::string& why, const std::string& run, HostCommands::Reply reply) {
+void LeaseDesk::end(const std::string& id, const std::string& why, const std::string& run, HostCommands::Reply reply, LeaseReport report) {
   const Lease* l = book_.find(id);
   if (!l || (!run.empty() && l->request.run_id != run)) return reply(gone("no active lease " + id + " (it ended or was revoked)"));
   // Being revoked (its processes are being killed): its client learns it was not its own end.
   if (l->state == LeaseState::Revoked || l->state == LeaseState::Ended)
     return reply(gone("lease " + id + " was " + to_string(l->state) + ": " + l->end_reason));
-  book_.end(id, why, why == w::kReleasedByClient, [reply, id] { reply({Outcome::Ok, {{w::kId, id}, {w::kState, "ended"}}}); });
+  book_.end(id, why, why == w::kReleasedByClient, [reply, id] { reply({Outcome::Ok, {{w::kId, id}, {w::kState, "ended"}}}); },
+            std::move(report));
 }
 
 }  // namespace pto

@@ -27,7 +27,7 @@ class LeaseDesk {
   void request(LeaseRequest request, const std::string& run, HostCommands::Reply reply);
   Answer heartbeat(const std::string& id, const std::string& run);
   /// Answered once what ran under it is gone and its cards are free (a client exits only after that).
-  void end(const std::string& id, const std::string& why, const std::string& run, HostCommands::Reply reply);
+  void end(const std::string& id, const std::string& why, const std::string& run, HostCommands::Reply reply, LeaseReport report = {});
   /// The active leases, as the status and `task-submit --list` show them.
   nlohmann::json active_json() const;
   /// Called when a lease is granted (true) and when its granted cards come back (false): the daemon gives the

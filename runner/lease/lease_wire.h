@@ -23,5 +23,9 @@ inline constexpr const char* kLeases = "leases";
 inline constexpr const char* kError = "error";
 // DELETE /api/v1/leases/ID?reason=...: the client's own release after its command ended
 inline constexpr const char* kReleasedByClient = "released by its client";
+// ... with a body saying how its command ended, evidence for the lease's cards (engine/failure_evidence):
+inline constexpr const char* kExitCode = "exit-code";  // -1 when it was killed by a signal
+inline constexpr const char* kSignal = "signal";
+inline constexpr const char* kOutput = "output";  // its harness marker lines and the last lines it printed
 
 }  // namespace pto::lease_wire

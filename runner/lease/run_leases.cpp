@@ -35,8 +35,8 @@ void RunLeases::request_lease(LeaseRequest request, const Caller& by, Reply repl
 
 Answer RunLeases::heartbeat_lease(const std::string& id, const Caller& by) { return desk_.heartbeat(id, by.lease_scope()); }
 
-void RunLeases::end_lease(const std::string& id, const std::string& why, const Caller& by, Reply reply) {
-  desk_.end(id, why, by.lease_scope(), std::move(reply));
+void RunLeases::end_lease(const std::string& id, const std::string& why, const LeaseReport& report, const Caller& by, Reply reply) {
+  desk_.end(id, why, by.lease_scope(), std::move(reply), report);
 }
 
 }  // namespace pto

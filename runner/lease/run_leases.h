@@ -41,7 +41,7 @@ class RunLeases : public HostCommands {
 
   void request_lease(LeaseRequest request, const Caller& by, Reply reply) override;
   Answer heartbeat_lease(const std::string& id, const Caller& by) override;
-  void end_lease(const std::string& id, const std::string& why, const Caller& by, Reply reply) override;
+  void end_lease(const std::string& id, const std::string& why, const LeaseReport& report, const Caller& by, Reply reply) override;
 
  private:
   std::string run_id_, token_;

@@ -62,6 +62,17 @@ nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step
     failures.push_back(std::move(e));
   }
   j["failures"] = std::move(failures);
+  // Its harness's leases that failed (task-submit said how their commands ended), each with its cause.
+  nlohmann::json lease_failures = nlohmann::json::array();
+  for (const auto& f : s.lease_failures) {
+    nlohmann::json e = f.evidence.json();
+    e["attempt"] = f.attempt;
+    e["lease"] = f.lease;
+    e["ran_on"] = f.cards;
+    e["card_notes"] = f.card_notes;
+    lease_failures.push_back(std::move(e));
+  }
+  j["lease_failures"] = std::move(lease_failures);
   return j;
 }
 

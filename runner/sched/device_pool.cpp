@@ -257,6 +257,7 @@ std::string to_string(CardHealth h) {
     case CardHealth::Bad: return "bad";
     case CardHealth::Probing: return "probing";
     case CardHealth::Maintenance: return "maintenance";
+    case CardHealth::Retired: return "retired";
   }
   return "good";
 }
@@ -321,7 +322,8 @@ void DevicePool::drain(int card, const std::string& reason) {
 
 int DevicePool::auto_drained() const {
   int n = 0;
-  for (const auto& [id, c] : cards_) n += c.drained && (c.health == CardHealth::Bad || c.health == CardHealth::Probing);
+  for (const auto& [id, c] : cards_)
+    n += c.drained && (c.health == CardHealth::Bad || c.health == CardHealth::Probing || c.health == CardHealth::Retired);
   return n;
 }
 
@@ -329,11 +331,21 @@ bool DevicePool::drain_bad(int card, const std::string& reason) {
   auto it = cards_.find(card);
   if (it == cards_.end() || it->second.drained) return false;
   if (auto_drained() >= health_.max_auto_drained) return false;
-  it->second.probes_passed = 0;
-  it->second.drained = true;
-  it->second.health = CardHealth::Bad;
-  it->second.drain_reason = reason;
-  it->second.since = iso_now();
+  Card& c = it->second;
+  c.probes_passed = 0;
+  c.drained = true;
+  c.health = CardHealth::Bad;
+  c.drain_reason = reason;
+  c.since = iso_now();
+  // Bad again and again though its probes pass: its faults come back under load. No more probing.
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  while (!c.bad_spells.empty() && c.bad_spells.front() < now - kRetireWindowSeconds) c.bad_spells.pop_front();
+  c.bad_spells.push_back(now);
+  if (health_.retire_after > 0 && static_cast<int>(c.bad_spells.size()) >= health_.retire_after) {
+    c.health = CardHealth::Retired;
+    c.drain_reason = "retired: bad " + std::to_string(c.bad_spells.size()) + " times in 7 days (health.retire-after " +
+                     std::to_string(health_.retire_after) + "), back only by a person (devices --undrain " + std::to_string(card) + "); " + reason;
+  }
   save_drained();
   return true;
 }
@@ -358,7 +370,7 @@ std::string DevicePool::charge(int card, const std::string& run, const std::stri
   const std::string name = "card " + std::to_string(card);
   if (c.drained) return name + " " + to_string(c.health) + " (" + tally + ")";
   if (static_cast<int>(runs.size()) >= health_.bad_after_runs) {
-    if (drain_bad(card, tally)) return name + " drained (" + tally + ")";
+    if (drain_bad(card, tally)) return name + (c.health == CardHealth::Retired ? " retired" : " drained") + " (" + tally + ")";
     c.health = CardHealth::Suspect;
     return name + " suspect (" + tally + "); not drained: health.max-auto-drained (" + std::to_string(health_.max_auto_drained) +
            ") cards are drained already";
@@ -401,13 +413,14 @@ std::string DevicePool::failing_elsewhere(int card, const std::string& run, doub
   for (const auto& ch : it->second.charges)
     if (ch.run != run && ch.at >= now - health_.window_minutes * 60) others.insert(ch.run), what = ch.what;
   if (others.empty()) return "";
-  return "card " + std::to_string(card) + " failed " + std::to_string(others.size()) + " other run" + (others.size() == 1 ? "" : "s") +
-         "' work in the last " + std::to_string(static_cast<int>(health_.window_minutes)) + " min (" + what + ")";
+  return "card " + std::to_string(card) + " failed " + std::to_string(others.size()) + " other run" + (others.size() == 1 ? "'s" : "s'") +
+         " work in the last " + std::to_string(static_cast<int>(health_.window_minutes)) + " min (" + what + ")";
 }
 
 bool DevicePool::undrain(int card) {
   auto it = cards_.find(card);
   if (it == cards_.end() || !it->second.drained) return false;
+  if (it->second.health == CardHealth::Retired) it->second.bad_spells.clear();  // a person's: a new (or mended) card
   it->second.drained = false;
   it->second.drain_reason.clear();
   it->second.failures = 0;
@@ -432,6 +445,9 @@ void DevicePool::save_drained() const {
       for (const auto& ch : c.charges) evidence.push_back({{"at", ch.at}, {"run", ch.run}, {"what", ch.what}});
       j["drained"][std::to_string(id)] = {{"reason", c.drain_reason}, {"since", c.since}, {"health", to_string(c.health)}, {"evidence", evidence}};
     }
+  // Its bad spells outlive a return to service: a card that keeps coming back bad is retired across restarts.
+  for (const auto& [id, c] : cards_)
+    if (!c.bad_spells.empty()) j["bad_spells"][std::to_string(id)] = c.bad_spells;
   std::error_code ec;
   fs::create_directories(fs::path(state_file_).parent_path(), ec);
   std::string tmp = state_file_ + ".tmp." + std::to_string(getpid());
@@ -445,6 +461,13 @@ void DevicePool::load_drained() {
   if (!in) return;
   nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
   if (j.is_discarded() || !j.contains("drained") || !j["drained"].is_object()) return;
+  if (j.contains("bad_spells") && j["bad_spells"].is_object())
+    for (const auto& [key, v] : j["bad_spells"].items()) {
+      auto it = cards_.find(std::atoi(key.c_str()));
+      if (it == cards_.end() || !v.is_array()) continue;
+      for (const auto& t : v)
+        if (t.is_number()) it->second.bad_spells.push_back(t.get<double>());
+    }
   for (const auto& [key, v] : j["drained"].items()) {
     char* end = nullptr;
     long id = std::strtol(key.c_str(), &end, 10);
@@ -455,7 +478,7 @@ void DevicePool::load_drained() {
     it->second.since = v.value("since", iso_now());
     // A file from before health states: a drain whose origin is unknown stays until a person returns it.
     const std::string h = v.value("health", "");
-    it->second.health = h == "bad" || h == "probing" ? CardHealth::Bad : CardHealth::Maintenance;
+    it->second.health = h == "bad" || h == "probing" ? CardHealth::Bad : h == "retired" ? CardHealth::Retired : CardHealth::Maintenance;
     if (v.contains("evidence") && v["evidence"].is_array())
       for (const auto& ch : v["evidence"])
         if (ch.is_object() && ch.contains("at") && ch["at"].is_number())

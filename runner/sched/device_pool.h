@@ -6,7 +6,10 @@
 // Health (as LAVA's devices): each card is `good`, `suspect` (a failure was charged to it), `bad` (failures
 // charged to it from at least `health.bad-after-runs` runs within `health.window-minutes`, or `drain-after`
 // infrastructure failures in a row: drained automatically, with its evidence, at most
-// `health.max-auto-drained` at once) or `maintenance` (drained by a person: never undone automatically).
+// `health.max-auto-drained` at once), `probing` (a bad card under its health check), `retired` (bad for the
+// `health.retire-after`th time in 7 days: its probes pass but it fails again; never probed again, it counts
+// against max-auto-drained until a person returns it) or `maintenance` (drained by a person: never undone
+// automatically).
 // Drained cards and their evidence persist in <state-dir>/devices.json, so the next run (or the daemon after
 // a restart) keeps them out too.
 #include <chrono>
@@ -25,7 +28,7 @@ namespace pto {
 
 enum class CardState { Free, Busy, Reserved, Drained };
 std::string to_string(CardState s);
-enum class CardHealth { Good, Suspect, Bad, Probing, Maintenance };
+enum class CardHealth { Good, Suspect, Bad, Probing, Maintenance, Retired };
 std::string to_string(CardHealth h);
 
 struct CardStatus {
@@ -117,6 +120,7 @@ class DevicePool {
     };
     std::deque<Charge> charges;  // within the window
     int probes_passed = 0;       // in a row, while bad
+    std::deque<double> bad_spells;  // when it was drained bad (seconds since the epoch), within 7 days
     std::chrono::steady_clock::time_point held_since;  // of the current holding
     std::chrono::steady_clock::time_point released_at;  // when we last let it go
   };
@@ -125,6 +129,7 @@ class DevicePool {
   /// and gone (a scan costs ~1 ms per grant on a busy host, bench/README.md). Cards idle longer, or last held
   /// by someone else, are scanned.
   static constexpr std::chrono::milliseconds kHandOver{2000};
+  static constexpr double kRetireWindowSeconds = 7 * 86400;
   bool scan_at_hand_over_ = true;
   /// Who outside pto-runner uses each of `ids` now (its lock's holder, or a process with its files open);
   /// cards nobody outside uses are left out.

@@ -175,7 +175,9 @@ void Api::leases(const HttpRequest& req, const Caller& caller, HttpServer::Respo
     if (!access_.permits(caller, Action::Lease)) return respond(error_response(401, access_.refusal(Action::Lease)));
     if (heartbeat) return respond(to_http(commands_.heartbeat_lease(seg[3], caller)));
     auto reason = req.query.find("reason");
-    return commands_.end_lease(seg[3], reason != req.query.end() ? reason->second : "ended by request", caller,
+    LeaseReport report;
+    if (auto bad = parse_lease_report(req.body, report)) return respond(json_response(400, bad->json()));
+    return commands_.end_lease(seg[3], reason != req.query.end() ? reason->second : "ended by request", report, caller,
                                [respond](Answer a) { respond(to_http(a)); });
   }
   respond(not_found("no such endpoint: " + req.path));

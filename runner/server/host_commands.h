@@ -42,7 +42,7 @@ class HostCommands {
   /// `why` "released by its client" is the client's own end (its command is over); anything else kills
   /// what still runs under it.
   /// what still runs under it. Answered once its processes are gone and its cards free.
-  virtual void end_lease(const std::string& id, const std::string& why, const Caller& by, Reply reply) = 0;
+  virtual void end_lease(const std::string& id, const std::string& why, const LeaseReport& report, const Caller& by, Reply reply) = 0;
   /// A finished run's record was served (a draining daemon waits until each run that ended was read once).
   virtual void run_read(const std::string& /*id*/) {}
 };

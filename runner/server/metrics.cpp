@@ -104,9 +104,9 @@ std::string render_metrics(const HostView& v, const Metrics& m, double uptime_se
   for (const auto& c : v.cards)
     for (const char* s : kStates)
       p.sample("pto_runner_card_state", {{"card", std::to_string(c.id)}, {"type", c.type}, {"state", s}}, c.state == s ? 1 : 0);
-  p.family("pto_runner_card_health", "gauge", "1 for the health state each card is in (good, suspect, bad, probing, maintenance), 0 for the others");
+  p.family("pto_runner_card_health", "gauge", "1 for the health state each card is in (good, suspect, bad, probing, maintenance, retired), 0 for the others");
   for (const auto& c : v.cards)
-    for (const char* h : {"good", "suspect", "bad", "probing", "maintenance"})
+    for (const char* h : {"good", "suspect", "bad", "probing", "maintenance", "retired"})
       p.sample("pto_runner_card_health", {{"card", std::to_string(c.id)}, {"state", h}}, c.health == h ? 1 : 0);
   p.family("pto_runner_card_busy_seconds_total", "counter", "Seconds each card was held by a step, lease or health check");
   for (const auto& c : v.cards) p.sample("pto_runner_card_busy_seconds_total", {{"card", std::to_string(c.id)}}, c.busy_seconds);

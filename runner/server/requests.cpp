@@ -91,6 +91,25 @@ std::optional<BodyError> parse_lease_request(const std::string& text, LeaseReque
   return std::nullopt;
 }
 
+std::optional<BodyError> parse_lease_report(const std::string& text, LeaseReport& out) {
+  if (text.empty()) return std::nullopt;
+  nlohmann::json body = nlohmann::json::parse(text, nullptr, false);
+  if (body.is_discarded() || !body.is_object()) return refuse("", "the body must be a JSON object");
+  for (const auto& [k, v] : body.items()) {
+    if (k == "exit-code" || k == "signal") {
+      if (!v.is_number_integer() || v.get<long long>() < -1 || v.get<long long>() > 255) return refuse(k, k + " is an integer from -1 to 255");
+      (k == "signal" ? out.signal : out.exit_code) = v.get<int>();
+    } else if (k == "output") {
+      if (!v.is_string()) return refuse(k, "output is a string");
+      out.output = v.get<std::string>();
+    } else {
+      return refuse(k, "unknown field '" + k + "'");
+    }
+  }
+  out.given = true;
+  return std::nullopt;
+}
+
 std::string drain_reason_of(const std::string& text) {
   auto body = nlohmann::json::parse(text.empty() ? "{}" : text, nullptr, false);
   return body.is_object() && body.contains("reason") && body["reason"].is_string() ? body["reason"].get<std::string>()

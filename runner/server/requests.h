@@ -31,6 +31,8 @@ std::optional<BodyError> parse_run_submission(const std::string& body, RunSubmis
 /// POST /api/v1/leases: {"devices", "device-ids", "device-type", "max-seconds", "wait-seconds", "label"}.
 /// Whether the cards exist is the host's to say (lease/lease_desk).
 std::optional<BodyError> parse_lease_request(const std::string& body, LeaseRequest& out);
+/// DELETE /api/v1/leases/ID's body (optional): {"exit-code", "signal", "output"}, how its command ended.
+std::optional<BodyError> parse_lease_report(const std::string& body, LeaseReport& out);
 /// A drain's {"reason": ...}; the default when the body has none.
 std::string drain_reason_of(const std::string& body);
 

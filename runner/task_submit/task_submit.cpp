@@ -24,6 +24,7 @@
 #include "exec/process_sweep.h"
 #include "lease/lease_wire.h"
 #include "task_submit/leased_command.h"
+#include "task_submit/output_tap.h"
 #include "task_submit/task_submit.h"
 #include "util/api_paths.h"
 #include "util/build_commit.h"
@@ -116,7 +117,7 @@ struct Grant {
 /// Runs the granted command to its end and releases the lease: woken by the command's exit (a pidfd), a
 /// signal, or the next heartbeat or --max-time, so no polling delay lies between the command's end and the
 /// release. Returns task-submit's exit code.
-int supervise(PlainHttpClient& daemon, const std::string& token, const Options& o, const Grant& g, pid_t pid) {
+int supervise(PlainHttpClient& daemon, const std::string& token, const Options& o, const Grant& g, pid_t pid, OutputTap* tap) {
   const std::string& id = g.id;
   // The daemon answers once every process of the command is gone and the cards are free (it kills what is left:
   // up to its kill grace, then 5 s after SIGKILL); exiting only after that, nothing of the command outlives us.
@@ -132,12 +133,12 @@ int supervise(PlainHttpClient& daemon, const std::string& token, const Options& 
     if (::waitpid(pid, &status, WNOHANG) == pid) break;
     auto until = own_max_time ? std::min(next_beat, max_until) : next_beat;
     int ms = static_cast<int>(std::max<long long>(1, std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count()));
-    if (pidfd >= 0) {
-      pollfd pfd{pidfd, POLLIN, 0};
-      ::poll(&pfd, 1, ms);
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(ms, 20)));
-    }
+    std::vector<pollfd> fds;
+    if (pidfd >= 0) fds.push_back({pidfd, POLLIN, 0});
+    if (tap) tap->add_polls(fds);
+    if (!fds.empty()) ::poll(fds.data(), fds.size(), pidfd >= 0 ? ms : std::min(ms, 20));
+    else std::this_thread::sleep_for(std::chrono::milliseconds(std::min(ms, 20)));
+    if (tap) tap->on_ready(fds);
     if (::waitpid(pid, &status, WNOHANG) == pid) break;
     if (g_signal) {
       stop_command(pid, g.marker, 3);
@@ -173,7 +174,15 @@ int supervise(PlainHttpClient& daemon, const std::string& token, const Options& 
   }
   if (pidfd >= 0) ::close(pidfd);
   ::kill(-pid, SIGKILL);  // what the command left in its group does not outlive the lease
-  PlainHttpResult released = release("released+by+its+client");
+  // How the command ended, with its output's evidence (harness markers, the last lines): the daemon charges
+  // the lease's cards when the failure is theirs (SPEC "Every red is true": leases too).
+  nlohmann::json report = {{w::kExitCode, WIFEXITED(status) ? WEXITSTATUS(status) : -1}, {w::kSignal, WIFSIGNALED(status) ? WTERMSIG(status) : 0}};
+  if (tap) {
+    tap->drain(500);
+    report[w::kOutput] = tap->evidence();
+  }
+  PlainHttpResult released = daemon.request("DELETE", api_path::lease(id) + "?reason=released+by+its+client", token,
+                                            report.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), 120);
   // Killed because the lease was revoked (--kill, its run ended) before the next heartbeat said so: the
   // daemon no longer knows the lease. That is task-submit's "killed" (137), not the command's own end.
   if (WIFSIGNALED(status) && released.reached && released.status == 410) {
@@ -225,13 +234,16 @@ int run_leased(PlainHttpClient& daemon, const std::string& token, const Options&
     for (std::size_t p; (p = command.find("{}")) != std::string::npos;) command.replace(p, 2, ids);
     env.insert(env.end(), {"TASK_DEVICE=" + ids, "DEVICE_ID=" + std::to_string(g.cards.front())});
   }
+  OutputTap tap;
+  const bool tapped = tap.divert();  // no pipes: the command prints straight to ours, and its markers are not read
   pid_t pid = spawn_command(command, env, g.cgroup, g.srun);
+  if (tapped) tap.restore();
   if (pid < 0) {
     std::cerr << "task-submit: cannot start bash\n";
     daemon.request("DELETE", api_path::lease(g.id) + "?reason=could+not+start", token, "", 10);
     return kRefused;
   }
-  return supervise(daemon, token, o, g, pid);
+  return supervise(daemon, token, o, g, pid, tapped ? &tap : nullptr);
 }
 
 }  // namespace
