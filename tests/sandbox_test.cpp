@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "sandbox_users.h"
 #include "served_daemon.h"
 #include "source_repo.h"
 #include "util/random_hex.h"
@@ -15,35 +16,6 @@
 using namespace pto::test;
 
 namespace {
-
-/// Sandbox users of a prefix of their own (never the default pto-step, which other tests' daemons would
-/// lend), made with `pto-runner sandbox setup` and removed with `sandbox remove` at the end.
-struct SandboxUsers {
-  const TempDir& dir;
-  std::string prefix = "ptsb" + pto::random_hex(2) + "-";
-  int count;
-  SandboxUsers(const TempDir& d, int n, const std::string& more = "") : dir(d), count(n) {
-    dir.write("runner.yml", "sandbox:\n  users: " + prefix + "\n  count: " + std::to_string(count) + "\n" + more);
-    CommandResult r = run_cli({"--root", dir.str(), "sandbox", "setup"});
-    INFO(r.out << r.err);
-    REQUIRE(r.exit_code == 0);
-    REQUIRE(::getpwnam((prefix + "0").c_str()) != nullptr);
-  }
-  ~SandboxUsers() {
-    for (int i = 0; i < count; ++i) sh("pkill -9 -u " + prefix + std::to_string(i) + " 2>/dev/null");
-    run_cli({"--root", dir.str(), "sandbox", "remove"});
-  }
-  uid_t uid(int i) const { return ::getpwnam((prefix + std::to_string(i)).c_str())->pw_uid; }
-};
-
-/// Making users and switching to them needs root: elsewhere the case is skipped, said so.
-#define SKIP_UNLESS_ROOT()                           \
-  do {                                               \
-    if (::geteuid() != 0) {                          \
-      WARN("SKIPPED: sandbox users need root");      \
-      return;                                        \
-    }                                                \
-  } while (0)
 
 /// A directory every run's user may write (sticky, as /tmp), where steps leave marks for the test.
 std::string shared_dir(const TempDir& dir, const std::string& name) {
@@ -63,8 +35,6 @@ fs::path stand_in_cards(const TempDir& dir) {
   return dir.path() / "dev";
 }
 
-/// The tree and state dir sandbox users must reach (a TempDir is 0700).
-void open_to_sandbox(const TempDir& dir) { REQUIRE(::chmod(dir.path().c_str(), 0755) == 0); }
 
 std::string step_log(const json& run, int job = 0, int step = 0) {
   return read_file(run["jobs"][job]["steps"][step]["log_path"].get<std::string>());

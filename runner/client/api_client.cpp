@@ -2,6 +2,8 @@
 #include "util/api_paths.h"
 #include "util/token_file.h"
 
+#include <sys/stat.h>
+
 #include <curl/curl.h>
 
 #include <cstdlib>
@@ -28,10 +30,32 @@ size_t header_line(char* data, size_t size, size_t n, void* user) {
 }
 }  // namespace
 
-ApiResponse api_request(const std::string& method, const std::string& url, const std::string& token,
+ApiResponse api_request(const std::string& method, const std::string& url_given, const std::string& token,
                         const std::string& body, long timeout_seconds) {
   ApiResponse r;
+  // `unix:/run/pto-runner/api.sock/api/v1/...`: the daemon's listen-unix socket (the kernel tells it who we
+  // are: a local submitter needs no token). The socket is the longest leading path that is one.
+  std::string url = url_given, socket_path;
+  if (url.rfind("unix:", 0) == 0) {
+    const std::string rest = url.substr(5);
+    std::size_t at = rest.size();
+    while (at > 0) {
+      struct stat st {};
+      if (::stat(rest.substr(0, at).c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+        socket_path = rest.substr(0, at);
+        url = "http://localhost" + (at < rest.size() ? rest.substr(at) : std::string("/"));
+        break;
+      }
+      at = rest.rfind('/', at - 1);
+      if (at == std::string::npos) break;
+    }
+    if (socket_path.empty()) {
+      r.error = "cannot reach " + url_given + ": no Unix socket on that path";
+      return r;
+    }
+  }
   CURL* curl = curl_easy_init();
+  if (!socket_path.empty()) curl_easy_setopt(curl, CURLOPT_UNIX_SOCKET_PATH, socket_path.c_str());
   char errbuf[CURL_ERROR_SIZE] = {0};
   curl_slist* headers = nullptr;
   headers = curl_slist_append(headers, "Content-Type: application/json");
@@ -61,7 +85,7 @@ ApiResponse api_request(const std::string& method, const std::string& url, const
   curl_slist_free_all(headers);
   curl_easy_cleanup(curl);
   if (rc != CURLE_OK) {
-    r.error = "cannot reach " + url + ": " + (errbuf[0] ? errbuf : curl_easy_strerror(rc));
+    r.error = "cannot reach " + url_given + ": " + (errbuf[0] ? errbuf : curl_easy_strerror(rc));
     return r;
   }
   r.reached = true;

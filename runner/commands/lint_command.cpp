@@ -5,6 +5,7 @@
 
 #include "config/gha_workflow.h"
 #include "importer/workflow_import.h"
+#include "lint/drift_baseline.h"
 #include "lint/lint.h"
 #include "report/diagnostics_view.h"
 #include "util/json_text.h"
@@ -17,6 +18,7 @@ void register_lint_command(CLI::App& app, CommonOptions& common, int& exit_code)
     std::string format = "text";
     std::vector<std::string> workflows;
     std::string against;
+    std::string baseline;
   };
   auto opts = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("lint", "Validate jobs/, models/, toolchain/ (or GitHub workflow files)");
@@ -25,6 +27,8 @@ void register_lint_command(CLI::App& app, CommonOptions& common, int& exit_code)
   cmd->add_option("--workflow", opts->workflows, "Lint these GitHub Actions workflow files instead");
   cmd->add_option("--against", opts->against, "With --workflow: report drift between the workflow's steps and the "
                                               "definitions under this directory (jobs/, models/)");
+  cmd->add_option("--baseline", opts->baseline, "With --against: a file of deliberate differences ({finding, reason}); they "
+                                                "become notes, and an entry that matches no finding is an error (stale-baseline)");
   add_device_options(*cmd, common);
   cmd->footer(
       "Exit codes: 0 clean (warnings allowed without --strict); 1 lint errors (duplicate-step under --strict, "
@@ -45,6 +49,14 @@ void register_lint_command(CLI::App& app, CommonOptions& common, int& exit_code)
           Plan plan = build_plan(project, PlanOptions{}, diags);
           lint_drift(imported, f, project, plan, diags);
         }
+      }
+      if (!opts->baseline.empty()) {
+        if (opts->against.empty()) {
+          std::cerr << "pto-runner lint: --baseline needs --workflow FILE --against DIR\n";
+          exit_code = to_int(ExitCode::BadInput);
+          return;
+        }
+        apply_drift_baseline(load_drift_baseline(opts->baseline, opts->baseline, diags), opts->baseline, diags);
       }
     } else {
       Project project = load_project(common.load, diags);

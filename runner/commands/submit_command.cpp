@@ -213,7 +213,7 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
       } else {
         out.text("pto-runner submit: the server refused the run (HTTP " + std::to_string(r.status) + "): " + r.body + "\n");
       }
-      exit_code = r.status == 401 || r.status == 400 ? to_int(ExitCode::BadInput) : to_int(ExitCode::Infrastructure);
+      exit_code = r.status == 401 || r.status == 403 || r.status == 400 ? to_int(ExitCode::BadInput) : to_int(ExitCode::Infrastructure);
       return;
     }
     const std::string id = reply.value("id", "");

@@ -35,6 +35,8 @@ class Diagnostics {
   void note(const std::string& file, int line, int col, const std::string& rule, const std::string& message);
 
   const std::vector<Diagnostic>& items() const { return items_; }
+  /// For a pass that reclassifies findings (lint/drift_baseline: a deliberate difference becomes a note).
+  std::vector<Diagnostic>& items_for_update() { return items_; }
   bool has_errors() const;
   bool has_input_errors() const;
   /// --strict: every warning becomes an error (notes stay notes).

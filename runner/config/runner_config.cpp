@@ -94,7 +94,7 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
               {"devices", "state-dir", "cache-dir", "toolchain-mirror", "listen", "token-file", "health",
                "kill-grace-seconds", "source", "retention", "log-max-mb", "containment",
                "shutdown-timeout-minutes", "executor", "slurm", "env", "env-file", "sandbox", "read-token-file", "tls",
-               "insecure-listen", "max-connections-per-client", "max-cards-per-run", "priorities", "supersede"},
+               "insecure-listen", "max-connections-per-client", "max-cards-per-run", "priorities", "supersede", "listen-unix", "submit-group"},
               display, diags);
   if (!m.is_map()) return cfg;
   if (m.has("devices")) {
@@ -198,6 +198,13 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
   }
   if (auto v = m.string("token-file")) cfg.token_file = *v;
   if (auto v = m.string("read-token-file")) cfg.read_token_file = *v;
+  if (auto v = m.string("listen-unix")) {
+    if (v->empty() || (*v)[0] != '/') m.error_at(m.get("listen-unix"), "bad-value", "'listen-unix' is an absolute path, e.g. /run/pto-runner/api.sock");
+    else cfg.listen_unix = *v;
+  }
+  if (auto v = m.string("submit-group")) cfg.submit_group = *v;
+  if (!cfg.submit_group.empty() && cfg.listen_unix.empty() && m.has("submit-group"))
+    m.error_at(m.get("submit-group"), "bad-value", "'submit-group' names who may submit over 'listen-unix', which is not set");
   if (auto v = m.boolean("insecure-listen")) cfg.insecure_listen = *v;
   if (auto v = m.integer("max-connections-per-client", 1, 100000)) cfg.max_connections_per_client = static_cast<int>(*v);
   if (auto v = m.integer("max-cards-per-run", 1, 4096)) cfg.max_cards_per_run = static_cast<int>(*v);

@@ -155,6 +155,10 @@ struct RunnerConfig {
   std::string cache_dir = "~/.cache/pto-runner";
   std::string toolchain_mirror;
   std::string listen = "127.0.0.1:8787";
+  /// `listen-unix`: the API on this Unix socket too; `submit-group`: its members are local submitters there
+  /// (server/local_socket, server/access). Neither by default.
+  std::string listen_unix;
+  std::string submit_group;
   std::string token_file;
   /// `read-token-file`: with a `listen` that is not loopback every GET needs a token: this one (a reader's) or
   /// the admin token.

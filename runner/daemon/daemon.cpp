@@ -18,6 +18,7 @@
 #include "exec/cgroup_tree.h"
 #include "host/card_prober.h"
 #include "sandbox/run_tree.h"
+#include "server/local_socket.h"
 #include "report/run_view.h"
 #include "util/api_paths.h"
 #include "store/learned_durations.h"
@@ -350,6 +351,13 @@ std::string Daemon::start_unguarded() {
   auto handler = [this](const HttpRequest& r, HttpServer::Respond respond) { api_->handle(r, std::move(respond)); };
   server_ = std::make_unique<HttpServer>(io_, handler, limits);
   if (std::string e = server_->listen(listen_address_, listen_port_, tls_); !e.empty()) return e;
+  if (!cfg_.listen_unix.empty()) {
+    if (std::string e = open_local_socket(*server_, access_, cfg_); !e.empty()) {
+      start_exit_ = 2;
+      return e;
+    }
+    spdlog::info("listen-unix: {}{}", cfg_.listen_unix, cfg_.submit_group.empty() ? " (root only)" : " (submitters: group " + cfg_.submit_group + ")");
+  }
   if (!loopback_ && !tls_.enabled())
     spdlog::warn("insecure-listen: serving plain HTTP on {}, beyond loopback: tokens cross the network unencrypted", server_->bound());
   // Its own steps reach it on a loopback port of their own, in plain HTTP (their task-submit speaks nothing
@@ -476,6 +484,7 @@ Answer Daemon::start_run(EngineOptions eo, const RunSubmission& s, Project proje
   run->request = {{"jobs", s.jobs}, {"ref", s.ref}, {"sha", s.sha}, {"env", env_names}};
   if (!s.secrets.empty()) run->request["secrets"] = secret_names;
   if (!s.github.is_null()) run->request["github"] = s.github;
+  if (!s.submitter.is_null()) run->request["submitter"] = s.submitter;  // who may cancel it besides the admin
   // Its place among other runs (sched/queue_order): the priority of its ref; and which pull request it is.
   const auto [priority, rule] = cfg_.priority_of(s.ref);
   run->request["priority"] = {{"value", priority}, {"rule", rule.empty() ? nlohmann::json(nullptr) : nlohmann::json(rule)}};

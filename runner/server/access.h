@@ -1,12 +1,18 @@
 #pragma once
 // Access: who is calling (the one bearer-token check) and what each caller may do (the SPEC's permission
 // table, in permits() and nowhere else). The API asks here before it hands a request to the host's commands.
-//   admin    the admin token (a root-only file)      everything
+//   admin    the admin token (a root-only file), or   everything
+//            root over the Unix socket
+//   submitter a uid in `submit-group` over the Unix   submit; cancel the runs it submitted; read (never a
+//            socket (SO_PEERCRED), no sandbox user    sandbox user; never a card or a lease)
 //   run      the run's own lease token (its steps)   leases of that run only (the commands face scopes them)
 //   reader   the read token (read-token-file)          GET status, runs, logs, metrics, the page
 //   anyone   nothing                                  the same, unless reads need a token (a `listen` off
 //                                                     loopback; a foreground run's lease endpoints)
+#include <sys/types.h>
+
 #include <map>
+#include <set>
 #include <string>
 
 #include "server/http_server.h"
@@ -14,8 +20,10 @@
 namespace pto {
 
 struct Caller {
-  enum class Role { Anonymous, Reader, Admin, Run };
+  enum class Role { Anonymous, Reader, Admin, Run, Submitter };
   Role role = Role::Anonymous;
+  int uid = -1;      // Role::Submitter: its uid (and who submitted the runs it may cancel)
+  std::string user;  // and its name
   std::string run;  // Role::Run: the run whose token was shown
   std::string step;  // and the step, when it was that step's own token ("JOB-STEP")
   std::string peer;
@@ -41,17 +49,30 @@ class Access {
   void forget_run(const std::string& run);
 
   Caller identify(const HttpRequest& req) const;
-  bool permits(const Caller& caller, Action action) const;
-  /// What a 401 says for `action`.
+  /// `owner_uid`: for CancelRun, the uid that submitted the run (-1: not a local submitter's run).
+  bool permits(const Caller& caller, Action action, int owner_uid = -1) const;
+  /// What a refusal says for `action`, and its status: 401 (no or a wrong credential), 403 (a known caller
+  /// that may not do this).
   std::string refusal(Action action) const;
+  std::string refusal(const Caller& caller, Action action) const;
+  int refusal_status(const Caller& caller) const { return caller.role == Caller::Role::Submitter ? 403 : 401; }
+  /// `listen-unix` with `submit-group`: the uids in that group (its gid) may submit over the socket, except
+  /// the sandbox users' uids (`never`), whatever their groups say.
+  void set_local_submitters(gid_t group, std::set<uid_t> never) {
+    submit_group_ = static_cast<long>(group);
+    never_submit_ = std::move(never);
+  }
 
  private:
+  Caller identify_peer(const HttpRequest& req, Caller c) const;
   bool reads_need_token_;
   std::string admin_token_, read_token_;
   struct Scope {
     std::string run, step;
   };
   std::map<std::string, Scope> run_tokens_;  // token -> the run (and step) it speaks for
+  long submit_group_ = -1;                   // -1: no local submitters
+  std::set<uid_t> never_submit_;
 };
 
 }  // namespace pto

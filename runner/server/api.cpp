@@ -72,9 +72,9 @@ void Api::route(const HttpRequest& req, const Caller& caller, HttpServer::Respon
     }
     return true;
   };
-  auto allowed = [&](Action a) {
-    if (access_.permits(caller, a)) return true;
-    respond(error_response(401, access_.refusal(a)));
+  auto allowed = [&](Action a, int owner_uid = -1) {
+    if (access_.permits(caller, a, owner_uid)) return true;
+    respond(error_response(access_.refusal_status(caller), access_.refusal(caller, a)));
     return false;
   };
   if (seg.size() >= 3 && seg[0] == "api" && seg[1] == "v1" && seg[2] == "leases") return leases(req, caller, std::move(respond));
@@ -118,6 +118,7 @@ void Api::route(const HttpRequest& req, const Caller& caller, HttpServer::Respon
       if (!allowed(Action::SubmitRun)) return;
       RunSubmission s;
       if (auto bad = parse_run_submission(req.body, s)) return respond(json_response(400, bad->json()));
+      if (caller.role == Caller::Role::Submitter) s.submitter = {{"uid", caller.uid}, {"user", caller.user}};  // never from the body
       return commands_.submit_run(std::move(s), caller, [respond](Answer a) { respond(to_http(a)); });
     }
     if (!get) return respond(method_not_allowed());
@@ -131,7 +132,13 @@ void Api::route(const HttpRequest& req, const Caller& caller, HttpServer::Respon
   }
   if (is({"api", "v1", "runs", "*", "cancel"}) && is_run_id(seg[3])) {
     if (!post) return respond(method_not_allowed());
-    if (allowed(Action::CancelRun)) respond(to_http(commands_.cancel_run(seg[3], caller)));
+    // A local submitter's own runs only: who submitted an active run is in its request.
+    int owner = -1;
+    if (auto it = model_.active.find(seg[3]); it != model_.active.end() && it->second.request) {
+      const nlohmann::json& by = it->second.request->value("submitter", nlohmann::json::object());
+      if (by.is_object() && by.contains("uid") && by["uid"].is_number_integer()) owner = by["uid"].get<int>();
+    }
+    if (allowed(Action::CancelRun, owner)) respond(to_http(commands_.cancel_run(seg[3], caller)));
     return;
   }
   if (is({"api", "v1", "runs", "*", "steps", "*", "log"}) && is_run_id(seg[3])) {
@@ -164,7 +171,8 @@ void Api::leases(const HttpRequest& req, const Caller& caller, HttpServer::Respo
       return respond(json_response(200, {{"leases", model_.host.leases}}));
     }
     if (!post) return respond(method_not_allowed());
-    if (!access_.permits(caller, Action::Lease)) return respond(error_response(401, access_.refusal(Action::Lease)));
+    if (!access_.permits(caller, Action::Lease))
+      return respond(error_response(access_.refusal_status(caller), access_.refusal(caller, Action::Lease)));
     LeaseRequest lr;
     if (auto bad = parse_lease_request(req.body, lr)) return respond(json_response(400, bad->json()));
     return commands_.request_lease(std::move(lr), caller, [respond](Answer a) { respond(to_http(a)); });
@@ -172,7 +180,8 @@ void Api::leases(const HttpRequest& req, const Caller& caller, HttpServer::Respo
   const bool heartbeat = seg.size() == 5 && seg[4] == "heartbeat";
   if ((seg.size() == 4 || heartbeat) && is_lease_id(seg[3])) {
     if (heartbeat ? !post : req.method != "DELETE") return respond(method_not_allowed());
-    if (!access_.permits(caller, Action::Lease)) return respond(error_response(401, access_.refusal(Action::Lease)));
+    if (!access_.permits(caller, Action::Lease))
+      return respond(error_response(access_.refusal_status(caller), access_.refusal(caller, Action::Lease)));
     if (heartbeat) return respond(to_http(commands_.heartbeat_lease(seg[3], caller)));
     auto reason = req.query.find("reason");
     LeaseReport report;

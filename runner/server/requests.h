@@ -19,6 +19,7 @@ struct RunSubmission {
   std::map<std::string, std::string> env;
   std::map<std::string, std::string> secrets;  // reach steps' env only; masked everywhere (util/secret_mask)
   nlohmann::json github;  // where the submission came from in GitHub Actions, with run_url
+  nlohmann::json submitter;  // a local submitter's {uid, user} (server/access), set by the API, never by the body
 };
 
 /// A refused body: the field at fault ("" for the body as a whole) and why.

@@ -1,0 +1,31 @@
+#pragma once
+// `lint --workflow ci.yml --against DIR --baseline FILE`: the deliberate differences between a workflow and
+// the definitions, checked in beside them, each with its reason, so the drift check can gate CI on a tree
+// that differs on purpose (SPEC "A drift check that can gate CI"). A drift finding an entry matches becomes a
+// note that says the reason; an entry that matches nothing is an error at its line (`stale-baseline`): a
+// baseline cannot go stale silently, as a rubocop todo or a detekt baseline would.
+//
+// The file (YAML), a list:
+//   - finding: "step 'Run on board' of job 'system-tests-a5': the card type"   # text of the finding
+//     reason: "the definitions type the a5 job's cards; ci.yml picks them by runner label"
+// `finding` is matched as a substring of the finding's message (and, when given, `file` as its file).
+#include <string>
+#include <vector>
+
+#include "config/diagnostics.h"
+
+namespace pto {
+
+struct BaselineEntry {
+  std::string finding, reason;
+  int line = 0, col = 0;
+};
+
+/// Reads the baseline at `path` (shown as `display`); its problems (YAML, a missing reason) go to `diags`.
+std::vector<BaselineEntry> load_drift_baseline(const std::string& path, const std::string& display, Diagnostics& diags);
+
+/// Turns the drift findings the entries match into notes ("deliberate (REASON): MESSAGE") and reports each
+/// entry that matched none as `stale-baseline` at its line of `display`.
+void apply_drift_baseline(const std::vector<BaselineEntry>& entries, const std::string& display, Diagnostics& diags);
+
+}  // namespace pto

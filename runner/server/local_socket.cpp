@@ -1,0 +1,65 @@
+#include "server/local_socket.h"
+
+#include <grp.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <set>
+#include <vector>
+
+#include "server/access.h"
+#include "server/http_server.h"
+
+namespace pto {
+
+namespace {
+
+// The uids of every sandbox user that exists (sandbox.users + 0..count-1), whether or not the pool is active.
+std::set<uid_t> sandbox_uids(const SandboxConfig& sandbox, std::vector<std::pair<std::string, std::vector<gid_t>>>& members) {
+  std::set<uid_t> out;
+  for (int i = 0; i < sandbox.count; ++i) {
+    const std::string name = sandbox.user(i);
+    passwd* pw = ::getpwnam(name.c_str());
+    if (!pw) continue;
+    out.insert(pw->pw_uid);
+    int n = 64;
+    std::vector<gid_t> groups(64);
+    if (::getgrouplist(name.c_str(), pw->pw_gid, groups.data(), &n) < 0) {
+      groups.resize(static_cast<std::size_t>(n));
+      ::getgrouplist(name.c_str(), pw->pw_gid, groups.data(), &n);
+    }
+    groups.resize(static_cast<std::size_t>(std::max(0, n)));
+    members.push_back({name, groups});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string open_local_socket(HttpServer& server, Access& access, const RunnerConfig& cfg) {
+  const std::string& path = cfg.listen_unix;
+  long gid = -1;
+  if (!cfg.submit_group.empty()) {
+    group* g = ::getgrnam(cfg.submit_group.c_str());
+    if (!g) return "submit-group: no group '" + cfg.submit_group + "' on this host (groupadd it, and add the Actions runner's user)";
+    gid = static_cast<long>(g->gr_gid);
+    std::vector<std::pair<std::string, std::vector<gid_t>>> members;
+    std::set<uid_t> never = sandbox_uids(cfg.sandbox, members);
+    for (const auto& [name, groups] : members)
+      for (gid_t x : groups)
+        if (static_cast<long>(x) == gid)
+          return "submit-group: sandbox user " + name + " is in group " + cfg.submit_group +
+                 ": a pull request's step could submit runs (gpasswd -d " + name + " " + cfg.submit_group + ")";
+    access.set_local_submitters(static_cast<gid_t>(gid), std::move(never));
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  if (std::string e = server.listen_unix(path, gid >= 0 ? 0660 : 0600); !e.empty()) return "listen-unix: " + e;
+  if (gid >= 0 && ::chown(path.c_str(), 0, static_cast<gid_t>(gid)) != 0)
+    return "listen-unix: cannot give " + path + " to group " + cfg.submit_group + " (chown needs root)";
+  return "";
+}
+
+}  // namespace pto
