@@ -233,3 +233,118 @@ TEST_CASE("lint --workflow --against: each drifted field of a device step is nam
   CHECK(r.out.find("'docs'") == std::string::npos);
   CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 5);  // those five, nothing else
 }
+
+namespace {
+
+// A repository in pypto's style: an NPU job set up by a local composite action whose `unset-ring` input
+// writes an unset into activate.sh, an a5 job, a job env the definitions do not have (a deliberate difference).
+void pypto_style_repo(const TempDir& repo, const std::string& unset_ring = ", unset-ring: 'true'", const std::string& a5_label = "npu-a5",
+                      const std::string& action_extra = "") {
+  repo.write(".github/actions/setup/action.yml",
+             "name: setup\ninputs:\n  checkout-path: {required: true}\n  unset-ring: {default: 'false'}\nruns:\n  using: composite\n  steps:\n"
+             "    - name: Write activate.sh\n      shell: bash\n      env:\n        UNSET_RING: ${{ inputs.unset-ring }}\n      run: |\n"
+             "        echo 'export PATH=$PWD/venv/bin:$PATH' > activate.sh\n" + action_extra +
+             "        if [ \"$UNSET_RING\" = \"true\" ]; then\n"
+             "          printf '%s\\n' 'unset PTO2_RING_HEAP PTO2_RING_TASK_WINDOW' >> activate.sh\n        fi\n");
+  repo.write(".github/workflows/ci.yml",
+             "name: ci\non: [pull_request]\njobs:\n"
+             "  dist-system-tests:\n    runs-on: [self-hosted, linux, arm64, npu]\n    env:\n      CCACHE_MAXSIZE: 30G\n    steps:\n"
+             "      - uses: ./.github/actions/setup\n        with: {checkout-path: dist-checkout" + unset_ring + "}\n"
+             "      - name: Test distributed system tests\n        timeout-minutes: 45\n        run: |\n          source activate.sh\n"
+             "          task-submit --device-num 2 --timeout 3600 --max-time 1800 --run \"python -m pytest tests/st/distributed --device=\\$TASK_DEVICE\"\n"
+             "  mixed-kernel-tests-a5:\n    runs-on: [self-hosted, linux, arm64, " + a5_label + "]\n    steps:\n"
+             "      - name: Test on board\n        timeout-minutes: 30\n"
+             "        run: task-submit --device-num 1 --timeout 3600 --max-time 1200 --run \"python -m pytest tests/st/a5 --device=\\$TASK_DEVICE\"\n");
+}
+
+void pypto_style_definitions(const TempDir& d) {
+  write_project(d, {{"dist-system-tests.yml", "name: dist-system-tests\nsteps:\n  - name: Test distributed system tests\n    device-type: a2a3\n"
+                                              "    devices: 2\n    timeout-minutes: 45\n    queue-timeout-minutes: 60\n    run-timeout-minutes: 30\n"
+                                              "    run: |\n      source activate.sh\n      unset PTO2_RING_HEAP PTO2_RING_TASK_WINDOW\n"
+                                              "      python -m pytest tests/st/distributed --device=$TASK_DEVICE\n"},
+                    {"mixed-kernel-tests-a5.yml", "name: mixed-kernel-tests-a5\nsteps:\n  - name: Test on board\n    device-type: a5\n    devices: 1\n"
+                                                  "    timeout-minutes: 30\n    queue-timeout-minutes: 60\n    run-timeout-minutes: 20\n"
+                                                  "    run: python -m pytest tests/st/a5 --device=$TASK_DEVICE\n"}});
+}
+
+}  // namespace
+
+TEST_CASE("lint --baseline: clean on a pypto-style tree as shipped, and a changed runs-on, a removed unset-ring, a changed step of a "
+          "composite action and a stale entry are each reported",
+          "[import]") {
+  TempDir repo, defs, base;
+  pypto_style_definitions(defs);
+  pypto_style_repo(repo);
+  const std::string wf = (repo.path() / ".github/workflows/ci.yml").string(), bl = (base.path() / "baseline.yml").string();
+  auto lint = [&](const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"lint", "--workflow", wf, "--against", defs.str()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_cli(args);
+  };
+  // Without a baseline: the deliberate differences are findings (the job env an error, the action's step a warning).
+  CommandResult raw = lint();
+  INFO(raw.out << raw.err);
+  CHECK(raw.exit_code == 1);
+  CHECK(raw.out.find("job 'dist-system-tests': env CCACHE_MAXSIZE is '30G' in the workflow, not set in its definition") != std::string::npos);
+  std::smatch m;
+  REQUIRE(std::regex_search(raw.out, m, std::regex(R"(step 'Write activate.sh' of ./.github/actions/setup \(script sha256 ([0-9a-f]{12}))")));
+  const std::string sha = m[1].str();
+  CHECK(raw.out.find("unset") == std::string::npos);  // unset-ring 'true' does what the definitions' unset line does
+  base.write("baseline.yml", "- finding: \"step 'Write activate.sh' of ./.github/actions/setup (script sha256 " + sha + "\"\n"
+                             "  reason: the lead job writes activate.sh\n"
+                             "- finding: \"env CCACHE_MAXSIZE is '30G' in the workflow\"\n  reason: a setting of the build job\n");
+  CommandResult clean = lint({"--baseline", bl});
+  INFO(clean.out << clean.err);
+  CHECK(clean.exit_code == 0);
+  CHECK(clean.out.find("note: deliberate (the lead job writes activate.sh): step 'Write activate.sh'") != std::string::npos);
+  CHECK(clean.out.find("error") == std::string::npos);
+  CHECK(clean.out.find("warning") == std::string::npos);
+
+  // The composite action itself is no workflow: said plainly, not "required key 'jobs' is missing".
+  CommandResult action = run_cli({"lint", "--workflow", (repo.path() / ".github/actions/setup/action.yml").string()});
+  CHECK(action.exit_code == 2);
+  CHECK(action.out.find("this is an action (it has runs:), not a workflow") != std::string::npos);
+
+  SECTION("a runs-on changed from npu-a5 to npu") {
+    pypto_style_repo(repo, ", unset-ring: 'true'", "npu");
+    CommandResult r = lint({"--baseline", bl});
+    INFO(r.out);
+    CHECK(r.exit_code == 1);
+    CHECK(r.out.find("step 'Test on board' of job 'mixed-kernel-tests-a5': the card type (runs-on [self-hosted, linux, arm64, npu]) is "
+                     "a2a3 in the workflow, a5 at jobs/mixed-kernel-tests-a5.yml:3:5 [drift]") != std::string::npos);
+  }
+  SECTION("unset-ring removed") {
+    pypto_style_repo(repo, "");
+    CommandResult r = lint({"--baseline", bl});
+    INFO(r.out);
+    CHECK(r.exit_code == 1);
+    CHECK(r.out.find("step 'Test distributed system tests' of job 'dist-system-tests': unset PTO2_RING_HEAP PTO2_RING_TASK_WINDOW is "
+                     "not done in the workflow, done at jobs/dist-system-tests.yml:3:5 [drift]") != std::string::npos);
+  }
+  SECTION("a step inside the composite action changed") {
+    pypto_style_repo(repo, ", unset-ring: 'true'", "npu-a5", "        echo 'export CCACHE_DIR=/srv/ccache' >> activate.sh\n");
+    CommandResult r = lint({"--baseline", bl});
+    INFO(r.out);
+    CHECK(r.exit_code == 1);
+    CHECK(r.out.find(bl + ":1:3: error: no drift finding matches \"step 'Write activate.sh' of ./.github/actions/setup (script sha256 " + sha) ==
+          std::string::npos);  // (quoted as it is written, below)
+    CHECK(r.out.find(bl + ":1:3: error: no drift finding matches 'step 'Write activate.sh' of ./.github/actions/setup (script sha256 " + sha +
+                     "': the difference it records is gone; remove the entry [stale-baseline]") != std::string::npos);
+    CHECK(r.out.find("warning: step 'Write activate.sh' of ./.github/actions/setup (script sha256 ") != std::string::npos);
+  }
+  SECTION("a stale entry") {
+    base.write("baseline.yml", read_file(bl) + "- finding: step 'Gone' of job 'dist-system-tests'\n  reason: it was removed long ago\n");
+    CommandResult r = lint({"--baseline", bl});
+    INFO(r.out);
+    CHECK(r.exit_code == 1);
+    CHECK(r.out.find(bl + ":5:3: error: no drift finding matches 'step 'Gone' of job 'dist-system-tests'' [stale-baseline]") == std::string::npos);
+    CHECK(r.out.find(bl + ":5:3: error: no drift finding matches 'step 'Gone' of job 'dist-system-tests'': the difference it records is gone") !=
+          std::string::npos);
+  }
+  SECTION("an entry without a reason") {
+    base.write("baseline.yml", "- finding: anything\n");
+    CommandResult r = lint({"--baseline", bl});
+    CHECK(r.exit_code == 2);
+    CHECK(r.out.find(bl + ":1:3: error: a baseline entry needs 'reason': every deliberate difference says why [missing-key]") != std::string::npos);
+  }
+}

@@ -8,7 +8,7 @@ namespace pto {
 
 bool is_input_error_rule(const std::string& rule) {
   static const std::set<std::string> lint_rules = {"duplicate-step", "inline-toolchain-literal", "script-injection", "unused-model", "drift",
-                                                  "missing-script", "no-host"};
+                                                  "missing-script", "no-host", "stale-baseline"};
   return !lint_rules.count(rule);
 }
 

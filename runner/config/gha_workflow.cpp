@@ -54,7 +54,11 @@ static Workflow load_workflow_unguarded(const std::string& path, const std::stri
   }
   YAML::Node jobs = child(*doc, "jobs");
   if (!jobs.IsDefined()) {
-    diags.error(display, 1, 1, "missing-key", "workflow: required key 'jobs' is missing");
+    if (child(*doc, "runs").IsDefined())  // a composite action (.github/actions/X/action.yml), not a workflow
+      diags.error(display, 1, 1, "missing-key", "this is an action (it has runs:), not a workflow: lint --workflow the workflow that "
+                                                "uses it; with --against its steps are read there, under each caller's with:");
+    else
+      diags.error(display, 1, 1, "missing-key", "workflow: required key 'jobs' is missing");
     return wf;
   }
   if (!jobs.IsMap()) {

@@ -1,5 +1,7 @@
 #include "importer/workflow_import.h"
 
+#include <filesystem>
+
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -33,6 +35,7 @@ struct Importer {
   std::string display;
   Diagnostics& diags;
   ImportResult& out;
+  std::string repo_root;  // where `uses: ./X` resolves: the workflow's repository (above .github/workflows)
   std::set<std::string> used_model_ids;
   // Of the job being imported: needs that are not carried over (the toolchain job, jobs left in Actions).
   std::set<std::string> dropped_needs;
@@ -185,15 +188,22 @@ struct Importer {
     for (auto it = jobs.begin(); it != jobs.end(); ++it) {
       const YAML::Node& j = it->second;
       if (!j.IsMap()) continue;
-      ImportedJob ij{it->first.Scalar(), false, "", loc_of(it->first).line, loc_of(it->first).col};
+      ImportedJob ij;
+      ij.id = it->first.Scalar();
+      ij.line = loc_of(it->first).line;
+      ij.col = loc_of(it->first).col;
       std::vector<std::string> labels;
       if (child(j, "runs-on").IsSequence()) for (const auto& l : child(j, "runs-on")) labels.push_back(scalar(l));
       else labels.push_back(scalar(child(j, "runs-on")));
-      for (const auto& l : labels)
+      for (const auto& l : labels) {
+        ij.runs_on += (ij.runs_on.empty() ? "" : ", ") + l;
         if (l.rfind("npu", 0) == 0) {
           ij.npu = true;
           if (l.size() > 4 && l[3] == '-') ij.card_type = l.substr(4);
+          ij.bare_npu |= l == "npu";
         }
+      }
+      ij.runs_on = "[" + ij.runs_on + "]";
       if (child(j, "steps").IsSequence())
         for (const auto& st : child(j, "steps")) ij.npu |= std::regex_search(scalar(child(st, "run")), task_submit_call);
       any_npu |= ij.npu;
@@ -217,7 +227,9 @@ struct Importer {
         continue;
       }
       for (const auto& s : job.steps)
-        out.steps.push_back({id, s.name, s.run, s.devices, s.task_submit, s.timeout, s.queue_timeout, s.run_timeout, s.loc.line, s.loc.col});
+        out.steps.push_back({id, s.name, s.run, s.devices, s.task_submit, s.timeout, s.queue_timeout, s.run_timeout, s.loc.line, s.loc.col, s.env});
+      for (auto& j : out.jobs)
+        if (j.id == id) j.env = job.env;
       if (!imported) continue;
       std::vector<Model> models = fold_models(job, used_model_ids, display, out.not_carried);
       out.files.push_back({"jobs/" + id + ".yml", emit_job(job, models, display)});
@@ -275,6 +287,16 @@ struct Importer {
       for (const auto& s : child(j, "steps")) {
         if (child(s, "uses").IsDefined()) {
           if (!scalar(child(s, "id")).empty()) dropped_ids.insert(scalar(child(s, "id")));
+          // A local composite action: what its steps do is read for the drift check (lint --against).
+          if (const std::string uses = scalar(child(s, "uses")); uses.rfind("./", 0) == 0) {
+            std::string problem;
+            if (auto use = read_composite_action(repo_root, uses, child(s, "with"), problem)) {
+              const SourceLoc l = loc_of(child(s, "uses"));
+              out.composites.push_back({id, uses, l.line, l.col, std::move(use->steps), std::move(use->unsets)});
+            } else {
+              skip(child(s, "uses"), "job '" + id + "': uses: " + uses + ": " + problem);
+            }
+          }
           skip(child(s, "uses"), "job '" + id + "': uses: " + scalar(child(s, "uses")) +
                                      (scalar(child(s, "uses")).rfind("actions/checkout", 0) == 0
                                           ? " (not needed: a run is of one commit, in its own worktree)"
@@ -294,7 +316,11 @@ ImportResult import_workflow(const std::string& path, const std::string& display
   ImportResult out;
   auto doc = load_yaml_file(path, display, diags);
   if (!doc) return out;
-  Importer imp{display, diags, out};
+  Importer imp{display, diags, out, ""};
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::absolute(fs::path(path)).parent_path();
+  imp.repo_root = (dir.filename() == "workflows" && dir.parent_path().filename() == ".github") ? dir.parent_path().parent_path().string()
+                                                                                                : dir.string();
   guard_yaml(display, diags, [&] { imp.run(*doc); });
   return out;
 }

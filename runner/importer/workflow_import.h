@@ -9,11 +9,14 @@
 // `$GITHUB_WORKSPACE/X` its sibling `../X`). Steps of one job that run the same script command on different
 // examples (`python DIR/EXAMPLE.py ...`) are folded into models/<dir>.yml and a `models:` step. What has no
 // equivalent (`uses:`, `services:`, `container:`, GitHub-only contexts) is listed with its line.
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "config/diagnostics.h"
+#include "importer/composite_action.h"
 
 namespace pto {
 
@@ -29,6 +32,7 @@ struct ImportedStep {
   bool task_submit = false;  // the workflow wrapped it in `task-submit ... --run`
   std::optional<double> timeout_minutes, queue_timeout_minutes, run_timeout_minutes;
   int line = 0, col = 0;
+  std::map<std::string, std::string> env;  // its own `env:` as carried over
 };
 
 /// A job of the workflow as lint --against sees it: whether it is NPU work (a `runs-on` label `npu...` or a
@@ -37,11 +41,23 @@ struct ImportedJob {
   std::string id;
   bool npu = false;
   std::string card_type;
+  bool bare_npu = false;  // its runs-on has the plain `npu` label: pypto's a2a3 hosts
+  std::string runs_on;    // its labels as written, for messages: "[self-hosted, linux, arm64, npu]"
+  std::map<std::string, std::string> env;  // its `env:` as carried over
   int line = 0, col = 0;
+};
+
+/// A local composite action a job's step uses, as read for the drift check (importer/composite_action).
+struct ImportedComposite {
+  std::string job, action;
+  int line = 0, col = 0;  // its `uses:` in the workflow
+  std::vector<CompositeStep> steps;
+  std::set<std::string> unsets;
 };
 
 struct ImportResult {
   std::vector<ImportedFile> files;
+  std::vector<ImportedComposite> composites;
   std::vector<ImportedStep> steps;
   std::vector<ImportedJob> jobs;  // every job with a run: step
   /// What could not be carried over, each at its line of the workflow (severity warning, rule "not-imported").

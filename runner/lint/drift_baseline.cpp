@@ -30,19 +30,21 @@ std::vector<BaselineEntry> load_drift_baseline(const std::string& path, const st
       diags.error(display, line, col, "wrong-type", "a baseline entry is {finding: TEXT, reason: WHY}");
       continue;
     }
-    BaselineEntry e{"", "", line, col};
+    BaselineEntry e;
+    e.line = line;
+    e.col = col;
     for (const auto& kv : item) {
       const std::string key = kv.first.Scalar();
-      if (key != "finding" && key != "reason") {
+      if (key != "finding" && key != "reason" && key != "rule") {
         diags.error(display, kv.first.Mark().line + 1, kv.first.Mark().column + 1, "unknown-key",
-                    "unknown key '" + key + "' in a baseline entry (finding, reason)");
+                    "unknown key '" + key + "' in a baseline entry (finding, reason, rule)");
         continue;
       }
       if (!kv.second.IsScalar() || kv.second.Scalar().empty()) {
         diags.error(display, kv.second.Mark().line + 1, kv.second.Mark().column + 1, "wrong-type", "'" + key + "' is a non-empty string");
         continue;
       }
-      (key == "finding" ? e.finding : e.reason) = kv.second.Scalar();
+      (key == "finding" ? e.finding : key == "reason" ? e.reason : e.rule) = kv.second.Scalar();
     }
     if (e.finding.empty() || e.reason.empty()) {
       diags.error(display, line, col, "missing-key",
@@ -57,9 +59,9 @@ std::vector<BaselineEntry> load_drift_baseline(const std::string& path, const st
 void apply_drift_baseline(const std::vector<BaselineEntry>& entries, const std::string& display, Diagnostics& diags) {
   std::vector<int> used(entries.size(), 0);
   for (Diagnostic& d : diags.items_for_update()) {
-    if (d.rule != "drift" || d.severity == Severity::Note) continue;
+    if (d.severity == Severity::Note) continue;
     for (std::size_t i = 0; i < entries.size(); ++i)
-      if (d.message.find(entries[i].finding) != std::string::npos) {
+      if (d.rule == entries[i].rule && d.message.find(entries[i].finding) != std::string::npos) {
         ++used[i];
         d.severity = Severity::Note;
         d.message = "deliberate (" + entries[i].reason + "): " + d.message;
@@ -69,7 +71,7 @@ void apply_drift_baseline(const std::vector<BaselineEntry>& entries, const std::
   for (std::size_t i = 0; i < entries.size(); ++i)
     if (!used[i])
       diags.error(display, entries[i].line, entries[i].col, "stale-baseline",
-                  "no drift finding matches '" + entries[i].finding + "': the difference it records is gone; remove the entry");
+                  "no " + entries[i].rule + " finding matches '" + entries[i].finding + "': the difference it records is gone; remove the entry");
 }
 
 }  // namespace pto

@@ -8,7 +8,9 @@
 // The file (YAML), a list:
 //   - finding: "step 'Run on board' of job 'system-tests-a5': the card type"   # text of the finding
 //     reason: "the definitions type the a5 job's cards; ci.yml picks them by runner label"
-// `finding` is matched as a substring of the finding's message (and, when given, `file` as its file).
+// `finding` is matched as a substring of the finding's message; `rule` (default drift) names which findings it
+// may match: a workflow's own findings a gate must live with (pypto's `script-injection` of github.base_ref)
+// can be recorded too, each with its reason.
 #include <string>
 #include <vector>
 
@@ -17,7 +19,7 @@
 namespace pto {
 
 struct BaselineEntry {
-  std::string finding, reason;
+  std::string finding, reason, rule = "drift";
   int line = 0, col = 0;
 };
 

@@ -194,7 +194,11 @@ void lint_drift(const ImportResult& wf, const std::string& display, const Projec
                 Diagnostics& diags) {
   (void)project;
   std::map<std::string, const PlanJob*> jobs;
-  for (const auto& j : plan.jobs) jobs[j.name] = &j;
+  std::map<const PlanStep*, const PlanJob*> job_of;
+  for (const auto& j : plan.jobs) {
+    jobs[j.name] = &j;
+    for (const auto& ps : j.steps) job_of[&ps] = &j;
+  }
   // Jobs that belong in the definitions: NPU work (they must have one), and any job that has one by name. CPU
   // jobs without a definition stay in GitHub Actions and are not drift.
   std::set<std::string> compared;
@@ -224,6 +228,16 @@ void lint_drift(const ImportResult& wf, const std::string& display, const Projec
           if (const PlanStep* ps = in(j, by_name)) return ps;
     return nullptr;
   };
+  for (const auto& j : wf.jobs)
+    if (compared.count(j.id))
+      for (const auto& [k, v] : j.env) {
+        const PlanJob& pj = *jobs[j.id];
+        auto d = pj.env.find(k);
+        if (d != pj.env.end() && d->second == v) continue;
+        diags.error(display, j.line, j.col, "drift",
+                    "job '" + j.id + "': env " + k + " is '" + v + "' in the workflow, " + (d == pj.env.end() ? "not set" : "'" + d->second + "'") +
+                        " in its definition (jobs/" + j.id + ".yml)");
+      }
   std::set<const PlanStep*> matched;
   for (const auto& s : wf.steps) {
     if (!compared.count(s.job)) continue;
@@ -247,13 +261,55 @@ void lint_drift(const ImportResult& wf, const std::string& display, const Projec
       differ("the wait for cards (task-submit --timeout, queue-timeout-minutes)", minutes(s.queue_timeout_minutes), minutes(ps->queue_timeout_minutes));
     if (s.timeout_minutes && s.timeout_minutes != ps->timeout_minutes)
       differ("timeout-minutes", minutes(s.timeout_minutes), minutes(ps->timeout_minutes));
-    if (const ImportedJob* j = wf_jobs[s.job]; j && s.task_submit && !j->card_type.empty() && ps->device_type != j->card_type)
-      differ("the card type (runs-on npu-" + j->card_type + ")", j->card_type, ps->device_type.empty() ? "any" : ps->device_type);
+    // The card type its runner labels name: `npu-X` is X; the plain `npu` is pypto's a2a3 host (a typed step
+    // elsewhere is drift: a runs-on changed from npu-a5 to npu). An untyped definition under plain `npu` is not.
+    if (const ImportedJob* j = wf_jobs[s.job]; j && s.task_submit) {
+      const std::string wf_type = !j->card_type.empty() ? j->card_type : j->bare_npu ? "a2a3" : "";
+      if (!wf_type.empty() && ps->device_type != wf_type && !(j->card_type.empty() && ps->device_type.empty()))
+        differ("the card type (runs-on " + j->runs_on + ")", wf_type, ps->device_type.empty() ? "any" : ps->device_type);
+    }
+    // Env values: a variable the step's own `env:` gives it that the definitions set otherwise (the step's or
+    // its job's), or not at all. The job's `env:` is compared once, at the job.
+    if (const PlanJob* pj = job_of[ps]) {
+      std::map<std::string, std::string> defined = ps->env;
+      defined.insert(pj->env.begin(), pj->env.end());
+      for (const auto& [k, v] : s.env) {
+        auto d = defined.find(k);
+        if (d == defined.end()) differ("env " + k, "'" + v + "'", "not set");
+        else if (d->second != v) differ("env " + k, "'" + v + "'", "'" + d->second + "'");
+      }
+    }
+    // Setup lines: what the step unsets (pypto: PTO2_RING_* for HCCL), by its own lines or by its job's local
+    // composite actions (setup-ci-job's `unset-ring: 'true'` writes the unset into activate.sh).
+    {
+      std::set<std::string> in_workflow = unset_names(s.run, {}), in_definitions = unset_names(ps->run, {});
+      std::string via;
+      for (const auto& c : wf.composites)
+        if (c.job == s.job && !c.unsets.empty()) {
+          in_workflow.insert(c.unsets.begin(), c.unsets.end());
+          via = c.action;
+        }
+      std::string only_defs, only_wf;
+      for (const auto& n : in_definitions)
+        if (!in_workflow.count(n)) only_defs += (only_defs.empty() ? "" : " ") + n;
+      for (const auto& n : in_workflow)
+        if (!in_definitions.count(n)) only_wf += (only_wf.empty() ? "" : " ") + n;
+      if (!only_defs.empty()) differ("unset " + only_defs, "not done", "done");
+      if (!only_wf.empty()) differ("unset " + only_wf, "done" + (via.empty() ? std::string() : " (through " + via + ")"), "not done");
+    }
     if (program_line(s.run) != program_line(ps->run)) {
       auto [in_workflow, in_definitions] = differing_words(program_line(s.run), program_line(ps->run));
       differ("the command", "'" + in_workflow + "'", "'" + in_definitions + "'");
     }
   }
+  // A local composite action's steps are the job's setup in the workflow; the definitions do it their own way
+  // (the lead job, a build job). Each is named with a hash of its script, so a baseline that records it as
+  // deliberate goes stale, and fails, the day the action's step changes.
+  for (const auto& c : wf.composites)
+    if (compared.count(c.job))
+      for (const auto& st : c.steps)
+        diags.warning(display, c.line, c.col, "drift",
+                      "step '" + st.name + "' of " + c.action + " (script sha256 " + st.sha + ", job '" + c.job + "') is not in the definitions");
   for (const auto& job : compared)
     for (const auto& ps : jobs[job]->steps)
       if (!matched.count(&ps)) {
