@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -132,7 +133,7 @@ class LogFollower {
 
 void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_code) {
   struct Opts {
-    std::string server, token_file, ref, sha;
+    std::string server, token_file, ref, sha, attach;
     std::vector<std::string> jobs, env, secrets;
     bool wait = false, follow = false;
     double poll = 1.0, heartbeat = 300;
@@ -151,6 +152,10 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
   cmd->add_option("--env", o->env, "NAME=value added to every step's environment (repeatable)");
   cmd->add_option("--secret", o->secrets, "NAME: the value of $NAME in this environment reaches every step's environment as NAME, "
                                           "and is shown as *** in every log and summary (repeatable)");
+  auto* attach = cmd->add_option("--attach", o->attach,
+                                 "One run per workflow run: join the run of KEY (default $GITHUB_REPOSITORY/$GITHUB_RUN_ID/"
+                                 "$GITHUB_RUN_ATTEMPT), adding these --job's; follow and exit with their result (implies --wait)")
+                     ->expected(0, 1);
   cmd->add_option("--poll-interval", o->poll, "Seconds between progress polls")->check(CLI::Range(0.05, 60.0));
   cmd->add_option("--heartbeat", o->heartbeat, "Without --follow: seconds between 'still running' lines for long steps")
       ->check(CLI::Range(1.0, 86400.0));
@@ -158,8 +163,21 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
   cmd->footer("Exit codes: the run's own (0, 1, 3) with --wait, else 0 once submitted; 2 bad usage, a rejected run or "
               "a commit whose definitions do not load (its findings are printed, as annotations inside Actions); 3 the "
               "server or the source repository cannot be reached; 130/143 after SIGINT/SIGTERM cancelled the remote run.");
-  cmd->callback([o, &common, &exit_code] {
+  cmd->callback([o, &common, &exit_code, attach] {
     ActionsOutput out(stdout, inside_github_actions());
+    std::string key;
+    if (attach->count()) {
+      key = !o->attach.empty() ? o->attach
+            : env_or("GITHUB_RUN_ID").empty()
+                ? ""
+                : env_or("GITHUB_REPOSITORY") + "/" + env_or("GITHUB_RUN_ID") + "/" + (env_or("GITHUB_RUN_ATTEMPT").empty() ? "1" : env_or("GITHUB_RUN_ATTEMPT"));
+      if (key.empty() || o->jobs.empty()) {
+        std::cerr << "pto-runner submit: --attach needs " << (key.empty() ? "a KEY (outside GitHub Actions)" : "its jobs (--job NAME)") << "\n";
+        exit_code = to_int(ExitCode::BadInput);
+        return;
+      }
+      o->wait = true;
+    }
     const std::string server = server_url(o->server, common);
     std::string err;
     std::string token = read_token(o->token_file, err);
@@ -196,15 +214,21 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
         body["secrets"][name] = v;
       }
     }
-    // A daemon with a source fetches and checks out the commit before it answers: give it time.
+    if (!key.empty()) body["attach"] = key;
+    // A daemon with a source fetches and checks out the commit before it answers: give it time. A later
+    // client of a workflow run whose run is still being made retries.
     ApiResponse r = api_request("POST", server + api_path::kRuns, token, dump_json(body), 3600);
+    for (int tries = 0; !key.empty() && r.reached && r.status == 503 && r.body.find("\"retry\"") != std::string::npos && tries < 600; ++tries) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      r = api_request("POST", server + api_path::kRuns, token, dump_json(body), 3600);
+    }
     if (!r.reached) {
       std::cerr << "pto-runner submit: " << r.error << "\n";
       exit_code = to_int(ExitCode::Infrastructure);
       return;
     }
     auto reply = nlohmann::json::parse(r.body, nullptr, false);
-    if (r.status != 201 || reply.is_discarded() || !reply.is_object()) {
+    if ((r.status != 201 && !(r.status == 200 && !key.empty())) || reply.is_discarded() || !reply.is_object()) {
       // The commit's own definition problems, each at its place in the pull request's files.
       if (r.status == 400 && reply.is_object() && reply.contains("findings") && reply["findings"].is_array()) {
         print_findings(out, diagnostics_from_json(reply["findings"]));
@@ -213,11 +237,21 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
       } else {
         out.text("pto-runner submit: the server refused the run (HTTP " + std::to_string(r.status) + "): " + r.body + "\n");
       }
-      exit_code = r.status == 401 || r.status == 403 || r.status == 400 ? to_int(ExitCode::BadInput) : to_int(ExitCode::Infrastructure);
+      exit_code = r.status == 401 || r.status == 403 || r.status == 400 || r.status == 409 ? to_int(ExitCode::BadInput) : to_int(ExitCode::Infrastructure);
       return;
     }
     const std::string id = reply.value("id", "");
-    std::cout << "submitted run " << id << ": " << server << api_path::run(id) << std::endl;
+    const std::string client = reply.value("client", "");
+    if (!key.empty())
+      std::cout << (reply.value("attached", false) ? "attached to run " : "submitted run ") << id << " of workflow run " << key << ": "
+                << server << api_path::run(id) << std::endl;
+    else
+      std::cout << "submitted run " << id << ": " << server << api_path::run(id) << std::endl;
+    // Attached: this client's jobs (and what they need) are what it shows and what it exits with.
+    std::set<std::string> mine(o->jobs.begin(), o->jobs.end());
+    auto detach = [&](bool cancel) {
+      return api_request("POST", server + "/api/v1/runs/" + id + "/detach", token, dump_json({{"client", client}, {"cancel", cancel}}));
+    };
     if (!o->wait) {
       exit_code = 0;
       return;
@@ -239,8 +273,9 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
     nlohmann::json run;
     while (true) {
       if (g_signal && !cancel_sent) {
-        std::cerr << "pto-runner submit: " << (g_signal == SIGINT ? "SIGINT" : "SIGTERM") << ": cancelling run " << id << "\n";
-        ApiResponse c = api_request("POST", server + api_path::run_cancel(id), token, "{}");
+        std::cerr << "pto-runner submit: " << (g_signal == SIGINT ? "SIGINT" : "SIGTERM") << ": cancelling "
+                  << (key.empty() ? "run " + id : "this client's jobs of run " + id) << "\n";
+        ApiResponse c = key.empty() ? api_request("POST", server + api_path::run_cancel(id), token, "{}") : detach(true);
         cancel_sent = true;
         if (!c.reached) {
           std::cerr << "pto-runner submit: " << c.error << "\n";
@@ -260,6 +295,25 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
       } else {
         unreachable = false;
         run = nlohmann::json::parse(g.body, nullptr, false);
+        bool mine_done = false;
+        if (!run.is_discarded() && !key.empty() && run.contains("jobs")) {
+          // Its jobs and what they need; the others' jobs are other clients' to show.
+          for (bool grew = true; grew;) {
+            grew = false;
+            for (const auto& j : run["jobs"])
+              if (mine.count(j.value("name", "")))
+                for (const auto& n : j.value("needs", nlohmann::json::array())) grew |= mine.insert(n.get<std::string>()).second;
+          }
+          nlohmann::json kept = nlohmann::json::array();
+          mine_done = true;
+          for (const auto& j : run["jobs"])
+            if (mine.count(j.value("name", ""))) {
+              kept.push_back(j);
+              const std::string st = j.value("state", "");
+              mine_done = mine_done && st != "pending" && st != "running";
+            }
+          run["jobs"] = std::move(kept);
+        }
         if (!run.is_discarded()) {
           // One block per poll: state changes, live lines, heartbeats.
           std::string text;
@@ -295,7 +349,7 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
           if (!text.empty()) out.text(text);
           std::fflush(stdout);
           std::string st = run.value("state", "");
-          if (st != "running" && st != "cancelling") break;
+          if ((st != "running" && st != "cancelling") || mine_done) break;
         }
       }
       std::this_thread::sleep_for(std::chrono::duration<double>(o->poll));
@@ -330,6 +384,19 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
       if (run.contains("request") && run["request"].contains("sha") && !run["request"]["sha"].get<std::string>().empty())
         md = "Commit `" + run["request"]["sha"].get<std::string>() + "` on " + server + "\n\n" + md;
       std::ofstream(summary, std::ios::app) << md;
+    }
+    if (!key.empty()) {
+      // This client's result: its jobs' (a job skipped because what it needs failed is a failure too).
+      if (!cancel_sent) detach(false);
+      bool failed = false;
+      for (const auto& j : run["jobs"]) {
+        const std::string st = j.value("state", ""), why = j.contains("reason") && j["reason"].is_string() ? j["reason"].get<std::string>() : "";
+        failed |= st == "failed" || st == "cancelled" || (st == "skipped" && why.find("did not succeed") != std::string::npos);
+      }
+      std::cout << "run " << id << ": " << (failed ? "failed" : "succeeded") << " (this client's jobs)\n";
+      exit_code = cancel_sent ? (g_signal == SIGINT ? to_int(ExitCode::Interrupted) : to_int(ExitCode::Terminated))
+                              : failed ? to_int(ExitCode::Failure) : to_int(ExitCode::Success);
+      return;
     }
     std::cout << "run " << id << ": " << run.value("state", "?") << "\n";
     if (cancel_sent) {

@@ -397,6 +397,15 @@ Answer source_refusal(const SourceResult& r, const std::string& sha) {
 void Daemon::submit_run(RunSubmission submission, const Caller& by, Reply reply) {
   if (!server_ || draining_ || cancelling_) return reply(stopping_refusal());
   auto s = std::make_shared<RunSubmission>(std::move(submission));
+  if (!s->attach.empty()) {
+    // One run per workflow run: a later client of the key joins its run; the first one makes it.
+    if (auto joined = attach_to_existing(*s)) return reply(std::move(*joined));
+    attached_[s->attach] = {"", s->sha, true, {}};
+    reply = [this, key = s->attach, reply](Answer a) {
+      if (a.outcome != Outcome::Created) attached_.erase(key);  // not made: the next client makes it
+      reply(std::move(a));
+    };
+  }
   // The daemon's own PTO_RUNNER_* variables (the token among them) never reach steps.
   EngineOptions eo = make_engine_options(opts_.load.root, state_dir_, cfg_, opts_.simulate, opts_.time_scale, InheritedEnv::AllowList);
   if (!mirror_) {
@@ -442,7 +451,8 @@ void Daemon::submit_run(RunSubmission submission, const Caller& by, Reply reply)
 Answer Daemon::start_run(EngineOptions eo, const RunSubmission& s, Project project, Diagnostics diags, const std::string& peer) {
   if (draining_ || cancelling_) return stopping_refusal();
   // Planned even after load errors (as lint does) so every finding, the pool check's among them, is answered.
-  Plan plan = build_plan(project, PlanOptions{s.jobs, ""}, diags);
+  // An attached run is planned with every job of its commit: later clients of its workflow run add theirs.
+  Plan plan = build_plan(project, PlanOptions{s.attach.empty() ? s.jobs : std::vector<std::string>{}, ""}, diags);
   if (!diags.has_input_errors()) apply_learned_durations(plan, history_->journal());
   if (diags.has_input_errors()) {
     diags.sort();
@@ -496,6 +506,12 @@ Answer Daemon::start_run(EngineOptions eo, const RunSubmission& s, Project proje
   run->engine = std::make_unique<RunEngine>(
       EngineSeams{io_, *host_->clock, host_->broker(), *host_->executor, run->reporter.get(), run->reporter.get()}, std::move(plan),
       std::move(eo));
+  if (!s.attach.empty()) {
+    if (std::string unknown = run->engine->unknown_job(s.jobs); !unknown.empty())
+      return Answer::error(Outcome::BadRequest, "no job '" + unknown + "' in the definitions");
+    run->engine->hold_all_but(s.jobs);
+    run->request["attach"] = s.attach;
+  }
   nlohmann::json skeleton = run_to_json(run->engine->record(), run->engine->plan(), "running", -1, 0);
   skeleton["request"] = run->request;
   ActiveRun& r = *run;
@@ -508,7 +524,9 @@ Answer Daemon::start_run(EngineOptions eo, const RunSubmission& s, Project proje
   if (!pull_request.empty() && cfg_.supersede == Supersede::PullRequest) supersede_older(id, pull_request);
   begin_run(id);
   refresh_view();  // the submitter's next status shows its run
-  return {Outcome::Created, {{"id", id}, {"url", api_path::run(id)}, {"state", "running"}}};
+  Answer made{Outcome::Created, {{"id", id}, {"url", api_path::run(id)}, {"state", "running"}}};
+  if (!s.attach.empty()) attached_run_made(s, made);
+  return made;
 }
 
 
@@ -649,6 +667,7 @@ Answer Daemon::change_node(const std::string& node, bool drain, const std::strin
 void Daemon::on_run_finished(const std::string& id) {
   auto it = active_.find(id);
   if (it == active_.end()) return;
+  for (auto a = attached_.begin(); a != attached_.end();) a = a->second.run == id ? attached_.erase(a) : std::next(a);
   view_changed();
   host_->broker().forget(id);  // its card-time competes with nobody any more
   RunEngine& e = *it->second->engine;

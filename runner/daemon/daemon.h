@@ -86,6 +86,7 @@ class Daemon : public HostCommands {
   Answer heartbeat_lease(const std::string& id, const Caller& by) override;
   void end_lease(const std::string& id, const std::string& why, const LeaseReport& report, const Caller& by, Reply reply) override;
   void run_read(const std::string& id) override;
+  Answer detach_client(const std::string& run, const std::string& client, bool cancel, const Caller& by) override;
 
  private:
   class RunReporter;  // each run's journal and observer (daemon/daemon.cpp)
@@ -100,6 +101,18 @@ class Daemon : public HostCommands {
     std::map<std::string, StepToken> step_tokens;  // of running steps, by "JOB-STEP"
   };
   friend class RunReporter;
+  /// One pto-runner run per workflow run (submit --attach, daemon/daemon_attach.cpp): by key, the run, its
+  /// sha and its clients, each with the jobs it asked for.
+  struct AttachedRun {
+    std::string run, sha;
+    bool creating = true;  // the first client's run is being made (its commit fetched): later ones retry
+    std::map<std::string, std::vector<std::string>> clients;
+  };
+  std::map<std::string, AttachedRun> attached_;
+  /// A submission with `attach`: joins the key's run (200), or says to create it (nullopt), or refuses.
+  std::optional<Answer> attach_to_existing(const RunSubmission& s);
+  /// The first client's run was made: it is the key's run now, and `answer` gets the client's id.
+  void attached_run_made(const RunSubmission& s, Answer& answer);
 
   std::string start_unguarded();
   /// Plans and starts a run whose definitions are loaded (in `root`, or a commit's worktree).

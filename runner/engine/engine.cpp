@@ -155,7 +155,7 @@ void RunEngine::pump() {
     pump_again_ = false;
     for (std::size_t j = 0; j < plan_.jobs.size(); ++j) {
       JobRecord& jr = run_.jobs[j];
-      if (jr.state == JobState::Pending && needs_done(j)) {
+      if (jr.state == JobState::Pending && needs_done(j) && (!held(j) || run_.cancelled)) {
         const PlanJob& pj = plan_.jobs[j];
         if (run_.cancelled) {
           skip_job(j, JobState::Cancelled, "the run was cancelled");

@@ -9,6 +9,8 @@
 // Time comes from the Clock it is given, so tests drive retries and time bounds with a ManualClock.
 #include <functional>
 #include <map>
+#include <optional>
+#include <set>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -81,6 +83,18 @@ class RunEngine {
   /// cause should it fail (engine/engine_health.cpp). Null when the lease did not fail.
   const StepRecord::Failure* lease_ended(std::size_t job, std::size_t step, const std::string& lease, const std::vector<int>& cards,
                                          int exit_code, int signal, const std::string& output);
+  /// Attached runs (engine/engine_attach.cpp): before start(), every job but `names` (with what they need,
+  /// and the lead job when they need the toolchain) is held: it starts only once a client wants it.
+  void hold_all_but(const std::vector<std::string>& names);
+  /// A later client wants these jobs too (and what they need): they start as their needs allow.
+  void want(const std::vector<std::string>& names);
+  /// An interrupted client's own jobs: cancelled (held ones skipped as cancelled) with `reason`.
+  void unwant(const std::set<std::string>& names, const std::string& reason);
+  /// No client is left: every held job is skipped with `reason`, so the run can end.
+  void release_held(const std::string& reason);
+  /// The first of `names` the plan has no job of ("" when all are there).
+  std::string unknown_job(const std::vector<std::string>& names) const;
+  std::set<std::string> with_needs(const std::vector<std::string>& names) const;
   /// The cards a retry elsewhere of (job, step) must not get, its leases' too.
   std::vector<int> avoided_by(std::size_t job, std::size_t step) const;
   bool finished() const { return finished_; }
@@ -149,6 +163,8 @@ class RunEngine {
   std::map<std::size_t, std::unique_ptr<Clock::Timer>> job_timeouts_;
   /// A step waiting for cards under timeout-minutes or queue-timeout-minutes.
   std::map<std::pair<std::size_t, std::size_t>, std::unique_ptr<Clock::Timer>> wait_timeouts_;
+  std::optional<std::set<std::string>> wanted_;  // an attached run's wanted jobs (names); none: every job
+  bool held(std::size_t job) const;
   bool started_ = false, finished_ = false, in_pump_ = false, pump_again_ = false;
   std::function<void()> on_finished_;
   std::map<int, std::uint64_t> health_checks_;  // card -> executor handle of its running health check

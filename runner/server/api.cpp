@@ -141,6 +141,14 @@ void Api::route(const HttpRequest& req, const Caller& caller, HttpServer::Respon
     if (allowed(Action::CancelRun, owner)) respond(to_http(commands_.cancel_run(seg[3], caller)));
     return;
   }
+  if (is({"api", "v1", "runs", "*", "detach"}) && is_run_id(seg[3])) {
+    if (!post) return respond(method_not_allowed());
+    if (!allowed(Action::SubmitRun)) return;  // the client id it was given is what names it
+    std::string client;
+    bool cancel = false;
+    if (auto bad = parse_detach(req.body, client, cancel)) return respond(json_response(400, bad->json()));
+    return respond(to_http(commands_.detach_client(seg[3], client, cancel, caller)));
+  }
   if (is({"api", "v1", "runs", "*", "steps", "*", "log"}) && is_run_id(seg[3])) {
     if (!get) return respond(method_not_allowed());
     if (allowed(Action::Read)) step_log(seg[3], seg[5], req, std::move(respond));

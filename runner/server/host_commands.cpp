@@ -8,6 +8,7 @@ Answer not_here() { return Answer::error(Outcome::NotFound, "not served here"); 
 
 void HostCommands::submit_run(RunSubmission, const Caller&, Reply reply) { reply(not_here()); }
 Answer HostCommands::cancel_run(const std::string&, const Caller&) { return not_here(); }
+Answer HostCommands::detach_client(const std::string&, const std::string&, bool, const Caller&) { return not_here(); }
 Answer HostCommands::change_card(int, bool, const std::string&, const Caller&) { return not_here(); }
 Answer HostCommands::change_node(const std::string&, bool, const std::string&, const Caller&) { return not_here(); }
 

@@ -33,6 +33,9 @@ class HostCommands {
   /// Answered once the run is planned and started (a commit is checked out first), or refused.
   virtual void submit_run(RunSubmission submission, const Caller& by, Reply reply);
   virtual Answer cancel_run(const std::string& id, const Caller& by);
+  /// An attached client leaves its run (submit --attach): at its end, or interrupted (`cancel`: the jobs only
+  /// it asked for are cancelled).
+  virtual Answer detach_client(const std::string& run, const std::string& client, bool cancel, const Caller& by);
   /// An operator drains a card (`drain`, with `reason`) or returns it to service; likewise a Slurm node.
   virtual Answer change_card(int card, bool drain, const std::string& reason, const Caller& by);
   virtual Answer change_node(const std::string& node, bool drain, const std::string& reason, const Caller& by);

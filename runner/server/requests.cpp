@@ -16,7 +16,15 @@ std::optional<BodyError> parse_run_submission(const std::string& text, RunSubmis
   if (body.is_discarded()) return refuse("", "the body is not valid JSON");
   if (!body.is_object()) return refuse("", "the body must be a JSON object {\"jobs\": [...], \"ref\", \"sha\", \"env\", \"github\"}");
   for (const auto& [k, v] : body.items())
-    if (k != "jobs" && k != "ref" && k != "sha" && k != "env" && k != "secrets" && k != "github") return refuse(k, "unknown field '" + k + "'");
+    if (k != "jobs" && k != "ref" && k != "sha" && k != "env" && k != "secrets" && k != "github" && k != "attach")
+      return refuse(k, "unknown field '" + k + "'");
+  if (body.contains("attach")) {
+    if (!body["attach"].is_string() || !matches(body["attach"].get<std::string>(), "[A-Za-z0-9_./:-]{1,300}"))
+      return refuse("attach", "attach is the workflow run's key, e.g. OWNER/REPO/RUN_ID/RUN_ATTEMPT");
+    s.attach = body["attach"].get<std::string>();
+    if (!body.contains("jobs") || !body["jobs"].is_array() || body["jobs"].empty())
+      return refuse("jobs", "an attached submission names its jobs (submit --job NAME --attach)");
+  }
   if (body.contains("jobs")) {
     if (!body["jobs"].is_array()) return refuse("jobs", "jobs must be a list of job names");
     for (const auto& j : body["jobs"]) {
@@ -107,6 +115,18 @@ std::optional<BodyError> parse_lease_report(const std::string& text, LeaseReport
     }
   }
   out.given = true;
+  return std::nullopt;
+}
+
+std::optional<BodyError> parse_detach(const std::string& text, std::string& client, bool& cancel) {
+  nlohmann::json body = nlohmann::json::parse(text.empty() ? "{}" : text, nullptr, false);
+  if (body.is_discarded() || !body.is_object()) return refuse("", "the body must be a JSON object {\"client\", \"cancel\"}");
+  for (const auto& [k, v] : body.items())
+    if (k != "client" && k != "cancel") return refuse(k, "unknown field '" + k + "'");
+  if (!body.contains("client") || !body["client"].is_string()) return refuse("client", "client is the id its attach answered with");
+  if (body.contains("cancel") && !body["cancel"].is_boolean()) return refuse("cancel", "cancel is true or false");
+  client = body["client"].get<std::string>();
+  cancel = body.value("cancel", false);
   return std::nullopt;
 }
 

@@ -20,6 +20,7 @@ struct RunSubmission {
   std::map<std::string, std::string> secrets;  // reach steps' env only; masked everywhere (util/secret_mask)
   nlohmann::json github;  // where the submission came from in GitHub Actions, with run_url
   nlohmann::json submitter;  // a local submitter's {uid, user} (server/access), set by the API, never by the body
+  std::string attach;        // submit --attach: the workflow run's key (one pto-runner run per workflow run)
 };
 
 /// A refused body: the field at fault ("" for the body as a whole) and why.
@@ -34,6 +35,8 @@ std::optional<BodyError> parse_run_submission(const std::string& body, RunSubmis
 std::optional<BodyError> parse_lease_request(const std::string& body, LeaseRequest& out);
 /// DELETE /api/v1/leases/ID's body (optional): {"exit-code", "signal", "output"}, how its command ended.
 std::optional<BodyError> parse_lease_report(const std::string& body, LeaseReport& out);
+/// POST /api/v1/runs/ID/detach: {"client", "cancel"}.
+std::optional<BodyError> parse_detach(const std::string& body, std::string& client, bool& cancel);
 /// A drain's {"reason": ...}; the default when the body has none.
 std::string drain_reason_of(const std::string& body);
 
