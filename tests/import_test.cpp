@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include <yaml-cpp/yaml.h>
+
 #include "test_support.h"
 
 using namespace pto::test;
@@ -347,4 +349,78 @@ TEST_CASE("lint --baseline: clean on a pypto-style tree as shipped, and a change
     CHECK(r.exit_code == 2);
     CHECK(r.out.find(bl + ":1:3: error: a baseline entry needs 'reason': every deliberate difference says why [missing-key]") != std::string::npos);
   }
+}
+
+namespace {
+
+// A YAML node's meaning as text, whatever its style (flow or block): what must survive the emitter.
+std::string canon(const YAML::Node& n) {
+  if (!n.IsDefined() || n.IsNull()) return "~";
+  if (n.IsScalar()) return (n.Tag() == "!" ? "'" : "") + n.Scalar();
+  std::string out = n.IsMap() ? "{" : "[";
+  for (const auto& x : n) out += n.IsMap() ? canon(x.first) + ":" + canon(x.second) + "," : canon(x) + ",";
+  return out + (n.IsMap() ? "}" : "]");
+}
+
+}  // namespace
+
+TEST_CASE("import --emit-workflow: a pypto-style workflow (NPU jobs of task-submit steps, CPU jobs, a docs gate, a composite action) "
+          "becomes one whose NPU jobs each submit with --attach: actionlint clean but for the runner labels, the same job names, needs and "
+          "labels, the CPU jobs as they were, no drift against the imported tree, which simulates on typed cards",
+          "[import]") {
+  TempDir repo, defs, out;
+  pypto_style_repo(repo);
+  std::string text = read_file(repo.path() / ".github/workflows/ci.yml");
+  // pypto's gates and a CPU job around the NPU jobs.
+  text.replace(text.find("jobs:\n"), 6,
+               "permissions:\n  contents: read\nconcurrency:\n  group: ci-${{ github.ref }}\n  cancel-in-progress: true\njobs:\n"
+               "  changes:\n    runs-on: ubuntu-latest\n    outputs:\n      docs_only: ${{ steps.d.outputs.docs_only }}\n    steps:\n"
+               "      - id: d\n        run: echo \"docs_only=false\" >> \"$GITHUB_OUTPUT\"\n"
+               "  unit-tests:\n    needs: [changes]\n    runs-on: ubuntu-latest\n    strategy:\n      matrix:\n        python: ['3.10', '3.11']\n"
+               "    steps:\n      - uses: actions/setup-python@v5\n        with:\n          python-version: ${{ matrix.python }}\n"
+               "      - run: |\n          pip install -e .\n          pytest tests/ut\n");
+  for (const std::string job : {"  dist-system-tests:\n", "  mixed-kernel-tests-a5:\n"})
+    text.replace(text.find(job), job.size(), job + "    needs: [changes]\n    if: needs.changes.outputs.docs_only != 'true'\n    timeout-minutes: 90\n");
+  repo.write(".github/workflows/ci.yml", text);
+  repo.write("toolchain/versions.env", valid_versions_env());  // the pin, where pypto keeps it: import copies it
+  const std::string wf = (repo.path() / ".github/workflows/ci.yml").string(), emitted = (out.path() / "ci.yml").string();
+  CommandResult imp = run_cli({"import", "--workflow", wf, "--out", defs.str(), "--emit-workflow", emitted});
+  INFO(imp.out << imp.err);
+  REQUIRE(imp.exit_code == 0);
+  CHECK(imp.out.find("(2 NPU job(s) submit to pto-runner)") != std::string::npos);
+
+  YAML::Node before = YAML::LoadFile(wf), after = YAML::LoadFile(emitted);
+  // Same jobs, needs, if, runs-on, timeout; the NPU jobs' steps are one submit; the CPU jobs are as they were.
+  REQUIRE(after["jobs"].size() == before["jobs"].size());
+  for (const auto& kv : before["jobs"]) {
+    const std::string id = kv.first.Scalar();
+    INFO(id);
+    const YAML::Node b = kv.second, a = after["jobs"][id];
+    REQUIRE(a.IsMap());
+    for (const char* key : {"needs", "if", "runs-on", "timeout-minutes"})
+      CHECK(canon(a[key]) == canon(b[key]));
+    if (id == "dist-system-tests" || id == "mixed-kernel-tests-a5") {
+      REQUIRE(a["steps"].size() == 1);
+      CHECK(a["steps"][0]["run"].as<std::string>() == "pto-runner submit --job " + id + " --attach --sha \"$SHA\" --ref \"$REF\" --follow");
+      CHECK(a["steps"][0]["env"]["SHA"].as<std::string>() == "${{ github.sha }}");
+    } else {
+      CHECK(canon(a["steps"]) == canon(b["steps"]));
+    }
+  }
+  CHECK(read_file(emitted).find("'3.10'") != std::string::npos);  // still a string, not the number 3.1
+  // actionlint, with pypto's custom runner labels only.
+  std::string lint_out;
+  CHECK(sh("node " + (source_dir() / "tests/fixtures/actionlint.cjs").string() + " --allow-label npu --allow-label npu-a5 " + emitted + " 2>&1",
+           &lint_out) == 0);
+  INFO(lint_out);
+  CHECK(lint_out.empty());
+  // No drift between the emitted workflow and the imported tree.
+  CommandResult drift = run_cli({"lint", "--workflow", emitted, "--against", defs.str()});
+  INFO(drift.out);
+  CHECK(drift.exit_code == 0);
+  CHECK(drift.out.find("[drift]") == std::string::npos);
+  // The imported tree runs, simulated, on typed cards.
+  CommandResult sim = run_cli({"run", "--root", defs.str(), "--simulate", "--devices", "a2a3:0-7,a5:8-9", "--state-dir", (out.path() / "state").string()});
+  INFO(sim.out << sim.err);
+  CHECK(sim.exit_code == 0);
 }

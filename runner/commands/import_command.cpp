@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "commands/commands.h"
+#include "importer/workflow_emitter.h"
 #include "importer/workflow_import.h"
 #include "report/diagnostics_view.h"
 
@@ -15,7 +16,7 @@ namespace pto {
 
 void register_import_command(CLI::App& app, CommonOptions& common, int& exit_code) {
   struct Opts {
-    std::string workflow, out;
+    std::string workflow, out, emit, socket = "/run/pto-runner/api.sock";
     bool force = false;
   };
   auto o = std::make_shared<Opts>();
@@ -23,6 +24,9 @@ void register_import_command(CLI::App& app, CommonOptions& common, int& exit_cod
   cmd->add_option("--workflow", o->workflow, "The workflow file")->required();
   cmd->add_option("--out", o->out, "Where jobs/ and models/ go (default --root)");
   cmd->add_flag("--force", o->force, "Overwrite files that exist");
+  cmd->add_option("--emit-workflow", o->emit, "Also write the workflow to merge: the same one with each NPU job's steps "
+                                              "replaced by one `pto-runner submit --job NAME --attach`");
+  cmd->add_option("--socket", o->socket, "With --emit-workflow: the daemon's listen-unix socket the jobs submit over");
   cmd->footer("Exit codes: 0 imported (what could not be carried over is listed as warnings); 2 the workflow cannot be "
               "read, or a file exists (without --force).");
   cmd->callback([o, &common, &exit_code] {
@@ -46,6 +50,29 @@ void register_import_command(CLI::App& app, CommonOptions& common, int& exit_cod
       fs::create_directories((out / f.path).parent_path());
       std::ofstream(out / f.path) << f.text;
       std::cout << "wrote " << (out / f.path).string() << "\n";
+    }
+    // The pin the workflow's toolchain job reads (pypto's toolchain/versions.env), when the tree has none yet:
+    // without it the imported tree cannot plan.
+    const fs::path wf_dir = fs::absolute(o->workflow).parent_path();
+    const fs::path repo = wf_dir.filename() == "workflows" && wf_dir.parent_path().filename() == ".github" ? wf_dir.parent_path().parent_path() : wf_dir;
+    if (fs::is_regular_file(repo / "toolchain/versions.env") && !fs::exists(out / "toolchain/versions.env")) {
+      std::error_code ec;
+      fs::create_directories(out / "toolchain", ec);
+      fs::copy_file(repo / "toolchain/versions.env", out / "toolchain/versions.env", ec);
+      if (!ec) std::cout << "copied " << (repo / "toolchain/versions.env").string() << " to " << (out / "toolchain/versions.env").string() << "\n";
+    }
+    if (!o->emit.empty()) {
+      std::set<std::string> npu;
+      for (const auto& j : r.jobs)
+        if (j.npu) npu.insert(j.id);
+      const std::string text = emit_switch_workflow(o->workflow, o->workflow, npu, o->socket, diags);
+      if (text.empty() || diags.has_errors()) {
+        std::cerr << diagnostics_to_text(diags);
+        exit_code = to_int(ExitCode::BadInput);
+        return;
+      }
+      std::ofstream(o->emit) << text;
+      std::cout << "wrote " << o->emit << " (" << npu.size() << " NPU job(s) submit to pto-runner)\n";
     }
     r.not_carried.sort();
     if (!r.not_carried.items().empty())

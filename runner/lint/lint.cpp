@@ -203,8 +203,20 @@ void lint_drift(const ImportResult& wf, const std::string& display, const Projec
   // jobs without a definition stay in GitHub Actions and are not drift.
   std::set<std::string> compared;
   std::map<std::string, const ImportedJob*> wf_jobs;
+  // A job that already submits to pto-runner (`pto-runner submit --job NAME`, as `import --emit-workflow` writes
+  // it) runs the definitions themselves: nothing of it can drift, but the jobs it names must exist.
+  std::map<std::string, std::set<std::string>> submits;
+  static const std::regex submit_job(R"(pto-runner\s+submit\b[^\n]*?--job[ =]([A-Za-z0-9_.-]+))");
+  for (const auto& s : wf.steps)
+    for (std::sregex_iterator m(s.run.begin(), s.run.end(), submit_job), e; m != e; ++m) submits[s.job].insert((*m)[1].str());
   for (const auto& j : wf.jobs) {
     wf_jobs[j.id] = &j;
+    if (auto sub = submits.find(j.id); sub != submits.end()) {
+      for (const auto& name : sub->second)
+        if (!jobs.count(name))
+          diags.error(display, j.line, j.col, "drift", "job '" + j.id + "' submits job '" + name + "', which the definitions do not have");
+      continue;
+    }
     if (jobs.count(j.id)) compared.insert(j.id);
     else if (j.npu) diags.error(display, j.line, j.col, "drift", "NPU job '" + j.id + "' has no definition (jobs/" + j.id + ".yml)");
   }

@@ -1,0 +1,20 @@
+#pragma once
+// `pto-runner import --workflow ci.yml --emit-workflow FILE`: the workflow a project merges to switch (SPEC "The
+// switch-over"). Every NPU job (importer/workflow_import's `npu`) keeps its name (the required check), needs,
+// if, runs-on, permissions, concurrency and timeout, and its steps become one `pto-runner submit --job NAME
+// --attach` (one pto-runner run per workflow run), over the daemon's Unix socket, so a fork's pull request
+// needs no secret; the commit is `github.sha` (a pull request's merge commit), passed through env:, never
+// pasted into the script. Every other job is written back unchanged in meaning (yaml-cpp does not keep
+// comments or layout: quoted scalars stay quoted, multi-line scripts stay literal blocks).
+#include <set>
+#include <string>
+
+#include "config/diagnostics.h"
+
+namespace pto {
+
+/// The emitted workflow's text; `npu_jobs` are the ids whose steps are replaced.
+std::string emit_switch_workflow(const std::string& path, const std::string& display, const std::set<std::string>& npu_jobs,
+                                 const std::string& socket, Diagnostics& diags);
+
+}  // namespace pto
