@@ -159,7 +159,7 @@ SourceResult GitMirror::fetch_commit(const std::string& sha) {
   if (!ls.outcome.ok())
     return {SourceError::Unreachable, "cannot reach the source repository " + cfg_.repo + ": " + last_lines(ls.output)};
   SyncResult all = git({gd, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--prune", cfg_.repo,
-                        "+refs/heads/*:refs/heads/*", "+refs/pull/*/head:refs/pull/*/head"}, t);
+                        "+refs/heads/*:refs/heads/*", "+refs/pull/*/head:refs/pull/*/head", "+refs/pull/*/merge:refs/pull/*/merge"}, t);
   if (has()) return {};
   if (!all.outcome.ok() && all.output.find("refs/pull") == std::string::npos)
     return {SourceError::Failed, "fetching from " + cfg_.repo + " failed: " + last_lines(all.output)};

@@ -2,7 +2,8 @@
 // GitMirror: the commits under test, from a bare mirror of the source repository into one worktree per run.
 //
 // The mirror is created on first use and fetched only for a commit it lacks (`git fetch origin SHA`, then
-// every branch and pull request head for servers that refuse a bare sha). One process at a time changes it:
+// every branch, pull request head and pull request merge commit (`refs/pull/N/merge`: the commit a workflow's
+// github.sha names for a pull request) for servers that refuse a bare sha). One process at a time changes it:
 // a flock on MIRROR.lock, held through the fetch and the `git worktree add`, so two daemons or two runs
 // never fetch into one mirror at once; a caller that waits longer than `lock_timeout_seconds` gets an error
 // naming the holder. Every call blocks (git runs to completion): call it off the engine thread.
