@@ -66,6 +66,13 @@ struct Importer {
       std::string v = scalar(it->second);
       const std::string name = it->first.Scalar();
       std::smatch m;
+      // What the lead job gives every toolchain job (toolchain/toolchain_setup): a value of the workflow's own
+      // (pypto's `PTOAS_ROOT: ${{ github.workspace }}/ptoas-bin`) would point the steps away from it.
+      static const std::set<std::string> lead_sets = {"PTOAS_ROOT", "PTOAS_BIN", "PTOAS_VERSION", "PTOAS_SHA256"};
+      if (lead_sets.count(name)) {
+        skip(it->first, where + " env " + name + ": the toolchain lead job sets it (to the PTOAS it installed); dropped");
+        continue;
+      }
       if (std::string need = reads_dropped_need(v); !need.empty()) {
         skip(it->second, where + " env " + name + ": " + v + " reads job '" + need + "', which is not carried over" +
                              (need == "toolchain" ? " (the lead job sets the pin's environment)" : "") + "; dropped");
@@ -232,6 +239,26 @@ struct Importer {
         if (j.id == id) j.env = job.env;
       if (!imported) continue;
       std::vector<Model> models = fold_models(job, used_model_ids, display, out.not_carried);
+      // A job of model examples runs its steps in parallel: the setup steps before them (pypto's clone of
+      // pypto-lib) would race them, so they become a job of their own that it needs.
+      if (!models.empty() && !job.steps.empty() && job.steps.front().model.empty() && !job.steps.front().devices) {
+        Job setup = job;
+        setup.id = id + "-setup";
+        setup.steps.clear();
+        setup.outputs.clear();
+        setup.strategy.reset(YAML::Node(YAML::NodeType::Undefined));  // rebinds (operator= would write through to the job's)
+        std::size_t n = 0;
+        // Marked as not written here rather than erased: the models point at this job's steps.
+        for (; n < job.steps.size() && job.steps[n].model.empty() && !job.steps[n].devices; ++n) {
+          setup.steps.push_back(job.steps[n]);
+          job.steps[n].repeat = true;
+        }
+        job.needs.push_back(setup.id);
+        out.not_carried.warning(display, setup.steps.front().loc.line, setup.steps.front().loc.col, "not-imported",
+                                "job '" + id + "': its " + std::to_string(n) + " setup step(s) before the examples are job '" + setup.id +
+                                    "', which it needs: its examples run in parallel and would race them");
+        out.files.push_back({"jobs/" + setup.id + ".yml", emit_job(setup, {}, display)});
+      }
       out.files.push_back({"jobs/" + id + ".yml", emit_job(job, models, display)});
       for (auto& m : models) out.files.push_back({"models/" + m.id + ".yml", emit_model(m, display)});
     }
@@ -244,7 +271,8 @@ struct Importer {
       skip(child(j, "runs-on"), "job '" + id + "': runs-on: the daemon's host runs it (card types say which cards)");
     Job job;
     job.id = id;
-    job.device_type = kinds[id].card_type;
+    // The card type its runner labels name: `npu-X` is X; the plain `npu` is pypto's a2a3 host.
+    job.device_type = !kinds[id].card_type.empty() ? kinds[id].card_type : kinds[id].bare_npu ? "a2a3" : "";
     std::vector<YAML::Node> needs;
     if (child(j, "needs").IsSequence()) for (const auto& n : child(j, "needs")) needs.push_back(n);
     else if (child(j, "needs").IsScalar()) needs.push_back(child(j, "needs"));
