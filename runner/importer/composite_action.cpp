@@ -57,7 +57,8 @@ std::set<std::string> unset_names(const std::string& script, const std::map<std:
       }
       continue;
     }
-    if ((trimmed.rfind("if ", 0) == 0) && trimmed.find("then") != std::string::npos && trimmed.find("fi") == std::string::npos) {
+    const bool one_line = trimmed.find("; fi") != std::string::npos || (trimmed.size() >= 2 && trimmed.compare(trimmed.size() - 2, 2, "fi") == 0);
+    if (trimmed.rfind("if ", 0) == 0 && trimmed.find("then") != std::string::npos && !one_line) {
       open.push_back({-1, false});  // a test we do not read: both ways
       continue;
     }

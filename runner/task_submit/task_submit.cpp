@@ -234,6 +234,9 @@ int run_leased(PlainHttpClient& daemon, const std::string& token, const Options&
     for (std::size_t p; (p = command.find("{}")) != std::string::npos;) command.replace(p, 2, ids);
     env.insert(env.end(), {"TASK_DEVICE=" + ids, "DEVICE_ID=" + std::to_string(g.cards.front())});
   }
+  // Its output passes through us now: a reader that went away must not kill task-submit with SIGPIPE (the
+  // lease would then go unreleased until its heartbeat timed out); the command gets default dispositions.
+  ::signal(SIGPIPE, SIG_IGN);
   OutputTap tap;
   const bool tapped = tap.divert();  // no pipes: the command prints straight to ours, and its markers are not read
   pid_t pid = spawn_command(command, env, g.cgroup, g.srun);
