@@ -25,6 +25,13 @@ std::string run_of(const std::string& out) {
   return "";
 }
 
+// Each job's state in a run's record, by name.
+std::map<std::string, std::string> job_states(const json& run) {
+  std::map<std::string, std::string> states;
+  for (const auto& j : run["jobs"]) states[j["name"]] = j["state"];
+  return states;
+}
+
 }  // namespace
 
 TEST_CASE("attach: two clients of one workflow run share one run, the build both need runs once, each exits with its own job's "
@@ -54,8 +61,7 @@ TEST_CASE("attach: two clients of one workflow run share one run, the build both
     CHECK(ra.out.find("b failed") == std::string::npos);
     CHECK(rb.out.find("(this client's jobs)") != std::string::npos);
     json run = s.wait_run(id);
-    std::map<std::string, std::string> states;
-    for (const auto& j : run["jobs"]) states[j["name"]] = j["state"];
+    std::map<std::string, std::string> states = job_states(run);
     CHECK(states["build"] == "succeeded");
     CHECK(states["a"] == "succeeded");
     CHECK(states["b"] == "failed");
@@ -81,8 +87,7 @@ TEST_CASE("attach: two clients of one workflow run share one run, the build both
     const std::string id = run_of(ra.out);
     CHECK(run_of(rc.out) == id);
     json run = s.wait_run(id);
-    std::map<std::string, std::string> states;
-    for (const auto& j : run["jobs"]) states[j["name"]] = j["state"];
+    std::map<std::string, std::string> states = job_states(run);
     CHECK(states["build"] == "succeeded");
     CHECK(states["a"] == "succeeded");
     CHECK(states["c"] == "cancelled");

@@ -32,6 +32,16 @@ pto::HealthConfig pypto_health() {
   return cfg.health;
 }
 
+// runner.yml with pypto's card fault: any step printing 507018 failed by its card.
+const char* const kCardFaultPattern = "health:\n  fault-patterns:\n    - {pattern: '507018', cause: card}\n";
+
+// A directory where the fake cards' wedge markers and the steps' marks go.
+fs::path marks_dir(const Served& s) {
+  const fs::path marks = s.dir.path() / "marks";
+  fs::create_directories(marks);
+  return marks;
+}
+
 }  // namespace
 
 TEST_CASE("failure evidence: fault patterns, harness markers, infra codes, timeouts and the code, each with its evidence", "[health]") {
@@ -177,9 +187,8 @@ TEST_CASE("every red is true: card 3 wedges while 20 runs of a 6-step job go thr
           "[health]") {
   Served s;
   s.devices = "0-7";
-  const fs::path marks = s.dir.path() / "marks";
-  fs::create_directories(marks);
-  s.dir.write("runner.yml", "health:\n  fault-patterns:\n    - {pattern: '507018', cause: card}\n");
+  const fs::path marks = marks_dir(s);
+  s.dir.write("runner.yml", kCardFaultPattern);
   std::string job = "name: six\nparallel: true\nsteps:\n";
   for (int i = 0; i < 6; ++i)
     job += "  - {name: case-" + std::to_string(i) + ", devices: 1, run: 'if [ -e " + marks.string() +
@@ -236,9 +245,8 @@ TEST_CASE("every red is true: a step that fails on every card stays red as the c
           "[health]") {
   Served s;
   s.devices = "0-3";
-  const fs::path marks = s.dir.path() / "marks";
-  fs::create_directories(marks);
-  s.dir.write("runner.yml", "health:\n  fault-patterns:\n    - {pattern: '507018', cause: card}\n");
+  const fs::path marks = marks_dir(s);
+  s.dir.write("runner.yml", kCardFaultPattern);
   write_project(s.dir, {{"broken.yml", "name: broken\nsteps:\n  - {name: regression, devices: 1, run: 'echo AssertionError: 3 != 4; exit 1'}\n"},
                         {"flaky.yml", "name: flaky\nsteps:\n  - {name: sometimes, devices: 1, retry: {max: 1}, run: 'if [ ! -e " +
                                           marks.string() + "/once ]; then touch " + marks.string() + "/once; exit 1; fi'}\n"}});
@@ -271,8 +279,7 @@ TEST_CASE("every red is true: a harness-style step whose cases fail only on card
           "[health]") {
   Served s;
   s.devices = "0-3";
-  const fs::path marks = s.dir.path() / "marks";
-  fs::create_directories(marks);
+  const fs::path marks = marks_dir(s);
   // The harness prints one marker per case; the first time, card 2's cases fail.
   write_project(s.dir, {{"harness.yml", "name: harness\nsteps:\n  - {name: system-tests, run: 'for d in 0 1 3; do echo PYPTO_EXEC_RESULT=PASS device=$d; done; "
                                         "if [ ! -e " + marks.string() + "/again ]; then touch " + marks.string() +
@@ -293,8 +300,7 @@ TEST_CASE("every red is true: a harness-style step that leases cards per batch (
           "[health]") {
   Served s;
   s.devices = "0-3";
-  const fs::path marks = s.dir.path() / "marks";
-  fs::create_directories(marks);
+  const fs::path marks = marks_dir(s);
   // One batch of three cases on the card it leased: card 2's cases fail (after the other batches passed),
   // the others pass. Its output goes to a file of the harness, never to the step's log.
   s.dir.write("batch.sh", "d=$1\necho $d >> " + (marks / "cards-used").string() + "\n"
@@ -369,8 +375,7 @@ TEST_CASE("every red is true: the wedge removed, a bad card is reset while idle,
           "[health]") {
   Served s;
   s.devices = "0-3";
-  const fs::path marks = s.dir.path() / "marks";
-  fs::create_directories(marks);
+  const fs::path marks = marks_dir(s);
   s.dir.write("runner.yml", "health:\n  fault-patterns: [{pattern: '507018', cause: card}]\n  max-auto-drained: 1\n"
                             "  check: 'test ! -e " + marks.string() + "/wedged-{device}'\n  reset: 'echo reset >> " + marks.string() +
                             "/reset-{device}'\n  return-after: 2\n  probe-interval-seconds: 0.2\n");

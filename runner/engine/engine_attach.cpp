@@ -11,14 +11,14 @@ namespace pto {
 
 std::set<std::string> RunEngine::with_needs(const std::vector<std::string>& names) const {
   std::set<std::string> out;
-  std::vector<std::string> todo(names.begin(), names.end());
-  while (!todo.empty()) {
-    const std::string name = todo.back();
-    todo.pop_back();
+  std::vector<std::string> pending(names.begin(), names.end());
+  while (!pending.empty()) {
+    const std::string name = pending.back();
+    pending.pop_back();
     if (!out.insert(name).second) continue;
     for (const auto& j : plan_.jobs)
       if (j.name == name)
-        for (const auto& n : j.needs) todo.push_back(n);
+        for (const auto& n : j.needs) pending.push_back(n);
   }
   return out;
 }

@@ -3,6 +3,8 @@
 // preflight before a step. The rest of the state machine is engine/engine.cpp.
 #include <algorithm>
 #include <fstream>
+#include <optional>
+#include <string_view>
 
 #include "config/device_spec.h"
 #include "engine/engine.h"
@@ -100,19 +102,22 @@ const StepRecord::Failure* RunEngine::lease_ended(std::size_t j, std::size_t s, 
   // Its markers join the attempt's (bounded as a log tail is): the cases on the other cards decide whether
   // failed cases are a card's or the commit's.
   std::string markers;
-  for (std::size_t at = 0; at < output.size();) {
-    std::size_t nl = output.find('\n', at);
-    if (nl == std::string::npos) nl = output.size();
-    if (output.find("PYPTO_EXEC_RESULT=", at) < nl) markers.append(output, at, nl - at).push_back('\n');
+  const std::string_view text(output);
+  for (std::size_t at = 0; at < text.size();) {
+    std::size_t nl = text.find('\n', at);
+    if (nl == std::string_view::npos) nl = text.size();
+    const std::string_view line = text.substr(at, nl - at);
+    if (line.find("PYPTO_EXEC_RESULT=") != std::string_view::npos) markers.append(line).push_back('\n');
     at = nl + 1;
   }
-  const std::string earlier = sr.lease_markers;
-  if (sr.lease_markers.size() + markers.size() <= (4u << 20)) sr.lease_markers += markers;
   const bool failed = exit_code != 0 || signal != 0 || markers.find("PYPTO_EXEC_RESULT=FAIL") != std::string::npos ||
                       markers.find("PYPTO_EXEC_RESULT=INFRA") != std::string::npos;
-  if (!failed) return nullptr;
-  AttemptEnd end{exit_code, signal, false, false, cards};
-  FailureEvidence ev = classify_failure(end, opts_.health, output + "\n" + earlier);
+  std::optional<FailureEvidence> classified;
+  // Read with the earlier leases' markers, before its own join them.
+  if (failed) classified = classify_failure({exit_code, signal, false, false, cards}, opts_.health, output + "\n" + sr.lease_markers);
+  if (sr.lease_markers.size() + markers.size() <= (4u << 20)) sr.lease_markers += markers;
+  if (!classified) return nullptr;
+  FailureEvidence& ev = *classified;
   // Charged to its own cards only: an earlier lease's failed cases were that lease's to charge.
   if (ev.cause == FailureCause::Card || ev.cause == FailureCause::Infra) {
     std::vector<int> own;

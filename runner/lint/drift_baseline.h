@@ -3,7 +3,7 @@
 // the definitions, checked in beside them, each with its reason, so the drift check can gate CI on a tree
 // that differs on purpose (SPEC "A drift check that can gate CI"). A drift finding an entry matches becomes a
 // note that says the reason; an entry that matches nothing is an error at its line (`stale-baseline`): a
-// baseline cannot go stale silently, as a rubocop todo or a detekt baseline would.
+// baseline cannot go stale silently, as the baseline files of other linters (rubocop, detekt) can.
 //
 // The file (YAML), a list:
 //   - finding: "step 'Run on board' of job 'system-tests-a5': the card type"   # text of the finding

@@ -53,26 +53,22 @@ nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step
   // Every red is true: each failed attempt's cause and evidence, the step's cause and its verdict.
   j["cause"] = nullable(s.cause);
   j["verdict"] = nullable(s.verdict);
-  nlohmann::json failures = nlohmann::json::array();
-  for (const auto& f : s.failures) {
-    nlohmann::json e = f.evidence.json();
-    e["attempt"] = f.attempt;
-    e["ran_on"] = f.cards;
-    e["card_notes"] = f.card_notes;
-    failures.push_back(std::move(e));
-  }
-  j["failures"] = std::move(failures);
-  // Its harness's leases that failed (task-submit said how their commands ended), each with its cause.
-  nlohmann::json lease_failures = nlohmann::json::array();
-  for (const auto& f : s.lease_failures) {
-    nlohmann::json e = f.evidence.json();
-    e["attempt"] = f.attempt;
-    e["lease"] = f.lease;
-    e["ran_on"] = f.cards;
-    e["card_notes"] = f.card_notes;
-    lease_failures.push_back(std::move(e));
-  }
-  j["lease_failures"] = std::move(lease_failures);
+  // Its attempts' failures, and its harness's leases that failed (task-submit said how their commands
+  // ended), each with its cause and evidence.
+  auto failures_json = [](const std::vector<StepRecord::Failure>& list) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& f : list) {
+      nlohmann::json e = f.evidence.json();
+      e["attempt"] = f.attempt;
+      if (!f.lease.empty()) e["lease"] = f.lease;
+      e["ran_on"] = f.cards;
+      e["card_notes"] = f.card_notes;
+      out.push_back(std::move(e));
+    }
+    return out;
+  };
+  j["failures"] = failures_json(s.failures);
+  j["lease_failures"] = failures_json(s.lease_failures);
   return j;
 }
 
