@@ -4,7 +4,7 @@
 #include <boost/asio/io_context.hpp>
 #include <set>
 
-#include "engine/dispatcher.h"
+#include "host/dispatcher.h"
 #include "test_support.h"
 
 using pto::test::TempDir;

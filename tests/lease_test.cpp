@@ -19,7 +19,7 @@
 
 #include "host/host.h"
 #include "served_daemon.h"
-#include "lease/run_leases.h"
+#include "server/lease_endpoint.h"
 #include "test_support.h"
 
 using namespace pto::test;
@@ -517,13 +517,15 @@ TEST_CASE("run's own lease endpoints: the run's token only, and closing them rev
   std::string error;
   auto host = pto::wire_host(io, cfg, pto::HostOptions{}, error);
   REQUIRE(host);
-  pto::RunLeases leases(io, *host, cfg.kill_grace_seconds, "run-1");
+  pto::LeaseEndpoint leases(io, *host, cfg.kill_grace_seconds);
+  const std::string run_token = "the-run-s-token";
+  leases.access().add_run_token(run_token, "run-1");
   REQUIRE(leases.start().empty());
   auto guard = boost::asio::make_work_guard(io);
   std::thread loop([&] { io.run(); });
   const std::string url = leases.url() + "/api/v1/leases";
   CHECK(pto::api_request("POST", url, "not-the-run-token", "{}").status == 401);
-  auto granted = pto::api_request("POST", url, leases.token(), json({{"devices", 1}, {"label", "held"}}).dump());
+  auto granted = pto::api_request("POST", url, run_token, json({{"devices", 1}, {"label", "held"}}).dump());
   REQUIRE(granted.status == 201);
   json lease = json::parse(granted.body);
   CHECK(lease["cards"] == json::array({0}));
@@ -547,7 +549,7 @@ TEST_CASE("run's own lease endpoints: the run's token only, and closing them rev
   }, 10));
   // Its client heartbeats, so only closing can end it.
   const std::string beat = url + "/" + lease["id"].get<std::string>() + "/heartbeat";
-  CHECK(pto::api_request("POST", beat, leases.token(), "{}").status == 200);
+  CHECK(pto::api_request("POST", beat, run_token, "{}").status == 200);
   boost::asio::post(io, [&] { leases.close("its run ended"); });
   int status = 0;
   CHECK(wait_until([&] { return ::waitpid(pid, &status, WNOHANG) == pid; }, 10));
@@ -559,7 +561,7 @@ TEST_CASE("run's own lease endpoints: the run's token only, and closing them rev
   const auto ended = reasons.get();
   CHECK(ended.count("daemon stopping") == 1);  // revoked by the close, not by a missed heartbeat
   CHECK(ended.count("heartbeat") == 0);
-  CHECK_FALSE(pto::api_request("POST", url, leases.token(), "{}").reached);  // nothing listens any more
+  CHECK_FALSE(pto::api_request("POST", url, run_token, "{}").reached);  // nothing listens any more
   guard.reset();
   io.stop();
   loop.join();

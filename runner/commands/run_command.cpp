@@ -10,12 +10,13 @@
 #include "config/device_spec.h"
 #include "engine/engine.h"
 #include "host/host.h"
+#include "hosting/hosted_run.h"
 #include "report/actions_output.h"
 #include "report/console.h"
 #include "report/simulation_report.h"
 #include "sandbox/run_tree.h"
 #include "sandbox/sandbox_pool.h"
-#include "lease/run_leases.h"
+#include "server/lease_endpoint.h"
 
 namespace fs = std::filesystem;
 
@@ -75,23 +76,24 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
     eo.lead_executor = host->lead_executor.get();
     if (const char* trace = std::getenv("PTO_RUNNER_TRACE")) eo.trace_file = trace;
     // Steps whose harness borrows cards itself (task-submit) lease them from this run's queue, as under serve.
-    std::unique_ptr<RunLeases> leases;
+    std::unique_ptr<LeaseEndpoint> leases;
+    std::optional<LeaseSite> lease_site;
     if (!opts->simulate) {
-      leases = std::make_unique<RunLeases>(io, *host, cfg.kill_grace_seconds, eo.run_id);
+      leases = std::make_unique<LeaseEndpoint>(io, *host, cfg.kill_grace_seconds);
       if (std::string e = leases->start(); !e.empty()) {
         std::cerr << "pto-runner: cannot serve the run's card leases: " << e << "\n";
         exit_code = to_int(ExitCode::Infrastructure);
         return;
       }
-      eo.base_env["PTO_RUNNER_SERVER"] = leases->url();
-      eo.base_env["PTO_RUNNER_LEASE_TOKEN"] = leases->token();
+      lease_site.emplace(LeaseSite{leases->access(), leases->book(), leases->url()});
     }
 
     // As root with sandbox users (runner.yml sandbox:), the run's steps run as one of them, as under serve;
-    // run by anyone else, they run as that user (who runs their own code).
-    SandboxPool sandbox(cfg.sandbox, cfg.shared_files, cfg.all_card_files(), cfg.lock_dir);
-    std::optional<RunAs> user;
-    if (sandbox.active() && !opts->simulate) {
+    // run by anyone else, they run as that user (who runs their own code). A simulated run's steps only sleep.
+    SandboxConfig sandbox_cfg = cfg.sandbox;
+    if (opts->simulate) sandbox_cfg.enabled = false;
+    SandboxPool sandbox(sandbox_cfg, cfg.shared_files, cfg.all_card_files(), cfg.lock_dir);
+    if (sandbox.active()) {
       for (const std::string& dir : {state_dir, eo.root})
         if (std::string closed = unsearchable_ancestor(dir); !closed.empty()) {
           std::cerr << "pto-runner: sandbox users cannot reach " << dir << ": " << closed
@@ -99,17 +101,11 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
           exit_code = to_int(ExitCode::BadInput);
           return;
         }
-      user = sandbox.lend(eo.run_id);
-      std::string problem = user ? close_state_dir(state_dir) : "every sandbox user is lent (to serve or to other runs)";
-      if (problem.empty()) problem = prepare_run_tree(eo.run_dir, &*user);
-      if (!problem.empty()) {
+      if (std::string problem = close_state_dir(state_dir); !problem.empty()) {
         std::cerr << "pto-runner: " << problem << "\n";
         exit_code = to_int(ExitCode::Infrastructure);
         return;
       }
-      if (leases)
-        leases->set_card_access(
-            [&cfg, uid = user->uid](const Lease& l, bool granted) { change_lease_card_access(cfg, l, uid, granted); });
     }
 
     ConsoleOptions co;
@@ -125,31 +121,43 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
               << join_ids(cfg.device_ids) << (opts->simulate ? " (simulated)" : "") << "; logs in " << eo.run_dir
               << "\n";
     std::cout.flush();
-    RunEngine engine({io, *host->clock, host->broker(), *host->executor, &console}, loaded->plan, eo);
-    if (user) engine.run_as(*user);
+    RunHosting hosting{io, *host->clock, host->broker(), *host->executor, sandbox, cfg, lease_site ? &*lease_site : nullptr, nullptr};
+    HostedRun run(hosting, loaded->plan, eo, nlohmann::json::object(), &console, nullptr);
+    RunEngine& engine = run.engine();
+    if (leases) {
+      leases->set_admit([&run](LeaseRequest& r, const Caller& by) { return run.admit_lease(r, by); });
+      leases->desk().set_card_access([&run](const Lease& l, bool granted) { run.lease_card_access(l, granted); });
+      leases->desk().set_on_ended([&run](const Lease& l) {
+        if (!run.engine().finished()) run.lease_ended(l);
+      });
+    }
     boost::asio::signal_set signals(io, SIGINT, SIGTERM);
     std::function<void()> wait_signal = [&] {
       signals.async_wait([&](boost::system::error_code ec, int sig) {
         if (ec) return;
         std::cerr << "\npto-runner: " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
                   << ": cancelling every step (SIGTERM, then SIGKILL after " << cfg.kill_grace_seconds << " s)\n";
-        engine.cancel(sig);
+        run.cancel(sig);
         if (leases) leases->close("the run was cancelled");
         wait_signal();
       });
     };
     wait_signal();
-    engine.set_on_finished([&] {
+    run.set_on_finished([&](HostedRun&) {
       signals.cancel();
       if (leases) leases->close("its run ended");
-      host->reaper->stop();  // the io_context then runs out of work and run() returns
+      // Its tree back to root and its user back to the pool, then nothing is left to do.
+      run.give_back([&] { host->reaper->stop(); });  // the io_context then runs out of work and run() returns
     });
-    engine.start();
+    if (!run.begin()) {
+      std::cerr << "pto-runner: every sandbox user is lent (to serve or to other runs)\n";
+      exit_code = to_int(ExitCode::Infrastructure);
+      return;
+    }
     io.run();
     if (opts->simulate)
       std::cout << simulation_report(engine.record(), engine.plan(), cfg.device_ids, eo.time_scale);
     exit_code = to_int(engine.result());
-    sandbox.give_back(eo.run_id);
   });
 }
 

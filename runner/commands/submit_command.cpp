@@ -77,7 +77,8 @@ std::string queue_line(const nlohmann::json& run, std::map<std::string, double>&
   if (!first) return "";
   const nlohmann::json& q = (*first)["queue"];
   // At most every 30 s; the first expected start at once.
-  const bool first_eta = q["eta_seconds"].is_number() && last_line.find("expected start") == std::string::npos;
+  // (A line that said "no expected start" has not given one.)
+  const bool first_eta = q["eta_seconds"].is_number() && last_line.find("expected start in ~") == std::string::npos;
   if (now - last_at < std::chrono::seconds(30) && !first_eta) return "";
   std::string line = "... waiting: " + title_of(*first_job, *first) + " is #" + std::to_string(q.value("position", 0)) + " of " +
                      std::to_string(run.value("queue_total", 0)) + " in the queue";

@@ -1,12 +1,13 @@
 #pragma once
 // Daemon: the host side of `pto-runner serve`. One io_context thread owns everything: the host (cards, the one
-// queue, executors: host/host), the active runs, the run history (journal and records: daemon/run_history)
-// and the read model the API renders (server/read_model.h, refreshed in daemon/daemon_view.cpp). The API
-// (server/api) is its own type over that read model and this class's narrow HostCommands face; the daemon
-// answers its commands here (leases: daemon_leases.cpp), decides what happens on signals (drain, cancel,
-// reload: daemon_reload.cpp), and never renders a GET itself. Each run gets a sandbox user before it starts
-// (sandbox/). There are no locks because there is no second thread; blocking work (git, file reads, handing a
-// worktree to a run's user) goes to a worker pool and answers through the engine thread.
+// queue, executors: host/host), the runs it hosts (each a HostedRun: hosting/hosted_run), the queue of runs
+// waiting for a sandbox user, the run history (journal and records: store/run_history) and the read model the
+// API renders (read_model/, refreshed in daemon/daemon_view.cpp). The API (server/api) is its own type over
+// that read model and this class's narrow HostCommands face; the daemon answers its commands here (runs:
+// daemon_runs.cpp, leases: daemon_leases.cpp, attach: daemon_attach.cpp), decides what happens on signals
+// (drain, cancel: daemon_stop.cpp; reload: daemon_reload.cpp), and never renders a GET itself. There are no
+// locks because there is no second thread; blocking work (git, file reads, handing a worktree to a run's user)
+// goes to a worker pool and answers through the engine thread.
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -20,18 +21,20 @@
 #include <nlohmann/json.hpp>
 
 #include "config/project.h"
-#include "daemon/run_history.h"
-#include "engine/engine.h"
+#include "daemon/run_reporter.h"
 #include "host/host.h"
+#include "hosting/hosted_run.h"
 #include "lease/lease_book.h"
 #include "lease/lease_desk.h"
+#include "read_model/model_refresh.h"
+#include "read_model/read_model.h"
+#include "sandbox/sandbox_pool.h"
 #include "server/access.h"
 #include "server/api.h"
 #include "server/host_commands.h"
 #include "server/http_server.h"
-#include "sandbox/sandbox_pool.h"
-#include "server/read_model.h"
 #include "source/git_mirror.h"
+#include "store/run_history.h"
 
 namespace boost::asio {
 class io_context;
@@ -89,18 +92,36 @@ class Daemon : public HostCommands {
   Answer detach_client(const std::string& run, const std::string& client, bool cancel, const Caller& by) override;
 
  private:
-  class RunReporter;  // each run's journal and observer (daemon/daemon.cpp)
-  struct ActiveRun {
-    std::unique_ptr<RunReporter> reporter;
-    std::unique_ptr<RunEngine> engine;
-    nlohmann::json request;  // jobs, ref, sha, github, source and env names (never env values: they may be secrets)
-    struct StepToken {
-      std::string token;
-      double deadline = 0;  // host clock; 0: the step has no time bound
-    };
-    std::map<std::string, StepToken> step_tokens;  // of running steps, by "JOB-STEP"
-  };
-  friend class RunReporter;
+  // Starting (daemon.cpp), each part "" or the error (start_exit_ set where it is not 3).
+  std::string start_unguarded();
+  std::string load_settings(Project& project);
+  std::string open_sandbox(const Project& project);
+  std::string read_tokens(const Project& project);
+  std::string open_history_and_host();
+  void wire_leases();
+  void start_prober();
+  std::string listen();
+
+  // Runs (daemon_runs.cpp).
+  /// Plans and makes a run whose definitions are loaded (in `root`, or a commit's worktree), then begins it.
+  Answer start_run(EngineOptions eo, const RunSubmission& s, Project project, Diagnostics diags, const std::string& peer);
+  /// What is journaled of a submission (never env values: they may be secrets).
+  nlohmann::json request_of(const RunSubmission& s, const EngineOptions& eo) const;
+  /// A run is registered: it begins (its sandbox user and tree), or waits for a user to be given back.
+  void begin_run(HostedRun& run);
+  void start_waiting_runs();
+  void on_run_finished(HostedRun& run);
+  /// The run's user went back: it leaves the host; waiting runs are started.
+  void run_returned(const std::string& id);
+  HostedRun* find_run(const std::string& id);
+  /// Which pull request a submission is a run of ("" for none): "OWNER/REPO#N" from refs/pull/N/*, else
+  /// "OWNER/REPO:HEAD_REF" from github.head_ref (daemon_queue.cpp).
+  static std::string pull_request_of(const RunSubmission& s);
+  /// `supersede: pull-request`: the older active runs of `pull_request` are cancelled, naming run `id`.
+  void supersede_older(const std::string& id, const std::string& pull_request);
+  /// A journal write for `run` failed: the run ends with an infrastructure error (not inside its transition).
+  void stop_run_for_journal(const std::string& run, const std::string& why);
+
   /// One pto-runner run per workflow run (submit --attach, daemon/daemon_attach.cpp): by key, the run, its
   /// sha and its clients, each with the jobs it asked for.
   struct AttachedRun {
@@ -108,35 +129,16 @@ class Daemon : public HostCommands {
     bool creating = true;  // the first client's run is being made (its commit fetched): later ones retry
     std::map<std::string, std::vector<std::string>> clients;
   };
-  std::map<std::string, AttachedRun> attached_;
   /// A submission with `attach`: joins the key's run (200), or says to create it (nullopt), or refuses.
   std::optional<Answer> attach_to_existing(const RunSubmission& s);
   /// The first client's run was made: it is the key's run now, and `answer` gets the client's id.
   void attached_run_made(const RunSubmission& s, Answer& answer);
 
-  std::string start_unguarded();
-  /// Plans and starts a run whose definitions are loaded (in `root`, or a commit's worktree).
-  Answer start_run(EngineOptions eo, const RunSubmission& s, Project project, Diagnostics diags, const std::string& peer);
-  /// A run is registered: it gets its sandbox user and its tree (sandbox/run_tree), then starts; or waits
-  /// for a user to be given back.
-  void begin_run(const std::string& id);
-  void on_run_finished(const std::string& id);
-  /// Which pull request a submission is a run of ("" for none): "OWNER/REPO#N" from refs/pull/N/*, else
-  /// "OWNER/REPO:HEAD_REF" from github.head_ref.
-  static std::string pull_request_of(const RunSubmission& s);
-  /// `supersede: pull-request`: the older active runs of `pull_request` are cancelled, naming run `id`.
-  void supersede_older(const std::string& id, const std::string& pull_request);
-  /// The run's user goes back once its tree is root's again; waiting runs are started.
-  void return_sandbox_user(const std::string& id);
-  void start_waiting_runs();
-  /// An attempt of a step stopped running: its lease token is forgotten, the leases it asked for end.
-  void step_stopped(const std::string& run, int job, int step);
-  static std::string step_key_of(std::size_t job, std::size_t step);
   /// A granted lease ended: its cards' history and, when its client said its command failed, its cause and
-  /// its cards charged (the step's engine for a step's lease; here for an operator's).
+  /// its cards charged (the step's run for a step's lease; here for an operator's) (daemon_leases.cpp).
   void lease_ended(const Lease& l);
-  /// A journal write for `run` failed: the run ends with an infrastructure error (not inside its transition).
-  void stop_run_for_journal(const std::string& run, const std::string& why);
+
+  // Stopping (daemon_stop.cpp).
   void finish_shutdown(int exit_code);
   bool quiet() const;     // no run, checkout or lease of ours is active
   void check_stopped();   // draining or cancelling and quiet: finish
@@ -144,10 +146,9 @@ class Daemon : public HostCommands {
   void arm_retention_timer();
   void prune(bool at_start);
 
-  // The read model (daemon/daemon_view.cpp).
-  void view_changed();  // a transition: refresh the model soon (at most every 10 ms), on this thread
+  /// The read model (daemon/daemon_view.cpp): refreshed soon after a change (read_model/model_refresh).
+  void view_changed() { if (refresh_) refresh_->changed(); }
   void refresh_view();
-  RunOverview overview_of(const std::string& id, const ActiveRun& r) const;
 
   boost::asio::io_context& io_;
   DaemonOptions opts_;
@@ -157,23 +158,28 @@ class Daemon : public HostCommands {
   int state_lock_fd_ = -1;  // flock on <state-dir>/daemon.lock while this daemon runs
   std::unique_ptr<Host> host_;  // cards, broker, executors, reaper, clock (host/host: wired as for `run`)
   std::unique_ptr<RunHistory> history_;
+  std::unique_ptr<RunReporter> reporter_;  // every run's journal and observer
   std::unique_ptr<LeaseBook> leases_;
   std::unique_ptr<LeaseDesk> lease_desk_;
+  std::unique_ptr<LeaseSite> lease_site_;  // how runs reach the lease book and the tokens (steps_server_)
   std::unique_ptr<class CardProber> prober_;  // with health.check: probes bad cards back into service
-  std::string self_url_;  // how steps reach this daemon (PTO_RUNNER_SERVER)
   // Blocking work runs off the engine thread so no request can stall it, in two pools: reads (logs, run.json)
   // answer in milliseconds; git (checkouts that may wait minutes for the mirror's lock or a fetch, worktree
-  // removals) must never keep a read waiting behind it.
+  // hand-overs and removals) must never keep a read waiting behind it.
   std::unique_ptr<boost::asio::thread_pool> workers_;
   std::unique_ptr<boost::asio::thread_pool> git_workers_;
   std::unique_ptr<GitMirror> mirror_;  // with runner.yml `source:`
-  std::map<std::string, std::unique_ptr<ActiveRun>> active_;
-  std::set<std::string> preparing_;  // run ids whose commit is being checked out
   std::unique_ptr<SandboxPool> sandbox_;  // the users steps run as; inactive (said loudly) without them
-  std::deque<std::string> waiting_for_user_;  // registered runs, not started: every sandbox user is lent
+  std::map<std::string, std::unique_ptr<HostedRun>> runs_;      // hosted and not yet given back
+  std::set<std::string> preparing_;                             // submissions whose commit is being checked out
+  std::deque<std::string> waiting_for_user_;  // registered runs, not begun: every sandbox user is lent
   std::unique_ptr<boost::asio::steady_timer> waiting_timer_;  // retries them (users a foreground run held)
+  std::map<std::string, AttachedRun> attached_;
 
   ReadModel model_;
+  std::unique_ptr<ModelRefresh> refresh_;
+  std::map<int, bool> drained_seen_;  // each card's drained state at the last refresh (card history events)
+  ToolchainStatus toolchain_;
   Access access_;
   std::unique_ptr<Api> api_;
   std::unique_ptr<HttpServer> server_;
@@ -182,11 +188,6 @@ class Daemon : public HostCommands {
   unsigned short listen_port_ = 0;
   bool loopback_ = true;
   TlsFiles tls_;
-  ToolchainStatus toolchain_;
-  std::unique_ptr<boost::asio::steady_timer> view_timer_, view_tick_;
-  bool view_refresh_pending_ = false, view_tick_armed_ = false;
-  std::chrono::steady_clock::time_point view_refreshed_at_;
-  std::map<int, bool> drained_seen_;  // each card's drained state at the last refresh (card history events)
 
   // Stopping: SIGTERM drains (accepted runs go on), SIGINT or a second SIGTERM cancels.
   std::function<void(int)> on_stopped_;

@@ -23,12 +23,12 @@ std::optional<Answer> Daemon::attach_to_existing(const RunSubmission& s) {
                                                 (a.sha.empty() ? "(none)" : a.sha) + "; this submission is of " + (s.sha.empty() ? "(none)" : s.sha));
   if (a.creating)  // its first client's commit is being fetched: the client retries
     return Answer{Outcome::Unavailable, {{"error", "the run of workflow run " + s.attach + " is being made; retry"}, {"retry", true}}};
-  auto run = active_.find(a.run);
-  if (run == active_.end()) {
+  HostedRun* run = find_run(a.run);
+  if (!run || run->engine().finished()) {
     attached_.erase(it);
     return std::nullopt;
   }
-  RunEngine& engine = *run->second->engine;
+  RunEngine& engine = run->engine();
   if (std::string unknown = engine.unknown_job(s.jobs); !unknown.empty())
     return Answer::error(Outcome::BadRequest, "no job '" + unknown + "' in the definitions of run " + a.run);
   const std::string client = random_hex(8);
@@ -52,14 +52,15 @@ void Daemon::attached_run_made(const RunSubmission& s, Answer& answer) {
 
 Answer Daemon::detach_client(const std::string& run, const std::string& client, bool cancel, const Caller&) {
   auto it = std::find_if(attached_.begin(), attached_.end(), [&](const auto& kv) { return kv.second.run == run; });
-  auto active = active_.find(run);
-  if (it == attached_.end() || active == active_.end()) return Answer::error(Outcome::NotFound, "run " + run + " has no attached clients");
+  HostedRun* hosted = find_run(run);
+  if (it == attached_.end() || !hosted || hosted->engine().finished())
+    return Answer::error(Outcome::NotFound, "run " + run + " has no attached clients");
   AttachedRun& a = it->second;
   auto c = a.clients.find(client);
   if (c == a.clients.end()) return Answer::error(Outcome::NotFound, "run " + run + " has no client " + client);
   const std::vector<std::string> jobs = c->second;
   a.clients.erase(c);
-  RunEngine& engine = *active->second->engine;
+  RunEngine& engine = hosted->engine();
   if (cancel) {
     // Its own jobs: those no other client asked for or needs.
     std::vector<std::string> others;
@@ -72,7 +73,7 @@ Answer Daemon::detach_client(const std::string& run, const std::string& client, 
   }
   const std::size_t left = a.clients.size();
   if (left == 0) {
-    if (cancel) engine.cancel(0, "every workflow job of " + it->first + " was cancelled");
+    if (cancel) hosted->cancel(0, "every workflow job of " + it->first + " was cancelled");
     else engine.release_held("no workflow job of " + it->first + " asked for it");
   }
   refresh_view();

@@ -1,7 +1,6 @@
 // The daemon's part in the queue across runs (README "The queue answers"): which pull request a run is of, and
 // the older runs of it a new one supersedes. The order itself is the broker's (sched/queue_order); each run's
 // priority is handed to it in Daemon::start_run.
-#include <algorithm>
 #include <regex>
 
 #include <spdlog/spdlog.h>
@@ -22,16 +21,13 @@ std::string Daemon::pull_request_of(const RunSubmission& s) {
 }
 
 void Daemon::supersede_older(const std::string& id, const std::string& pull_request) {
-  for (auto& [other, r] : active_) {
-    if (other == id || r->request.value("pull_request", "") != pull_request || r->engine->record().cancelled) continue;
-    if (r->engine->record().created > active_.at(id)->engine->record().created) continue;  // never a newer one
+  const std::string created = runs_.at(id)->engine().record().created;
+  for (auto& [other, r] : runs_) {
+    const RunRecord& rec = r->engine().record();
+    if (other == id || r->request().value("pull_request", "") != pull_request || rec.cancelled || r->engine().finished()) continue;
+    if (rec.created > created) continue;  // never a newer one
     spdlog::info("run {} superseded by run {} (pull request {})", other, id, pull_request);
-    r->engine->supersede(id);
-    if (auto w = std::find(waiting_for_user_.begin(), waiting_for_user_.end(), other); w != waiting_for_user_.end()) {
-      waiting_for_user_.erase(w);
-      r->engine->start();  // everything is cancelled already: it ends at once
-    }
-    leases_->end_run(other, "its run was superseded by run " + id);
+    r->supersede(id);
   }
 }
 

@@ -2,7 +2,7 @@
 // CardBroker: what a run (RunEngine) and the lease book need from whoever hands out NPU cards. They ask for N
 // cards of a type for a holder, hear of the grant (or that none can ever serve it), give the cards back,
 // report how a step ended on them (health: a card with repeated infrastructure failures is drained), and
-// read waiting reasons. The local broker is the Dispatcher (engine/dispatcher: the host's one queue, the
+// read waiting reasons. The local broker is the Dispatcher (host/dispatcher: the host's one queue, the
 // pure scheduler, the device pool's flocks); tests drive the engine with a fake one (tests/engine_test.cpp).
 #include <cstdint>
 #include <functional>

@@ -14,14 +14,14 @@
 #include <vector>
 
 #include "config/runner_config.h"
-#include "engine/dispatcher.h"
+#include "host/dispatcher.h"
 #include "exec/child_reaper.h"
 #include "exec/executor.h"
 #include "sched/device_pool.h"
 #include "slurm/slurm_broker.h"
 #include "slurm/slurm_cluster.h"
 #include "util/clock.h"
-#include "view/host_view.h"
+#include "read_model/host_view.h"
 
 namespace boost::asio {
 class io_context;
@@ -38,23 +38,6 @@ struct HostOptions {
   /// with the same tag left (a daemon, which holds its state directory).
   std::string slurm_instance;
   bool cancel_slurm_leftovers = false;
-};
-
-/// What the daemon knows of who uses the cards, for describe(): the step running on each card (local), the
-/// run of each lease's cards, the queue position of each ticket, and the steps Slurm placed.
-struct CardUser {
-  std::string run, step, label, log_url;
-  StepEstimate estimate;
-  std::vector<int> cards;
-  std::string node, executor_job;  // executor: slurm
-};
-struct HostOccupancy {
-  std::map<int, CardUser> on_card;
-  std::map<int, std::string> lease_run_of_card;
-  std::map<std::uint64_t, int> position_of_ticket;
-  std::vector<CardUser> placed;  // steps the cluster placed (executor: slurm)
-  /// A step's log link (the API's path), for steps found only in the cluster's own lists.
-  std::function<std::string(const std::string& run, const std::string& step)> log_url;
 };
 
 /// The answer to an operator's change of a card or a node.

@@ -57,7 +57,7 @@ LeaseBook::~LeaseBook() = default;
 
 std::string LeaseBook::create(LeaseRequest req, Granted granted, Refused refused) {
   auto l = std::make_unique<Lease>();
-  l->id = "lease-" + random_hex(6);
+  l->id = new_lease_id();
   l->state = LeaseState::Waiting;
   l->created = iso_now();
   // A run's leases carry the run's marker prefix, so recovery after a crash finds them with the run's steps.
@@ -166,7 +166,7 @@ void LeaseBook::end_run(const std::string& run_id, const std::string& why) {
   for (Lease* l : of_run) finish(*l, LeaseState::Revoked, why, "run ended");
 }
 
-void LeaseBook::end_step(const std::string& run_id, const std::string& step, const std::string& why) {
+void LeaseBook::end_step(const std::string& run_id, const StepId& step, const std::string& why) {
   std::vector<Lease*> of_step;
   for (auto& [id, l] : leases_)
     if (l->request.run_id == run_id && l->request.step == step && (l->state == LeaseState::Waiting || l->state == LeaseState::Granted))

@@ -19,53 +19,13 @@
 
 #include "engine/card_broker.h"
 #include "exec/process_marker.h"
+#include "lease/lease.h"
 
 namespace boost::asio {
 class io_context;
 }
 
 namespace pto {
-
-struct LeaseRequest {
-  int devices = 1;
-  std::vector<int> device_ids;  // exactly these cards; empty: any `devices` cards
-  std::string device_type;
-  double max_seconds = 0;   // revoked this long after the grant (0: no limit)
-  double wait_seconds = 0;  // refused when not granted within this long (0: wait as long as it takes)
-  std::string label;        // what it runs, for the queue, --list and --find
-  std::string run_id;       // the run whose step asked (its lease token), "" for an operator's
-  std::string step;         // that step ("JOB-STEP", 1-based), "" when asked with the run's token: ends with it
-  std::vector<int> avoid;   // never these cards (its step's retry elsewhere), unless device_ids names them
-};
-
-/// Waiting for cards, holding them, or over: ended (by its client or a request) or revoked (by the daemon:
-/// heartbeat, max-seconds, its run's end). An ended or revoked lease stays in the book while what ran
-/// under it is killed.
-/// How a lease's command ended, as its client (task-submit) reports with the release: evidence for its cards.
-struct LeaseReport {
-  bool given = false;  // a client that said nothing (an older task-submit, curl) charges nothing
-  int exit_code = -1;  // -1: killed by `signal`
-  int signal = 0;
-  std::string output;  // its harness marker lines and last lines (task_submit/output_tap)
-  bool failed() const { return given && (exit_code != 0 || signal != 0 || output.find("PYPTO_EXEC_RESULT=FAIL") != std::string::npos ||
-                                         output.find("PYPTO_EXEC_RESULT=INFRA") != std::string::npos); }
-};
-
-enum class LeaseState { Waiting, Granted, Ended, Revoked };
-std::string to_string(LeaseState s);
-
-struct Lease {
-  std::string id;
-  LeaseState state = LeaseState::Waiting;
-  LeaseRequest request;
-  std::vector<int> cards;
-  std::string marker;  // PTO_RUNNER_STEP_MARK of its processes
-  std::string cgroup;  // its own cgroup (exec/cgroup_tree), which the client's command joins; "" without cgroups
-  std::string created, granted, ended, end_reason;
-  std::chrono::steady_clock::time_point last_heartbeat, granted_at;
-  std::uint64_t ticket = 0;
-  LeaseReport report;  // what its client said of its command when it released it
-};
 
 class LeaseBook {
  public:
@@ -89,7 +49,7 @@ class LeaseBook {
   /// Ends every lease of a run (it finished or was cancelled).
   void end_run(const std::string& run_id, const std::string& why);
   /// Revokes the leases one step of a run asked for: a lease never outlives its step.
-  void end_step(const std::string& run_id, const std::string& step, const std::string& why);
+  void end_step(const std::string& run_id, const StepId& step, const std::string& why);
   /// Cards held or asked for by `run_id`'s leases (for max-cards-per-run).
   int cards_of_run(const std::string& run_id) const;
   /// Ends every lease (the daemon is cancelling everything): their commands are killed, their cards freed.

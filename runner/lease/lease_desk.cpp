@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "exec/card_access.h"
 #include "host/host.h"
 #include "lease/lease_wire.h"
 
@@ -29,13 +28,6 @@ Answer gone(const std::string& why) { return Answer::error(Outcome::Gone, why); 
 
 }  // namespace
 
-std::string change_lease_card_access(const RunnerConfig& cfg, const Lease& l, uid_t uid, bool granted) {
-  std::vector<std::string> files;
-  for (int card : l.cards)
-    for (const std::string& f : cfg.files_of_card(card)) files.push_back(f);
-  return granted ? grant_file_access(files, uid) : revoke_file_access(files, uid);
-}
-
 LeaseDesk::LeaseDesk(LeaseBook& book, Host& host) : book_(book), host_(host) {
   book_.set_on_granted_end([this](const Lease& l) {
     host_.lease_ended(l.marker);
@@ -50,7 +42,7 @@ nlohmann::json LeaseDesk::active_json() const {
   return out;
 }
 
-void LeaseDesk::request(LeaseRequest lr, const std::string& run, HostCommands::Reply reply) {
+void LeaseDesk::request(LeaseRequest lr, const std::string& run, Reply reply) {
   for (int id : lr.device_ids) {
     if (host_.cluster_picks_cards())
       return reply({Outcome::BadRequest, {{w::kError, "device-ids: Slurm picks the cards under executor: slurm; ask for a count (devices)"},
@@ -91,7 +83,7 @@ Answer LeaseDesk::heartbeat(const std::string& id, const std::string& run) {
   return {Outcome::Ok, {{w::kId, id}, {w::kState, "granted"}}};
 }
 
-void LeaseDesk::end(const std::string& id, const std::string& why, const std::string& run, HostCommands::Reply reply, LeaseReport report) {
+void LeaseDesk::end(const std::string& id, const std::string& why, const std::string& run, Reply reply, LeaseReport report) {
   const Lease* l = book_.find(id);
   if (!l || (!run.empty() && l->request.run_id != run)) return reply(gone("no active lease " + id + " (it ended or was revoked)"));
   // Being revoked (its processes are being killed): its client learns it was not its own end.

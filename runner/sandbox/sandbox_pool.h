@@ -13,26 +13,27 @@
 
 #include "config/runner_config.h"
 #include "exec/run_as.h"
+#include "sandbox/user_lender.h"
 
 namespace pto {
 
-class SandboxPool {
+class SandboxPool : public UserLender {
  public:
   /// `shared_files`: the control files every step may open (devices.shared-files), granted to a user while it
   /// is lent. `card_files`: every card's files, from which a returned user's entries are removed whatever
   /// happened to its steps (a daemon killed mid-step leaves them). `lock_dir` (devices.lock-dir): a lent user is flocked there (sandbox-NAME.lock), so a daemon and
   /// foreground `run`s on one host never lend one user twice at once.
   SandboxPool(const SandboxConfig& cfg, std::vector<std::string> shared_files, std::vector<std::string> card_files, std::string lock_dir);
-  ~SandboxPool();
-  bool active() const { return why_not_.empty(); }
+  ~SandboxPool() override;
+  bool active() const override { return why_not_.empty(); }
   /// Why steps run as the daemon's own user ("" when the pool is active).
-  const std::string& why() const { return why_not_; }
+  const std::string& why() const override { return why_not_; }
   /// A free user for `run`, or nothing when all are lent.
-  std::optional<RunAs> lend(const std::string& run);
+  std::optional<RunAs> lend(const std::string& run) override;
   /// The user `run` had goes back once its run ended: whatever still runs as it is killed and what it left in
   /// /tmp, /var/tmp and /dev/shm removed (as Nix does for a build user), so the next run it is lent to finds
   /// nothing of this one. Returns what was swept, for the log ("" when nothing).
-  std::string give_back(const std::string& run);
+  std::string give_back(const std::string& run) override;
   std::size_t free_count() const;
   /// Whether lend() may find a user (active, and not every user is lent by this pool).
   bool lend_possible() const { return active() && free_count() > 0; }

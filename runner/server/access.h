@@ -12,10 +12,12 @@
 #include <sys/types.h>
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 
 #include "server/http_server.h"
+#include "util/ids.h"
 
 namespace pto {
 
@@ -25,7 +27,7 @@ struct Caller {
   int uid = -1;      // Role::Submitter: its uid (and who submitted the runs it may cancel)
   std::string user;  // and its name
   std::string run;  // Role::Run: the run whose token was shown
-  std::string step;  // and the step, when it was that step's own token ("JOB-STEP")
+  std::optional<StepId> step;  // and the step, when it was one of its attempts' own token
   std::string peer;
   /// The run whose leases it may touch: "" for every lease (admin), else its own run's.
   const std::string& lease_scope() const { return run; }
@@ -42,9 +44,9 @@ class Access {
   void set_reads_need_token(bool need) { reads_need_token_ = need; }
   bool is_admin_token(const std::string& token) const { return token == admin_token_; }
   /// A run's lease token (PTO_RUNNER_LEASE_TOKEN of its steps); forgotten when the run ends.
-  void add_run_token(const std::string& token, const std::string& run) { run_tokens_[token] = {run, ""}; }
+  void add_run_token(const std::string& token, const std::string& run) { run_tokens_[token] = {run, std::nullopt}; }
   /// One step's own lease token: its leases end with it (forgotten when the step ends).
-  void add_step_token(const std::string& token, const std::string& run, const std::string& step) { run_tokens_[token] = {run, step}; }
+  void add_step_token(const std::string& token, const std::string& run, const StepId& step) { run_tokens_[token] = {run, step}; }
   void forget_token(const std::string& token) { run_tokens_.erase(token); }
   void forget_run(const std::string& run);
 
@@ -68,7 +70,8 @@ class Access {
   bool reads_need_token_;
   std::string admin_token_, read_token_;
   struct Scope {
-    std::string run, step;
+    std::string run;
+    std::optional<StepId> step;
   };
   std::map<std::string, Scope> run_tokens_;  // token -> the run (and step) it speaks for
   long submit_group_ = -1;                   // -1: no local submitters

@@ -8,10 +8,12 @@
 #include "engine/engine.h"
 #include "report/run_view.h"
 #include "server/log_slice.h"
+#include "server/metrics.h"
 #include "server/status_json.h"
 #include "server/run_page.h"
 #include "server/cards_page.h"
 #include "server/status_page.h"
+#include "util/ids.h"
 #include "util/json_text.h"
 #include "util/regular_file.h"
 
@@ -24,14 +26,6 @@ HttpResponse error_response(int status, const std::string& why) { return json_re
 HttpResponse not_found(const std::string& what) { return error_response(404, what); }
 HttpResponse method_not_allowed() { return error_response(405, "method not allowed"); }
 
-bool is_run_id(const std::string& s) {
-  static const std::regex re("[0-9]{8}-[0-9]{6}-[0-9a-f]{4}");
-  return std::regex_match(s, re);
-}
-bool is_lease_id(const std::string& s) {
-  static const std::regex re("lease-[0-9a-f]{12}");
-  return std::regex_match(s, re);
-}
 bool is_card_id(const std::string& s) {
   static const std::regex re("[0-9]{1,4}");
   return std::regex_match(s, re);
@@ -290,9 +284,8 @@ void Api::finished_record(const std::string& id, HttpServer::Respond respond, st
 }
 
 void Api::step_log(const std::string& id, const std::string& step, const HttpRequest& req, HttpServer::Respond respond) {
-  static const std::regex step_re("([0-9]{1,6})-([0-9]{1,6})");
-  std::smatch m;
-  if (!std::regex_match(step, m, step_re)) return respond(not_found("no step '" + step + "' (step ids look like 3-9)"));
+  const std::optional<StepId> step_id = StepId::parse(step);
+  if (!step_id) return respond(not_found("no step '" + step + "' (step ids look like 3-9)"));
   // ?tail=N lines (default 200) from the end, or ?offset=N[&bytes=M] for paging and following; either way one
   // read of at most 1 MiB, on a worker thread.
   auto number = [&](const char* key, std::uint64_t lo, std::uint64_t hi, std::optional<std::uint64_t>& out) {
@@ -311,7 +304,7 @@ void Api::step_log(const std::string& id, const std::string& step, const HttpReq
   if (tail && offset) return respond(error_response(400, "give tail or offset, not both"));
   if (!workers_) return respond(not_found("no logs here"));
   // The path comes from the run's own record, never from the URL.
-  const std::size_t job = std::stoul(m[1]) - 1, st = std::stoul(m[2]) - 1;
+  const std::size_t job = step_id->job, st = step_id->step;
   auto serve = [this, step, tail, offset, bytes, respond](const std::string& log_path) {
     if (log_path.empty()) return respond(not_found("step " + step + " has no log yet"));
     boost::asio::post(*workers_, [log_path, step, tail, offset, bytes, respond] {

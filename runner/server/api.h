@@ -10,7 +10,7 @@
 #include "server/access.h"
 #include "server/host_commands.h"
 #include "server/http_server.h"
-#include "server/read_model.h"
+#include "read_model/read_model.h"
 
 namespace boost::asio {
 class io_context;

@@ -1,7 +1,7 @@
 // GET /cards: what on-call looks at first when one card misbehaves. One row per card on a 24-hour time axis:
 // the steps and leases that held it (coloured by result: a failure is red on the card it happened on), health
 // checks, drains and returns, with the card's state now; below, each card's failures of the day. Its script
-// reads GET /api/v1/cards (the read model's card history, store/card_history, and the cards' states) every
+// reads GET /api/v1/cards (the read model's card history, read_model/card_history, and the cards' states) every
 // 10 s and draws in SVG by itself (server/page_kit), nothing from elsewhere.
 #include "server/cards_page.h"
 

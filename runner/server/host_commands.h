@@ -2,33 +2,22 @@
 // HostCommands: the narrow face through which the API changes anything. The API checks the request and the
 // caller (server/requests, server/access) and hands over typed commands; the host (the daemon, or a foreground
 // run's lease endpoints) acts on its own thread and answers with an outcome and a JSON body. Reads never come
-// here: they render the read model (server/read_model.h).
+// here: they render the read model (read_model/read_model.h).
 #include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
-#include "lease/lease_book.h"
+#include "lease/lease.h"
 #include "server/access.h"
 #include "server/requests.h"
+#include "util/answer.h"
 
 namespace pto {
 
-/// What a command came to, as the HTTP status the API answers with.
-enum class Outcome {
-  Ok = 200, Created = 201, Accepted = 202, BadRequest = 400, NotFound = 404, Conflict = 409, Gone = 410,
-  Unavailable = 503, TimedOut = 504
-};
-
-struct Answer {
-  Outcome outcome = Outcome::Ok;
-  nlohmann::json body = nlohmann::json::object();
-  static Answer error(Outcome o, const std::string& why) { return {o, {{"error", why}}}; }
-};
-
 class HostCommands {
  public:
-  using Reply = std::function<void(Answer)>;
+  using Reply = pto::Reply;
   virtual ~HostCommands() = default;
   /// Answered once the run is planned and started (a commit is checked out first), or refused.
   virtual void submit_run(RunSubmission submission, const Caller& by, Reply reply);
@@ -43,7 +32,6 @@ class HostCommands {
   virtual void request_lease(LeaseRequest request, const Caller& by, Reply reply) = 0;
   virtual Answer heartbeat_lease(const std::string& id, const Caller& by) = 0;
   /// `why` "released by its client" is the client's own end (its command is over); anything else kills
-  /// what still runs under it.
   /// what still runs under it. Answered once its processes are gone and its cards free.
   virtual void end_lease(const std::string& id, const std::string& why, const LeaseReport& report, const Caller& by, Reply reply) = 0;
   /// A finished run's record was served (a draining daemon waits until each run that ended was read once).

@@ -1,6 +1,6 @@
 #pragma once
 // /metrics: the Prometheus text exposition (version 0.0.4) of the daemon's read model and of the counters and
-// histograms it keeps. One small formatter with no fixed-size buffers (a name or label of any length is
+// histograms it keeps (read_model/counters.h). One small formatter with no fixed-size buffers (a name or label of any length is
 // written whole) and label values escaped by the format's rules; `promtool check metrics` checks its output
 // in the tests (tests/service_test.cpp).
 #include <map>
@@ -8,49 +8,11 @@
 #include <utility>
 #include <vector>
 
+#include "read_model/counters.h"
+
 namespace pto {
 
 struct HostView;
-
-class Histogram {
- public:
-  explicit Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
-  void observe(double v);
-  const std::vector<double>& bounds() const { return bounds_; }
-  const std::vector<long long>& counts() const { return counts_; }  // per bucket, not cumulative; last is +Inf
-  double sum() const { return sum_; }
-  long long count() const { return count_; }
-
- private:
-  std::vector<double> bounds_;
-  std::vector<long long> counts_;
-  double sum_ = 0;
-  long long count_ = 0;
-};
-
-/// Histograms of one metric by the value of one label (a step's result, how a lease ended).
-class LabelledHistogram {
- public:
-  explicit LabelledHistogram(std::vector<double> bounds) : bounds_(std::move(bounds)) {}
-  void observe(const std::string& label_value, double v);
-  const std::map<std::string, Histogram>& by_label() const { return by_label_; }
-
- private:
-  std::vector<double> bounds_;
-  std::map<std::string, Histogram> by_label_;
-};
-
-struct Metrics {
-  Histogram wait_seconds{{0.01, 0.1, 1, 10, 60, 300, 900, 1800, 3600, 7200}};
-  LabelledHistogram step_seconds{{1, 10, 60, 300, 600, 1200, 1800, 3600, 7200}};   // by result
-  LabelledHistogram lease_seconds{{0.1, 1, 10, 60, 300, 600, 1800, 3600, 7200}};  // by how it ended
-  std::map<std::string, long long> steps_by_result;
-  std::map<std::string, long long> failures_by_cause;  // failed attempts of steps
-  std::map<std::string, long long> retries_by_cause;   // the attempts that followed them
-  std::map<std::string, long long> runs_by_result;
-  std::map<std::string, long long> leases_by_end;
-  bool journal_failing = false;
-};
 
 using Labels = std::vector<std::pair<std::string, std::string>>;
 

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lease/lease_book.h"
+#include "lease/lease.h"
 
 namespace pto {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "report/run_view.h"
-#include "view/host_view.h"
+#include "read_model/host_view.h"
 
 namespace pto {
 

@@ -1,5 +1,5 @@
 #pragma once
-// GET /api/v1/status: the read model (view/host_view.h) as JSON. The HTML page (server/status_page) reads
+// GET /api/v1/status: the read model (read_model/host_view.h) as JSON. The HTML page (server/status_page) reads
 // exactly this. Durations are seconds rounded to milliseconds; times are ISO 8601 UTC.
 #include <nlohmann/json.hpp>
 

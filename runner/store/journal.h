@@ -71,7 +71,7 @@ class Journal {
   static constexpr int kKeptDurations = 20;
 
   /// What happened on a card (a step or lease that held it, a health check, a drain or return), as
-  /// store/card_history renders it; `at` is when it ended (seconds since the epoch). Rows older than
+  /// read_model/card_history holds it; `at` is when it ended (seconds since the epoch). Rows older than
   /// kCardEventDays go at the next write.
   bool card_event(int card, double at, const nlohmann::json& data);
   /// Card events that ended at or after `since`, oldest first.

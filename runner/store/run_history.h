@@ -1,5 +1,5 @@
 #pragma once
-// RunHistory: what the daemon keeps of runs beyond their life, and the one owner of it. The SQLite journal
+// RunHistory: the journal's one face. What the daemon keeps of runs beyond their life, and the one owner of it. The SQLite journal
 // (store/journal: each run's request and skeleton, every transition, the final record), each run's run.json
 // beside its logs (written whole, fsync'ed, renamed: what GETs of finished runs read, and what a lost journal
 // is rebuilt from), recovery of the runs a dead daemon left, retention, and the history half of the read
@@ -17,8 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "config/runner_config.h"
-#include "server/read_model.h"
-#include "store/card_history.h"
+#include "read_model/read_model.h"
+#include "read_model/card_history.h"
 #include "store/journal.h"
 
 namespace boost::asio {

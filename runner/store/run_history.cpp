@@ -1,4 +1,4 @@
-#include "daemon/run_history.h"
+#include "store/run_history.h"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -1,8 +1,9 @@
 #pragma once
-// CardHistory: what happened on each card over the last day, for the cards page (GET /cards) and its JSON
-// (GET /api/v1/cards): the steps and leases that held it (with their result), health checks, drains and
-// returns. The daemon's RunHistory is its one writer (each event also goes to the journal's card_events table,
-// so a restart keeps the day); the read model holds it; the API renders it. Times are seconds since the epoch.
+// CardHistory, part of the read model: what happened on each card over the last day, for the cards page
+// (GET /cards) and its JSON (GET /api/v1/cards): the steps and leases that held it (with their result), health
+// checks, drains and returns. The run history (store/run_history) is its one writer (each event also goes to
+// the journal's card_events table, so a restart keeps the day); the API renders it. Times are seconds since
+// the epoch.
 #include <deque>
 #include <optional>
 #include <string>

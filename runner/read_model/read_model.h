@@ -1,6 +1,6 @@
 #pragma once
 // ReadModel: everything a GET renders, kept by the host's engine thread and read by the API on the same thread,
-// never written by it: the typed host view (view/host_view.h) refreshed after transitions, the active runs'
+// never written by it: the typed host view (read_model/host_view.h) refreshed after transitions, the active runs'
 // engines (const), finished records held in memory, the counters behind /metrics, and where finished runs'
 // records lie on disk. A GET never runs the scheduler, opens the journal or reads a configuration file.
 #include <chrono>
@@ -10,9 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/metrics.h"
-#include "store/card_history.h"
-#include "view/host_view.h"
+#include "read_model/counters.h"
+#include "read_model/card_history.h"
+#include "read_model/host_view.h"
 
 namespace pto {
 

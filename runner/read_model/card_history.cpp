@@ -1,4 +1,4 @@
-#include "store/card_history.h"
+#include "read_model/card_history.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "engine/dispatcher.h"
+#include "host/dispatcher.h"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -8,7 +8,7 @@
 
 #include "sched/queue_order.h"
 #include "sched/start_forecast.h"
-#include "store/card_history.h"
+#include "read_model/card_history.h"
 #include "util/steady_seconds.h"
 
 namespace pto {

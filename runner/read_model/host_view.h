@@ -1,9 +1,10 @@
 #pragma once
 // The daemon's read model: what the host is doing, as plain values. The engine thread refreshes it after
-// transitions (at most every 100 ms, server/daemon_view.cpp); every GET renders it (the JSON status, the
+// transitions (at most every 10 ms, read_model/model_refresh); every GET renders it (the JSON status, the
 // Prometheus text, the HTML page fetches the JSON) and never runs the scheduler, opens the journal or reads a
 // configuration file. One writer (the daemon's engine thread), read on the same thread.
 #include <cstdint>
+#include <functional>
 #include <deque>
 #include <map>
 #include <optional>
@@ -122,6 +123,23 @@ struct HostView {
   std::vector<RunOverview> active;
   std::deque<RunOverview> recent;  // finished runs, newest first (the API's run list)
   std::map<std::string, int> runs_by_result;
+};
+
+/// What the read model knows of who uses the cards, for the host's description of them (Host::describe): the step running on each card (local), the
+/// run of each lease's cards, the queue position of each ticket, and the steps Slurm placed.
+struct CardUser {
+  std::string run, step, label, log_url;
+  StepEstimate estimate;
+  std::vector<int> cards;
+  std::string node, executor_job;  // executor: slurm
+};
+struct HostOccupancy {
+  std::map<int, CardUser> on_card;
+  std::map<int, std::string> lease_run_of_card;
+  std::map<std::uint64_t, int> position_of_ticket;
+  std::vector<CardUser> placed;  // steps the cluster placed (executor: slurm)
+  /// A step's log link (the API's path), for steps found only in the cluster's own lists.
+  std::function<std::string(const std::string& run, const std::string& step)> log_url;
 };
 
 }  // namespace pto

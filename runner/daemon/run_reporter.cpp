@@ -1,0 +1,99 @@
+#include "daemon/run_reporter.h"
+
+#include "report/run_view.h"
+#include "server/metrics.h"
+#include "store/run_history.h"
+#include "util/ids.h"
+
+namespace pto {
+
+RunReporter::RunReporter(RunHistory& history, Metrics& metrics, ToolchainStatus& toolchain, bool learn_durations,
+                         std::function<const nlohmann::json*(const std::string&)> request_of, std::function<void()> changed)
+    : history_(history),
+      metrics_(metrics),
+      toolchain_(toolchain),
+      learn_durations_(learn_durations),
+      request_of_(std::move(request_of)),
+      changed_(std::move(changed)) {}
+
+void RunReporter::step_changed(const RunRecord& r, const Plan& p, int job, int step) {
+  history_.step_changed(r.id, job, step, step_to_json(r, p, job, step, 0));
+}
+
+void RunReporter::job_finished(const RunRecord& r, const Plan& p, int job) {
+  nlohmann::json record = run_to_json(r, p, "running", -1, 0);
+  if (const nlohmann::json* request = request_of_(r.id)) record["request"] = *request;
+  history_.job_finished(r.id, job, job_to_json(r, p, job, 0, false), record);
+}
+
+void RunReporter::on_step_changed(const RunRecord& r, const Plan& p, int job, int step, StepState from) {
+  changed_();  // any transition: the read model is refreshed soon
+  const StepRecord& s = r.jobs[job].steps[step];
+  if (from == StepState::Running && s.state != StepState::Running) card_events_of_attempt(r, p, job, step);
+  if (s.state == StepState::Running) {
+    if (s.runnable_at >= 0 && s.started_at >= 0) metrics_.wait_seconds.observe(s.started_at - s.runnable_at);
+    return;
+  }
+  if (!is_final(s.state)) return;
+  metrics_.steps_by_result[to_string(s.state)]++;
+  // What a successful run of this step took, to estimate its next run (simulated sleeps say nothing).
+  if (s.state == StepState::Succeeded && learn_durations_ && p.jobs[job].steps[step].kind == StepKind::Command && s.started_at >= 0 &&
+      s.finished_at >= s.started_at)
+    history_.record_duration(p.jobs[job].steps[step].key, s.finished_at - s.started_at, s.finished);
+  if (s.started_at >= 0 && s.finished_at >= 0) metrics_.step_seconds.observe(to_string(s.state), s.finished_at - s.started_at);
+  if (p.jobs[job].lead) lead_job_ended(r, s);
+}
+
+void RunReporter::on_job_finished(const RunRecord&, const Plan&, int) { changed_(); }
+
+void RunReporter::on_attempt_failed(const RunRecord&, const Plan&, int, int, const StepRecord::Failure& f, bool retried) {
+  metrics_.failures_by_cause[to_string(f.evidence.cause)]++;
+  if (retried) metrics_.retries_by_cause[to_string(f.evidence.cause)]++;
+}
+
+void RunReporter::on_health_check(const RunRecord& r, int card, const std::string& command, double seconds, const std::string& failure) {
+  const double end = epoch_now();
+  history_.card_event({card, "health-check", end - seconds, end, command, r.id, "", failure.empty() ? "passed" : "failed", failure});
+}
+
+void RunReporter::card_events_of_attempt(const RunRecord& r, const Plan& p, int job, int step) {
+  const StepRecord& s = r.jobs[job].steps[step];
+  if (s.cards.empty()) return;
+  const double end = epoch_now();
+  const double ran = s.started_at >= 0 && s.finished_at >= s.started_at ? s.finished_at - s.started_at : 0;
+  std::string detail = s.error;
+  if (detail.empty() && s.timed_out) detail = "timed out";
+  if (detail.empty() && s.signal) detail = "signal " + std::to_string(s.signal);
+  if (detail.empty() && s.exit_code >= 0) detail = "exit " + std::to_string(s.exit_code);
+  // The cause it was charged to, when it failed (engine/failure_evidence).
+  if (!s.failures.empty() && s.failures.back().attempt == s.attempt)
+    detail = to_string(s.failures.back().evidence.cause) + ": " + s.failures.back().evidence.reason;
+  // An attempt retried goes back to waiting: it failed all the same.
+  const std::string result = s.state == StepState::Waiting || s.state == StepState::Pending ? "failed (retried)" : to_string(s.state);
+  const StepId id{static_cast<std::size_t>(job), static_cast<std::size_t>(step)};
+  for (int card : s.cards)
+    history_.card_event({card, "step", end - ran, end, step_label(p.jobs[job], p.jobs[job].steps[step]), r.id, id.text(), result, detail});
+}
+
+void RunReporter::lead_job_ended(const RunRecord& r, const StepRecord& s) {
+  ToolchainStatus& t = toolchain_;
+  t.run = r.id;
+  t.last_verified = s.finished;
+  if (s.state == StepState::Succeeded) {
+    t.state = "ready";
+    auto get = [&](const char* k) {
+      auto it = r.toolchain_env.find(k);
+      return it == r.toolchain_env.end() ? std::string() : it->second;
+    };
+    t.version = get("PTOAS_VERSION");
+    t.sha256 = get("PTOAS_SHA256");
+    t.root = get("PTOAS_ROOT");
+    t.bin = get("PTOAS_BIN");
+    t.error.clear();
+  } else {
+    t.state = "failed";
+    t.error = "lead job " + to_string(s.state) + "; see " + s.log_path;
+  }
+}
+
+}  // namespace pto

@@ -1,0 +1,49 @@
+#pragma once
+// RunReporter: what the daemon hears of every run it hosts, as the run's journal (each transition into the
+// run history before anyone else hears of it: store/run_history) and as its observer (the metrics, the cards'
+// history, learned durations, the toolchain's state, and a nudge to refresh the read model). One for all of
+// the daemon's runs; a foreground `run` has the console instead (report/console).
+#include <functional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+
+namespace pto {
+
+class RunHistory;
+struct Metrics;
+struct ToolchainStatus;
+
+class RunReporter : public RunObserver, public RunJournal {
+ public:
+  /// `request_of(id)`: the journaled request of active run `id` (null: none). `learn_durations`: successful
+  /// steps' times teach the next plans (not when steps only sleep). `changed`: the read model should be
+  /// refreshed soon.
+  RunReporter(RunHistory& history, Metrics& metrics, ToolchainStatus& toolchain, bool learn_durations,
+              std::function<const nlohmann::json*(const std::string& id)> request_of, std::function<void()> changed);
+
+  // RunJournal
+  void step_changed(const RunRecord& r, const Plan& p, int job, int step) override;
+  void job_finished(const RunRecord& r, const Plan& p, int job) override;
+  // RunObserver
+  void on_step_changed(const RunRecord& r, const Plan& p, int job, int step, StepState from) override;
+  void on_job_finished(const RunRecord& r, const Plan& p, int job) override;
+  void on_attempt_failed(const RunRecord& r, const Plan& p, int job, int step, const StepRecord::Failure& f, bool retried) override;
+  void on_health_check(const RunRecord& r, int card, const std::string& command, double seconds, const std::string& failure) override;
+
+ private:
+  /// An attempt of a step stopped: one event on each card it held (the cards page).
+  void card_events_of_attempt(const RunRecord& r, const Plan& p, int job, int step);
+  void lead_job_ended(const RunRecord& r, const StepRecord& s);
+
+  RunHistory& history_;
+  Metrics& metrics_;
+  ToolchainStatus& toolchain_;
+  bool learn_durations_;
+  std::function<const nlohmann::json*(const std::string&)> request_of_;
+  std::function<void()> changed_;
+};
+
+}  // namespace pto

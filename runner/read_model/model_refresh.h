@@ -1,0 +1,57 @@
+#pragma once
+// ModelRefresh: how the read model stays current without a GET ever computing it. After a transition the
+// host calls changed(); the model is refreshed on the next turn of the loop after a burst of them, at most
+// once per 10 ms however many there are; while anything waits or holds a card it is refreshed at least once a
+// second, so waits and busy times keep counting with no transition at all. A command (submit, cancel, drain)
+// refreshes it before answering, so its client reads its own change.
+//
+// What a refresh reads is each owner's: the runs (the model's active engines and requests), the broker's
+// queue, the active leases (describe_runs below), the cards (the host's description, host/host_cards.cpp).
+// The daemon gathers them (daemon/daemon_view.cpp).
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include <boost/asio/steady_timer.hpp>
+
+#include "engine/card_broker.h"
+#include "lease/lease.h"
+#include "read_model/read_model.h"
+
+
+namespace pto {
+
+class ModelRefresh {
+ public:
+  /// `refresh` renders the model; it calls refreshed() at its end.
+  ModelRefresh(boost::asio::io_context& io, std::function<void()> refresh);
+  ~ModelRefresh();
+  /// Something changed: refresh soon.
+  void changed();
+  /// A refresh ran (now). `busy`: something waits or holds a card (refresh again within a second).
+  void refreshed(bool busy);
+  void stop();
+
+ private:
+  boost::asio::io_context& io_;
+  std::function<void()> refresh_;
+  std::unique_ptr<boost::asio::steady_timer> soon_, tick_;
+  bool pending_ = false, tick_armed_ = false, stopped_ = false;
+  std::chrono::steady_clock::time_point refreshed_at_;
+};
+
+/// The model's active runs and the queue as the status shows them (model.host.active, model.host.queue, the
+/// oldest wait), and who is on which card for the host's description of its cards. `queue` is the broker's,
+/// in order; `leases` the active ones.
+HostOccupancy describe_runs(ReadModel& model, std::vector<QueueEntry> queue, const std::vector<const Lease*>& leases);
+
+/// Whether anything waits or holds a card or a node.
+bool host_busy(const HostView& v);
+
+/// Cards drained or returned since the last call (`seen`: each card's drained state then; a card seen for the
+/// first time is no change): one card event each, for the cards' history.
+std::vector<CardEvent> drain_changes(const HostView& v, std::map<int, bool>& seen, double now);
+
+}  // namespace pto

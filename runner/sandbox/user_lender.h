@@ -1,0 +1,24 @@
+#pragma once
+// UserLender: what a host's runs need of the sandbox users (SPEC "A step cannot touch the daemon, the host or
+// another run"): one user lent to each run alone, given back once its run has ended. SandboxPool is the real
+// one (sandbox/sandbox_pool); the hosting tests lend with a fake.
+#include <optional>
+#include <string>
+
+#include "exec/run_as.h"
+
+namespace pto {
+
+class UserLender {
+ public:
+  virtual ~UserLender() = default;
+  /// False: there are no users to lend (said why by why()); steps run as the host's own user.
+  virtual bool active() const = 0;
+  virtual const std::string& why() const = 0;
+  /// A free user for `run` (the same one again for the same run), or nothing when all are lent.
+  virtual std::optional<RunAs> lend(const std::string& run) = 0;
+  /// The user `run` had goes back: nothing of it may run or stay behind. What was swept ("" nothing).
+  virtual std::string give_back(const std::string& run) = 0;
+};
+
+}  // namespace pto
