@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "served_daemon.h"
+#include "util/api_paths.h"
 
 using namespace pto::test;
 
@@ -47,13 +48,13 @@ TEST_CASE("api access: beyond loopback an unauthenticated GET is 401, the read t
   const std::string said = read_file(s.proc.out) + read_file(s.proc.err);
   CHECK(said.find("listening on http://0.0.0.0:") != std::string::npos);
   CHECK(said.find("insecure-listen: serving plain HTTP on 0.0.0.0:") != std::string::npos);
-  for (const char* path : {"/api/v1/status", "/api/v1/runs", "/metrics", "/"})
+  for (const char* path : {api_path::kStatus, api_path::kRuns, api_path::kMetrics, "/"})
     CHECK(pto::api_request("GET", s.url(path)).status == 401);
-  CHECK(pto::api_request("GET", s.url("/healthz")).status == 200);  // probes need nothing
-  CHECK(pto::api_request("GET", s.url("/api/v1/status"), "reader-reader-reader-reader").status == 200);
-  CHECK(pto::api_request("GET", s.url("/api/v1/status"), s.token).status == 200);
-  CHECK(s.post("/api/v1/runs", json::object(), "reader-reader-reader-reader").status == 401);
-  CHECK(s.post("/api/v1/runs", json::object()).status == 201);
+  CHECK(pto::api_request("GET", s.url(api_path::kHealthz)).status == 200);  // probes need nothing
+  CHECK(pto::api_request("GET", s.url(api_path::kStatus), "reader-reader-reader-reader").status == 200);
+  CHECK(pto::api_request("GET", s.url(api_path::kStatus), s.token).status == 200);
+  CHECK(s.post(api_path::kRuns, json::object(), "reader-reader-reader-reader").status == 401);
+  CHECK(s.post(api_path::kRuns, json::object()).status == 201);
 }
 
 TEST_CASE("api access: tls: {cert, key} serves HTTPS only", "[api]") {
@@ -70,14 +71,14 @@ TEST_CASE("api access: tls: {cert, key} serves HTTPS only", "[api]") {
   s.scheme = "https";
   s.start();
   std::string out;
-  CHECK(sh("curl -sk https://127.0.0.1:" + std::to_string(s.port) + "/healthz", &out) == 0);
+  CHECK(sh("curl -sk https://127.0.0.1:" + std::to_string(s.port) + api_path::kHealthz, &out) == 0);
   CHECK(out == "ok\n");
-  CHECK(sh("curl -s --max-time 5 http://127.0.0.1:" + std::to_string(s.port) + "/healthz", &out) != 0);
+  CHECK(sh("curl -s --max-time 5 http://127.0.0.1:" + std::to_string(s.port) + api_path::kHealthz, &out) != 0);
   // Reads beyond loopback need a token, over TLS too.
-  CHECK(sh("curl -sk -o /dev/null -w '%{http_code}' https://127.0.0.1:" + std::to_string(s.port) + "/api/v1/status", &out) == 0);
+  CHECK(sh("curl -sk -o /dev/null -w '%{http_code}' https://127.0.0.1:" + std::to_string(s.port) + api_path::kStatus, &out) == 0);
   CHECK(out == "401");
   CHECK(sh("curl -sk -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer " + s.token + "' https://127.0.0.1:" +
-               std::to_string(s.port) + "/api/v1/status", &out) == 0);
+               std::to_string(s.port) + api_path::kStatus, &out) == 0);
   CHECK(out == "200");
 }
 

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "served_daemon.h"
+#include "util/api_paths.h"
 
 using namespace pto::test;
 using nlohmann::json;
@@ -67,7 +68,7 @@ TEST_CASE("attach: two clients of one workflow run share one run, the build both
     CHECK(states["b"] == "failed");
     CHECK(states["c"] == "skipped");  // no client asked for it
     CHECK(run["request"]["attach"] == "owner/repo/101/1");
-    CHECK(s.get("/api/v1/runs")["runs"].size() == 1);
+    CHECK(s.get(api_path::kRuns)["runs"].size() == 1);
   }
 
   SECTION("an interrupted client cancels only its own job, another sha is refused") {

@@ -19,6 +19,7 @@
 #include "gha_parser.h"
 #include "served_daemon.h"
 #include "test_support.h"
+#include "util/api_paths.h"
 
 using namespace pto::test;
 using nlohmann::json;
@@ -46,7 +47,7 @@ TEST_CASE("serve: status has every field with the right types, during and after 
   // The status is a read model refreshed right after transitions: wait for it to show both steps started.
   json st;
   REQUIRE(wait_until([&] {
-    st = s.get("/api/v1/status");
+    st = s.get(api_path::kStatus);
     return st["devices"][0]["state"] == "busy" && st["devices"][1]["state"] == "busy" && st["queue"].size() == 1;
   }, 5));
   CHECK(st["version"].is_string());
@@ -71,29 +72,29 @@ TEST_CASE("serve: status has every field with the right types, during and after 
   CHECK(st["runs_by_result"]["running"] == 1);
   CHECK(st.dump().find("hunter2") == std::string::npos);  // secrets never reach the status
 
-  json run = s.get("/api/v1/runs/" + id);
+  json run = s.get(api_path::run(id));
   CHECK(run["state"] == "running");
   const auto& step = run["jobs"][0]["steps"][0];
   for (const char* k : {"created", "runnable", "started"}) CHECK(step[k].is_string());
   CHECK(step["finished"].is_null());
   CHECK(step["cards"].size() == 1);
   CHECK(step["attempt"] == 1);
-  CHECK(step["log"].get<std::string>() == "/api/v1/runs/" + id + "/steps/1-1/log");
+  CHECK(step["log"].get<std::string>() == api_path::step_log(id, "1-1"));
   CHECK(run["jobs"][0]["steps"][2]["wait_reason"].get<std::string>().find("waiting for 2 cards") == 0);
   CHECK(run.dump().find("hunter2") == std::string::npos);
 
-  REQUIRE(s.post("/api/v1/runs/" + id + "/cancel", json::object()).status == 202);
+  REQUIRE(s.post(api_path::run_cancel(id), json::object()).status == 202);
   json done = s.wait_run(id);
   CHECK(done["state"] == "cancelled");
   CHECK(done["finished"].is_string());
   CHECK(done["jobs"][0]["steps"][0]["state"] == "cancelled");
   CHECK(done["jobs"][0]["steps"][0]["signal"] == SIGTERM);
-  json after = s.get("/api/v1/status");
+  json after = s.get(api_path::kStatus);
   for (const auto& d : after["devices"]) CHECK(d["state"] == "free");
   CHECK(after["queue"].empty());
   CHECK(after["runs_by_result"]["cancelled"] == 1);
   CHECK_FALSE(pid_running(std::stoi(read_file(s.dir.path() / "two.escapee"))));
-  json runs = s.get("/api/v1/runs");
+  json runs = s.get(api_path::kRuns);
   CHECK(runs["runs"][0]["id"] == id);
   CHECK(runs["runs"][0]["request"]["env"] == json::array({"SECRET"}));
 }
@@ -102,51 +103,51 @@ TEST_CASE("serve: mutations need the token, bad requests get 400/404/413 and the
   Served s;
   sleepy_project(s.dir, s.dir.str());
   s.start();
-  CHECK(s.post("/api/v1/runs", {{"jobs", {"quick"}}}, "").status == 401);
-  CHECK(s.post("/api/v1/runs", {{"jobs", {"quick"}}}, std::string(s.token.size(), 'x')).status == 401);
-  CHECK(s.post("/api/v1/runs", {{"jobs", {"quick"}}}, s.token + "x").status == 401);
-  CHECK(s.get("/api/v1/runs")["runs"].empty());  // nothing happened
+  CHECK(s.post(api_path::kRuns, {{"jobs", {"quick"}}}, "").status == 401);
+  CHECK(s.post(api_path::kRuns, {{"jobs", {"quick"}}}, std::string(s.token.size(), 'x')).status == 401);
+  CHECK(s.post(api_path::kRuns, {{"jobs", {"quick"}}}, s.token + "x").status == 401);
+  CHECK(s.get(api_path::kRuns)["runs"].empty());  // nothing happened
 
-  auto malformed = pto::api_request("POST", s.url("/api/v1/runs"), s.token, "{not json");
+  auto malformed = pto::api_request("POST", s.url(api_path::kRuns), s.token, "{not json");
   CHECK(malformed.status == 400);
-  auto unknown = s.post("/api/v1/runs", {{"jobs", {"nope"}}});
+  auto unknown = s.post(api_path::kRuns, {{"jobs", {"nope"}}});
   CHECK(unknown.status == 400);
   CHECK(unknown.body.find("no job named 'nope'") != std::string::npos);
-  CHECK(s.post("/api/v1/runs", {{"jobs", "quick"}}).status == 400);
-  CHECK(s.post("/api/v1/runs", {{"jbos", {"quick"}}}).status == 400);
-  CHECK(s.post("/api/v1/runs", {{"env", {{"BAD NAME", "x"}}}}).status == 400);
-  auto big = pto::api_request("POST", s.url("/api/v1/runs"), s.token, std::string(2 * 1024 * 1024, ' '));
+  CHECK(s.post(api_path::kRuns, {{"jobs", "quick"}}).status == 400);
+  CHECK(s.post(api_path::kRuns, {{"jbos", {"quick"}}}).status == 400);
+  CHECK(s.post(api_path::kRuns, {{"env", {{"BAD NAME", "x"}}}}).status == 400);
+  auto big = pto::api_request("POST", s.url(api_path::kRuns), s.token, std::string(2 * 1024 * 1024, ' '));
   CHECK((!big.reached || big.status == 413));
 
   std::string id = s.submit_run({{"jobs", {"quick"}}});
   s.wait_run(id);
   for (const char* bad : {"/steps/..%2F..%2Fetc%2Fpasswd/log", "/steps/../../etc/passwd/log", "/steps/1-1%2F..%2F..%2Fx/log",
                           "/steps/9-9/log", "/steps/0-0/log"}) {
-    auto lr = pto::api_request("GET", s.url("/api/v1/runs/" + id + bad));
+    auto lr = pto::api_request("GET", s.url(api_path::run(id) + bad));
     INFO(bad);
     CHECK(lr.status == 404);
     CHECK(lr.body.find("root:") == std::string::npos);
   }
-  auto log = pto::api_request("GET", s.url("/api/v1/runs/" + id + "/steps/1-1/log?tail=5"));
+  auto log = pto::api_request("GET", s.url(api_path::step_log(id, "1-1") + "?tail=5"));
   CHECK(log.status == 200);
   CHECK(log.body == "fine\n");
-  CHECK(pto::api_request("GET", s.url("/api/v1/runs/20990101-000000-abcd")).status == 404);
+  CHECK(pto::api_request("GET", s.url(api_path::run("20990101-000000-abcd"))).status == 404);
   CHECK(pto::api_request("GET", s.url("/nope")).status == 404);
-  CHECK(pto::api_request("DELETE", s.url("/api/v1/status")).status == 405);
-  CHECK(s.post("/api/v1/runs/" + id + "/cancel", json::object()).status == 409);
-  CHECK(pto::api_request("GET", s.url("/healthz")).body == "ok\n");
-  auto metrics = pto::api_request("GET", s.url("/metrics"));
+  CHECK(pto::api_request("DELETE", s.url(api_path::kStatus)).status == 405);
+  CHECK(s.post(api_path::run_cancel(id), json::object()).status == 409);
+  CHECK(pto::api_request("GET", s.url(api_path::kHealthz)).body == "ok\n");
+  auto metrics = pto::api_request("GET", s.url(api_path::kMetrics));
   CHECK(metrics.body.find("pto_runner_cards{state=\"free\"} 2") != std::string::npos);
   CHECK(metrics.body.find("pto_runner_steps_total{result=\"succeeded\"} 1") != std::string::npos);
   CHECK(metrics.body.find("pto_runner_wait_seconds_count 1") != std::string::npos);
   CHECK(metrics.body.find("pto_runner_step_duration_seconds_bucket{result=\"succeeded\",le=\"+Inf\"} 1") != std::string::npos);
 
   // A step that printed nothing has no log file (it is made on the first output); its log reads as empty.
-  auto quiet = s.post("/api/v1/runs", {{"jobs", {"quiet"}}});
+  auto quiet = s.post(api_path::kRuns, {{"jobs", {"quiet"}}});
   REQUIRE(quiet.status == 201);
   std::string quiet_id = json::parse(quiet.body)["id"];
   CHECK(s.wait_run(quiet_id)["state"] == "succeeded");
-  auto empty = pto::api_request("GET", s.url("/api/v1/runs/" + quiet_id + "/steps/1-1/log"));
+  auto empty = pto::api_request("GET", s.url(api_path::step_log(quiet_id, "1-1")));
   CHECK(empty.status == 200);
   CHECK(empty.body.empty());
 }
@@ -155,7 +156,7 @@ TEST_CASE("serve: 200 concurrent pollers are all answered, a byte-a-second clien
   Served s;
   sleepy_project(s.dir, s.dir.str());
   s.start();
-  REQUIRE(s.post("/api/v1/runs", {{"jobs", {"slow"}}}).status == 201);
+  REQUIRE(s.post(api_path::kRuns, {{"jobs", {"slow"}}}).status == 201);
   // A slow client: connects and sends its headers one byte at a time.
   int slow = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
@@ -176,7 +177,7 @@ TEST_CASE("serve: 200 concurrent pollers are all answered, a byte-a-second clien
   for (int c = 0; c < 200; ++c)
     clients.emplace_back([&] {
       for (int i = 0; i < 3; ++i) {
-        auto r = pto::api_request("GET", s.url("/api/v1/status"));
+        auto r = pto::api_request("GET", s.url(api_path::kStatus));
         (r.reached && r.status == 200 && r.body.find("\"devices\"") != std::string::npos ? ok : failed)++;
       }
     });
@@ -232,11 +233,11 @@ TEST_CASE("submit: SIGTERM cancels the remote run and frees its cards", "[daemon
   CommandResult r = wait_cli(sub);
   INFO(r.out << r.err);
   CHECK(r.exit_code == 143);
-  json st = s.get("/api/v1/status");
+  json st = s.get(api_path::kStatus);
   CHECK(st["active_runs"].empty());
   for (const auto& d : st["devices"]) CHECK(d["state"] == "free");
   for (const char* f : {"one.pid", "two.escapee"}) CHECK_FALSE(pid_running(std::stoi(read_file(s.dir.path() / f))));
-  CHECK(s.get("/api/v1/runs")["runs"][0]["state"] == "cancelled");
+  CHECK(s.get(api_path::kRuns)["runs"][0]["state"] == "cancelled");
   // status for a person says the same
   CommandResult text = run_cli({"status", "--server", s.url()});
   CHECK(text.exit_code == 0);
@@ -247,10 +248,10 @@ TEST_CASE("serve: after SIGKILL and restart, history is intact and the old run i
   Served s;
   sleepy_project(s.dir, s.dir.str());
   s.start();
-  auto done = s.post("/api/v1/runs", {{"jobs", {"quick"}}});
+  auto done = s.post(api_path::kRuns, {{"jobs", {"quick"}}});
   std::string first = json::parse(done.body)["id"];
   s.wait_run(first);
-  auto r = s.post("/api/v1/runs", {{"jobs", {"slow"}}});
+  auto r = s.post(api_path::kRuns, {{"jobs", {"slow"}}});
   std::string id = json::parse(r.body)["id"];
   REQUIRE(wait_until([&] { return fs::exists(s.dir.path() / "two.escapee") && fs::exists(s.dir.path() / "one.pid"); }));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -261,21 +262,21 @@ TEST_CASE("serve: after SIGKILL and restart, history is intact and the old run i
   s.start();                // ...until the new one recovers
   CHECK_FALSE(pid_running(one));
   CHECK_FALSE(pid_running(escapee));
-  json old = s.get("/api/v1/runs/" + id);
+  json old = s.get(api_path::run(id));
   CHECK(old["state"] == "interrupted");
   CHECK(old["jobs"][0]["steps"][0]["state"] == "interrupted");
   CHECK(old["jobs"][0]["steps"][2]["state"] == "cancelled");
-  json hist = s.get("/api/v1/runs/" + first);
+  json hist = s.get(api_path::run(first));
   CHECK(hist["state"] == "succeeded");
-  auto log = pto::api_request("GET", s.url("/api/v1/runs/" + first + "/steps/1-1/log"));
+  auto log = pto::api_request("GET", s.url(api_path::step_log(first, "1-1")));
   CHECK(log.body == "fine\n");
-  json st = s.get("/api/v1/status");
+  json st = s.get(api_path::kStatus);
   for (const auto& d : st["devices"]) CHECK(d["state"] == "free");
   std::string holder;
   CHECK_FALSE(pto::CardLock::held_elsewhere(s.locks(), 0, holder));
   CHECK(st["runs_by_result"]["interrupted"] == 1);
   // And it works: a new run on the freed cards.
-  auto again = s.post("/api/v1/runs", {{"jobs", {"quick"}}});
+  auto again = s.post(api_path::kRuns, {{"jobs", {"quick"}}});
   REQUIRE(again.status == 201);
   CHECK(s.wait_run(json::parse(again.body)["id"])["state"] == "succeeded");
 }
@@ -284,19 +285,19 @@ TEST_CASE("serve: cards are drained and returned to service over the API, with t
   Served s;
   sleepy_project(s.dir, s.dir.str());
   s.start();
-  CHECK(s.post("/api/v1/devices/1/drain", {{"reason", "card 1 fell off the bus"}}, "").status == 401);
-  CHECK(s.post("/api/v1/devices/9/drain", json::object()).status == 404);
-  REQUIRE(s.post("/api/v1/devices/1/drain", {{"reason", "card 1 fell off the bus"}}).status == 200);
-  json st = s.get("/api/v1/status");
+  CHECK(s.post(api_path::device(1, "drain"), {{"reason", "card 1 fell off the bus"}}, "").status == 401);
+  CHECK(s.post(api_path::device(9, "drain"), json::object()).status == 404);
+  REQUIRE(s.post(api_path::device(1, "drain"), {{"reason", "card 1 fell off the bus"}}).status == 200);
+  json st = s.get(api_path::kStatus);
   CHECK(st["devices"][1]["state"] == "drained");
   CHECK(st["devices"][1]["drain_reason"] == "card 1 fell off the bus");
-  auto r = s.post("/api/v1/runs", {{"jobs", {"quick"}}});
+  auto r = s.post(api_path::kRuns, {{"jobs", {"quick"}}});
   json run = s.wait_run(json::parse(r.body)["id"]);
   CHECK(run["jobs"][0]["steps"][0]["cards"] == json::array({0}));
   CommandResult cli = run_cli({"devices", "--server", s.url(), "--undrain", "1"}, {{"PTO_RUNNER_TOKEN", s.token}});
   CHECK(cli.exit_code == 0);
   CHECK(cli.out.find("1    -      free") != std::string::npos);
-  CHECK(s.get("/api/v1/status")["devices"][1]["state"] == "free");
+  CHECK(s.get(api_path::kStatus)["devices"][1]["state"] == "free");
 }
 
 TEST_CASE("serve: a broken job file refuses runs with its findings, and a fix needs no restart", "[daemon]") {
@@ -304,7 +305,7 @@ TEST_CASE("serve: a broken job file refuses runs with its findings, and a fix ne
   sleepy_project(s.dir, s.dir.str());
   s.dir.write("jobs/quick.yml", "name: quick\nsteps:\n  - {name: ok, devices: 1, run: 'echo fine', timeout-minute: 1}\n");
   s.start();
-  auto r = s.post("/api/v1/runs", {{"jobs", {"quick"}}});
+  auto r = s.post(api_path::kRuns, {{"jobs", {"quick"}}});
   CHECK(r.status == 400);
   auto body = json::parse(r.body);
   REQUIRE(body["findings"].size() == 1);
@@ -312,7 +313,7 @@ TEST_CASE("serve: a broken job file refuses runs with its findings, and a fix ne
   CHECK(body["findings"][0]["line"] == 3);
   CHECK(body["findings"][0]["rule"] == "unknown-key");
   s.dir.write("jobs/quick.yml", "name: quick\nsteps:\n  - {name: ok, devices: 1, run: 'echo fine', timeout-minutes: 1}\n");
-  auto fixed = s.post("/api/v1/runs", {{"jobs", {"quick"}}});
+  auto fixed = s.post(api_path::kRuns, {{"jobs", {"quick"}}});
   REQUIRE(fixed.status == 201);
   CHECK(s.wait_run(json::parse(fixed.body)["id"])["state"] == "succeeded");
   // Bad host settings do stop it from starting.
@@ -352,7 +353,7 @@ TEST_CASE("submit inside Actions: no byte of step output is a workflow command, 
   CHECK(read_file(summary).find("| h | fail | failed |") != std::string::npos);
   CHECK(read_file(summary).find("\n### from the step\n") != std::string::npos);  // the step's own summary follows
   // The run links back to the Actions run that submitted it.
-  json runs = s.get("/api/v1/runs");
+  json runs = s.get(api_path::kRuns);
   CHECK(runs["runs"][0]["request"]["github"]["run_url"] == "https://github.com/hw-native-sys/pypto/actions/runs/42");
 }
 
@@ -366,7 +367,7 @@ TEST_CASE("serve: a step without an estimate is planned with the p90 of its last
   s.dir.write("runner.yml", "state-dir: state\n");
   s.start();
   for (int i = 0; i < 5; ++i) {
-    auto r = s.post("/api/v1/runs", json::object());
+    auto r = s.post(api_path::kRuns, json::object());
     REQUIRE(r.status == 201);
     CHECK(s.wait_run(json::parse(r.body)["id"])["state"] == "succeeded");
   }
@@ -384,7 +385,7 @@ TEST_CASE("serve: a step without an estimate is planned with the p90 of its last
   CommandResult text = run_cli({"plan", "--root", s.dir.str()});
   CHECK(text.out.find("(learned: p90 of 5 runs)") != std::string::npos);
   // The daemon uses it too, and the run's JSON says where it came from.
-  auto r = s.post("/api/v1/runs", json::object());
+  auto r = s.post(api_path::kRuns, json::object());
   json run = s.wait_run(json::parse(r.body)["id"]);
   CHECK(run["jobs"][0]["steps"][0]["estimate"]["source"] == "history");
 }
@@ -397,11 +398,11 @@ TEST_CASE("status: a running step's card and a waiting step's queue entry carry 
                                   "  - {name: a, devices: 1, expected-minutes: 3, run: 'while [ ! -e " + go + " ]; do sleep 0.05; done'}\n"
                                   "  - {name: b, devices: 1, expected-minutes: 4, run: 'true'}\n"}});
   s.start();
-  auto r = s.post("/api/v1/runs", json::object());
+  auto r = s.post(api_path::kRuns, json::object());
   REQUIRE(r.status == 201);
   json st;
   bool both = wait_until([&] {
-    st = s.get("/api/v1/status");
+    st = s.get(api_path::kStatus);
     return st["devices"][0]["holder"].is_object() && st["queue"].size() == 1;
   }, 10);
   INFO(st.dump(1));
@@ -432,8 +433,8 @@ TEST_CASE("log API paging by offset, and submit found through PTO_RUNNER_SERVER 
   INFO(sub.out << sub.err);
   CHECK(sub.exit_code == 0);
   CHECK(sub.out.find("l / long: still running after") != std::string::npos);
-  std::string id = s.get("/api/v1/runs")["runs"][0]["id"];
-  const std::string log = s.url("/api/v1/runs/" + id + "/steps/1-1/log");
+  std::string id = s.get(api_path::kRuns)["runs"][0]["id"];
+  const std::string log = s.url(api_path::step_log(id, "1-1"));
   // Paging: each answer says where the next read starts.
   auto first = pto::api_request("GET", log + "?offset=0&bytes=4");
   REQUIRE(first.status == 200);

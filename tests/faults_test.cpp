@@ -13,6 +13,8 @@
 
 #include "served_daemon.h"
 #include "test_support.h"
+#include "util/api_paths.h"
+#include "util/state_paths.h"
 
 using namespace pto::test;
 
@@ -61,13 +63,13 @@ TEST_CASE("faults: a full disk ends the run with an infrastructure error naming 
   CHECK(run["result"] == 3);
   std::string problems = run["infrastructure_problems"].dump();
   CHECK((problems.find(state + "/journal.sqlite cannot be written") != std::string::npos ||
-         problems.find("cannot write " + state + "/runs/" + id) != std::string::npos));
-  CHECK(pto::api_request("GET", s.url("/healthz")).status == 200);
+         problems.find("cannot write " + pto::run_dir(state, id)) != std::string::npos));
+  CHECK(pto::api_request("GET", s.url(api_path::kHealthz)).status == 200);
   // Meanwhile a daemon on another disk is unaffected.
   Served other;
   write_project(other.dir, {{"ok.yml", "name: ok\nsteps:\n  - run: 'echo fine'\n"}});
   other.start();
-  auto o = other.post("/api/v1/runs", json::object());
+  auto o = other.post(api_path::kRuns, json::object());
   CHECK(other.wait_run(json::parse(o.body)["id"])["state"] == "succeeded");
   // serve on the full disk: exit 3, the path named.
   CommandResult full = run_cli({"serve", "--root", s.dir.str(), "--listen", "127.0.0.1:0", "--state-dir",
@@ -76,10 +78,10 @@ TEST_CASE("faults: a full disk ends the run with an infrastructure error naming 
   CHECK(full.err.find((disk.dir.path() / "state2").string()) != std::string::npos);
   // Space comes back: the next run succeeds without a restart, and the failed one is still there.
   fs::remove(fill);
-  auto again = s.post("/api/v1/runs", {{"jobs", {"ok"}}});
+  auto again = s.post(api_path::kRuns, {{"jobs", {"ok"}}});
   REQUIRE(again.status == 201);
   CHECK(s.wait_run(json::parse(again.body)["id"])["state"] == "succeeded");
-  CHECK(s.get("/api/v1/runs/" + id)["result"] == 3);
+  CHECK(s.get(api_path::run(id))["result"] == 3);
   CHECK(read_file(s.proc.err).find("cannot be written") != std::string::npos);
 }
 
@@ -94,12 +96,12 @@ struct History {
                           {"b.yml", "name: b\nsteps:\n  - run: 'echo fine'\n"}});
     s.start();
     for (const char* job : {"a", "b"}) {
-      auto r = s.post("/api/v1/runs", {{"jobs", {job}}});
+      auto r = s.post(api_path::kRuns, {{"jobs", {job}}});
       REQUIRE(r.status == 201);
       s.wait_run(json::parse(r.body)["id"]);
     }
-    runs = s.get("/api/v1/runs")["runs"];
-    for (const auto& r : runs) records[r["id"].get<std::string>()] = s.get("/api/v1/runs/" + r["id"].get<std::string>());
+    runs = s.get(api_path::kRuns)["runs"];
+    for (const auto& r : runs) records[r["id"].get<std::string>()] = s.get(api_path::run(r["id"].get<std::string>()));
     s.stop();
   }
   std::string journal() const { return s.state() + "/journal.sqlite"; }
@@ -119,8 +121,8 @@ struct History {
     return wait_cli(p);
   }
   void expect_same_history() {
-    CHECK(s.get("/api/v1/runs")["runs"] == runs);
-    for (const auto& [id, rec] : records.items()) CHECK(s.get("/api/v1/runs/" + id) == rec);
+    CHECK(s.get(api_path::kRuns)["runs"] == runs);
+    for (const auto& [id, rec] : records.items()) CHECK(s.get(api_path::run(id)) == rec);
     s.stop();
   }
 };
@@ -157,7 +159,7 @@ TEST_CASE("faults: a run record and a journal that go bad while the daemon serve
   Served s;
   write_project(s.dir, {{"a.yml", "name: a\nsteps:\n  - run: 'echo hi'\n"}});
   s.start();
-  auto r = s.post("/api/v1/runs", json::object());
+  auto r = s.post(api_path::kRuns, json::object());
   std::string id = json::parse(r.body)["id"];
   REQUIRE(s.wait_run(id)["state"] == "succeeded");
   // The run's own record is gone and the journal's table with it (another program, a bad page). A GET reads
@@ -166,16 +168,16 @@ TEST_CASE("faults: a run record and a journal that go bad while the daemon serve
   fs::remove(fs::path(s.state()) / "runs" / id / "run.json");
   REQUIRE(sh("python3 -c \"import sqlite3; c = sqlite3.connect('" + s.state() + "/journal.sqlite'); "
              "c.execute('DROP TABLE runs'); c.commit()\"") == 0);
-  auto run = pto::api_request("GET", s.url("/api/v1/runs/" + id));
+  auto run = pto::api_request("GET", s.url(api_path::run(id)));
   CHECK(run.status == 503);
   CHECK(run.body.find("cannot be read now") != std::string::npos);
-  CHECK(pto::api_request("GET", s.url("/api/v1/runs/" + id + "/steps/1-1/log")).status == 503);
-  CHECK(pto::api_request("GET", s.url("/healthz")).status == 200);
+  CHECK(pto::api_request("GET", s.url(api_path::step_log(id, "1-1"))).status == 503);
+  CHECK(pto::api_request("GET", s.url(api_path::kHealthz)).status == 200);
   CHECK(pid_running(s.proc.pid));
   // The next run cannot be journaled: it ends as an infrastructure failure, and the daemon goes on serving.
   std::string next = s.submit_run();
   CHECK(s.wait_run(next)["result"] == 3);
-  CHECK(pto::api_request("GET", s.url("/healthz")).status == 200);
+  CHECK(pto::api_request("GET", s.url(api_path::kHealthz)).status == 200);
   CHECK(pid_running(s.proc.pid));
 }
 
@@ -196,7 +198,7 @@ TEST_CASE("faults: a run killed with its daemon before any job ended is in the h
   const std::string started = (s.dir.path() / "started").string();
   write_project(s.dir, {{"slow.yml", "name: slow\nsteps:\n  - run: 'touch " + started + "; sleep 1000'\n"}});
   s.start();
-  auto r = s.post("/api/v1/runs", json::object());
+  auto r = s.post(api_path::kRuns, json::object());
   std::string id = json::parse(r.body)["id"];
   REQUIRE(wait_until([&] { return fs::exists(started); }, 10));
   ::kill(s.proc.pid, SIGKILL);  // no job has ended: only the record written at submission is beside the logs
@@ -204,7 +206,7 @@ TEST_CASE("faults: a run killed with its daemon before any job ended is in the h
   s.proc.pid = -1;
   fs::remove(s.state() + "/journal.sqlite");
   s.start();
-  json run = s.get("/api/v1/runs/" + id);
+  json run = s.get(api_path::run(id));
   CHECK(run["state"] == "interrupted");
   CHECK(run["result"] == 3);
   CHECK(read_file(s.proc.err).find("rebuilt 1 run(s) from the run directories") != std::string::npos);
@@ -216,25 +218,25 @@ TEST_CASE("faults: a 100 MB line neither stalls the daemon nor its memory, and t
   write_project(s.dir, {{"big.yml", "name: big\nsteps:\n  - run: 'head -c 100000000 /dev/zero | tr \"\\\\0\" x; echo; echo the end'\n"}});
   s.start();
   long before = rss_kb(s.proc.pid, "VmRSS:");
-  auto r = s.post("/api/v1/runs", json::object());
+  auto r = s.post(api_path::kRuns, json::object());
   std::string id = json::parse(r.body)["id"];
   CHECK(s.wait_run(id, 120)["state"] == "succeeded");
-  const std::string log = s.get("/api/v1/runs/" + id)["jobs"][0]["steps"][0]["log_path"];
+  const std::string log = s.get(api_path::run(id))["jobs"][0]["steps"][0]["log_path"];
   CHECK(fs::file_size(log) <= (8u << 20) + 4096);
   std::string text = read_file(log);
   CHECK(text.find("bytes of output dropped here: the log is capped at 8388608 bytes (log-max-mb)") != std::string::npos);
   CHECK(text.substr(text.size() - 8) == "the end\n");
   // Tail requests of the long line while /healthz keeps answering at once.
   std::thread tails([&] {
-    for (int i = 0; i < 5; ++i) pto::api_request("GET", s.url("/api/v1/runs/" + id + "/steps/1-1/log?tail=2"));
+    for (int i = 0; i < 5; ++i) pto::api_request("GET", s.url(api_path::step_log(id, "1-1") + "?tail=2"));
   });
   for (int i = 0; i < 5; ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    CHECK(pto::api_request("GET", s.url("/healthz")).status == 200);
+    CHECK(pto::api_request("GET", s.url(api_path::kHealthz)).status == 200);
     CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
   }
   tails.join();
-  auto tail = pto::api_request("GET", s.url("/api/v1/runs/" + id + "/steps/1-1/log?tail=2"));
+  auto tail = pto::api_request("GET", s.url(api_path::step_log(id, "1-1") + "?tail=2"));
   CHECK(tail.body.size() <= (1u << 20) + 200);
   CHECK(tail.body.find("the end\n") != std::string::npos);
   CHECK(rss_kb(s.proc.pid) - before < 64 * 1024);  // the daemon never held the 100 MB
@@ -262,7 +264,7 @@ TEST_CASE("serve: a second daemon on one state dir exits 2 naming the first, who
   const std::string done = (s.dir.path() / "done").string();
   write_project(s.dir, {{"a.yml", "name: a\nsteps:\n  - run: 'sleep 1; touch " + done + "'\n"}});
   s.start();
-  auto r = s.post("/api/v1/runs", json::object());
+  auto r = s.post(api_path::kRuns, json::object());
   std::string id = json::parse(r.body)["id"];
   CommandResult second = run_cli({"serve", "--root", s.dir.str(), "--listen", "127.0.0.1:0", "--state-dir", s.state(),
                                   "--lock-dir", s.locks()});
@@ -280,12 +282,12 @@ TEST_CASE("containment: a step's `setsid env -i` escapee is gone when the step e
   write_project(s.dir, {{"esc.yml", "name: esc\nsteps:\n  - run: 'setsid env -i sleep 1000 > /dev/null 2>&1 & echo $! > " +
                                         pidfile.string() + "; while [ -n \"$(tr -d ''\\0'' < /proc/$!/environ)\" ]; do sleep 0.05; done'\n"}});
   s.start();
-  if (s.get("/api/v1/status")["containment"] != "cgroup") {
+  if (s.get(api_path::kStatus)["containment"] != "cgroup") {
     WARN("SKIPPED: no writable cgroup v2 with cgroup.kill here; the process-group + marker sweep cannot catch an escapee "
          "that scrubs its environment (README: Processes)");
     return;
   }
-  auto r = s.post("/api/v1/runs", json::object());
+  auto r = s.post(api_path::kRuns, json::object());
   CHECK(s.wait_run(json::parse(r.body)["id"])["state"] == "succeeded");
   int pid = std::stoi(read_file(pidfile));
   // Not running, and not a zombie either: reaped by the daemon (a subreaper), not left for PID 1.

@@ -13,6 +13,7 @@
 #include "sched/device_pool.h"
 #include "served_daemon.h"
 #include "test_support.h"
+#include "util/api_paths.h"
 
 using namespace pto::test;
 using nlohmann::json;
@@ -223,7 +224,7 @@ TEST_CASE("every red is true: card 3 wedges while 20 runs of a 6-step job go thr
   INFO(a_verdict);
   CHECK(a_verdict.find("failed on card 3, passed on card ") == 0);
   CHECK(a_verdict.find(": card 3 ") != std::string::npos);
-  const json st = s.get("/api/v1/status");
+  const json st = s.get(api_path::kStatus);
   const json& card3 = st["devices"][3];
   CHECK(card3["state"] == "drained");
   CHECK(card3["health"]["state"] == "bad");
@@ -235,7 +236,7 @@ TEST_CASE("every red is true: card 3 wedges while 20 runs of a 6-step job go thr
   }
   CHECK(evidence_runs.size() >= 2);
   for (int c : {0, 1, 2, 4, 5, 6, 7}) CHECK(st["devices"][c]["health"]["state"] == "good");
-  const std::string metrics = pto::api_request("GET", s.url("/metrics")).body;
+  const std::string metrics = pto::api_request("GET", s.url(api_path::kMetrics)).body;
   CHECK(metrics.find("pto_runner_card_health{card=\"3\",state=\"bad\"} 1") != std::string::npos);
   CHECK(metrics.find("pto_runner_failures_total{cause=\"card\"} " + std::to_string(failures_on_3)) != std::string::npos);
   CHECK(metrics.find("pto_runner_retries_total{cause=\"card\"} " + std::to_string(failures_on_3)) != std::string::npos);
@@ -262,7 +263,7 @@ TEST_CASE("every red is true: a step that fails on every card stays red as the c
   // Again: a second run of the regression does not make its card the culprit.
   json again = s.wait_run(s.submit_run({{"jobs", {"broken"}}}));
   CHECK(again["jobs"][0]["steps"][0]["cause"] == "code");
-  for (const auto& d : s.get("/api/v1/status")["devices"]) CHECK(d["health"]["state"] == "good");
+  for (const auto& d : s.get(api_path::kStatus)["devices"]) CHECK(d["health"]["state"] == "good");
 
   json green = s.wait_run(s.submit_run({{"jobs", {"flaky"}}}));
   CHECK(green["state"] == "succeeded");
@@ -272,7 +273,7 @@ TEST_CASE("every red is true: a step that fails on every card stays red as the c
   CHECK(f["verdict"].get<std::string>().find("flaky (exit 1, then passed on the same commit)") != std::string::npos);
   // Elsewhere: the retry did not get the card the first attempt ran on.
   CHECK(f["failures"][0]["ran_on"] != f["cards"]);
-  for (const auto& d : s.get("/api/v1/status")["devices"]) CHECK(d["health"]["state"] == "good");
+  for (const auto& d : s.get(api_path::kStatus)["devices"]) CHECK(d["health"]["state"] == "good");
 }
 
 TEST_CASE("every red is true: a harness-style step whose cases fail only on card 2 charges card 2, not the commit, and is green on its retry",
@@ -293,7 +294,7 @@ TEST_CASE("every red is true: a harness-style step whose cases fail only on card
   REQUIRE(st["failures"].size() == 1);
   CHECK(st["failures"][0]["cards"] == json::array({2}));
   CHECK(st["failures"][0]["reason"].get<std::string>().find("2 failed case(s), all on card 2") != std::string::npos);
-  CHECK(s.get("/api/v1/status")["devices"][2]["health"]["state"] == "suspect");
+  CHECK(s.get(api_path::kStatus)["devices"][2]["health"]["state"] == "suspect");
 }
 
 TEST_CASE("every red is true: a harness-style step that leases cards per batch (task-submit) and keeps their output to itself, whose cases fail only on card 2, charges card 2, not the commit, and its retry's leases keep off card 2",
@@ -339,14 +340,14 @@ TEST_CASE("every red is true: a harness-style step that leases cards per batch (
   CHECK(retry.find('2') == std::string::npos);
   CHECK(std::count(retry.begin(), retry.end(), '\n') == 4);
   // Card 2 charged once for the run, the others not at all: the commit is not to blame.
-  const json devices = s.get("/api/v1/status")["devices"];
+  const json devices = s.get(api_path::kStatus)["devices"];
   CHECK(devices[2]["health"]["state"] == "suspect");
   REQUIRE(devices[2]["health"]["evidence"].size() == 1);
   CHECK(devices[2]["health"]["evidence"][0].get<std::string>().rfind(id + ": ", 0) == 0);
   for (int c : {0, 1, 3}) CHECK(devices[c]["health"]["state"] == "good");
   // The cards page's history has the lease's failure on card 2.
   bool seen = false;
-  const json history = s.get("/api/v1/cards");
+  const json history = s.get(api_path::kCards);
   for (const auto& e : history["events"])
     seen |= e["card"] == 2 && e["kind"] == "lease" && e["result"] == "failed" && e["detail"].get<std::string>().find("card (charged to this card)") == 0;
   CHECK(seen);
@@ -366,7 +367,7 @@ TEST_CASE("every red is true: a failing preflight on card 5 puts the step on ano
   CHECK(st["cards"] == json::array({6}));
   CHECK(st["attempt"] == 1);
   CHECK(st["failures"].empty());
-  const json status = s.get("/api/v1/status");
+  const json status = s.get(api_path::kStatus);
   CHECK(status["devices"][0]["health"]["state"] == "suspect");
   CHECK(status["devices"][0]["health"]["evidence"][0].get<std::string>().find("preflight `test 5 != 5` exit 1") != std::string::npos);
 }
@@ -386,29 +387,29 @@ TEST_CASE("every red is true: the wedge removed, a bad card is reset while idle,
   // Two runs fail on card 0 (the lowest free): charged from two runs, it is bad and drained.
   s.wait_run(s.submit_run({{"jobs", {"w"}}}));
   s.wait_run(s.submit_run({{"jobs", {"w"}}}));
-  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices"][0]["health"]["state"] != "suspect"; }, 10));
-  json st = s.get("/api/v1/status");
+  REQUIRE(wait_until([&] { return s.get(api_path::kStatus)["devices"][0]["health"]["state"] != "suspect"; }, 10));
+  json st = s.get(api_path::kStatus);
   CHECK((st["devices"][0]["health"]["state"] == "bad" || st["devices"][0]["health"]["state"] == "probing"));
   // At most max-auto-drained (1): the next card with the same evidence stays in service.
   s.wait_run(s.submit_run({{"jobs", {"w"}}}));
   s.wait_run(s.submit_run({{"jobs", {"w"}}}));
-  st = s.get("/api/v1/status");
+  st = s.get(api_path::kStatus);
   CHECK(st["devices"][1]["state"] != "drained");
   CHECK(st["devices"][1]["health"]["state"] == "suspect");
   // A person drains card 3: maintenance.
-  REQUIRE(s.post("/api/v1/devices/3/drain", {{"reason", "reseating"}}).status == 200);
+  REQUIRE(s.post(api_path::device(3, "drain"), {{"reason", "reseating"}}).status == 200);
   // Probes fail while the wedge is there; removed, the card passes twice and is back.
   std::this_thread::sleep_for(std::chrono::milliseconds(600));
-  CHECK(s.get("/api/v1/status")["devices"][0]["state"] == "drained");
+  CHECK(s.get(api_path::kStatus)["devices"][0]["state"] == "drained");
   fs::remove(marks / "wedged-0");
-  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices"][0]["health"]["state"] == "good"; }, 20));
-  st = s.get("/api/v1/status");
+  REQUIRE(wait_until([&] { return s.get(api_path::kStatus)["devices"][0]["health"]["state"] == "good"; }, 20));
+  st = s.get(api_path::kStatus);
   CHECK(st["devices"][0]["state"] != "drained");
   CHECK(read_file(marks / "reset-0") == "reset\n");  // reset once, while it was idle
   CHECK(st["devices"][3]["health"]["state"] == "maintenance");
   CHECK(st["devices"][3]["state"] == "drained");
   int passed = 0;
-  const json history = s.get("/api/v1/cards");
+  const json history = s.get(api_path::kCards);
   for (const auto& e : history["events"]) passed += e["card"] == 0 && e["kind"] == "health-check" && e["result"] == "passed";
   CHECK(passed >= 2);
 }

@@ -21,6 +21,7 @@
 #include "served_daemon.h"
 #include "server/lease_endpoint.h"
 #include "test_support.h"
+#include "util/api_paths.h"
 
 using namespace pto::test;
 
@@ -91,7 +92,7 @@ TEST_CASE("task-submit: runs the command on leased cards and exits as task-submi
   CHECK(none.exit_code == 126);
   CHECK(none.err.find("device-ids: no card 9 on this host") != std::string::npos);
   Spawned holder = spawn_cli({"task-submit", "--device-num", "2", "--run", "sleep 30"}, client_env(s, ts));
-  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices_by_state"].value("busy", 0) == 2; }, 10));
+  REQUIRE(wait_until([&] { return s.get(api_path::kStatus)["devices_by_state"].value("busy", 0) == 2; }, 10));
   REQUIRE(pid_running(holder.pid));
   CommandResult late = task_submit(s, ts, {"--timeout", "1", "--run", "true"});
   CHECK(late.exit_code == 1);
@@ -99,13 +100,13 @@ TEST_CASE("task-submit: runs the command on leased cards and exits as task-submi
   CHECK(late.out.empty());
   CHECK(late.err.empty());
   // A lease shows in the status with its holder label, and its client's SIGTERM ends it (143).
-  json st = s.get("/api/v1/status");
+  json st = s.get(api_path::kStatus);
   REQUIRE(st["leases"].size() == 1);
   CHECK(st["leases"][0]["label"] == "sleep 30");
   CHECK(st["devices"][0]["holder"]["label"].get<std::string>().rfind("lease lease-", 0) == 0);
   ::kill(holder.pid, SIGTERM);
   CHECK(wait_cli(holder).exit_code == 143);
-  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices"][0]["state"] == "free"; }, 10));
+  REQUIRE(wait_until([&] { return s.get(api_path::kStatus)["devices"][0]["state"] == "free"; }, 10));
 }
 
 TEST_CASE("task-submit: the command's stdout and stderr reach the caller unchanged, and a lease whose command names a card fault charges that card", "[lease]") {
@@ -121,21 +122,21 @@ TEST_CASE("task-submit: the command's stdout and stderr reach the caller unchang
   CHECK(big.err == "to-stderr\n");
   CHECK(big.out.size() == 1288895 + 10);
   CHECK(big.out.rfind("199999\n200000\nno newline") == big.out.size() - 24);
-  CHECK(s.get("/api/v1/status")["devices"][0]["health"]["state"] == "good");  // a passing lease charges nothing
+  CHECK(s.get(api_path::kStatus)["devices"][0]["health"]["state"] == "good");  // a passing lease charges nothing
   // An operator's lease (no run) whose command fails on card 1 with a card fault: card 1 is charged, with
   // the lease as the "run" its evidence names; the command's own exit code is kept.
   CommandResult wedged = task_submit(s, ts, {"--device", "1", "--run", "echo 'aclrtSynchronizeStream failed: 507018'; exit 5"});
   CHECK(wedged.exit_code == 5);
   CHECK(wedged.out == "aclrtSynchronizeStream failed: 507018\n");
-  json card1 = s.get("/api/v1/status")["devices"][1]["health"];
+  json card1 = s.get(api_path::kStatus)["devices"][1]["health"];
   CHECK(card1["state"] == "suspect");
   REQUIRE(card1["evidence"].size() == 1);
   CHECK(card1["evidence"][0].get<std::string>().rfind("lease-", 0) == 0);
   CHECK(card1["evidence"][0].get<std::string>().find(": 507018") != std::string::npos);
   // The same failure without the fault pattern is the command's, and charges nothing.
   CHECK(task_submit(s, ts, {"--device", "2", "--run", "echo AssertionError; exit 1"}).exit_code == 1);
-  CHECK(s.get("/api/v1/status")["devices"][2]["health"]["state"] == "good");
-  CHECK(pto::api_request("GET", s.url("/metrics")).body.find("pto_runner_failures_total{cause=\"card\"} 1") != std::string::npos);
+  CHECK(s.get(api_path::kStatus)["devices"][2]["health"]["state"] == "good");
+  CHECK(pto::api_request("GET", s.url(api_path::kMetrics)).body.find("pto_runner_failures_total{cause=\"card\"} 1") != std::string::npos);
 }
 
 TEST_CASE("leases and steps share one queue: 200 task-submit clients and a run on 8 cards in pairs, no card shared", "[lease]") {
@@ -152,7 +153,7 @@ TEST_CASE("leases and steps share one queue: 200 task-submit clients and a run o
   // 200 clients of one user waiting at once on the public port: more than one client's default share of it.
   s.dir.write("runner.yml", "max-connections-per-client: 256\n");
   s.start();
-  auto r = s.post("/api/v1/runs", json::object());
+  auto r = s.post(api_path::kRuns, json::object());
   REQUIRE(r.status == 201);
   std::vector<Spawned> clients;
   for (int i = 0; i < 200; ++i)
@@ -175,7 +176,7 @@ TEST_CASE("leases and steps share one queue: 200 task-submit clients and a run o
     for (std::size_t i = 1; i < iv.size(); ++i) CHECK(iv[i].first >= iv[i - 1].second);  // never two at once
   }
   // The status is refreshed right after the last release (a read model, not read under the engine's feet).
-  CHECK(wait_until([&] { return s.get("/api/v1/status")["leases"].empty(); }, 5));
+  CHECK(wait_until([&] { return s.get(api_path::kStatus)["leases"].empty(); }, 5));
 }
 
 TEST_CASE("leases: a 2-card lease is never starved by 1-card leases submitted after it", "[lease]") {
@@ -186,16 +187,16 @@ TEST_CASE("leases: a 2-card lease is never starved by 1-card leases submitted af
   write_project(s.dir, {{"idle.yml", "name: idle\nsteps:\n  - run: 'true'\n"}});
   s.start();
   Spawned first = spawn_cli({"task-submit", "--device", "0", "--run", "sleep 1.5"}, client_env(s, ts));
-  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices"][0]["state"] == "busy"; }, 10));
+  REQUIRE(wait_until([&] { return s.get(api_path::kStatus)["devices"][0]["state"] == "busy"; }, 10));
   Spawned pair = spawn_cli({"task-submit", "--device-num", "2", "--run", record(uses, "pair", "0.2")}, client_env(s, ts));
-  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["queue"].size() == 1; }, 10));
+  REQUIRE(wait_until([&] { return s.get(api_path::kStatus)["queue"].size() == 1; }, 10));
   std::vector<Spawned> singles;
   for (int i = 0; i < 8; ++i) {
     singles.push_back(spawn_cli({"task-submit", "--device-num", "1", "--run", record(uses, "single" + std::to_string(i), "0.2")},
                                 client_env(s, ts)));
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  json st = s.get("/api/v1/status");
+  json st = s.get(api_path::kStatus);
   CHECK(st["queue"][0]["reason"].get<std::string>().find("waiting for 2 cards in one group") == 0);
   CHECK(st["devices"][1]["state"] == "reserved");  // the free card waits for the pair, not for a single
   CHECK(wait_cli(first).exit_code == 0);
@@ -221,13 +222,13 @@ TEST_CASE("leases: a killed client's cards come back within seconds and its comm
   REQUIRE(wait_for_content(pidfile, 10));
   int cmd = std::stoi(read_file(pidfile));
   // The status is a read model refreshed after transitions (within 100 ms): see the grant before the kill.
-  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices"][1]["state"] == "busy"; }, 5));
+  REQUIRE(wait_until([&] { return s.get(api_path::kStatus)["devices"][1]["state"] == "busy"; }, 5));
   ::kill(c.pid, SIGKILL);
   wait_cli(c);
   CHECK(pid_running(cmd));  // the command outlives its client for now...
-  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices"][1]["state"] == "free"; }, 15));
+  REQUIRE(wait_until([&] { return s.get(api_path::kStatus)["devices"][1]["state"] == "free"; }, 15));
   CHECK_FALSE(pid_running(cmd));  // ...until the lease is revoked
-  CHECK(s.get("/api/v1/status")["leases"].empty());
+  CHECK(s.get(api_path::kStatus)["leases"].empty());
 }
 
 TEST_CASE("leases: a step's task-submit uses its run's own token, and cancelling the run kills the leased command", "[lease]") {
@@ -242,16 +243,16 @@ TEST_CASE("leases: a step's task-submit uses its run's own token, and cancelling
   std::string id = s.submit_run();
   REQUIRE(wait_for_content(pidfile, 10));
   CHECK(read_file(out) == "0\n");  // no admin token in the step's environment
-  json st = s.get("/api/v1/status");
+  json st = s.get(api_path::kStatus);
   REQUIRE(st["leases"].size() == 1);
   CHECK(st["leases"][0]["run"] == id);  // charged to its run
   int leased = std::stoi(read_file(pidfile));
-  REQUIRE(s.post("/api/v1/runs/" + id + "/cancel", json::object()).status == 202);
+  REQUIRE(s.post(api_path::run_cancel(id), json::object()).status == 202);
   CHECK(s.wait_run(id)["state"] == "cancelled");
   REQUIRE(wait_until([&] { return !pid_running(leased); }, 15));
-  CHECK(wait_until([&] { return s.get("/api/v1/status")["leases"].empty(); }, 5));
+  CHECK(wait_until([&] { return s.get(api_path::kStatus)["leases"].empty(); }, 5));
   // A run's token is no admin token: it cannot submit runs.
-  CHECK(s.post("/api/v1/runs", json::object(), "not-a-token").status == 401);
+  CHECK(s.post(api_path::kRuns, json::object(), "not-a-token").status == 401);
 }
 
 TEST_CASE("leases: a lease never outlives the step that asked for it, lasts at most what its timeout leaves, and a run "
@@ -271,7 +272,7 @@ TEST_CASE("leases: a lease never outlives the step that asked for it, lasts at m
   std::string id = s.submit_run();
   REQUIRE(wait_for_content(pidfile, 20));
   json st;
-  REQUIRE(wait_until([&] { st = s.get("/api/v1/status"); return st["leases"].size() == 1; }, 10));
+  REQUIRE(wait_until([&] { st = s.get(api_path::kStatus); return st["leases"].size() == 1; }, 10));
   // Bounded by the step's timeout (5 min, less what has passed), though the client asked for no limit.
   const double max_seconds = st["leases"][0]["max_seconds"];
   CHECK(max_seconds > 200);
@@ -285,7 +286,7 @@ TEST_CASE("leases: a lease never outlives the step that asked for it, lasts at m
   const int leased = std::stoi(read_file(pidfile));
   CHECK(s.wait_run(id)["state"] == "succeeded");
   CHECK(wait_until([&] { return !pid_running(leased); }, 15));
-  CHECK(wait_until([&] { return s.get("/api/v1/status")["leases"].empty(); }, 5));
+  CHECK(wait_until([&] { return s.get(api_path::kStatus)["leases"].empty(); }, 5));
 }
 
 TEST_CASE("leases: with devices.lock-name the incumbent's lock files are honoured and named in the status", "[lease]") {
@@ -313,8 +314,8 @@ TEST_CASE("leases: with devices.lock-name the incumbent's lock files are honoure
   REQUIRE(wait_until([&] { return sh("flock -n " + lock + " true") != 0; }, 10));
   const fs::path ran = s.dir.path() / "ran";
   Spawned c = spawn_cli({"task-submit", "--device-num", "1", "--run", "touch " + ran.string()}, client_env(s, ts));
-  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices"][0]["state"] == "busy"; }, 10));
-  json dev = s.get("/api/v1/status")["devices"][0];
+  REQUIRE(wait_until([&] { return s.get(api_path::kStatus)["devices"][0]["state"] == "busy"; }, 10));
+  json dev = s.get(api_path::kStatus)["devices"][0];
   CHECK(dev["holder"]["other_program"] == true);
   CHECK(dev["holder"]["label"] == "another program holds " + lock + " (pid=4242 user=ci)");
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -366,7 +367,7 @@ TEST_CASE("beside the incumbent: a card whose flock another program holds and on
                         client_env(s, ts));
   json st;
   REQUIRE(wait_until([&] {
-    st = s.get("/api/v1/status");
+    st = s.get(api_path::kStatus);
     return st["devices"][0]["state"] == "busy" && st["devices"][1]["state"] == "busy";
   }, 10));
   INFO(st.dump());
@@ -384,7 +385,7 @@ TEST_CASE("beside the incumbent: a card whose flock another program holds and on
   CHECK(read_file(ran.string() + ".lock").rfind("pid=" + std::to_string(s.proc.pid) + " ", 0) == 0);
   ::kill(flocker, SIGKILL);
   ::waitpid(flocker, nullptr, 0);
-  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices"][0]["state"] == "free"; }, 10));
+  REQUIRE(wait_until([&] { return s.get(api_path::kStatus)["devices"][0]["state"] == "free"; }, 10));
 }
 
 TEST_CASE("leases: what a leased command started with `setsid env -i` is gone, and its card free, when task-submit exits, also at --max-time (cgroup)", "[lease]") {
@@ -393,7 +394,7 @@ TEST_CASE("leases: what a leased command started with `setsid env -i` is gone, a
   s.dir.write("runner.yml", "kill-grace-seconds: 1\n");
   write_project(s.dir, {{"idle.yml", "name: idle\nsteps:\n  - run: 'true'\n"}});
   s.start();
-  if (s.get("/api/v1/status")["containment"] != "cgroup") {
+  if (s.get(api_path::kStatus)["containment"] != "cgroup") {
     WARN("SKIPPED: no writable cgroup v2 with cgroup.kill here; a lease's escapee that scrubs its environment "
          "is out of the marker sweep's reach (README: Processes)");
     return;
@@ -410,7 +411,7 @@ TEST_CASE("leases: what a leased command started with `setsid env -i` is gone, a
   // The client's release is answered once the escapee is gone and the card free: when task-submit has
   // exited, nothing of its command is left (no waiting here).
   CHECK(gone(std::stoi(read_file(pidfile))));
-  CHECK(s.get("/api/v1/status")["devices"][0]["state"] == "free");
+  CHECK(s.get(api_path::kStatus)["devices"][0]["state"] == "free");
   // Likewise for a command killed at --max-time (exit 137), whose escapee ignores SIGTERM.
   fs::remove(pidfile);
   CommandResult killed = task_submit(s, ts, {"--max-time", "2", "--run",
@@ -419,7 +420,7 @@ TEST_CASE("leases: what a leased command started with `setsid env -i` is gone, a
   CHECK(killed.exit_code == 137);
   REQUIRE(fs::exists(pidfile));
   CHECK(gone(std::stoi(read_file(pidfile))));
-  CHECK(s.get("/api/v1/status")["devices"][0]["state"] == "free");
+  CHECK(s.get(api_path::kStatus)["devices"][0]["state"] == "free");
 }
 
 TEST_CASE("leases: a step's device-type is its task-submit leases' type, and --device-type asks for one", "[lease]") {
@@ -433,7 +434,7 @@ TEST_CASE("leases: a step's device-type is its task-submit leases' type, and --d
   write_project(s.dir, {{"h.yml", "name: h\nsteps:\n  - device-type: a5\n    run: |\n      for i in 1 2 3 4 5 6; do task-submit "
                                   "--device-num 1 --run 'echo $TASK_DEVICE >> " + out.string() + "'; done\n"}});
   s.start();
-  auto r = s.post("/api/v1/runs", json::object());
+  auto r = s.post(api_path::kRuns, json::object());
   REQUIRE(r.status == 201);
   CHECK(s.wait_run(json::parse(r.body)["id"])["state"] == "succeeded");
   std::istringstream in(read_file(out));
@@ -477,16 +478,16 @@ TEST_CASE("leases: the daemon revokes a lease past its max-seconds even while it
   write_project(s.dir, {{"idle.yml", "name: idle\nsteps:\n  - run: 'true'\n"}});
   s.start();
   // A client that heartbeats but never ends (its own --max-time is not what stops it here).
-  auto r = s.post("/api/v1/leases", {{"devices", 1}, {"max-seconds", 1}, {"label", "overstays"}});
+  auto r = s.post(api_path::kLeases, {{"devices", 1}, {"max-seconds", 1}, {"label", "overstays"}});
   REQUIRE(r.status == 201);
   const std::string id = json::parse(r.body)["id"];
   int revoked_status = 0;
   CHECK(wait_until([&] {
-    revoked_status = s.post("/api/v1/leases/" + id + "/heartbeat", json::object()).status;
+    revoked_status = s.post(api_path::lease_heartbeat(id), json::object()).status;
     return revoked_status == 410;
   }, 10));
-  CHECK(wait_until([&] { return s.get("/api/v1/status")["leases"].empty(); }, 5));
-  CHECK(wait_until([&] { return s.get("/api/v1/status")["devices"][0]["state"] == "free"; }, 5));
+  CHECK(wait_until([&] { return s.get(api_path::kStatus)["leases"].empty(); }, 5));
+  CHECK(wait_until([&] { return s.get(api_path::kStatus)["devices"][0]["state"] == "free"; }, 5));
   // The incumbent's listing, search and kill.
   const fs::path pidfile = s.dir.path() / "leased.pid";
   Spawned client = spawn_cli({"task-submit", "--device-num", "1", "--max-time", "0", "--run", "echo $$ > " + pidfile.string() + "; sleep 1000"},
@@ -523,7 +524,7 @@ TEST_CASE("run's own lease endpoints: the run's token only, and closing them rev
   REQUIRE(leases.start().empty());
   auto guard = boost::asio::make_work_guard(io);
   std::thread loop([&] { io.run(); });
-  const std::string url = leases.url() + "/api/v1/leases";
+  const std::string url = leases.url() + api_path::kLeases;
   CHECK(pto::api_request("POST", url, "not-the-run-token", "{}").status == 401);
   auto granted = pto::api_request("POST", url, run_token, json({{"devices", 1}, {"label", "held"}}).dump());
   REQUIRE(granted.status == 201);

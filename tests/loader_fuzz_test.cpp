@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "config/gha_workflow.h"
+#include "lint/gha_workflow.h"
 #include "config/project.h"
 #include "config/versions_env.h"
 #include "lint/lint.h"

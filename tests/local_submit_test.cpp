@@ -8,6 +8,7 @@
 
 #include "sandbox_users.h"
 #include "served_daemon.h"
+#include "util/api_paths.h"
 
 using namespace pto::test;
 using nlohmann::json;
@@ -75,11 +76,11 @@ TEST_CASE("local submitters: a member of submit-group submits over listen-unix w
   CHECK(run["request"]["submitter"]["user"] == users.member);
 
   // The outsider cannot even connect (the socket is root:GROUP 0660): nothing is submitted.
-  const auto before = s.get("/api/v1/runs")["runs"].size();
+  const auto before = s.get(api_path::kRuns)["runs"].size();
   CHECK(as_user(users.outsider, "submit --server unix:" + sock + " --job idle", &out) == 3);
   INFO(out);
   CHECK(out.find("cannot reach unix:" + sock) != std::string::npos);
-  CHECK(s.get("/api/v1/runs")["runs"].size() == before);
+  CHECK(s.get(api_path::kRuns)["runs"].size() == before);
 
   // A step: neither over the socket (its sandbox user is not in the group) nor with its run's lease token.
   CHECK(s.wait_run(s.submit_run({{"jobs", {"probe"}}}))["state"] == "succeeded");
@@ -94,18 +95,18 @@ TEST_CASE("local submitters: a member of submit-group submits over listen-unix w
     return sh("runuser -u " + user + " -- curl -s -w '\\n%{http_code}' --unix-socket " + sock + " -X POST -d '{}' http://localhost" + path, body);
   };
   std::string body;
-  curl_as(users.member, "/api/v1/runs/" + admins + "/cancel", &body);
+  curl_as(users.member, api_path::run_cancel(admins), &body);
   CHECK(body.find("it may cancel the runs it submitted") != std::string::npos);
   CHECK(body.substr(body.size() - 3) == "403");
-  curl_as(users.member, "/api/v1/devices/0/drain", &body);
+  curl_as(users.member, api_path::device(0, "drain"), &body);
   CHECK(body.find("not drain or return cards") != std::string::npos);
   CHECK(body.substr(body.size() - 3) == "403");
-  curl_as(users.member, "/api/v1/runs/" + own + "/cancel", &body);
+  curl_as(users.member, api_path::run_cancel(own), &body);
   CHECK(body.substr(body.size() - 3) == "202");
   CHECK(s.wait_run(own)["state"] == "cancelled");
-  CHECK(s.get("/api/v1/runs/" + admins)["state"] == "running");
-  CHECK(s.get("/api/v1/status")["devices"][0]["state"] != "drained");
-  REQUIRE(s.post("/api/v1/runs/" + admins + "/cancel", json::object()).status == 202);
+  CHECK(s.get(api_path::run(admins))["state"] == "running");
+  CHECK(s.get(api_path::kStatus)["devices"][0]["state"] != "drained");
+  REQUIRE(s.post(api_path::run_cancel(admins), json::object()).status == 202);
   s.wait_run(admins);
   s.stop();
 

@@ -7,6 +7,7 @@
 
 #include "served_daemon.h"
 #include "test_support.h"
+#include "util/api_paths.h"
 
 using namespace pto::test;
 using nlohmann::json;
@@ -52,7 +53,7 @@ TEST_CASE("pages: headless Chromium draws a finished run's steps as bars on thei
   const std::string fine_card = std::to_string(fine["cards"][0].get<int>()), bad_card = std::to_string(breaks["cards"][0].get<int>());
 
   std::string dom;
-  REQUIRE(s.page_dom(dom, "/runs/" + id));
+  REQUIRE(s.page_dom(dom, api_path::run_page(id)));
   INFO(dom.substr(0, 6000));
   CHECK(rects_with(dom, {"class=\"bar succeeded\"", "data-step=\"1-1\"", "data-card=\"" + fine_card + "\""}) == 1);
   CHECK(rects_with(dom, {"class=\"bar failed\"", "data-step=\"1-2\"", "data-card=\"" + bad_card + "\""}) == 1);
@@ -62,38 +63,38 @@ TEST_CASE("pages: headless Chromium draws a finished run's steps as bars on thei
 
   // The cards page: the failure on its card, the success on its own, both linking the run's page.
   std::string cards;
-  REQUIRE(s.page_dom(cards, "/cards"));
+  REQUIRE(s.page_dom(cards, api_path::kCardsPage));
   INFO(cards.substr(0, 6000));
   CHECK(rects_with(cards, {"class=\"ev failed\"", "data-card=\"" + bad_card + "\"", "data-run=\"" + id + "\""}) == 1);
   CHECK(rects_with(cards, {"class=\"ev succeeded\"", "data-card=\"" + fine_card + "\""}) == 1);
   CHECK(rects_with(cards, {"class=\"ev failed\"", "data-card=\"" + fine_card + "\""}) == 0);
   CHECK(rects_with(cards, {"class=\"ev check-passed\"", "data-card=\"" + bad_card + "\"", "data-kind=\"health-check\""}) == 1);
-  CHECK(cards.find("href=\"/runs/" + id + "\"") != std::string::npos);
+  CHECK(cards.find("href=\"" + api_path::run_page(id) + "\"") != std::string::npos);
 
   // A drain shows on its card's row too, with its reason in the row's label.
-  REQUIRE(s.post("/api/v1/devices/" + bad_card + "/drain", {{"reason", "suspect after exit 3"}}).status == 200);
+  REQUIRE(s.post(api_path::device(std::stoi(bad_card), "drain"), {{"reason", "suspect after exit 3"}}).status == 200);
   REQUIRE(wait_until([&] {
-    const json history = s.get("/api/v1/cards");
+    const json history = s.get(api_path::kCards);
     for (const auto& e : history["events"]) if (e["kind"] == "drain") return true;
     return false;
   }, 10));
-  REQUIRE(s.page_dom(cards, "/cards"));
+  REQUIRE(s.page_dom(cards, api_path::kCardsPage));
   CHECK(rects_with(cards, {"class=\"ev drain\"", "data-card=\"" + bad_card + "\""}) == 1);
   CHECK(cards.find("drained - suspect after exit 3") != std::string::npos);
 
   // The status page links the run's page (not its JSON) and the cards page.
   std::string status;
   REQUIRE(s.page_dom(status, "/"));
-  CHECK(status.find("href=\"/runs/" + id + "\"") != std::string::npos);
+  CHECK(status.find("href=\"" + api_path::run_page(id) + "\"") != std::string::npos);
   CHECK(status.find("href=\"/cards\"") != std::string::npos);
 
   // The history outlives a restart (the journal's card_events).
   s.stop();
   s.start();
   int events = 0;
-  const json history = s.get("/api/v1/cards");
+  const json history = s.get(api_path::kCards);
   for (const auto& e : history["events"]) events += e.value("run", "") == id;
   CHECK(events == 3);  // its two steps and the health check after the failed one
   // An unknown run's page is 404, not a page that cannot load.
-  CHECK(pto::api_request("GET", s.url("/runs/not-a-run")).status == 404);
+  CHECK(pto::api_request("GET", s.url(api_path::run_page("not-a-run"))).status == 404);
 }

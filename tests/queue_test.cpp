@@ -12,6 +12,7 @@
 
 #include "served_daemon.h"
 #include "test_support.h"
+#include "util/api_paths.h"
 
 using namespace pto::test;
 using nlohmann::json;
@@ -64,7 +65,7 @@ TEST_CASE("queue: on 8 cards a 4-step run submitted 1 s after a 200-step run end
   // While the big run waits: every queued step has an expected start, and its place explained.
   json st;
   REQUIRE(wait_until([&] {
-    st = s.get("/api/v1/status?queue=all");
+    st = s.get(std::string(api_path::kStatus) + "?queue=all");
     return st["queue"].size() > 20 && !st["queue"][0]["eta"].is_null();
   }, 20));
   INFO(st["queue"].dump(1).substr(0, 3000));
@@ -117,7 +118,7 @@ TEST_CASE("queue: a new run of the same pull request cancels the older one's wai
   s.start();
   const json pr = {{"jobs", {"slow"}}, {"ref", "refs/pull/7/merge"}, {"github", {{"repository", "hw-native-sys/pypto"}}}};
   const std::string first = s.submit_run(pr);
-  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["queue"].size() == 1; }, 20));  // 2 running, 1 waiting
+  REQUIRE(wait_until([&] { return s.get(api_path::kStatus)["queue"].size() == 1; }, 20));  // 2 running, 1 waiting
   const std::string second = s.submit_run(pr);
   json old = s.wait_run(first, 30);
   CHECK(old["state"] == "cancelled");
@@ -133,14 +134,14 @@ TEST_CASE("queue: a new run of the same pull request cancels the older one's wai
   // The newer run goes on; another pull request's run does not touch it.
   const std::string other_pr = s.submit_run({{"jobs", {"slow"}}, {"ref", "refs/pull/8/merge"}, {"github", {{"repository", "hw-native-sys/pypto"}}}});
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  CHECK(s.get("/api/v1/runs/" + second)["state"] == "running");
+  CHECK(s.get(api_path::run(second))["state"] == "running");
   // Two runs of main: both stay.
   const json main_body = {{"jobs", {"slow"}}, {"ref", "refs/heads/main"}, {"github", {{"repository", "hw-native-sys/pypto"}}}};
   const std::string main1 = s.submit_run(main_body), main2 = s.submit_run(main_body);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  CHECK(s.get("/api/v1/runs/" + main1)["state"] == "running");
-  CHECK(s.get("/api/v1/runs/" + main1).value("superseded_by", "") == "");
-  for (const auto& id : {second, other_pr, main1, main2}) CHECK(s.post("/api/v1/runs/" + id + "/cancel", json::object()).status == 202);
+  CHECK(s.get(api_path::run(main1))["state"] == "running");
+  CHECK(s.get(api_path::run(main1)).value("superseded_by", "") == "");
+  for (const auto& id : {second, other_pr, main1, main2}) CHECK(s.post(api_path::run_cancel(id), json::object()).status == 202);
 }
 
 TEST_CASE("queue: supersede: off keeps both runs of one pull request, SIGHUP applies priorities and supersede to new runs, and a bad priorities entry names its field", "[queue]") {
@@ -152,13 +153,13 @@ TEST_CASE("queue: supersede: off keeps both runs of one pull request, SIGHUP app
   const json pr = {{"jobs", {"slow"}}, {"ref", "refs/pull/7/head"}};
   const std::string a = s.submit_run(pr), b = s.submit_run(pr);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  CHECK(s.get("/api/v1/runs/" + a)["state"] == "running");
+  CHECK(s.get(api_path::run(a))["state"] == "running");
   const std::string rel = s.submit_run({{"jobs", {"slow"}}, {"ref", "refs/heads/release/1.2"}});
-  CHECK(s.get("/api/v1/runs/" + rel)["request"]["priority"]["value"] == 5);
+  CHECK(s.get(api_path::run(rel))["request"]["priority"]["value"] == 5);
   // The file's list replaces the defaults: main is no longer above pull requests.
   const std::string m = s.submit_run({{"jobs", {"slow"}}, {"ref", "refs/heads/main"}});
-  CHECK(s.get("/api/v1/runs/" + m)["request"]["priority"]["value"] == 0);
-  for (const auto& id : {a, b, rel, m}) s.post("/api/v1/runs/" + id + "/cancel", json::object());
+  CHECK(s.get(api_path::run(m))["request"]["priority"]["value"] == 0);
+  for (const auto& id : {a, b, rel, m}) s.post(api_path::run_cancel(id), json::object());
 
   // SIGHUP: both apply to runs submitted from then on, and the log says so.
   std::ofstream(s.dir.path() / "runner.yml") << "supersede: pull-request\n";
@@ -168,8 +169,8 @@ TEST_CASE("queue: supersede: off keeps both runs of one pull request, SIGHUP app
   const std::string c = s.submit_run(pr), d = s.submit_run(pr);
   CHECK(s.wait_run(c)["superseded_by"] == d);
   const std::string m2 = s.submit_run({{"jobs", {"slow"}}, {"ref", "refs/heads/main"}});
-  CHECK(s.get("/api/v1/runs/" + m2)["request"]["priority"]["value"] == 10);
-  for (const auto& id : {d, m2}) s.post("/api/v1/runs/" + id + "/cancel", json::object());
+  CHECK(s.get(api_path::run(m2))["request"]["priority"]["value"] == 10);
+  for (const auto& id : {d, m2}) s.post(api_path::run_cancel(id), json::object());
 
   TempDir bad;
   write_project(bad, {{"slow.yml", steps_job("slow", 1, "true")}});
@@ -193,7 +194,7 @@ TEST_CASE("queue: submit says where its run's next step is in the queue and when
                         {"next.yml", "name: next\nsteps:\n  - {name: n, devices: 1, expected-minutes: 1, run: 'true'}\n"}});
   s.start();
   const std::string holder = s.submit_run({{"jobs", {"hold"}}});
-  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices"][0]["holder"].is_object(); }, 20));
+  REQUIRE(wait_until([&] { return s.get(api_path::kStatus)["devices"][0]["holder"].is_object(); }, 20));
   const fs::path summary = s.dir.path() / "summary.md";
   Spawned c = spawn_cli({"submit", "--server", s.url(), "--job", "next", "--wait", "--poll-interval", "0.1"},
                         {{"PTO_RUNNER_TOKEN", s.token}, {"GITHUB_ACTIONS", "true"}, {"GITHUB_STEP_SUMMARY", summary.string()}});

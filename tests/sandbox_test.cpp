@@ -12,6 +12,7 @@
 #include "served_daemon.h"
 #include "source_repo.h"
 #include "util/random_hex.h"
+#include "util/api_paths.h"
 
 using namespace pto::test;
 
@@ -130,7 +131,7 @@ touch "$MARKS/attacker.done"
   CHECK((static_cast<uid_t>(vu) == users.uid(0) || static_cast<uid_t>(vu) == users.uid(1)));
   // The daemon lives and the state dir holds nothing the attacker wrote.
   CHECK(pid_running(s.proc.pid));
-  CHECK(s.get("/api/v1/status")["sandbox"]["active"] == true);
+  CHECK(s.get(api_path::kStatus)["sandbox"]["active"] == true);
   CHECK_FALSE(fs::exists(fs::path(s.state()) / "filler"));
   // Nothing of the attacker is left: its escaped sleep and its /tmp file went with its user's return.
   std::string left;
@@ -224,7 +225,7 @@ TEST_CASE("sandbox: a commit's step owns its worktree and runs git there, cannot
   const std::string first = repo.commit("first");
   s.start();
   auto submit = [&](const std::string& sha) {
-    auto r = s.post("/api/v1/runs", {{"sha", sha}, {"env", {{"STATE", s.state()}}}});
+    auto r = s.post(api_path::kRuns, {{"sha", sha}, {"env", {{"STATE", s.state()}}}});
     INFO(r.body);
     REQUIRE(r.status == 201);
     return json::parse(r.body)["id"].get<std::string>();
@@ -261,7 +262,7 @@ TEST_CASE("sandbox: runs beyond the pool wait for a free sandbox user and then r
   const std::string second = s.submit_run({{"jobs", {"next"}}});
   json status;
   REQUIRE(wait_until([&] {
-    status = s.get("/api/v1/status");
+    status = s.get(api_path::kStatus);
     return status["sandbox"]["waiting"].size() == 1;
   }, 10));
   CHECK(status["sandbox"]["waiting"][0] == second);
@@ -302,7 +303,7 @@ TEST_CASE("sandbox: without sandbox users the daemon says so at start, in the st
   write_project(s.dir, {{"a.yml", "name: a\nsteps:\n  - run: echo hi\n"}});
   s.start();
   CHECK(read_file(s.proc.err).find("NO SANDBOX") != std::string::npos);
-  json sb = s.get("/api/v1/status")["sandbox"];
+  json sb = s.get(api_path::kStatus)["sandbox"];
   CHECK(sb["active"] == false);
   CHECK(sb["why_not"].get<std::string>().find(::geteuid() == 0 ? "do not exist" : "not root") != std::string::npos);
   std::string dom;

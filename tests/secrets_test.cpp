@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "served_daemon.h"
+#include "util/api_paths.h"
 
 using namespace pto::test;
 
@@ -27,9 +28,9 @@ TEST_CASE("secrets: a secret echoed by a step, plain, base64 and URL-encoded, an
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   const std::string id = r.out.substr(r.out.find("submitted run ") + 14, 20);
-  json run = s.get("/api/v1/runs/" + id);
+  json run = s.get(api_path::run(id));
   const std::string log_file = read_file(run["jobs"][0]["steps"][0]["log_path"].get<std::string>());
-  auto api = pto::api_request("GET", s.url("/api/v1/runs/" + id + "/steps/1-1/log"));
+  auto api = pto::api_request("GET", s.url(api_path::step_log(id, "1-1")));
   const std::string b64 = "czNjcjN0L1ZhbHVlK3dpdGggc3BhY2U=", url = "s3cr3t%2FValue%2Bwith%20space";
   for (const std::string* text : std::vector<const std::string*>{&log_file, &api.body, &r.out}) {
     CHECK(text->find("plain: ***") != std::string::npos);

@@ -8,6 +8,7 @@
 
 #include "client/api_client.h"
 #include "test_support.h"
+#include "util/api_paths.h"
 
 namespace pto::test {
 
@@ -75,7 +76,7 @@ struct Served {
   }
   /// POST /api/v1/runs, which must be accepted (201): the new run's id.
   std::string submit_run(const json& body = json::object()) const {
-    auto r = post("/api/v1/runs", body);
+    auto r = post(api_path::kRuns, body);
     INFO(r.body);
     REQUIRE(r.status == 201);
     return json::parse(r.body)["id"];
@@ -83,7 +84,7 @@ struct Served {
   json wait_run(const std::string& id, double seconds = 30) const {
     json run;
     REQUIRE(wait_until([&] {
-      run = get("/api/v1/runs/" + id);
+      run = get(api_path::run(id));
       std::string st = run["state"];
       return st != "running" && st != "cancelling";
     }, seconds));

@@ -16,6 +16,7 @@
 
 #include "served_daemon.h"
 #include "store/journal.h"
+#include "util/api_paths.h"
 
 using namespace pto::test;
 namespace fs = std::filesystem;
@@ -32,7 +33,7 @@ std::string promtool_problems(const std::string& scrape, const TempDir& dir) {
 }
 
 std::string metrics_of(const Served& s) {
-  auto r = pto::api_request("GET", s.url("/metrics"));
+  auto r = pto::api_request("GET", s.url(api_path::kMetrics));
   REQUIRE(r.status == 200);
   return r.body;
 }
@@ -50,7 +51,7 @@ TEST_CASE("metrics: /metrics passes promtool check metrics during and after a ru
                                      "  - {name: fails, devices: 1, run: 'exit 3', continue-on-error: true}\n"}});
   s.start();
   std::string id = s.submit_run();
-  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices_by_state"].value("busy", 0) == 1; }, 10));
+  REQUIRE(wait_until([&] { return s.get(api_path::kStatus)["devices_by_state"].value("busy", 0) == 1; }, 10));
   std::string during = metrics_of(s);
   CHECK(promtool_problems(during, s.dir) == "");
   CHECK(during.find("pto_runner_card_state{card=\"0\",type=\"\",state=\"busy\"} 1") != std::string::npos);
@@ -90,7 +91,7 @@ TEST_CASE("signals: a drain past shutdown-timeout-minutes cancels the rest (143)
   s.start();
   std::string id = s.submit_run();
   ::kill(s.proc.pid, SIGTERM);
-  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["draining"] == true; }, 5));
+  REQUIRE(wait_until([&] { return s.get(api_path::kStatus)["draining"] == true; }, 5));
   std::ofstream((s.dir.path() / "draining").string()) << "";
   // An accepted run's step still borrows a card through task-submit while the daemon drains.
   REQUIRE(wait_for_content(leased, 10));
@@ -112,13 +113,13 @@ TEST_CASE("signals: SIGTERM drains: new runs get 503, the accepted run's steps a
                                     "  - {name: second, devices: 1, run: 'touch " + second.string() + "'}\n"}});
   s.start();
   std::string id = s.submit_run();
-  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices_by_state"].value("busy", 0) == 1; }, 10));
+  REQUIRE(wait_until([&] { return s.get(api_path::kStatus)["devices_by_state"].value("busy", 0) == 1; }, 10));
   ::kill(s.proc.pid, SIGTERM);
-  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["draining"] == true; }, 5));
-  auto refused = s.post("/api/v1/runs", json::object());
+  REQUIRE(wait_until([&] { return s.get(api_path::kStatus)["draining"] == true; }, 5));
+  auto refused = s.post(api_path::kRuns, json::object());
   CHECK(refused.status == 503);
   CHECK(refused.body.find("draining (SIGTERM)") != std::string::npos);
-  auto lease = s.post("/api/v1/leases", {{"devices", 1}});  // the admin's own lease: not part of an accepted run
+  auto lease = s.post(api_path::kLeases, {{"devices", 1}});  // the admin's own lease: not part of an accepted run
   CHECK(lease.status == 503);
   std::ofstream(gate.string()) << "go";
   json done = s.wait_run(id);  // the client still reads its run to the end
@@ -135,9 +136,9 @@ TEST_CASE("signals: a second SIGTERM cancels what the drain waits for: the run i
   write_project(s.dir, {{"slow.yml", "name: slow\nsteps:\n  - {name: forever, devices: 1, run: 'sleep 1000'}\n"}});
   s.start();
   std::string id = s.submit_run();
-  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices_by_state"].value("busy", 0) == 1; }, 10));
+  REQUIRE(wait_until([&] { return s.get(api_path::kStatus)["devices_by_state"].value("busy", 0) == 1; }, 10));
   ::kill(s.proc.pid, SIGTERM);
-  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["draining"] == true; }, 5));
+  REQUIRE(wait_until([&] { return s.get(api_path::kStatus)["draining"] == true; }, 5));
   ::kill(s.proc.pid, SIGTERM);
   CommandResult exit = wait_cli(s.proc);
   s.proc.pid = -1;
@@ -147,7 +148,7 @@ TEST_CASE("signals: a second SIGTERM cancels what the drain waits for: the run i
   again.state_dir = s.state();
   write_project(again.dir, {{"slow.yml", "name: slow\nsteps:\n  - {name: forever, devices: 1, run: 'sleep 1000'}\n"}});
   again.start();
-  CHECK(again.get("/api/v1/runs/" + id)["state"] == "cancelled");
+  CHECK(again.get(api_path::run(id))["state"] == "cancelled");
 }
 
 TEST_CASE("signals: SIGHUP reloads runner.yml: an added card is used, a broken file keeps the old settings", "[service]") {
@@ -160,12 +161,12 @@ TEST_CASE("signals: SIGHUP reloads runner.yml: an added card is used, a broken f
                                      "  - {name: a, devices: 1, run: 'echo $TASK_DEVICE > " + marks.string() + "/a; sleep 1'}\n"
                                      "  - {name: b, devices: 1, run: 'echo $TASK_DEVICE > " + marks.string() + "/b; sleep 1'}\n"}});
   s.start();
-  CHECK(s.get("/api/v1/status")["devices"].size() == 1);
+  CHECK(s.get(api_path::kStatus)["devices"].size() == 1);
   s.dir.write("runner.yml", "devices:\n  ids: [0, 1]\n");
   ::kill(s.proc.pid, SIGHUP);
-  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["devices"].size() == 2; }, 5));
+  REQUIRE(wait_until([&] { return s.get(api_path::kStatus)["devices"].size() == 2; }, 5));
   CHECK(read_file(s.proc.err).find("reload: card 1 added") != std::string::npos);
-  auto r = s.post("/api/v1/runs", json::object());
+  auto r = s.post(api_path::kRuns, json::object());
   REQUIRE(r.status == 201);
   CHECK(s.wait_run(json::parse(r.body)["id"])["state"] == "succeeded");
   std::set<std::string> used = {read_file(marks / "a"), read_file(marks / "b")};
@@ -175,7 +176,7 @@ TEST_CASE("signals: SIGHUP reloads runner.yml: an added card is used, a broken f
   ::kill(s.proc.pid, SIGHUP);
   REQUIRE(wait_until([&] { return read_file(s.proc.err).find("keeping the old ones") != std::string::npos; }, 5));
   CHECK(read_file(s.proc.err).find("runner.yml:3:3") != std::string::npos);  // where the mistake is
-  CHECK(s.get("/api/v1/status")["devices"].size() == 2);
+  CHECK(s.get(api_path::kStatus)["devices"].size() == 2);
   CHECK(pid_running(s.proc.pid));  // SIGHUP no longer ends the daemon
 }
 
@@ -193,14 +194,14 @@ TEST_CASE("status page: headless Chromium shows the cards, a waiting step's reas
                         {"broken.yml", "name: broken\nsteps:\n  - {name: fails, run: 'echo bad; exit 3'}\n"}});
   s.start();
   // A finished run with a failed step: the recent runs' table links that step's log.
-  auto f = s.post("/api/v1/runs", {{"jobs", {"broken"}}});
+  auto f = s.post(api_path::kRuns, {{"jobs", {"broken"}}});
   REQUIRE(f.status == 201);
   std::string failed = json::parse(f.body)["id"];
   REQUIRE(s.wait_run(failed)["state"] == "failed");
   std::string id = s.submit_run({{"jobs", {"busy"}}});
-  REQUIRE(wait_until([&] { return s.get("/api/v1/status")["queue"].size() == 1; }, 10));
+  REQUIRE(wait_until([&] { return s.get(api_path::kStatus)["queue"].size() == 1; }, 10));
   REQUIRE(wait_until([&] {
-    return pto::api_request("GET", s.url("/api/v1/runs/" + id + "/steps/1-1/log")).body.find("holding the card") != std::string::npos;
+    return pto::api_request("GET", s.url(api_path::step_log(id, "1-1"))).body.find("holding the card") != std::string::npos;
   }, 10));
   std::string dom;
   REQUIRE(s.page_dom(dom));
@@ -208,13 +209,13 @@ TEST_CASE("status page: headless Chromium shows the cards, a waiting step's reas
   CHECK(dom.find("class=\"state busy\"") != std::string::npos);
   CHECK(dom.find(">busy / holder<") != std::string::npos);
   CHECK(dom.find("waiting for 2 cards") != std::string::npos);
-  const std::string log = "/api/v1/runs/" + id + "/steps/1-1/log";
+  const std::string log = api_path::step_log(id, "1-1");
   CHECK(dom.find("href=\"" + log + "\"") != std::string::npos);
   // The link the page shows serves the step's log.
   CHECK(pto::api_request("GET", s.url(log)).body.find("holding the card") != std::string::npos);
   // Runs link the logs worth opening: the active run's running steps, the finished run's failed one.
-  CHECK(dom.find("href=\"/api/v1/runs/" + id + "/steps/1-2/log\">busy / other<") != std::string::npos);
-  const std::string failed_log = "/api/v1/runs/" + failed + "/steps/1-1/log";
+  CHECK(dom.find("href=\"" + api_path::step_log(id, "1-2") + "\">busy / other<") != std::string::npos);
+  const std::string failed_log = api_path::step_log(failed, "1-1");
   CHECK(dom.find("href=\"" + failed_log + "\">broken / fails<") != std::string::npos);
   CHECK(pto::api_request("GET", s.url(failed_log)).body.find("bad") != std::string::npos);
   // Nothing from outside the daemon.
@@ -231,11 +232,11 @@ TEST_CASE("status: a 1-card wait says all N usable cards are busy, and queue ent
                                       "  - {name: b, devices: 1, run: 'sleep 1000 # b'}\n"
                                       "  - {name: c, devices: 1, run: 'true'}\n"}});
   s.start();
-  auto r = s.post("/api/v1/runs", json::object());
+  auto r = s.post(api_path::kRuns, json::object());
   std::string id = json::parse(r.body)["id"];
   json st;
   REQUIRE(wait_until([&] {
-    st = s.get("/api/v1/status");
+    st = s.get(api_path::kStatus);
     return st["queue"].size() == 1 && st["devices_by_state"].value("busy", 0) == 2;
   }, 10));
   const json& q = st["queue"][0];
@@ -243,16 +244,16 @@ TEST_CASE("status: a 1-card wait says all N usable cards are busy, and queue ent
   CHECK(q["position"] == 1);
   CHECK(q["run"] == id);
   CHECK(q["step_id"] == "1-3");
-  CHECK(q["run_url"] == "/api/v1/runs/" + id);
-  CHECK(q["log_url"] == "/api/v1/runs/" + id + "/steps/1-3/log");
-  CHECK(st["devices"][0]["holder"]["log_url"].get<std::string>().rfind("/api/v1/runs/" + id + "/steps/1-", 0) == 0);
+  CHECK(q["run_url"] == api_path::run(id));
+  CHECK(q["log_url"] == api_path::step_log(id, "1-3"));
+  CHECK(st["devices"][0]["holder"]["log_url"].get<std::string>().rfind(api_path::run(id) + "/steps/1-", 0) == 0);
   CHECK(st["devices"][0]["holder"]["other_program"] == false);
   // Durations are rounded to milliseconds.
   double w = q["wait_seconds"];
   CHECK(std::abs(w * 1000 - std::round(w * 1000)) < 1e-6);
   // Draining a busy card keeps what still runs on it in view.
-  REQUIRE(s.post("/api/v1/devices/1/drain", {{"reason", "ECC errors"}}).status == 200);
-  json card = s.get("/api/v1/status")["devices"][1];
+  REQUIRE(s.post(api_path::device(1, "drain"), {{"reason", "ECC errors"}}).status == 200);
+  json card = s.get(api_path::kStatus)["devices"][1];
   CHECK(card["state"] == "drained");
   CHECK(card["drain_reason"] == "ECC errors");
   CHECK(card["holder"]["run"] == id);
@@ -264,17 +265,17 @@ TEST_CASE("daemon: a step only drained cards could serve waits for them and runs
   s.devices = "1";
   write_project(s.dir, {{"one.yml", "name: one\nsteps:\n  - {name: needs-card, devices: 1, run: 'true'}\n"}});
   s.start();
-  REQUIRE(s.post("/api/v1/devices/0/drain", {{"reason", "fell off the bus"}}).status == 200);
+  REQUIRE(s.post(api_path::device(0, "drain"), {{"reason", "fell off the bus"}}).status == 200);
   std::string id = s.submit_run();
   json st;
   REQUIRE(wait_until([&] {
-    st = s.get("/api/v1/status");
+    st = s.get(api_path::kStatus);
     return st["queue"].size() == 1;
   }, 10));
   CHECK(st["queue"][0]["reason"].get<std::string>().find("waiting for a drained card to return") != std::string::npos);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  CHECK(s.get("/api/v1/runs/" + id)["state"] == "running");  // not failed at once, as `run` would
-  REQUIRE(s.post("/api/v1/devices/0/undrain", json::object()).status == 200);
+  CHECK(s.get(api_path::run(id))["state"] == "running");  // not failed at once, as `run` would
+  REQUIRE(s.post(api_path::device(0, "undrain"), json::object()).status == 200);
   CHECK(s.wait_run(id)["state"] == "succeeded");
 }
 
@@ -287,14 +288,14 @@ TEST_CASE("devices --drain without --server refuses while a daemon holds the sta
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("--server") != std::string::npos);
   CHECK(r.err.find("pid " + std::to_string(s.proc.pid)) != std::string::npos);
-  CHECK(s.get("/api/v1/status")["devices"][1]["state"] == "free");  // nothing changed behind the daemon's back
+  CHECK(s.get(api_path::kStatus)["devices"][1]["state"] == "free");  // nothing changed behind the daemon's back
 }
 
 TEST_CASE("serve: --log-format json writes one JSON object per line with UTC times, --version names the commit", "[service]") {
   Served s;
   write_project(s.dir, {{"one.yml", "name: one\nsteps:\n  - run: 'echo \"quoted\"'\n"}});
   s.start({"--log-format", "json", "--log-level", "debug"});
-  auto r = s.post("/api/v1/runs", json::object());
+  auto r = s.post(api_path::kRuns, json::object());
   s.wait_run(json::parse(r.body)["id"]);
   s.stop();
   std::istringstream lines(read_file(s.proc.err));
@@ -342,7 +343,7 @@ TEST_CASE("retention: 10,000 finished runs and max-runs 100: the journal and the
   write_project(s.dir, {{"one.yml", "name: one\nsteps:\n  - run: 'true'\n"}});
   s.dir.write("runner.yml", "retention:\n  max-runs: 100\n  max-age-days: 0\n");
   s.start();
-  json runs = s.get("/api/v1/runs?limit=1000")["runs"];
+  json runs = s.get(std::string(api_path::kRuns) + "?limit=1000")["runs"];
   CHECK(runs.size() == 100);
   std::size_t dirs = 0;
   for (const auto& e : fs::directory_iterator(state / "runs")) dirs += e.is_directory();
@@ -456,9 +457,9 @@ TEST_CASE("packaging: cmake --install into a prefix and cpack's .deb hold the bi
   INFO(said);
   if (listening) {
     int port = std::stoi(said.substr(said.find("127.0.0.1:") + 10));
-    auto health = pto::api_request("GET", "http://127.0.0.1:" + std::to_string(port) + "/healthz");
+    auto health = pto::api_request("GET", "http://127.0.0.1:" + std::to_string(port) + api_path::kHealthz);
     CHECK(health.status == 200);
-    auto status = pto::api_request("GET", "http://127.0.0.1:" + std::to_string(port) + "/api/v1/status");
+    auto status = pto::api_request("GET", "http://127.0.0.1:" + std::to_string(port) + api_path::kStatus);
     CHECK(status.body.find("\"a2a3\"") != std::string::npos);  // the installed config's 8 a2a3 cards
     auto sandbox = nlohmann::json::parse(status.body)["sandbox"];
     CHECK(sandbox["active"] == true);

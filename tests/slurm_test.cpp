@@ -17,6 +17,7 @@
 #include "slurm/slurm_command.h"
 #include "slurm/slurm_executor.h"
 #include "test_support.h"
+#include "util/api_paths.h"
 
 using namespace pto::test;
 using nlohmann::json;
@@ -253,7 +254,7 @@ TEST_CASE("slurm: Slurm's reason for a waiting step and the node and cards of ru
   std::string id = s.submit_run();
   json status;
   REQUIRE(wait_until([&] {
-    status = s.get("/api/v1/status");
+    status = s.get(api_path::kStatus);
     int running = 0;
     for (const auto& n : status["nodes"]) running += static_cast<int>(n["steps"].size());
     return running == 4 && status["queue"].size() == 1 && status["queue"][0]["reason"].get<std::string>().rfind("Slurm: ", 0) == 0;
@@ -271,7 +272,7 @@ TEST_CASE("slurm: Slurm's reason for a waiting step and the node and cards of ru
   std::string reason = status["queue"][0]["reason"];
   CHECK((reason.find("Resources") != std::string::npos || reason.find("Priority") != std::string::npos));
   CHECK(status["queue"][0]["run"] == id);
-  json run = s.get("/api/v1/runs/" + id);
+  json run = s.get(api_path::run(id));
   int waiting = 0;
   for (const auto& st : run["jobs"][0]["steps"])
     if (st["state"] == "waiting") {
@@ -281,7 +282,7 @@ TEST_CASE("slurm: Slurm's reason for a waiting step and the node and cards of ru
       CHECK(!st["node"].get<std::string>().empty());
     }
   CHECK(waiting == 1);
-  auto metrics = pto::api_request("GET", s.url("/metrics"));
+  auto metrics = pto::api_request("GET", s.url(api_path::kMetrics));
   CHECK(metrics.body.find("pto_runner_slurm_running_steps{node=\"") != std::string::npos);
   CHECK(metrics.body.find("pto_runner_slurm_pending_steps{reason=\"") != std::string::npos);
   TempDir prom;
@@ -296,15 +297,15 @@ TEST_CASE("slurm: Slurm's reason for a waiting step and the node and cards of ru
   INFO(drain.out << drain.err);
   CHECK(drain.exit_code == 0);
   REQUIRE(wait_until([&] {
-    const json now = s.get("/api/v1/status");
+    const json now = s.get(api_path::kStatus);
     for (const auto& n : now["nodes"])
       if (n["name"] == busy_node) return n["drained"] == true && n["reason"] == "card 3 flaky";
     return false;
   }, 15));
-  CHECK(s.post("/api/v1/devices/3/drain", json::object()).status == 409);
+  CHECK(s.post(api_path::device(3, "drain"), json::object()).status == 409);
   CHECK(run_cli({"devices", "--server", s.url(), "--undrain-node", busy_node}, admin).exit_code == 0);
   CHECK(wait_until([&] {
-    const json now = s.get("/api/v1/status");
+    const json now = s.get(api_path::kStatus);
     for (const auto& n : now["nodes"])
       if (n["name"] == busy_node) return n["drained"] == false;
     return false;
@@ -319,13 +320,13 @@ TEST_CASE("slurm: Slurm's reason for a waiting step and the node and cards of ru
   if (std::string dom; s.page_dom(dom)) {
     const std::string node = status["nodes"][0]["steps"].empty() ? status["nodes"][1]["name"] : status["nodes"][0]["name"];
     CHECK(dom.find("<td>" + node + "</td>") != std::string::npos);
-    CHECK(dom.find("href=\"/api/v1/runs/" + id + "/steps/1-") != std::string::npos);
+    CHECK(dom.find("href=\"" + api_path::run(id) + "/steps/1-") != std::string::npos);
     CHECK(dom.find("Slurm: ") != std::string::npos);
   } else {
     WARN("NOT TESTED here: the page in a browser (chromium is not installed)");
   }
 
-  REQUIRE(s.post("/api/v1/runs/" + id + "/cancel", json::object()).status == 202);
+  REQUIRE(s.post(api_path::run_cancel(id), json::object()).status == 202);
   json done = s.wait_run(id, 60);
   CHECK(done["state"] == "cancelled");
   CHECK(wait_until([&] { return c.our_active_jobs().empty(); }, 20));
@@ -363,10 +364,10 @@ TEST_CASE("slurm: a timed-out step leaves no Slurm job and no process, a step Sl
   CHECK_FALSE(steps[6].contains("node"));
   CHECK(steps[7]["state"] == "succeeded");
   // The log is the step's own output through srun, without the placement line.
-  auto log = pto::api_request("GET", s.url("/api/v1/runs/" + id + "/steps/1-6/log"));
+  auto log = pto::api_request("GET", s.url(api_path::step_log(id, "1-6")));
   CHECK(log.body.find("on " + std::to_string(steps[5]["cards"][0].get<int>()) + "\n") != std::string::npos);
   CHECK(log.body.find("pto-runner-placed") == std::string::npos);
-  auto late = pto::api_request("GET", s.url("/api/v1/runs/" + id + "/steps/1-7/log"));
+  auto late = pto::api_request("GET", s.url(api_path::step_log(id, "1-7")));
   CHECK(late.body.find("queue-timeout-minutes") != std::string::npos);
   CHECK(late.body.find("never placed") == std::string::npos);
   CHECK(wait_until([&] { return c.our_active_jobs().empty(); }, 20));
@@ -383,7 +384,7 @@ TEST_CASE("slurm: a daemon killed with SIGKILL mid-run and restarted cancels the
                         {"two.yml", "name: two\nsteps:\n  - {name: quick, devices: 2, run: 'echo quick on $TASK_DEVICE'}\n"}});
   s.start();
   std::string id = s.submit_run({{"jobs", {"one"}}});
-  REQUIRE(wait_until([&] { return s.get("/api/v1/runs/" + id)["jobs"][0]["steps"][0]["state"] == "running"; }, 30));
+  REQUIRE(wait_until([&] { return s.get(api_path::run(id))["jobs"][0]["steps"][0]["state"] == "running"; }, 30));
   REQUIRE(c.our_active_jobs().size() == 1);
   ::kill(s.proc.pid, SIGKILL);
   wait_cli(s.proc);
@@ -396,10 +397,10 @@ TEST_CASE("slurm: a daemon killed with SIGKILL mid-run and restarted cancels the
   write_project(again.dir, {{"one.yml", "name: one\nsteps:\n  - {name: hold, devices: 1, run: 'sleep 1000 # slurm-sigkill'}\n"},
                             {"two.yml", "name: two\nsteps:\n  - {name: quick, devices: 2, run: 'echo quick on $TASK_DEVICE'}\n"}});
   again.start();
-  CHECK(again.get("/api/v1/runs/" + id)["state"] == "interrupted");
+  CHECK(again.get(api_path::run(id))["state"] == "interrupted");
   CHECK(wait_until([&] { return c.our_active_jobs().empty(); }, 20));
   CHECK(wait_until([&] { return no_process_with("slurm-sigkill"); }, 20));
-  auto r2 = again.post("/api/v1/runs", {{"jobs", {"two"}}});
+  auto r2 = again.post(api_path::kRuns, {{"jobs", {"two"}}});
   REQUIRE(r2.status == 201);
   json done = again.wait_run(json::parse(r2.body)["id"], 60);
   CHECK(done["state"] == "succeeded");
@@ -427,7 +428,7 @@ TEST_CASE("slurm: a step's task-submit runs its command as a Slurm job on the ca
   std::string id = s.submit_run();
   REQUIRE(wait_for_content(pidfile, 30));
   // The first lease ran on a whole pair Slurm picked: {} and TASK_DEVICE filled in the job, on a node.
-  std::string log = pto::api_request("GET", s.url("/api/v1/runs/" + id + "/steps/1-1/log")).body;
+  std::string log = pto::api_request("GET", s.url(api_path::step_log(id, "1-1"))).body;
   INFO(log);
   auto at = log.find("leased ");
   REQUIRE(at != std::string::npos);
@@ -441,7 +442,7 @@ TEST_CASE("slurm: a step's task-submit runs its command as a Slurm job on the ca
   CHECK(pair[1] == pair[0] + 1);
   CHECK(node != "pto-a5");
   // --max-time counts from the command's start in its job, and ends it with task-submit's 137.
-  std::string capped = pto::api_request("GET", s.url("/api/v1/runs/" + id + "/steps/1-2/log")).body;
+  std::string capped = pto::api_request("GET", s.url(api_path::step_log(id, "1-2"))).body;
   INFO(capped);
   CHECK(capped.find("killed after --max-time 2 s") != std::string::npos);
   CHECK(capped.find("exit 137") != std::string::npos);
@@ -452,7 +453,7 @@ TEST_CASE("slurm: a step's task-submit runs its command as a Slurm job on the ca
   REQUIRE(jobs.size() == 1);
   CHECK(jobs[0].name.find("/lease/") != std::string::npos);  // the second lease's command, in Slurm
   int leased = std::stoi(read_file(pidfile));
-  REQUIRE(s.post("/api/v1/runs/" + id + "/cancel", json::object()).status == 202);
+  REQUIRE(s.post(api_path::run_cancel(id), json::object()).status == 202);
   CHECK(s.wait_run(id, 60)["state"] == "cancelled");
   CHECK(wait_until([&] { return c.our_active_jobs().empty(); }, 20));
   CHECK(wait_until([&] { return !pid_running(leased); }, 20));

@@ -13,6 +13,8 @@
 #include "served_daemon.h"
 #include "source_repo.h"
 #include "test_support.h"
+#include "util/api_paths.h"
+#include "util/state_paths.h"
 
 using namespace pto::test;
 
@@ -37,12 +39,12 @@ struct SourceDaemon {
     served.start();
   }
   pto::ApiResponse submit(const std::string& sha) const {
-    return served.post("/api/v1/runs", {{"sha", sha}, {"ref", "refs/pull/1/merge"}, {"env", {{"OUT", out()}}}});
+    return served.post(api_path::kRuns, {{"sha", sha}, {"ref", "refs/pull/1/merge"}, {"env", {{"OUT", out()}}}});
   }
   std::vector<std::string> run_dirs() const {
     std::vector<std::string> out;
     std::error_code ec;
-    for (const auto& e : fs::directory_iterator(served.state() + "/runs", ec)) out.push_back(e.path().filename().string());
+    for (const auto& e : fs::directory_iterator(pto::runs_dir(served.state()), ec)) out.push_back(e.path().filename().string());
     return out;
   }
   /// Another fetch holding the mirror's lock (flock(1), as a second daemon on the same mirror would), until
@@ -91,7 +93,7 @@ TEST_CASE("source: two commits submitted at once each run their own definitions 
   json runb = d.served.wait_run(idb);
   CHECK(runb["state"] == "succeeded");
   CHECK(runb["request"]["sha"] == added);
-  CHECK(runb["request"]["source"]["worktree"] == d.served.state() + "/runs/" + idb + "/src");
+  CHECK(runb["request"]["source"]["worktree"] == pto::run_worktree(pto::run_dir(d.served.state(), idb)));
 
   const fs::path out(d.out());
   // The new example runs only in the run of the commit that adds it.
@@ -100,8 +102,8 @@ TEST_CASE("source: two commits submitted at once each run their own definitions 
   CHECK(fs::exists(out / ("a-" + idb)));
   CHECK(fs::exists(out / ("b-" + idb)));
   // Each step ran in its run's worktree and saw that commit's files only.
-  CHECK(read_file(out / ("a-" + ida)) == d.served.state() + "/runs/" + ida + "/src\na.sh\n");
-  CHECK(read_file(out / ("b-" + idb)) == d.served.state() + "/runs/" + idb + "/src\na.sh\nb.sh\n");
+  CHECK(read_file(out / ("a-" + ida)) == pto::run_worktree(pto::run_dir(d.served.state(), ida)) + "\na.sh\n");
+  CHECK(read_file(out / ("b-" + idb)) == pto::run_worktree(pto::run_dir(d.served.state(), idb)) + "\na.sh\nb.sh\n");
 }
 
 TEST_CASE("source: a commit already in the mirror needs no fetch", "[source]") {
@@ -185,7 +187,7 @@ TEST_CASE("source: unknown commits, bad shas and an unreachable repository are c
   auto shortsha = d.submit("abc123");
   REQUIRE(shortsha.status == 400);
   CHECK(json::parse(shortsha.body)["error"].get<std::string>().find("not a full commit id") != std::string::npos);
-  auto none = d.served.post("/api/v1/runs", json::object());
+  auto none = d.served.post(api_path::kRuns, json::object());
   REQUIRE(none.status == 400);
   CHECK(json::parse(none.body)["field"] == "sha");
   REQUIRE(wait_until([&] { return d.run_dirs().empty(); }, 10));
@@ -275,8 +277,8 @@ TEST_CASE("source: submissions waiting for a locked mirror never hold up reads o
     ++answered;
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  auto log = pto::api_request("GET", d.served.url("/api/v1/runs/" + id + "/steps/1-1/log"));
-  auto run = pto::api_request("GET", d.served.url("/api/v1/runs/" + id));
+  auto log = pto::api_request("GET", d.served.url(api_path::step_log(id, "1-1")));
+  auto run = pto::api_request("GET", d.served.url(api_path::run(id)));
   const int answered_before_reads = answered;
   SourceDaemon::let_go(holder);
   for (auto& t : waiting) t.join();
@@ -298,14 +300,14 @@ TEST_CASE("source: old worktrees and runs are pruned by keep-worktrees and reten
     ids.push_back(json::parse(r.body)["id"]);
     d.served.wait_run(ids.back());
   }
-  const std::string runs = d.served.state() + "/runs/";
+  const std::string runs = pto::runs_dir(d.served.state()) + "/";
   // The oldest run is past max-runs: record and directory gone.
   REQUIRE(wait_until([&] { return !fs::exists(runs + ids[0]); }, 10));
-  CHECK(pto::api_request("GET", d.served.url("/api/v1/runs/" + ids[0])).status == 404);
+  CHECK(pto::api_request("GET", d.served.url(api_path::run(ids[0]))).status == 404);
   // The second keeps its record and log but not its worktree; the newest keeps everything.
   REQUIRE(wait_until([&] { return !fs::exists(runs + ids[1] + "/src"); }, 10));
-  CHECK(d.served.get("/api/v1/runs/" + ids[1])["state"] == "succeeded");
-  CHECK(pto::api_request("GET", d.served.url("/api/v1/runs/" + ids[1] + "/steps/1-1/log")).body == "hi\n");
+  CHECK(d.served.get(api_path::run(ids[1]))["state"] == "succeeded");
+  CHECK(pto::api_request("GET", d.served.url(api_path::step_log(ids[1], "1-1"))).body == "hi\n");
   CHECK(fs::exists(runs + ids[2] + "/src/jobs/ok.yml"));
   std::string worktrees;
   sh("git --git-dir=" + d.served.state() + "/source.git worktree list", &worktrees);

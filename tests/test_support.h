@@ -7,6 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "util/api_paths.h"
+
+// The API's paths as the daemon routes them (tests spell none of their own).
+namespace api_path = pto::api_path;
+
 namespace pto::test {
 
 namespace fs = std::filesystem;

@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "config/gha_workflow.h"
+#include "lint/gha_workflow.h"
 #include "importer/workflow_import.h"
 #include "lint/drift_baseline.h"
 #include "lint/lint.h"

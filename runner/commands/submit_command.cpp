@@ -251,7 +251,7 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
     // Attached: this client's jobs (and what they need) are what it shows and what it exits with.
     std::set<std::string> mine(o->jobs.begin(), o->jobs.end());
     auto detach = [&](bool cancel) {
-      return api_request("POST", server + "/api/v1/runs/" + id + "/detach", token, dump_json({{"client", client}, {"cancel", cancel}}));
+      return api_request("POST", server + api_path::run_detach(id), token, dump_json({{"client", client}, {"cancel", cancel}}));
     };
     if (!o->wait) {
       exit_code = 0;

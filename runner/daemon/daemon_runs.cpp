@@ -14,6 +14,7 @@
 #include "store/learned_durations.h"
 #include "util/api_paths.h"
 #include "util/secret_mask.h"
+#include "util/state_paths.h"
 
 namespace pto {
 
@@ -71,7 +72,7 @@ void Daemon::submit_run(RunSubmission submission, const Caller& by, Reply reply)
     return reply({Outcome::BadRequest, {{"error", "sha is required: this daemon runs commits of " + cfg_.source.repo}, {"field", "sha"}}});
   // A run of one commit: fetch and check out into the run's own worktree, load its definitions (with the
   // host's settings, never the commit's runner.yml), then plan and start here, on the engine thread.
-  const std::string src = eo.run_dir + "/src";
+  const std::string src = run_worktree(eo.run_dir);
   preparing_.insert(eo.run_id);
   boost::asio::post(*git_workers_, [this, s, eo = std::move(eo), src, reply, host = cfg_, peer = by.peer]() mutable {
     SourceResult got = mirror_->checkout(s->sha, src);

@@ -13,6 +13,7 @@
 #include "exec/process_marker.h"
 #include "plan/condition.h"
 #include "sandbox/run_tree.h"
+#include "util/ids.h"
 #include "util/process_env.h"
 #include "util/secret_mask.h"
 
@@ -32,7 +33,7 @@ RunEngine::RunEngine(EngineSeams seams, Plan plan, EngineOptions opts)
       flow_(plan_, run_, legs_by_name_, opts_.run_dir) {
   if (!opts_.mask) opts_.mask = std::make_shared<SecretMask>();
   flow_.set_mask(opts_.mask);
-  run_.id = opts_.run_id.empty() ? make_run_id() : opts_.run_id;
+  run_.id = opts_.run_id.empty() ? new_run_id() : opts_.run_id;
   run_.created = clock_.iso_now();
   for (std::size_t j = 0; j < plan_.jobs.size(); ++j) {
     JobRecord jr;

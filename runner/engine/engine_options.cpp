@@ -5,7 +5,9 @@
 
 #include "config/project.h"
 #include "util/process_env.h"
+#include "util/ids.h"
 #include "util/random_hex.h"
+#include "util/state_paths.h"
 
 namespace fs = std::filesystem;
 
@@ -14,9 +16,9 @@ namespace pto {
 EngineOptions make_engine_options(const std::string& root, const std::string& state_dir, const RunnerConfig& cfg, bool simulate, double time_scale,
                                   InheritedEnv inherit) {
   EngineOptions eo;
-  eo.run_id = make_run_id();
+  eo.run_id = new_run_id();
   eo.root = fs::absolute(root).lexically_normal().string();
-  eo.run_dir = state_dir + "/runs/" + eo.run_id;
+  eo.run_dir = run_dir(state_dir, eo.run_id);
   eo.simulate = simulate;
   eo.time_scale = simulate ? time_scale : 1;
   eo.kill_grace_seconds = cfg.kill_grace_seconds;
@@ -68,15 +70,6 @@ std::string ensure_tools_dir(const std::string& state_dir) {
     }
   }
   return dir.string();
-}
-
-std::string make_run_id() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", &tm);
-  return std::string(buf) + "-" + random_hex(2);
 }
 
 std::string format_minutes(double minutes) {

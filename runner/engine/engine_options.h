@@ -73,8 +73,6 @@ EngineOptions make_engine_options(const std::string& root, const std::string& st
 /// "" when there is no such binary or the directory cannot be made.
 std::string ensure_tools_dir(const std::string& state_dir);
 
-/// A new run id: YYYYMMDD-HHMMSS-xxxx (UTC), x a hex digit.
-std::string make_run_id();
 /// "30 min", or seconds for fractions ("3 s"): for messages about timeouts.
 std::string format_minutes(double minutes);
 /// A file-name-safe form of a job or step name.

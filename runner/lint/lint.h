@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "config/diagnostics.h"
-#include "config/gha_workflow.h"
+#include "lint/gha_workflow.h"
 #include "config/project.h"
 #include "importer/workflow_import.h"
 #include "plan/plan.h"

@@ -32,8 +32,8 @@ struct ReadModel {
   Metrics metrics;
   /// The last day on every card (GET /cards), kept by RunHistory.
   CardHistory cards;
-  /// <state-dir>/runs: a finished run's record is runs_dir/ID/run.json, read on a worker.
-  std::string runs_dir;
+  /// Where finished runs' records are (util/state_paths: run_record), read on a worker.
+  std::string state_dir;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   /// Bumped at each refresh of `host`: renderings cache by it.
   std::uint64_t generation = 0;

@@ -1,6 +1,7 @@
 #include "report/run_view.h"
 #include "plan/plan.h"
 #include "util/api_paths.h"
+#include "util/ids.h"
 
 #include <signal.h>
 
@@ -18,7 +19,7 @@ nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step
   const PlanStep& ps = p.jobs[job].steps[step];
   const StepRecord& s = r.jobs[job].steps[step];
   nlohmann::json j;
-  j["id"] = api_path::step_id(job, step);
+  j["id"] = StepId{static_cast<std::size_t>(job), static_cast<std::size_t>(step)}.text();
   j["name"] = ps.name;
   j["label"] = step_label(p.jobs[job], ps);
   j["state"] = to_string(s.state);
@@ -45,7 +46,7 @@ nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step
   j["wait_seconds"] = waited;
   j["duration_seconds"] = s.started_at >= 0 ? (s.finished_at >= 0 ? s.finished_at : now) - s.started_at : 0.0;
   j["log"] = s.log_path.empty() ? nlohmann::json(nullptr)
-                                : nlohmann::json(api_path::step_log(r.id, api_path::step_id(job, step)));
+                                : nlohmann::json(api_path::step_log(r.id, StepId{static_cast<std::size_t>(job), static_cast<std::size_t>(step)}.text()));
   j["log_path"] = nullable(s.log_path);
   if (!ps.id.empty()) j["step_id"] = ps.id;
   j["outputs"] = s.outputs;

@@ -10,9 +10,6 @@
 
 namespace pto {
 
-/// "3-9": the 1-based job and step numbers, the step's id in URLs.
-std::string step_id(int job, int step);
-
 nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step, double now);
 /// A step's estimate as every rendering shows it: null, or {minutes, source ("expected-minutes" | "history"),
 /// samples}.

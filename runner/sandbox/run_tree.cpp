@@ -1,4 +1,5 @@
 #include "sandbox/run_tree.h"
+#include "util/state_paths.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -51,7 +52,7 @@ std::string worktree_admin_dir(const std::string& src) {
 }  // namespace
 
 std::string close_state_dir(const std::string& state_dir) {
-  for (const std::string& d : {state_dir, state_dir + "/runs"})
+  for (const std::string& d : {state_dir, runs_dir(state_dir)})
     if (std::string e = make_dir(d, 0711, nullptr); !e.empty()) return e;
   return "";
 }
@@ -64,7 +65,7 @@ std::string prepare_run_tree(const std::string& run_dir, const RunAs* user) {
   if (std::string e = make_dir(run_dir + "/logs", 0700, nullptr); !e.empty()) return e;
   for (const std::string& d : {run_dir + "/files", run_home(run_dir), run_temp(run_dir)})
     if (std::string e = make_dir(d, 0700, user); !e.empty()) return e;
-  const std::string src = run_dir + "/src";
+  const std::string src = run_worktree(run_dir);
   struct stat st {};
   if (user && ::lstat(src.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
     if (std::string e = chown_tree(src, *user); !e.empty()) return e;
@@ -85,7 +86,7 @@ std::string reclaim_run_tree(const std::string& run_dir) {
     fs::remove_all(d, ec);
     if (ec && problem.empty()) problem = "cannot remove " + d + ": " + ec.message();
   }
-  const std::string src = run_dir + "/src";
+  const std::string src = run_worktree(run_dir);
   struct stat st {};
   if (::lstat(src.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
     std::string admin;

@@ -13,9 +13,11 @@
 #include "server/run_page.h"
 #include "server/cards_page.h"
 #include "server/status_page.h"
+#include "util/api_paths.h"
 #include "util/ids.h"
 #include "util/json_text.h"
 #include "util/regular_file.h"
+#include "util/state_paths.h"
 
 namespace pto {
 
@@ -33,6 +35,27 @@ bool is_card_id(const std::string& s) {
 bool is_node_name(const std::string& s) {
   static const std::regex re("[A-Za-z0-9._-]{1,64}");
   return std::regex_match(s, re);
+}
+
+/// Whether `seg` is the path `path` (an api_path constant) followed by `more` ("*": any one segment), or with
+/// `prefix`, starts with `path`.
+bool path_is(const std::vector<std::string>& seg, const char* path, std::initializer_list<const char*> more, bool prefix = false) {
+  std::size_t i = 0;
+  for (std::string_view rest(path); !rest.empty();) {
+    rest.remove_prefix(std::min(rest.size(), rest.find_first_not_of('/')));
+    if (rest.empty()) break;
+    const std::size_t end = std::min(rest.size(), rest.find('/'));
+    if (i >= seg.size() || seg[i] != rest.substr(0, end)) return false;
+    ++i;
+    rest.remove_prefix(end);
+  }
+  if (prefix) return true;
+  if (seg.size() != i + more.size()) return false;
+  for (const char* w : more) {
+    if (*w != '*' && seg[i] != w) return false;
+    ++i;
+  }
+  return true;
 }
 
 constexpr auto kStatusReuse = std::chrono::milliseconds(100);  // the rendered JSON, for its uptime field
@@ -57,57 +80,49 @@ void Api::route(const HttpRequest& req, const Caller& caller, HttpServer::Respon
   const auto& seg = req.segments;
   const bool get = req.method == "GET" || req.method == "HEAD";
   const bool post = req.method == "POST";
-  auto is = [&](std::initializer_list<const char*> want) {
-    if (seg.size() != want.size()) return false;
-    std::size_t i = 0;
-    for (const char* w : want) {
-      if (*w != '*' && seg[i] != w) return false;
-      ++i;
-    }
-    return true;
-  };
+  auto is = [&](const char* path, std::initializer_list<const char*> more = {}) { return path_is(seg, path, more); };
   auto allowed = [&](Action a, int owner_uid = -1) {
     if (access_.permits(caller, a, owner_uid)) return true;
     respond(error_response(access_.refusal_status(caller), access_.refusal(caller, a)));
     return false;
   };
-  if (seg.size() >= 3 && seg[0] == "api" && seg[1] == "v1" && seg[2] == "leases") return leases(req, caller, std::move(respond));
+  if (path_is(seg, api_path::kLeases, {}, true)) return leases(req, caller, std::move(respond));
   if (options_.leases_only)
     return respond(not_found("no such endpoint: " + req.path + (options_.leases_only_note.empty() ? "" : " (" + options_.leases_only_note + ")")));
 
-  if (seg.empty()) {
+  if (is(api_path::kStatusPage)) {
     if (!get) return respond(method_not_allowed());
     if (allowed(Action::Read)) respond(render_status_page());
     return;
   }
-  if (is({"runs", "*"}) && is_run_id(seg[1])) {  // a run's page: its script reads the run's JSON
+  if (is(api_path::kRunPages, {"*"}) && is_run_id(seg[1])) {  // a run's page: its script reads the run's JSON
     if (!get) return respond(method_not_allowed());
     if (allowed(Action::Read)) respond(render_run_page());
     return;
   }
-  if (is({"cards"})) {
+  if (is(api_path::kCardsPage)) {
     if (!get) return respond(method_not_allowed());
     if (allowed(Action::Read)) respond(render_cards_page());
     return;
   }
-  if (is({"api", "v1", "cards"})) {
+  if (is(api_path::kCards)) {
     if (!get) return respond(method_not_allowed());
     if (allowed(Action::Read)) respond(json_response(200, cards_json()));
     return;
   }
-  if (is({"healthz"})) return respond(get ? HttpResponse{200, "text/plain", "ok\n", {}} : method_not_allowed());
-  if (is({"metrics"})) {
+  if (is(api_path::kHealthz)) return respond(get ? HttpResponse{200, "text/plain", "ok\n", {}} : method_not_allowed());
+  if (is(api_path::kMetrics)) {
     if (!get) return respond(method_not_allowed());
     if (allowed(Action::Read))
       respond({200, "text/plain; version=0.0.4; charset=utf-8", render_metrics(model_.host, model_.metrics, model_.uptime()), {}});
     return;
   }
-  if (is({"api", "v1", "status"})) {
+  if (is(api_path::kStatus)) {
     if (!get) return respond(method_not_allowed());
     if (allowed(Action::Read)) respond(status(req));
     return;
   }
-  if (is({"api", "v1", "runs"})) {
+  if (is(api_path::kRuns)) {
     if (post) {
       if (!allowed(Action::SubmitRun)) return;
       RunSubmission s;
@@ -119,12 +134,12 @@ void Api::route(const HttpRequest& req, const Caller& caller, HttpServer::Respon
     if (allowed(Action::Read)) respond(runs(req));
     return;
   }
-  if (is({"api", "v1", "runs", "*"}) && is_run_id(seg[3])) {
+  if (is(api_path::kRuns, {"*"}) && is_run_id(seg[3])) {
     if (!get) return respond(method_not_allowed());
     if (allowed(Action::Read)) run(seg[3], std::move(respond));
     return;
   }
-  if (is({"api", "v1", "runs", "*", "cancel"}) && is_run_id(seg[3])) {
+  if (is(api_path::kRuns, {"*", "cancel"}) && is_run_id(seg[3])) {
     if (!post) return respond(method_not_allowed());
     // A local submitter's own runs only: who submitted an active run is in its request.
     int owner = -1;
@@ -135,7 +150,7 @@ void Api::route(const HttpRequest& req, const Caller& caller, HttpServer::Respon
     if (allowed(Action::CancelRun, owner)) respond(to_http(commands_.cancel_run(seg[3], caller)));
     return;
   }
-  if (is({"api", "v1", "runs", "*", "detach"}) && is_run_id(seg[3])) {
+  if (is(api_path::kRuns, {"*", "detach"}) && is_run_id(seg[3])) {
     if (!post) return respond(method_not_allowed());
     if (!allowed(Action::SubmitRun)) return;  // the client id it was given is what names it
     std::string client;
@@ -143,19 +158,19 @@ void Api::route(const HttpRequest& req, const Caller& caller, HttpServer::Respon
     if (auto bad = parse_detach(req.body, client, cancel)) return respond(json_response(400, bad->json()));
     return respond(to_http(commands_.detach_client(seg[3], client, cancel, caller)));
   }
-  if (is({"api", "v1", "runs", "*", "steps", "*", "log"}) && is_run_id(seg[3])) {
+  if (is(api_path::kRuns, {"*", "steps", "*", "log"}) && is_run_id(seg[3])) {
     if (!get) return respond(method_not_allowed());
     if (allowed(Action::Read)) step_log(seg[3], seg[5], req, std::move(respond));
     return;
   }
   const bool drain_route = seg.size() == 5 && (seg[4] == "drain" || seg[4] == "undrain");
-  if (drain_route && is({"api", "v1", "devices", "*", "*"}) && is_card_id(seg[3])) {
+  if (drain_route && is(api_path::kDevices, {"*", "*"}) && is_card_id(seg[3])) {
     if (!post) return respond(method_not_allowed());
     if (allowed(Action::ChangeCard))
       respond(to_http(commands_.change_card(std::stoi(seg[3]), seg[4] == "drain", drain_reason_of(req.body), caller)));
     return;
   }
-  if (drain_route && is({"api", "v1", "nodes", "*", "*"}) && is_node_name(seg[3])) {
+  if (drain_route && is(api_path::kNodes, {"*", "*"}) && is_node_name(seg[3])) {
     if (!post) return respond(method_not_allowed());
     if (allowed(Action::ChangeCard))
       respond(to_http(commands_.change_node(seg[3], seg[4] == "drain", drain_reason_of(req.body), caller)));
@@ -167,7 +182,7 @@ void Api::route(const HttpRequest& req, const Caller& caller, HttpServer::Respon
 void Api::leases(const HttpRequest& req, const Caller& caller, HttpServer::Respond respond) {
   const auto& seg = req.segments;
   const bool post = req.method == "POST";
-  if (seg.size() == 3) {
+  if (path_is(seg, api_path::kLeases, {})) {
     if (req.method == "GET" || req.method == "HEAD") {
       if (!access_.permits(caller, Action::Read)) return respond(error_response(401, access_.refusal(Action::Read)));
       return respond(json_response(200, {{"leases", model_.host.leases}}));
@@ -179,8 +194,8 @@ void Api::leases(const HttpRequest& req, const Caller& caller, HttpServer::Respo
     if (auto bad = parse_lease_request(req.body, lr)) return respond(json_response(400, bad->json()));
     return commands_.request_lease(std::move(lr), caller, [respond](Answer a) { respond(to_http(a)); });
   }
-  const bool heartbeat = seg.size() == 5 && seg[4] == "heartbeat";
-  if ((seg.size() == 4 || heartbeat) && is_lease_id(seg[3])) {
+  const bool heartbeat = path_is(seg, api_path::kLeases, {"*", "heartbeat"});
+  if ((heartbeat || path_is(seg, api_path::kLeases, {"*"})) && is_lease_id(seg[3])) {
     if (heartbeat ? !post : req.method != "DELETE") return respond(method_not_allowed());
     if (!access_.permits(caller, Action::Lease))
       return respond(error_response(access_.refusal_status(caller), access_.refusal(caller, Action::Lease)));
@@ -269,7 +284,7 @@ void Api::finished_record(const std::string& id, HttpServer::Respond respond, st
   // problem of the host (503), one it does not list is not there (404).
   bool listed = false;
   for (const auto& r : model_.host.recent) listed |= r.id == id;
-  const std::string path = model_.runs_dir + "/" + id + "/run.json";
+  const std::string path = run_record(run_dir(model_.state_dir, id));
   boost::asio::post(*workers_, [this, id, path, listed, respond, found = std::move(found)] {
     std::string text, error;
     bool read = read_regular_file(path, 64 << 20, text, error);

@@ -17,9 +17,11 @@
 #include "exec/process_sweep.h"
 #include "source/git_mirror.h"
 #include "util/exit_code.h"
+#include "util/ids.h"
 #include "util/iso_time.h"
 #include "util/json_text.h"
 #include "util/regular_file.h"
+#include "util/state_paths.h"
 
 namespace fs = std::filesystem;
 
@@ -49,7 +51,7 @@ RunHistory::RunHistory(std::string state_dir, ReadModel& model, boost::asio::thr
       removals_(removals),
       mirror_(mirror),
       on_write_failed_(std::move(on_write_failed)) {
-  model_.runs_dir = state_dir_ + "/runs";
+  model_.state_dir = state_dir_;
 }
 
 std::string RunHistory::open(bool rebuild_requested) {
@@ -58,7 +60,7 @@ std::string RunHistory::open(bool rebuild_requested) {
                           "to rebuild the history from the run directories";
   if (rebuild_requested && fs::exists(path)) {
     // The damaged file is kept beside, never deleted: an operator may want to look at it.
-    const std::string aside = path + ".damaged-" + make_run_id();
+    const std::string aside = path + ".damaged-" + new_run_id();
     std::error_code ec;
     fs::rename(path, aside, ec);
     if (ec) return "cannot move the journal " + path + " aside: " + ec.message();
@@ -76,8 +78,8 @@ std::string RunHistory::open(bool rebuild_requested) {
   // --rebuild-journal): rebuild, loudly, rather than start with a silently empty history.
   bool have_records = false;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(state_dir_ + "/runs", ec))
-    if (fs::exists(e.path() / "run.json")) {
+  for (const auto& e : fs::directory_iterator(runs_dir(state_dir_), ec))
+    if (fs::exists(run_record(e.path().string()))) {
       have_records = true;
       break;
     }
@@ -92,9 +94,9 @@ std::string RunHistory::open(bool rebuild_requested) {
 std::size_t RunHistory::rebuild() {
   std::size_t n = 0;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(state_dir_ + "/runs", ec)) {
+  for (const auto& e : fs::directory_iterator(runs_dir(state_dir_), ec)) {
     std::string text, error;
-    if (!read_regular_file((e.path() / "run.json").string(), 64 << 20, text, error)) continue;
+    if (!read_regular_file(run_record(e.path().string()), 64 << 20, text, error)) continue;
     auto record = nlohmann::json::parse(text, nullptr, false);
     if (record.is_discarded() || !record.is_object() || record.value("id", "") != e.path().filename().string()) continue;
     // A run that never finished: as recovery would have left it.
@@ -160,8 +162,8 @@ void RunHistory::load() {
     // (A run whose directory is gone altogether, its logs with it, gets none: it is listed, and its record
     // cannot be read.)
     std::error_code ec;
-    const std::string dir = state_dir_ + "/runs/" + s.id;
-    if (fs::is_directory(dir, ec) && !fs::exists(dir + "/run.json", ec))
+    const std::string dir = run_dir(state_dir_, s.id);
+    if (fs::is_directory(dir, ec) && !fs::exists(run_record(dir), ec))
       if (auto record = journal_->run_record(s.id)) write_record(s.id, *record);
     nlohmann::json rec = {{"id", s.id}, {"state", s.state}, {"created", s.created}, {"finished", s.finished},
                           {"result", s.result}, {"request", s.request}};
@@ -243,10 +245,10 @@ void RunHistory::remember_finished(const nlohmann::json& record) {
 void RunHistory::write_record(const std::string& id, const nlohmann::json& record) {
   // Written whole beside, flushed to the disk, then renamed over the old one: a crash or power loss leaves
   // the old record or the new one, never half of one.
-  const std::string run_dir = state_dir_ + "/runs/" + id;
-  const std::string path = run_dir + "/run.json", tmp = path + ".tmp";
+  const std::string dir = run_dir(state_dir_, id);
+  const std::string path = run_record(dir), tmp = path + ".tmp";
   std::error_code ec;
-  fs::create_directories(run_dir, ec);
+  fs::create_directories(dir, ec);
   const std::string text = dump_json(record);
   std::string error;
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);  // the daemon's alone (run_tree.h)
@@ -279,7 +281,7 @@ void RunHistory::write_record(const std::string& id, const nlohmann::json& recor
 void RunHistory::remove_run_dir(const std::string& run_dir) {
   boost::asio::post(removals_, [mirror = mirror_, run_dir] {
     std::error_code ec;
-    if (mirror && fs::exists(run_dir + "/src", ec)) mirror->remove(run_dir + "/src");
+    if (mirror && fs::exists(run_worktree(run_dir), ec)) mirror->remove(run_worktree(run_dir));
     fs::remove_all(run_dir, ec);
   });
 }
@@ -297,7 +299,7 @@ void RunHistory::prune(const RetentionConfig& r, int keep_worktrees, bool at_sta
     spdlog::warn("retention: cannot prune the journal now: {}", e.what());
   }
   for (const auto& id : pruned) {
-    remove_run_dir(state_dir_ + "/runs/" + id);
+    remove_run_dir(run_dir(state_dir_, id));
     model_.held_records.erase(id);
   }
   if (!pruned.empty() && !at_start) {
@@ -312,7 +314,7 @@ void RunHistory::prune(const RetentionConfig& r, int keep_worktrees, bool at_sta
     std::vector<std::string> old = journal_->finished_runs_after(keep_worktrees);
     boost::asio::post(removals_, [mirror = mirror_, state_dir = state_dir_, old] {
       for (const auto& id : old) {
-        std::string src = state_dir + "/runs/" + id + "/src";
+        std::string src = run_worktree(run_dir(state_dir, id));
         std::error_code ec;
         if (fs::exists(src, ec)) mirror->remove(src);
       }
@@ -321,7 +323,7 @@ void RunHistory::prune(const RetentionConfig& r, int keep_worktrees, bool at_sta
   if (!at_start) return;
   const std::set<std::string> pruned_now(pruned.begin(), pruned.end());
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(state_dir_ + "/runs", ec)) {
+  for (const auto& e : fs::directory_iterator(runs_dir(state_dir_), ec)) {
     std::string id = e.path().filename().string();
     // A run just pruned is on its way out (removed on a worker): not an orphan to warn about.
     if (!live(id) && !pruned_now.count(id) && !journal_->has_run(id)) {

@@ -13,11 +13,17 @@ inline constexpr const char* kRuns = "/api/v1/runs";
 inline constexpr const char* kLeases = "/api/v1/leases";
 inline constexpr const char* kDevices = "/api/v1/devices";
 inline constexpr const char* kNodes = "/api/v1/nodes";
+inline constexpr const char* kCards = "/api/v1/cards";
+// The pages a person reads (each draws itself from the JSON above).
+inline constexpr const char* kStatusPage = "/";
+inline constexpr const char* kRunPages = "/runs";
+inline constexpr const char* kCardsPage = "/cards";
 
 inline std::string run(const std::string& id) { return std::string(kRuns) + "/" + id; }
 inline std::string run_cancel(const std::string& id) { return run(id) + "/cancel"; }
-/// A step's id is JOB-STEP, both 1-based ("3-9").
-inline std::string step_id(std::size_t job, std::size_t step) { return std::to_string(job + 1) + "-" + std::to_string(step + 1); }
+inline std::string run_detach(const std::string& id) { return run(id) + "/detach"; }
+inline std::string run_page(const std::string& id) { return std::string(kRunPages) + "/" + id; }
+/// `step` as util/ids writes it (JOB-STEP).
 inline std::string step_log(const std::string& run_id, const std::string& step) { return run(run_id) + "/steps/" + step + "/log"; }
 inline std::string lease(const std::string& id) { return std::string(kLeases) + "/" + id; }
 inline std::string lease_heartbeat(const std::string& id) { return lease(id) + "/heartbeat"; }

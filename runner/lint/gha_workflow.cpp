@@ -1,4 +1,4 @@
-#include "config/gha_workflow.h"
+#include "lint/gha_workflow.h"
 
 #include <map>
 
