@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
+#include <optional>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -18,6 +20,7 @@
 #include "plan/plan.h"
 #include "util/api_paths.h"
 #include "commands/commands.h"
+#include "commands/run_follower.h"
 #include "report/actions_output.h"
 #include "report/diagnostics_view.h"
 #include "report/run_view.h"
@@ -35,16 +38,6 @@ std::string env_or(const char* name, const std::string& fallback = "") {
   return v && *v ? v : fallback;
 }
 
-std::string title_of(const nlohmann::json& job, const nlohmann::json& step) {
-  return step_label(job.value("id", ""), step.value("name", ""));
-}
-
-std::string cards_of(const nlohmann::json& step) {
-  std::string cards;
-  for (const auto& c : step["cards"]) cards += (cards.empty() ? "" : ",") + std::to_string(c.get<int>());
-  return cards;
-}
-
 // Where the run comes from in GitHub Actions, so the daemon's status links back to it.
 nlohmann::json github_context() {
   static const std::pair<const char*, const char*> vars[] = {
@@ -57,90 +50,135 @@ nlohmann::json github_context() {
   return g;
 }
 
-/// "... waiting: JOB / STEP is 12th of 230 in the queue, expected start in ~8m00s (3 steps of this run wait)":
-/// for the run's first waiting step, when it changes and at most every 30 s. Also notes each waiting step's
-/// expected wait the first time it is seen queued.
-std::string queue_line(const nlohmann::json& run, std::map<std::string, double>& expected_wait, std::string& last_line,
-                       std::chrono::steady_clock::time_point& last_at, std::chrono::steady_clock::time_point now) {
-  const nlohmann::json* first = nullptr;
-  const nlohmann::json* first_job = nullptr;
-  int waiting = 0;
-  for (const auto& job : run["jobs"])
-    for (const auto& s : job["steps"]) {
-      if (s.value("state", "") != "waiting" || !s.contains("queue") || !s["queue"].is_object()) continue;
-      const nlohmann::json& q = s["queue"];
-      ++waiting;
-      if (q["eta_seconds"].is_number() && !expected_wait.count(s.value("id", "")))
-        expected_wait[s.value("id", "")] = q["eta_seconds"].get<double>() + q.value("wait_seconds", 0.0);
-      if (!first || q.value("position", 0) < (*first)["queue"].value("position", 0)) first = &s, first_job = &job;
-    }
-  if (!first) return "";
-  const nlohmann::json& q = (*first)["queue"];
-  // At most every 30 s; the first expected start at once.
-  // (A line that said "no expected start" has not given one.)
-  const bool first_eta = q["eta_seconds"].is_number() && last_line.find("expected start in ~") == std::string::npos;
-  if (now - last_at < std::chrono::seconds(30) && !first_eta) return "";
-  std::string line = "... waiting: " + title_of(*first_job, *first) + " is #" + std::to_string(q.value("position", 0)) + " of " +
-                     std::to_string(run.value("queue_total", 0)) + " in the queue";
-  line += q["eta_seconds"].is_number() ? ", expected start in ~" + format_duration(q["eta_seconds"].get<double>())
-                                       : ", no expected start (" + q.value("reason", "") + ")";
-  if (waiting > 1) line += " (" + std::to_string(waiting) + " steps of this run wait)";
-  if (line == last_line) return "";
-  last_line = line;
-  last_at = now;
-  return line + "\n";
-}
+struct SubmitOptions {
+  std::string server, token_file, ref, sha, attach;
+  std::vector<std::string> jobs, env, secrets;
+  bool wait = false, follow = false;
+  double poll = 1.0, heartbeat = 300;
+  int tail = 40;
+};
 
-/// Follows the live output of running steps through the offset-based log API: complete lines only, each
-/// prefixed `[job / step]`; a partial line waits for its end (or the step's).
-class LogFollower {
- public:
-  LogFollower(std::string server, std::string run) : server_(std::move(server)), run_(std::move(run)) {}
-  /// New lines of `step` (running or just finished) since the last call.
-  void poll(const nlohmann::json& job, const nlohmann::json& step, bool finished, std::string& out) {
-    const std::string id = step.value("id", "");
-    Tail& t = tails_[id];
-    for (int pages = 0; pages < 16; ++pages) {  // at most 16 MiB per step and poll
-      ApiResponse r = api_request("GET", server_ + api_path::step_log(run_, id) + "?offset=" +
-                                             std::to_string(t.offset) + "&bytes=1048576");
-      if (!r.reached || r.status != 200) return;
-      std::string end = r.header("x-log-end");
-      if (end.empty() || r.body.empty()) break;
-      t.offset = std::stoull(end);
-      t.partial += r.body;
-      if (r.body.size() < 1048576) break;
-    }
-    const std::string prefix = "[" + title_of(job, step) + "] ";
-    std::size_t from = 0;
-    for (std::size_t nl; (nl = t.partial.find('\n', from)) != std::string::npos; from = nl + 1)
-      out += prefix + t.partial.substr(from, nl + 1 - from);
-    t.partial.erase(0, from);
-    if (finished && !t.partial.empty()) {
-      out += prefix + t.partial + "\n";
-      t.partial.clear();
+/// What is posted: the jobs, where the commit comes from, --env and --secret (from this environment). "" or
+/// what is wrong with the command line.
+std::string submission_body(const SubmitOptions& o, const std::string& key, nlohmann::json& body) {
+  body = {{"jobs", o.jobs}};
+  if (std::string ref = o.ref.empty() ? env_or("GITHUB_REF") : o.ref; !ref.empty()) body["ref"] = ref;
+  if (std::string sha = o.sha.empty() ? env_or("GITHUB_SHA") : o.sha; !sha.empty()) body["sha"] = sha;
+  if (nlohmann::json g = github_context(); !g.empty()) body["github"] = g;
+  if (!o.env.empty()) {
+    body["env"] = nlohmann::json::object();
+    for (const auto& kv : o.env) {
+      auto eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) return "--env wants NAME=value, got '" + kv + "'";
+      body["env"][kv.substr(0, eq)] = kv.substr(eq + 1);
     }
   }
+  if (!o.secrets.empty()) {
+    body["secrets"] = nlohmann::json::object();
+    for (const auto& name : o.secrets) {
+      const char* v = std::getenv(name.c_str());
+      if (!v) return "--secret " + name + ": $" + name + " is not set";
+      body["secrets"][name] = v;
+    }
+  }
+  if (!key.empty()) body["attach"] = key;
+  return "";
+}
 
- private:
-  struct Tail {
-    std::uint64_t offset = 0;
-    std::string partial;
-  };
-  std::string server_, run_;
-  std::map<std::string, Tail> tails_;
-};
+/// The run's end as the GitHub log shows it: every failed step's log tail (so the log says why without a trip
+/// to the server) and an annotation with its verdict; a step green after a failure charged to a card, the
+/// host or a flaky test is green, and a warning says why.
+void report_failed_steps(ActionsOutput& out, const nlohmann::json& run, const std::string& server, const std::string& id, int tail) {
+  for (const auto& job : run["jobs"])
+    for (const auto& s : job["steps"]) {
+      std::string state = s.value("state", "");
+      if (state != "failed" && state != "timed_out") continue;
+      const std::string title = title_of(job, s), end = describe_step_end(s);
+      ApiResponse lg = api_request("GET", server + api_path::step_log(id, s.value("id", "")) + "?tail=" + std::to_string(std::max(1, tail)));
+      std::string heading = title + " (" + state + (end.empty() ? "" : ", " + end) + "), last lines of its log";
+      if (out.github()) out.group(heading);
+      else std::cout << "--- " << heading << "\n";
+      std::cout.flush();
+      if (lg.reached && lg.status == 200) out.text(lg.body);
+      out.endgroup();
+      const std::string verdict = s.contains("verdict") && s["verdict"].is_string() ? s["verdict"].get<std::string>() : "";
+      out.command("error", {{"title", title + " failed"}}, verdict.empty() ? state + (end.empty() ? "" : ", " + end) : verdict);
+    }
+  for (const auto& job : run["jobs"])
+    for (const auto& s : job["steps"])
+      if (s.value("state", "") == "succeeded" && s.contains("verdict") && s["verdict"].is_string())
+        out.command("warning", {{"title", title_of(job, s) + " passed on a retry (" + s.value("cause", "") + ")"}}, s["verdict"].get<std::string>());
+}
+
+/// $GITHUB_STEP_SUMMARY: the run's table, each step's wait against its first forecast.
+void write_step_summary(nlohmann::json run, const std::map<std::string, double>& expected_wait, const std::string& server) {
+  const std::string summary = env_or("GITHUB_STEP_SUMMARY");
+  if (summary.empty()) return;
+  for (auto& job : run["jobs"])
+    for (auto& s : job["steps"])
+      if (auto e = expected_wait.find(s.value("id", "")); e != expected_wait.end()) s["expected_wait_seconds"] = e->second;
+  std::string md = markdown_summary(run);
+  if (run.contains("request") && run["request"].contains("sha") && !run["request"]["sha"].get<std::string>().empty())
+    md = "Commit `" + run["request"]["sha"].get<std::string>() + "` on " + server + "\n\n" + md;
+  std::ofstream(summary, std::ios::app) << md;
+}
+
+int signal_exit() { return g_signal == SIGINT ? to_int(ExitCode::Interrupted) : to_int(ExitCode::Terminated); }
+
+/// Follows run `id` to its end (or this attached client's jobs' end), printing as it goes; a signal cancels
+/// the run (or detaches this client, cancelling its own jobs). The last run JSON, or nothing (with
+/// `exit_code`) when the server was lost or the cancel could not be sent.
+std::optional<nlohmann::json> follow_run(const SubmitOptions& o, ActionsOutput& out, const std::string& server, const std::string& token,
+                                         const std::string& id, const std::function<ApiResponse(bool cancel)>& detach, RunFollower& follower,
+                                         bool& cancel_sent, int& exit_code) {
+  // A cancelled GitHub job sends SIGINT then SIGTERM: cancel the remote run so no card stays held.
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  auto unreachable_since = std::chrono::steady_clock::now();
+  bool unreachable = false;
+  nlohmann::json run;
+  while (true) {
+    if (g_signal && !cancel_sent) {
+      std::cerr << "pto-runner submit: " << (g_signal == SIGINT ? "SIGINT" : "SIGTERM") << ": cancelling "
+                << (!detach ? "run " + id : "this client's jobs of run " + id) << "\n";
+      ApiResponse c = !detach ? api_request("POST", server + api_path::run_cancel(id), token, "{}") : detach(true);
+      cancel_sent = true;
+      if (!c.reached) {
+        std::cerr << "pto-runner submit: " << c.error << "\n";
+        exit_code = signal_exit();
+        return std::nullopt;
+      }
+    }
+    ApiResponse g = api_request("GET", server + api_path::run(id));
+    if (!g.reached || g.status != 200) {
+      if (!unreachable) unreachable_since = std::chrono::steady_clock::now();
+      unreachable = true;
+      if (std::chrono::steady_clock::now() - unreachable_since > std::chrono::seconds(30)) {
+        std::cerr << "pto-runner submit: lost the server: " << (g.reached ? "HTTP " + std::to_string(g.status) : g.error) << "\n";
+        exit_code = to_int(ExitCode::Infrastructure);
+        return std::nullopt;
+      }
+    } else {
+      unreachable = false;
+      run = nlohmann::json::parse(g.body, nullptr, false);
+      if (!run.is_discarded()) {
+        bool done = false;
+        const std::string text = follower.poll(run, done);
+        if (!text.empty()) out.text(text);
+        std::fflush(stdout);
+        if (done) return run;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(o.poll));
+  }
+}
 
 }  // namespace
 
 void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_code) {
-  struct Opts {
-    std::string server, token_file, ref, sha, attach;
-    std::vector<std::string> jobs, env, secrets;
-    bool wait = false, follow = false;
-    double poll = 1.0, heartbeat = 300;
-    int tail = 40;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<SubmitOptions>();
   auto* cmd = app.add_subcommand("submit", "The GitHub Actions client: submit a run to a daemon, stream its progress, exit "
                                            "with its result; SIGINT/SIGTERM cancels the remote run");
   cmd->add_option("--server", o->server, "Daemon URL (default $PTO_RUNNER_SERVER, else runner.yml listen)");
@@ -182,40 +220,13 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
     const std::string server = server_url(o->server, common);
     std::string err;
     std::string token = read_token(o->token_file, err);
+    nlohmann::json body;
+    if (err.empty()) err = submission_body(*o, key, body);
     if (!err.empty()) {
       std::cerr << "pto-runner submit: " << err << "\n";
       exit_code = to_int(ExitCode::BadInput);
       return;
     }
-    nlohmann::json body = {{"jobs", o->jobs}};
-    if (std::string ref = o->ref.empty() ? env_or("GITHUB_REF") : o->ref; !ref.empty()) body["ref"] = ref;
-    if (std::string sha = o->sha.empty() ? env_or("GITHUB_SHA") : o->sha; !sha.empty()) body["sha"] = sha;
-    if (nlohmann::json g = github_context(); !g.empty()) body["github"] = g;
-    if (!o->env.empty()) {
-      body["env"] = nlohmann::json::object();
-      for (const auto& kv : o->env) {
-        auto eq = kv.find('=');
-        if (eq == std::string::npos || eq == 0) {
-          std::cerr << "pto-runner submit: --env wants NAME=value, got '" << kv << "'\n";
-          exit_code = to_int(ExitCode::BadInput);
-          return;
-        }
-        body["env"][kv.substr(0, eq)] = kv.substr(eq + 1);
-      }
-    }
-    if (!o->secrets.empty()) {
-      body["secrets"] = nlohmann::json::object();
-      for (const auto& name : o->secrets) {
-        const char* v = std::getenv(name.c_str());
-        if (!v) {
-          std::cerr << "pto-runner submit: --secret " << name << ": $" << name << " is not set\n";
-          exit_code = to_int(ExitCode::BadInput);
-          return;
-        }
-        body["secrets"][name] = v;
-      }
-    }
-    if (!key.empty()) body["attach"] = key;
     // A daemon with a source fetches and checks out the commit before it answers: give it time. A later
     // client of a workflow run whose run is still being made retries.
     ApiResponse r = api_request("POST", server + api_path::kRuns, token, dump_json(body), 3600);
@@ -248,144 +259,23 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
                 << server << api_path::run(id) << std::endl;
     else
       std::cout << "submitted run " << id << ": " << server << api_path::run(id) << std::endl;
-    // Attached: this client's jobs (and what they need) are what it shows and what it exits with.
-    std::set<std::string> mine(o->jobs.begin(), o->jobs.end());
-    auto detach = [&](bool cancel) {
-      return api_request("POST", server + api_path::run_detach(id), token, dump_json({{"client", client}, {"cancel", cancel}}));
-    };
     if (!o->wait) {
       exit_code = 0;
       return;
     }
-    // A cancelled GitHub job sends SIGINT then SIGTERM: cancel the remote run so no card stays held.
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, nullptr);
-    sigaction(SIGTERM, &sa, nullptr);
-    std::map<std::string, std::string> last;
-    std::map<std::string, std::chrono::steady_clock::time_point> running_since, last_beat;
-    std::map<std::string, double> expected_wait;  // a step's wait as forecast when first seen queued (for the summary)
-    std::string last_queue_line;
-    auto last_queue_at = std::chrono::steady_clock::now() - std::chrono::hours(1);
-    LogFollower follower(server, id);
+    // Attached: this client's jobs (and what they need) are what it shows and what it exits with.
+    std::function<ApiResponse(bool)> detach;
+    if (!key.empty())
+      detach = [&](bool cancel) {
+        return api_request("POST", server + api_path::run_detach(id), token, dump_json({{"client", client}, {"cancel", cancel}}));
+      };
+    RunFollower follower(server, id, {o->follow, o->heartbeat, !key.empty(), std::set<std::string>(o->jobs.begin(), o->jobs.end())});
     bool cancel_sent = false;
-    auto unreachable_since = std::chrono::steady_clock::now();
-    bool unreachable = false;
-    nlohmann::json run;
-    while (true) {
-      if (g_signal && !cancel_sent) {
-        std::cerr << "pto-runner submit: " << (g_signal == SIGINT ? "SIGINT" : "SIGTERM") << ": cancelling "
-                  << (key.empty() ? "run " + id : "this client's jobs of run " + id) << "\n";
-        ApiResponse c = key.empty() ? api_request("POST", server + api_path::run_cancel(id), token, "{}") : detach(true);
-        cancel_sent = true;
-        if (!c.reached) {
-          std::cerr << "pto-runner submit: " << c.error << "\n";
-          exit_code = g_signal == SIGINT ? to_int(ExitCode::Interrupted) : to_int(ExitCode::Terminated);
-          return;
-        }
-      }
-      ApiResponse g = api_request("GET", server + api_path::run(id));
-      if (!g.reached || g.status != 200) {
-        if (!unreachable) unreachable_since = std::chrono::steady_clock::now();
-        unreachable = true;
-        if (std::chrono::steady_clock::now() - unreachable_since > std::chrono::seconds(30)) {
-          std::cerr << "pto-runner submit: lost the server: " << (g.reached ? "HTTP " + std::to_string(g.status) : g.error) << "\n";
-          exit_code = to_int(ExitCode::Infrastructure);
-          return;
-        }
-      } else {
-        unreachable = false;
-        run = nlohmann::json::parse(g.body, nullptr, false);
-        bool mine_done = false;
-        if (!run.is_discarded() && !key.empty() && run.contains("jobs")) {
-          // Its jobs and what they need; the others' jobs are other clients' to show.
-          for (bool grew = true; grew;) {
-            grew = false;
-            for (const auto& j : run["jobs"])
-              if (mine.count(j.value("name", "")))
-                for (const auto& n : j.value("needs", nlohmann::json::array())) grew |= mine.insert(n.get<std::string>()).second;
-          }
-          nlohmann::json kept = nlohmann::json::array();
-          mine_done = true;
-          for (const auto& j : run["jobs"])
-            if (mine.count(j.value("name", ""))) {
-              kept.push_back(j);
-              const std::string st = j.value("state", "");
-              mine_done = mine_done && st != "pending" && st != "running";
-            }
-          run["jobs"] = std::move(kept);
-        }
-        if (!run.is_discarded()) {
-          // One block per poll: state changes, live lines, heartbeats.
-          std::string text;
-          const auto now = std::chrono::steady_clock::now();
-          for (const auto& job : run["jobs"])
-            for (const auto& s : job["steps"]) {
-              std::string key = s.value("id", ""), state = s.value("state", "");
-              bool changed = last[key] != state;
-              last[key] = state;
-              // A step that started and ended between two polls still has its output shown.
-              bool ran = s.contains("started") && s["started"].is_string();
-              if (o->follow && (state == "running" || (changed && ran))) follower.poll(job, s, state != "running", text);
-              if (!changed) {
-                if (state == "running" && !o->follow && now - last_beat[key] >= std::chrono::duration<double>(o->heartbeat)) {
-                  last_beat[key] = now;
-                  double secs = std::chrono::duration<double>(now - running_since[key]).count();
-                  text += "... " + title_of(job, s) + ": still running after " + format_duration(secs) +
-                          (cards_of(s).empty() ? "" : " [cards " + cards_of(s) + "]") + "\n";
-                }
-                continue;
-              }
-              if (state == "running") {
-                running_since[key] = last_beat[key] = now;
-                text += "==> " + title_of(job, s) + (cards_of(s).empty() ? "" : "  [cards " + cards_of(s) + "]") + "\n";
-              } else if (state != "pending" && state != "waiting") {
-                std::string end = describe_step_end(s);
-                text += "<== " + title_of(job, s) + ": " + state + (end.empty() ? "" : ", " + end) + "\n";
-                if (s.contains("verdict") && s["verdict"].is_string())  // what its failures were charged to
-                  text += "    " + s["verdict"].get<std::string>() + "\n";
-              }
-            }
-          text += queue_line(run, expected_wait, last_queue_line, last_queue_at, now);
-          if (!text.empty()) out.text(text);
-          std::fflush(stdout);
-          std::string st = run.value("state", "");
-          if ((st != "running" && st != "cancelling") || mine_done) break;
-        }
-      }
-      std::this_thread::sleep_for(std::chrono::duration<double>(o->poll));
-    }
-    // The log tail of every failed step, so the GitHub log shows why without a trip to the server.
-    for (const auto& job : run["jobs"])
-      for (const auto& s : job["steps"]) {
-        std::string state = s.value("state", "");
-        if (state != "failed" && state != "timed_out") continue;
-        const std::string title = title_of(job, s), end = describe_step_end(s);
-        ApiResponse lg = api_request("GET", server + api_path::step_log(id, s.value("id", "")) + "?tail=" +
-                                                std::to_string(std::max(1, o->tail)));
-        std::string heading = title + " (" + state + (end.empty() ? "" : ", " + end) + "), last lines of its log";
-        if (out.github()) out.group(heading);
-        else std::cout << "--- " << heading << "\n";
-        std::cout.flush();
-        if (lg.reached && lg.status == 200) out.text(lg.body);
-        out.endgroup();
-        const std::string verdict = s.contains("verdict") && s["verdict"].is_string() ? s["verdict"].get<std::string>() : "";
-        out.command("error", {{"title", title + " failed"}}, verdict.empty() ? state + (end.empty() ? "" : ", " + end) : verdict);
-      }
-    // Green after a failure charged to a card, the host or a flaky test: green, and the annotation says why.
-    for (const auto& job : run["jobs"])
-      for (const auto& s : job["steps"])
-        if (s.value("state", "") == "succeeded" && s.contains("verdict") && s["verdict"].is_string())
-          out.command("warning", {{"title", title_of(job, s) + " passed on a retry (" + s.value("cause", "") + ")"}}, s["verdict"].get<std::string>());
-    if (std::string summary = env_or("GITHUB_STEP_SUMMARY"); !summary.empty() && out.github()) {
-      for (auto& job : run["jobs"])
-        for (auto& s : job["steps"])
-          if (auto e = expected_wait.find(s.value("id", "")); e != expected_wait.end()) s["expected_wait_seconds"] = e->second;
-      std::string md = markdown_summary(run);
-      if (run.contains("request") && run["request"].contains("sha") && !run["request"]["sha"].get<std::string>().empty())
-        md = "Commit `" + run["request"]["sha"].get<std::string>() + "` on " + server + "\n\n" + md;
-      std::ofstream(summary, std::ios::app) << md;
-    }
+    std::optional<nlohmann::json> ended = follow_run(*o, out, server, token, id, detach, follower, cancel_sent, exit_code);
+    if (!ended) return;
+    const nlohmann::json& run = *ended;
+    report_failed_steps(out, run, server, id, o->tail);
+    if (out.github()) write_step_summary(run, follower.expected_wait(), server);
     if (!key.empty()) {
       // This client's result: its jobs' (a job skipped because what it needs failed is a failure too).
       if (!cancel_sent) detach(false);
@@ -395,13 +285,12 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
         failed |= st == "failed" || st == "cancelled" || (st == "skipped" && why.find("did not succeed") != std::string::npos);
       }
       std::cout << "run " << id << ": " << (failed ? "failed" : "succeeded") << " (this client's jobs)\n";
-      exit_code = cancel_sent ? (g_signal == SIGINT ? to_int(ExitCode::Interrupted) : to_int(ExitCode::Terminated))
-                              : failed ? to_int(ExitCode::Failure) : to_int(ExitCode::Success);
+      exit_code = cancel_sent ? signal_exit() : failed ? to_int(ExitCode::Failure) : to_int(ExitCode::Success);
       return;
     }
     std::cout << "run " << id << ": " << run.value("state", "?") << "\n";
     if (cancel_sent) {
-      exit_code = g_signal == SIGINT ? to_int(ExitCode::Interrupted) : to_int(ExitCode::Terminated);
+      exit_code = signal_exit();
       return;
     }
     exit_code = run.contains("result") && run["result"].is_number() ? run["result"].get<int>() : to_int(ExitCode::Infrastructure);

@@ -56,6 +56,14 @@ std::string expand_home(const std::string& path) {
   return path;
 }
 
+/// `item` as an integer within [lo, hi], or nothing.
+static std::optional<int> int_in(const YAML::Node& item, long lo, long hi) {
+  char* end = nullptr;
+  const long n = item.IsScalar() ? std::strtol(item.Scalar().c_str(), &end, 10) : -1;
+  if (!item.IsScalar() || item.Scalar().empty() || *end || n < lo || n > hi) return std::nullopt;
+  return static_cast<int>(n);
+}
+
 static std::vector<int> read_int_list(MapReader& m, const std::string& key, int lo, int hi) {
   std::vector<int> out;
   YAML::Node list = m.get(key);
@@ -65,15 +73,11 @@ static std::vector<int> read_int_list(MapReader& m, const std::string& key, int 
     return out;
   }
   for (const auto& item : list) {
-    char* end = nullptr;
-    long n = item.IsScalar() ? std::strtol(item.Scalar().c_str(), &end, 10) : -1;
-    if (!item.IsScalar() || item.Scalar().empty() || *end || n < lo || n > hi) {
+    if (auto n = int_in(item, lo, hi)) out.push_back(*n);
+    else
       m.error_at(item, "bad-value",
-                 m.what() + ": '" + key + "' items must be integers " + std::to_string(lo) + "-" +
-                     std::to_string(hi) + ", got " + describe_node(item));
-      continue;
-    }
-    out.push_back(static_cast<int>(n));
+                 m.what() + ": '" + key + "' items must be integers " + std::to_string(lo) + "-" + std::to_string(hi) + ", got " +
+                     describe_node(item));
   }
   return out;
 }
@@ -84,108 +88,96 @@ std::pair<int, std::string> RunnerConfig::priority_of(const std::string& ref) co
   return {0, ""};
 }
 
-static RunnerConfig load_runner_config_unguarded(const std::string& path, const std::string& display, Diagnostics& diags) {
-  RunnerConfig cfg;
-  cfg.file = display;
-  auto doc = load_yaml_file(path, display, diags);
-  if (!doc) return cfg;
-  if (doc->IsNull()) return cfg;  // an empty runner.yml means "all defaults"
-  MapReader m(*doc, "runner.yml",
-              {"devices", "state-dir", "cache-dir", "toolchain-mirror", "listen", "token-file", "health",
-               "kill-grace-seconds", "source", "retention", "log-max-mb", "containment",
-               "shutdown-timeout-minutes", "executor", "slurm", "env", "env-file", "sandbox", "read-token-file", "tls",
-               "insecure-listen", "max-connections-per-client", "max-cards-per-run", "priorities", "supersede", "listen-unix", "submit-group"},
-              display, diags);
-  if (!m.is_map()) return cfg;
-  if (m.has("devices")) {
-    MapReader d(m.get("devices"), "devices", {"ids", "groups", "lock-dir", "lock-name", "type", "types", "card-files", "shared-files"}, display, diags);
-    if (d.is_map()) {
-      if (d.has("ids")) {
-        auto ids = read_int_list(d, "ids", 0, 4095);
-        if (ids.empty()) d.error_at(d.get("ids"), "bad-value", "devices: 'ids' must list at least one card");
-        else cfg.device_ids = ids;
-      }
-      if (d.has("groups")) {
-        YAML::Node groups = d.get("groups");
-        if (!groups.IsSequence()) {
-          d.error_at(groups, "wrong-type", "devices: 'groups' expects a list of lists, e.g. [[0, 1], [2, 3]]");
-        } else {
-          for (const auto& g : groups) {
-            if (!g.IsSequence()) {
-              d.error_at(g, "wrong-type", "devices: each group is a list of card ids, got " + describe_node(g));
-              continue;
-            }
-            std::vector<int> ids;
-            for (const auto& item : g) {
-              char* end = nullptr;
-              long n = item.IsScalar() ? std::strtol(item.Scalar().c_str(), &end, 10) : -1;
-              if (!item.IsScalar() || item.Scalar().empty() || *end || n < 0 || n > 4095)
-                d.error_at(item, "bad-value", "devices: group members are card ids, got " + describe_node(item));
-              else
-                ids.push_back(static_cast<int>(n));
-            }
-            cfg.device_groups.push_back(ids);
-          }
-          std::string problem = check_device_groups(cfg.device_ids, cfg.device_groups);
-          if (!problem.empty()) d.error_at(groups, "bad-value", "devices: " + problem);
+// Each section of runner.yml is read by its own function below, in the file's order of concerns: the cards,
+// where the service listens and who may call it, how steps run, Slurm, card health, the source repository,
+// the steps' environment, the queue's priorities, the sandbox, retention. Each reads its part of `m` into
+// `cfg` and reports what is wrong where it is written.
+
+static void read_devices(MapReader& m, RunnerConfig& cfg) {
+  MapReader d(m.get("devices"), "devices", {"ids", "groups", "lock-dir", "lock-name", "type", "types", "card-files", "shared-files"}, m.file(), m.diags());
+  if (!d.is_map()) return;
+  if (d.has("ids")) {
+    auto ids = read_int_list(d, "ids", 0, 4095);
+    if (ids.empty()) d.error_at(d.get("ids"), "bad-value", "devices: 'ids' must list at least one card");
+    else cfg.device_ids = ids;
+  }
+  if (d.has("groups")) {
+    YAML::Node groups = d.get("groups");
+    if (!groups.IsSequence()) {
+      d.error_at(groups, "wrong-type", "devices: 'groups' expects a list of lists, e.g. [[0, 1], [2, 3]]");
+    } else {
+      for (const auto& g : groups) {
+        if (!g.IsSequence()) {
+          d.error_at(g, "wrong-type", "devices: each group is a list of card ids, got " + describe_node(g));
+          continue;
         }
+        std::vector<int> ids;
+        for (const auto& item : g) {
+          if (auto id = int_in(item, 0, 4095)) ids.push_back(*id);
+          else d.error_at(item, "bad-value", "devices: group members are card ids, got " + describe_node(item));
+        }
+        cfg.device_groups.push_back(ids);
       }
-      if (auto v = d.string("lock-dir")) cfg.lock_dir = *v;
-      if (auto v = d.string("lock-name")) {
-        cfg.lock_name = *v;
-        if (v->find("{id}") == std::string::npos || v->find('/') != std::string::npos || v->find("..") != std::string::npos)
-          d.error_at(d.get("lock-name"), "bad-value",
-                     "devices: 'lock-name' is a file name with {id}, e.g. npu_device_{id}.lock; got '" + *v + "'");
-      }
-      if (auto v = d.strings("card-files", true)) {
-        cfg.card_files = *v;
-        for (const auto& f : *v)
-          if (f.find("{id}") == std::string::npos || f.rfind("/", 0) != 0)
-            d.error_at(d.get("card-files"), "bad-value", "devices: 'card-files' are absolute paths with {id}, e.g. /dev/davinci{id}; got '" + f + "'");
-      }
-      if (auto v = d.strings("shared-files", true)) {
-        cfg.shared_files = *v;
-        for (const auto& f : *v)
-          if (f.rfind("/", 0) != 0) d.error_at(d.get("shared-files"), "bad-value", "devices: 'shared-files' are absolute paths; got '" + f + "'");
-      }
-      static const std::regex type_re("[A-Za-z0-9_.-]{1,64}");
-      if (auto v = d.string("type")) {
-        cfg.device_type_all = *v;
-        if (!std::regex_match(*v, type_re)) d.error_at(d.get("type"), "bad-value", "devices: 'type' must be a name like a5, got '" + *v + "'");
-        if (d.has("types")) d.error_at(d.get("types"), "bad-value", "devices: give 'type' (every card) or 'types' (by card), not both");
-      }
-      if (d.has("types")) {
-        YAML::Node types = d.get("types");
-        if (!types.IsMap()) {
-          d.error_at(types, "wrong-type", "devices: 'types' expects a mapping of NAME: [card ids], e.g. {a5: [8, 9]}");
-        } else {
-          for (auto it = types.begin(); it != types.end(); ++it) {
-            const std::string name = it->first.Scalar();
-            if (!std::regex_match(name, type_re))
-              d.error_at(it->first, "bad-value", "devices: type names are like a5 or a2a3, got '" + name + "'");
-            if (!it->second.IsSequence()) {
-              d.error_at(it->second, "wrong-type", "devices: types." + name + " expects a list of card ids");
-              continue;
-            }
-            for (const auto& item : it->second) {
-              char* end = nullptr;
-              long n = item.IsScalar() ? std::strtol(item.Scalar().c_str(), &end, 10) : -1;
-              if (!item.IsScalar() || item.Scalar().empty() || *end || n < 0 || n > 4095) {
-                d.error_at(item, "bad-value", "devices: types." + name + " lists card ids, got " + describe_node(item));
-                continue;
-              }
-              int id = static_cast<int>(n);
-              if (std::find(cfg.device_ids.begin(), cfg.device_ids.end(), id) == cfg.device_ids.end())
-                d.error_at(item, "bad-value", "devices: card " + std::to_string(id) + " of types." + name + " is not in the device ids");
-              auto [at, fresh] = cfg.device_types.emplace(id, name);
-              if (!fresh && at->second != name)
-                d.error_at(item, "bad-value", "devices: card " + std::to_string(id) + " is both " + at->second + " and " + name);
-            }
+      std::string problem = check_device_groups(cfg.device_ids, cfg.device_groups);
+      if (!problem.empty()) d.error_at(groups, "bad-value", "devices: " + problem);
+    }
+  }
+  if (auto v = d.string("lock-dir")) cfg.lock_dir = *v;
+  if (auto v = d.string("lock-name")) {
+    cfg.lock_name = *v;
+    if (v->find("{id}") == std::string::npos || v->find('/') != std::string::npos || v->find("..") != std::string::npos)
+      d.error_at(d.get("lock-name"), "bad-value",
+                 "devices: 'lock-name' is a file name with {id}, e.g. npu_device_{id}.lock; got '" + *v + "'");
+  }
+  if (auto v = d.strings("card-files", true)) {
+    cfg.card_files = *v;
+    for (const auto& f : *v)
+      if (f.find("{id}") == std::string::npos || f.rfind("/", 0) != 0)
+        d.error_at(d.get("card-files"), "bad-value", "devices: 'card-files' are absolute paths with {id}, e.g. /dev/davinci{id}; got '" + f + "'");
+  }
+  if (auto v = d.strings("shared-files", true)) {
+    cfg.shared_files = *v;
+    for (const auto& f : *v)
+      if (f.rfind("/", 0) != 0) d.error_at(d.get("shared-files"), "bad-value", "devices: 'shared-files' are absolute paths; got '" + f + "'");
+  }
+  static const std::regex type_re("[A-Za-z0-9_.-]{1,64}");
+  if (auto v = d.string("type")) {
+    cfg.device_type_all = *v;
+    if (!std::regex_match(*v, type_re)) d.error_at(d.get("type"), "bad-value", "devices: 'type' must be a name like a5, got '" + *v + "'");
+    if (d.has("types")) d.error_at(d.get("types"), "bad-value", "devices: give 'type' (every card) or 'types' (by card), not both");
+  }
+  if (d.has("types")) {
+    YAML::Node types = d.get("types");
+    if (!types.IsMap()) {
+      d.error_at(types, "wrong-type", "devices: 'types' expects a mapping of NAME: [card ids], e.g. {a5: [8, 9]}");
+    } else {
+      for (auto it = types.begin(); it != types.end(); ++it) {
+        const std::string name = it->first.Scalar();
+        if (!std::regex_match(name, type_re))
+          d.error_at(it->first, "bad-value", "devices: type names are like a5 or a2a3, got '" + name + "'");
+        if (!it->second.IsSequence()) {
+          d.error_at(it->second, "wrong-type", "devices: types." + name + " expects a list of card ids");
+          continue;
+        }
+        for (const auto& item : it->second) {
+          const std::optional<int> card = int_in(item, 0, 4095);
+          if (!card) {
+            d.error_at(item, "bad-value", "devices: types." + name + " lists card ids, got " + describe_node(item));
+            continue;
           }
+          const int id = *card;
+          if (std::find(cfg.device_ids.begin(), cfg.device_ids.end(), id) == cfg.device_ids.end())
+            d.error_at(item, "bad-value", "devices: card " + std::to_string(id) + " of types." + name + " is not in the device ids");
+          auto [at, fresh] = cfg.device_types.emplace(id, name);
+          if (!fresh && at->second != name)
+            d.error_at(item, "bad-value", "devices: card " + std::to_string(id) + " is both " + at->second + " and " + name);
         }
       }
     }
   }
+}
+
+static void read_service(MapReader& m, RunnerConfig& cfg) {
   if (auto v = m.string("state-dir")) cfg.state_dir = *v;
   if (auto v = m.string("cache-dir")) cfg.cache_dir = *v;
   if (auto v = m.string("toolchain-mirror")) cfg.toolchain_mirror = *v;
@@ -209,12 +201,15 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
   if (auto v = m.integer("max-connections-per-client", 1, 100000)) cfg.max_connections_per_client = static_cast<int>(*v);
   if (auto v = m.integer("max-cards-per-run", 1, 4096)) cfg.max_cards_per_run = static_cast<int>(*v);
   if (m.has("tls")) {
-    MapReader t(m.get("tls"), "tls", {"cert", "key"}, display, diags);
+    MapReader t(m.get("tls"), "tls", {"cert", "key"}, m.file(), m.diags());
     if (t.is_map()) {
       if (auto v = t.string("cert", true)) cfg.tls_cert = *v;
       if (auto v = t.string("key", true)) cfg.tls_key = *v;
     }
   }
+}
+
+static void read_steps(MapReader& m, RunnerConfig& cfg) {
   if (auto v = m.number("kill-grace-seconds", 0, 600)) cfg.kill_grace_seconds = *v;
   if (auto v = m.number("shutdown-timeout-minutes", 0, 7 * 24 * 60)) cfg.shutdown_timeout_minutes = *v;
   if (auto v = m.string("containment")) {
@@ -227,8 +222,12 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
     if (*v != "local" && *v != "slurm")
       m.error_at(m.get("executor"), "bad-value", "'executor' is local or slurm, got '" + *v + "'");
   }
+  if (auto v = m.number("log-max-mb", 0, 1 << 20)) cfg.log_max_bytes = static_cast<std::uint64_t>(*v * (1 << 20));
+}
+
+static void read_slurm(MapReader& m, RunnerConfig& cfg, const YAML::Node& doc) {
   if (m.has("slurm")) {
-    MapReader sl(m.get("slurm"), "slurm", {"partition", "args", "gres", "group-types", "poll-seconds", "max-cards"}, display, diags);
+    MapReader sl(m.get("slurm"), "slurm", {"partition", "args", "gres", "group-types", "poll-seconds", "max-cards"}, m.file(), m.diags());
     if (sl.is_map()) {
       if (auto v = sl.string("partition")) cfg.slurm.partition = *v;
       if (auto v = sl.strings("args", true)) cfg.slurm.args = *v;
@@ -258,79 +257,83 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
     }
   }
   if (cfg.executor == ExecutorKind::Slurm && !cfg.slurm.group_types.empty() && cfg.slurm.group_types.size() != cfg.device_groups.size())
-    m.error_at(m.has("slurm") ? m.get("slurm") : *doc, "bad-value",
+    m.error_at(m.has("slurm") ? m.get("slurm") : doc, "bad-value",
                "slurm: 'group-types' names " + std::to_string(cfg.slurm.group_types.size()) + " GRES type(s) for " +
                    std::to_string(cfg.device_groups.size()) + " devices.groups; give one per group");
-  if (auto v = m.number("log-max-mb", 0, 1 << 20)) cfg.log_max_bytes = static_cast<std::uint64_t>(*v * (1 << 20));
-  if (m.has("health")) {
-    MapReader h(m.get("health"), "health",
-                {"infra-exit-codes", "infra-signals", "check", "check-timeout-seconds", "drain-after", "fault-patterns",
-                 "window-minutes", "bad-after-runs", "max-auto-drained", "preflight", "reset", "return-after", "probe-interval-seconds", "retire-after"},
-                display, diags);
-    if (h.is_map()) {
-      if (auto v = h.number("window-minutes", 1, 7 * 24 * 60)) cfg.health.window_minutes = *v;
-      if (auto v = h.string("preflight")) cfg.health.preflight = *v;
-      if (auto v = h.string("reset")) cfg.health.reset = *v;
-      if (auto v = h.integer("return-after", 1, 1000)) cfg.health.return_after = static_cast<int>(*v);
-      if (auto v = h.integer("retire-after", 0, 1000)) cfg.health.retire_after = static_cast<int>(*v);
-      if (auto v = h.number("probe-interval-seconds", 0.05, 86400)) cfg.health.probe_interval_seconds = *v;
-      if (auto v = h.integer("bad-after-runs", 1, 100)) cfg.health.bad_after_runs = static_cast<int>(*v);
-      if (auto v = h.integer("max-auto-drained", 0, 4096)) cfg.health.max_auto_drained = static_cast<int>(*v);
-      if (h.has("fault-patterns")) {
-        YAML::Node list = h.get("fault-patterns");
-        if (!list.IsSequence()) {
-          h.error_at(list, "wrong-type", "health: 'fault-patterns' expects a list of {pattern: REGEX, cause: card|infra, card-group: N}");
-        } else {
-          for (const auto& item : list) {
-            MapReader f(item, "fault-patterns", {"pattern", "cause", "card-group"}, display, diags);
-            if (!f.is_map()) continue;
-            FaultPattern fp;
-            if (auto v = f.string("pattern", true)) {
-              fp.pattern = *v;
-              try {
-                fp.re = std::make_shared<const std::regex>(*v, std::regex::ECMAScript | std::regex::optimize);
-              } catch (const std::regex_error& e) {
-                f.error_at(f.get("pattern"), "bad-value", "fault-patterns: '" + *v + "' is not a regular expression (" + e.what() + ")");
-              }
+}
+
+static void read_health(MapReader& m, RunnerConfig& cfg) {
+  MapReader h(m.get("health"), "health",
+              {"infra-exit-codes", "infra-signals", "check", "check-timeout-seconds", "drain-after", "fault-patterns",
+               "window-minutes", "bad-after-runs", "max-auto-drained", "preflight", "reset", "return-after", "probe-interval-seconds", "retire-after"},
+              m.file(), m.diags());
+  if (h.is_map()) {
+    if (auto v = h.number("window-minutes", 1, 7 * 24 * 60)) cfg.health.window_minutes = *v;
+    if (auto v = h.string("preflight")) cfg.health.preflight = *v;
+    if (auto v = h.string("reset")) cfg.health.reset = *v;
+    if (auto v = h.integer("return-after", 1, 1000)) cfg.health.return_after = static_cast<int>(*v);
+    if (auto v = h.integer("retire-after", 0, 1000)) cfg.health.retire_after = static_cast<int>(*v);
+    if (auto v = h.number("probe-interval-seconds", 0.05, 86400)) cfg.health.probe_interval_seconds = *v;
+    if (auto v = h.integer("bad-after-runs", 1, 100)) cfg.health.bad_after_runs = static_cast<int>(*v);
+    if (auto v = h.integer("max-auto-drained", 0, 4096)) cfg.health.max_auto_drained = static_cast<int>(*v);
+    if (h.has("fault-patterns")) {
+      YAML::Node list = h.get("fault-patterns");
+      if (!list.IsSequence()) {
+        h.error_at(list, "wrong-type", "health: 'fault-patterns' expects a list of {pattern: REGEX, cause: card|infra, card-group: N}");
+      } else {
+        for (const auto& item : list) {
+          MapReader f(item, "fault-patterns", {"pattern", "cause", "card-group"}, m.file(), m.diags());
+          if (!f.is_map()) continue;
+          FaultPattern fp;
+          if (auto v = f.string("pattern", true)) {
+            fp.pattern = *v;
+            try {
+              fp.re = std::make_shared<const std::regex>(*v, std::regex::ECMAScript | std::regex::optimize);
+            } catch (const std::regex_error& e) {
+              f.error_at(f.get("pattern"), "bad-value", "fault-patterns: '" + *v + "' is not a regular expression (" + e.what() + ")");
             }
-            if (auto v = f.string("cause")) {
-              auto c = failure_cause_named(*v);
-              if (!c || (*c != FailureCause::Card && *c != FailureCause::Infra))
-                f.error_at(f.get("cause"), "bad-value", "fault-patterns: 'cause' is card or infra, got '" + *v + "'");
-              else
-                fp.cause = *c;
-            }
-            if (auto v = f.integer("card-group", 0, 20)) fp.card_group = static_cast<int>(*v);
-            if (fp.re && fp.card_group > static_cast<int>(fp.re->mark_count()))
-              f.error_at(f.get("card-group"), "bad-value", "fault-patterns: card-group " + std::to_string(fp.card_group) + " but '" +
-                                                               fp.pattern + "' has " + std::to_string(fp.re->mark_count()) + " group(s)");
-            if (fp.re) cfg.health.fault_patterns.push_back(std::move(fp));
           }
+          if (auto v = f.string("cause")) {
+            auto c = failure_cause_named(*v);
+            if (!c || (*c != FailureCause::Card && *c != FailureCause::Infra))
+              f.error_at(f.get("cause"), "bad-value", "fault-patterns: 'cause' is card or infra, got '" + *v + "'");
+            else
+              fp.cause = *c;
+          }
+          if (auto v = f.integer("card-group", 0, 20)) fp.card_group = static_cast<int>(*v);
+          if (fp.re && fp.card_group > static_cast<int>(fp.re->mark_count()))
+            f.error_at(f.get("card-group"), "bad-value", "fault-patterns: card-group " + std::to_string(fp.card_group) + " but '" +
+                                                             fp.pattern + "' has " + std::to_string(fp.re->mark_count()) + " group(s)");
+          if (fp.re) cfg.health.fault_patterns.push_back(std::move(fp));
         }
       }
-      cfg.health.infra_exit_codes = read_int_list(h, "infra-exit-codes", 1, 255);
-      cfg.health.infra_signals = read_int_list(h, "infra-signals", 1, 64);
-      if (auto v = h.string("check")) cfg.health.check = *v;
-      if (auto v = h.number("check-timeout-seconds", 0.01, 3600)) cfg.health.check_timeout_seconds = *v;
-      if (auto v = h.integer("drain-after", 1, 1000)) cfg.health.drain_after = static_cast<int>(*v);
     }
+    cfg.health.infra_exit_codes = read_int_list(h, "infra-exit-codes", 1, 255);
+    cfg.health.infra_signals = read_int_list(h, "infra-signals", 1, 64);
+    if (auto v = h.string("check")) cfg.health.check = *v;
+    if (auto v = h.number("check-timeout-seconds", 0.01, 3600)) cfg.health.check_timeout_seconds = *v;
+    if (auto v = h.integer("drain-after", 1, 1000)) cfg.health.drain_after = static_cast<int>(*v);
   }
-  if (m.has("source")) {
-    MapReader s(m.get("source"), "source",
-                {"repo", "mirror", "submodules", "lock-timeout-seconds", "fetch-timeout-seconds", "keep-worktrees"},
-                display, diags);
-    if (s.is_map()) {
-      if (auto v = s.string("repo")) cfg.source.repo = *v;
-      else s.error_at(m.get("source"), "missing-key", "source: 'repo' (a git URL or path) is required");
-      if (cfg.source.repo.empty() && s.has("repo")) s.error_at(s.get("repo"), "bad-value", "source: 'repo' is empty");
-      if (cfg.source.repo.rfind("-", 0) == 0) s.error_at(s.get("repo"), "bad-value", "source: 'repo' cannot start with '-'");
-      if (auto v = s.string("mirror")) cfg.source.mirror = *v;
-      if (auto v = s.boolean("submodules")) cfg.source.submodules = *v;
-      if (auto v = s.number("lock-timeout-seconds", 0, 86400)) cfg.source.lock_timeout_seconds = *v;
-      if (auto v = s.number("fetch-timeout-seconds", 1, 86400)) cfg.source.fetch_timeout_seconds = *v;
-      if (auto v = s.integer("keep-worktrees", 0, 100000)) cfg.source.keep_worktrees = static_cast<int>(*v);
-    }
+}
+
+static void read_source(MapReader& m, RunnerConfig& cfg) {
+  MapReader s(m.get("source"), "source",
+              {"repo", "mirror", "submodules", "lock-timeout-seconds", "fetch-timeout-seconds", "keep-worktrees"},
+              m.file(), m.diags());
+  if (s.is_map()) {
+    if (auto v = s.string("repo")) cfg.source.repo = *v;
+    else s.error_at(m.get("source"), "missing-key", "source: 'repo' (a git URL or path) is required");
+    if (cfg.source.repo.empty() && s.has("repo")) s.error_at(s.get("repo"), "bad-value", "source: 'repo' is empty");
+    if (cfg.source.repo.rfind("-", 0) == 0) s.error_at(s.get("repo"), "bad-value", "source: 'repo' cannot start with '-'");
+    if (auto v = s.string("mirror")) cfg.source.mirror = *v;
+    if (auto v = s.boolean("submodules")) cfg.source.submodules = *v;
+    if (auto v = s.number("lock-timeout-seconds", 0, 86400)) cfg.source.lock_timeout_seconds = *v;
+    if (auto v = s.number("fetch-timeout-seconds", 1, 86400)) cfg.source.fetch_timeout_seconds = *v;
+    if (auto v = s.integer("keep-worktrees", 0, 100000)) cfg.source.keep_worktrees = static_cast<int>(*v);
   }
+}
+
+static void read_env(MapReader& m, RunnerConfig& cfg) {
   if (m.has("env")) {
     static const std::regex name_re("[A-Za-z_][A-Za-z0-9_]*");
     YAML::Node env = m.get("env");
@@ -347,6 +350,9 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
     }
   }
   if (auto v = m.string("env-file")) cfg.env_file = *v;
+}
+
+static void read_priorities(MapReader& m, RunnerConfig& cfg) {
   if (m.has("priorities")) {
     YAML::Node list = m.get("priorities");
     if (!list.IsSequence()) {
@@ -354,7 +360,7 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
     } else {
       cfg.priorities.clear();  // the file's list replaces the defaults
       for (const auto& item : list) {
-        MapReader e(item, "priorities", {"ref", "priority"}, display, diags);
+        MapReader e(item, "priorities", {"ref", "priority"}, m.file(), m.diags());
         if (!e.is_map()) continue;
         PriorityRule rule;
         if (auto v = e.string("ref", true)) rule.ref = *v;
@@ -369,44 +375,71 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
     if (*v != "off" && *v != "pull-request")
       m.error_at(m.get("supersede"), "bad-value", "'supersede' is pull-request or off, got '" + *v + "'");
   }
-  if (m.has("sandbox")) {
-    YAML::Node sb = m.get("sandbox");
-    if (sb.IsScalar() && (sb.Scalar() == "off" || sb.Scalar() == "false")) {
-      cfg.sandbox.enabled = false;
-    } else {
-      MapReader b(sb, "sandbox", {"users", "count", "groups", "pids-max", "memory-max"}, display, diags);
-      if (b.is_map()) {
-        static const std::regex user_re("[a-z_][a-z0-9_-]{0,24}");
-        if (auto v = b.string("users")) {
-          cfg.sandbox.users = *v;
-          if (!std::regex_match(*v, user_re))
-            b.error_at(b.get("users"), "bad-value", "sandbox: 'users' is a user-name prefix like pto-step, got '" + *v + "'");
-        }
-        if (auto v = b.integer("count", 1, 4096)) cfg.sandbox.count = static_cast<int>(*v);
-        if (auto v = b.strings("groups")) cfg.sandbox.groups = *v;
-        if (auto v = b.integer("pids-max", 16, 10000000)) cfg.sandbox.pids_max = static_cast<std::uint64_t>(*v);
-        if (b.has("memory-max")) {
-          // 64G, 512M, 1073741824: bytes with an optional K/M/G/T suffix (as systemd's MemoryMax=).
-          static const std::regex size_re("([0-9]+)([KMGT]?)");
-          std::smatch mm;
-          const std::string text = b.get("memory-max").IsScalar() ? b.get("memory-max").Scalar() : "";
-          if (!std::regex_match(text, mm, size_re)) {
-            b.error_at(b.get("memory-max"), "bad-value", "sandbox: 'memory-max' is a size like 64G or 512M, got '" + text + "'");
-          } else {
-            int shift = std::string("_KMGT").find(mm[2].str().empty() ? '_' : mm[2].str()[0]) * 10;
-            cfg.sandbox.memory_max = std::stoull(mm[1].str()) << shift;
-          }
+}
+
+static void read_sandbox(MapReader& m, RunnerConfig& cfg) {
+  YAML::Node sb = m.get("sandbox");
+  if (sb.IsScalar() && (sb.Scalar() == "off" || sb.Scalar() == "false")) {
+    cfg.sandbox.enabled = false;
+  } else {
+    MapReader b(sb, "sandbox", {"users", "count", "groups", "pids-max", "memory-max"}, m.file(), m.diags());
+    if (b.is_map()) {
+      static const std::regex user_re("[a-z_][a-z0-9_-]{0,24}");
+      if (auto v = b.string("users")) {
+        cfg.sandbox.users = *v;
+        if (!std::regex_match(*v, user_re))
+          b.error_at(b.get("users"), "bad-value", "sandbox: 'users' is a user-name prefix like pto-step, got '" + *v + "'");
+      }
+      if (auto v = b.integer("count", 1, 4096)) cfg.sandbox.count = static_cast<int>(*v);
+      if (auto v = b.strings("groups")) cfg.sandbox.groups = *v;
+      if (auto v = b.integer("pids-max", 16, 10000000)) cfg.sandbox.pids_max = static_cast<std::uint64_t>(*v);
+      if (b.has("memory-max")) {
+        // 64G, 512M, 1073741824: bytes with an optional K/M/G/T suffix (as systemd's MemoryMax=).
+        static const std::regex size_re("([0-9]+)([KMGT]?)");
+        std::smatch mm;
+        const std::string text = b.get("memory-max").IsScalar() ? b.get("memory-max").Scalar() : "";
+        if (!std::regex_match(text, mm, size_re)) {
+          b.error_at(b.get("memory-max"), "bad-value", "sandbox: 'memory-max' is a size like 64G or 512M, got '" + text + "'");
+        } else {
+          int shift = std::string("_KMGT").find(mm[2].str().empty() ? '_' : mm[2].str()[0]) * 10;
+          cfg.sandbox.memory_max = std::stoull(mm[1].str()) << shift;
         }
       }
     }
   }
-  if (m.has("retention")) {
-    MapReader r(m.get("retention"), "retention", {"max-runs", "max-age-days"}, display, diags);
-    if (r.is_map()) {
-      if (auto v = r.integer("max-runs", 0, 10000000)) cfg.retention.max_runs = static_cast<int>(*v);
-      if (auto v = r.number("max-age-days", 0, 36500)) cfg.retention.max_age_days = *v;
-    }
+}
+
+static void read_retention(MapReader& m, RunnerConfig& cfg) {
+  MapReader r(m.get("retention"), "retention", {"max-runs", "max-age-days"}, m.file(), m.diags());
+  if (r.is_map()) {
+    if (auto v = r.integer("max-runs", 0, 10000000)) cfg.retention.max_runs = static_cast<int>(*v);
+    if (auto v = r.number("max-age-days", 0, 36500)) cfg.retention.max_age_days = *v;
   }
+}
+
+static RunnerConfig load_runner_config_unguarded(const std::string& path, const std::string& display, Diagnostics& diags) {
+  RunnerConfig cfg;
+  cfg.file = display;
+  auto doc = load_yaml_file(path, display, diags);
+  if (!doc) return cfg;
+  if (doc->IsNull()) return cfg;  // an empty runner.yml means "all defaults"
+  MapReader m(*doc, "runner.yml",
+              {"devices", "state-dir", "cache-dir", "toolchain-mirror", "listen", "token-file", "health",
+               "kill-grace-seconds", "source", "retention", "log-max-mb", "containment",
+               "shutdown-timeout-minutes", "executor", "slurm", "env", "env-file", "sandbox", "read-token-file", "tls",
+               "insecure-listen", "max-connections-per-client", "max-cards-per-run", "priorities", "supersede", "listen-unix", "submit-group"},
+              display, diags);
+  if (!m.is_map()) return cfg;
+  if (m.has("devices")) read_devices(m, cfg);
+  read_service(m, cfg);
+  read_steps(m, cfg);
+  read_slurm(m, cfg, *doc);
+  if (m.has("health")) read_health(m, cfg);
+  if (m.has("source")) read_source(m, cfg);
+  read_env(m, cfg);
+  read_priorities(m, cfg);
+  if (m.has("sandbox")) read_sandbox(m, cfg);
+  if (m.has("retention")) read_retention(m, cfg);
   return cfg;
 }
 

@@ -112,16 +112,16 @@ void Daemon::finish_shutdown(int exit_code) {
 }
 
 void Daemon::run_read(const std::string& id) {
-  if (!unread_finished_.erase(id) || !unread_finished_.empty() || !quiet()) return;
+  if (!unread_finished_.erase(id) || !unread_finished_.empty()) return;
   // The answer being read is still on its way, and a `submit` goes on to fetch failed steps' log tails:
-  // keep answering for 2 s more, then stop.
+  // keep answering for 2 s more, then stop once quiet (a run read may still be being given back).
   lingering_ = true;
   if (!linger_timer_) linger_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
   linger_timer_->expires_after(std::chrono::seconds(2));
   linger_timer_->async_wait([this](boost::system::error_code ec) {
     if (ec) return;
     lingering_ = false;
-    finish_shutdown(cancelling_ ? stop_exit_ : 0);
+    check_stopped();
   });
 }
 
