@@ -1,4 +1,4 @@
-// pto-runner: CI orchestration and matrix runner for the PTOAS/pypto NPU CI. See README.md.
+// pto-runner: CI orchestration and matrix runner for the PTOAS/pypto NPU CI. See README.md and docs/.
 #include <CLI/CLI.hpp>
 
 #include <unistd.h>

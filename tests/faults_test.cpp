@@ -284,7 +284,7 @@ TEST_CASE("containment: a step's `setsid env -i` escapee is gone when the step e
   s.start();
   if (s.get(api_path::kStatus)["containment"] != "cgroup") {
     WARN("SKIPPED: no writable cgroup v2 with cgroup.kill here; the process-group + marker sweep cannot catch an escapee "
-         "that scrubs its environment (README: Processes)");
+         "that scrubs its environment (docs/choices.md: Processes)");
     return;
   }
   auto r = s.post(api_path::kRuns, json::object());

@@ -396,7 +396,7 @@ TEST_CASE("leases: what a leased command started with `setsid env -i` is gone, a
   s.start();
   if (s.get(api_path::kStatus)["containment"] != "cgroup") {
     WARN("SKIPPED: no writable cgroup v2 with cgroup.kill here; a lease's escapee that scrubs its environment "
-         "is out of the marker sweep's reach (README: Processes)");
+         "is out of the marker sweep's reach (docs/choices.md: Processes)");
     return;
   }
   const fs::path pidfile = s.dir.path() / "escapee";

@@ -1,4 +1,4 @@
-// The daemon's part in the queue across runs (README "The queue answers"): which pull request a run is of, and
+// The daemon's part in the queue across runs (docs/on-call.md, "The queue"): which pull request a run is of, and
 // the older runs of it a new one supersedes. The order itself is the broker's (sched/queue_order); each run's
 // priority is handed to it in Daemon::start_run.
 #include <regex>

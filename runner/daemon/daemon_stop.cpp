@@ -1,4 +1,4 @@
-// Stopping the daemon (README "Operating the service"): SIGTERM drains (accepted runs go on to their end,
+// Stopping the daemon (docs/operators.md): SIGTERM drains (accepted runs go on to their end,
 // their clients read the end), SIGINT or a second SIGTERM cancels everything; and retention, which runs at
 // start, after each run and hourly.
 #include <signal.h>

@@ -1,4 +1,4 @@
-// RunEngine's part in "every red is true" (README): what a failed attempt is charged to and the verdict
+// RunEngine's part in "every red is true" (docs/on-call.md): what a failed attempt is charged to and the verdict
 // (engine/failure_evidence, the broker's card health), the health check after a card's failure, and the
 // preflight before a step. The rest of the state machine is engine/engine.cpp.
 #include <algorithm>

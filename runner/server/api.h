@@ -1,5 +1,5 @@
 #pragma once
-// Api: the HTTP API (SPEC: Daemon; README: HTTP API) as its own type, over the host's const read model and its
+// Api: the HTTP API (SPEC: Daemon; docs/reference.md: HTTP API) as its own type, over the host's const read model and its
 // narrow commands face. One route table (route()), one bearer check (Access::identify), the permission table
 // in Access::permits. GETs render the read model (JSON status, /metrics, the page, run records and logs;
 // files are read on a worker); mutations are checked into types (server/requests) and handed to the commands.

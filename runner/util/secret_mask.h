@@ -12,7 +12,7 @@ namespace pto {
 class SecretMask {
  public:
   /// Shorter values are not masked (they would blank ordinary words out of every log): GitHub's own
-  /// minimum-length behaviour differs; said in the README.
+  /// minimum-length behaviour differs; said in docs/security.md (Secrets).
   static constexpr std::size_t kMinLength = 3;
   void add(const std::string& value);
   /// `text` with every masked value replaced by ***.
