@@ -156,6 +156,7 @@ class Daemon : public HostCommands {
   std::string state_dir_, token_path_;
   int start_exit_ = 3;
   int state_lock_fd_ = -1;  // flock on <state-dir>/daemon.lock while this daemon runs
+  Access access_;  // before the runs: a run forgets its tokens here when it goes
   std::unique_ptr<Host> host_;  // cards, broker, executors, reaper, clock (host/host: wired as for `run`)
   std::unique_ptr<RunHistory> history_;
   std::unique_ptr<RunReporter> reporter_;  // every run's journal and observer
@@ -180,7 +181,6 @@ class Daemon : public HostCommands {
   std::unique_ptr<ModelRefresh> refresh_;
   std::map<int, bool> drained_seen_;  // each card's drained state at the last refresh (card history events)
   ToolchainStatus toolchain_;
-  Access access_;
   std::unique_ptr<Api> api_;
   std::unique_ptr<HttpServer> server_;
   std::unique_ptr<HttpServer> steps_server_;  // loopback, plain: the steps' own, when server_ is TLS or not on loopback
