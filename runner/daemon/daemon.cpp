@@ -45,7 +45,8 @@ std::string make_token_file(const std::string& path) {
 
 }  // namespace
 
-Daemon::Daemon(boost::asio::io_context& io, DaemonOptions opts) : io_(io), opts_(std::move(opts)) {}
+Daemon::Daemon(boost::asio::io_context& io, DaemonOptions opts)
+    : io_(io), opts_(std::move(opts)), stop_(io, [this] { return quiet(); }, [this] { close(); }) {}
 
 Daemon::~Daemon() {
   if (git_workers_) git_workers_->join();  // a checkout in progress finishes (it is bounded by the fetch timeout)
@@ -252,7 +253,7 @@ void Daemon::wire_leases() {
   lease_desk_->set_on_ended([this](const Lease& l) { lease_ended(l); });
   leases_->set_on_change([this] {
     view_changed();
-    if (draining_ || cancelling_) boost::asio::post(io_, [this] { check_stopped(); });
+    if (stop_.stopping()) boost::asio::post(io_, [this] { stop_.check(); });
   });
   leases_->set_on_ended([this](const std::string& how, double held) { model_.metrics.lease_seconds.observe(how, held); });
 }

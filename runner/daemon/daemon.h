@@ -5,7 +5,7 @@
 // API renders (read_model/, refreshed in daemon/daemon_view.cpp). The API (server/api) is its own type over
 // that read model and this class's narrow HostCommands face; the daemon answers its commands here (runs:
 // daemon_runs.cpp, leases: daemon_leases.cpp, attach: daemon_attach.cpp), decides what happens on signals
-// (drain, cancel: daemon_stop.cpp; reload: daemon_reload.cpp), and never renders a GET itself. There are no
+// (drain, cancel: daemon_stop.cpp and daemon/shutdown; reload: daemon_reload.cpp), and never renders a GET itself. There are no
 // locks because there is no second thread; blocking work (git, file reads, handing a worktree to a run's user)
 // goes to a worker pool and answers through the engine thread.
 #include <chrono>
@@ -22,6 +22,7 @@
 
 #include "config/project.h"
 #include "daemon/run_reporter.h"
+#include "daemon/shutdown.h"
 #include "host/host.h"
 #include "hosting/hosted_run.h"
 #include "lease/lease_book.h"
@@ -138,11 +139,9 @@ class Daemon : public HostCommands {
   /// its cards charged (the step's run for a step's lease; here for an operator's) (daemon_leases.cpp).
   void lease_ended(const Lease& l);
 
-  // Stopping (daemon_stop.cpp).
-  void finish_shutdown(int exit_code);
+  // Stopping (daemon_stop.cpp; the stopping state is Shutdown's: daemon/shutdown).
   bool quiet() const;     // no run, checkout or lease of ours is active
-  void check_stopped();   // draining or cancelling and quiet: finish
-  Answer stopping_refusal() const;  // 503 while draining or cancelling, saying which
+  void close();           // the end of a stop: timers and listeners
   void arm_retention_timer();
   void prune(bool at_start);
 
@@ -190,12 +189,8 @@ class Daemon : public HostCommands {
   TlsFiles tls_;
 
   // Stopping: SIGTERM drains (accepted runs go on), SIGINT or a second SIGTERM cancels.
-  std::function<void(int)> on_stopped_;
-  int stop_exit_ = 0;
-  bool draining_ = false, cancelling_ = false;
-  std::set<std::string> unread_finished_;  // runs that ended while draining, not yet read by a client
-  bool lingering_ = false;                 // the last of them was read: answering 2 s more before stopping
-  std::unique_ptr<boost::asio::steady_timer> shutdown_timer_, linger_timer_, retention_timer_;
+  Shutdown stop_;
+  std::unique_ptr<boost::asio::steady_timer> retention_timer_;
 };
 
 }  // namespace pto

@@ -49,7 +49,7 @@ HostedRun* Daemon::find_run(const std::string& id) {
 }
 
 void Daemon::submit_run(RunSubmission submission, const Caller& by, Reply reply) {
-  if (!server_ || draining_ || cancelling_) return reply(stopping_refusal());
+  if (!server_ || stop_.stopping()) return reply(stop_.refusal());
   auto s = std::make_shared<RunSubmission>(std::move(submission));
   if (!s->attach.empty()) {
     // One run per workflow run: a later client of the key joins its run; the first one makes it.
@@ -86,9 +86,7 @@ void Daemon::submit_run(RunSubmission submission, const Caller& by, Reply reply)
     }
     boost::asio::post(io_, [this, s, eo = std::move(eo), src, reply, peer, got, project, diags]() mutable {
       preparing_.erase(eo.run_id);
-      if (draining_ || cancelling_) {  // accepted before the signal: answered, then the daemon may stop
-        boost::asio::post(io_, [this] { check_stopped(); });
-      }
+      if (stop_.stopping()) boost::asio::post(io_, [this] { stop_.check(); });  // accepted before the signal: answered, then it may stop
       const std::string run_dir = eo.run_dir;
       if (!got.ok()) {
         spdlog::warn("run refused: commit {}: {}", s->sha, got.message);
@@ -123,7 +121,7 @@ nlohmann::json Daemon::request_of(const RunSubmission& s, const EngineOptions& e
 }
 
 Answer Daemon::start_run(EngineOptions eo, const RunSubmission& s, Project project, Diagnostics diags, const std::string& peer) {
-  if (draining_ || cancelling_) return stopping_refusal();
+  if (stop_.stopping()) return stop_.refusal();
   // Planned even after load errors (as lint does) so every finding, the pool check's among them, is answered.
   // An attached run is planned with every job of its commit: later clients of its workflow run add theirs.
   Plan plan = build_plan(project, PlanOptions{s.attach.empty() ? s.jobs : std::vector<std::string>{}, ""}, diags);
@@ -228,13 +226,13 @@ void Daemon::on_run_finished(HostedRun& run) {
   nlohmann::json record = run_to_json(e.record(), e.plan(), state, result, e.now());
   record["request"] = run.request();
   history_->run_finished(id, state, result, record);
-  if (draining_ && !cancelling_) unread_finished_.insert(id);  // a drain lets its client see the end
+  stop_.run_finished(id);  // a drain lets its client see the end
   spdlog::info("run {} {} (exit {})", id, state, result);
   model_.active.erase(id);
   run.give_back([this, id] { run_returned(id); });
   prune(false);
   refresh_view();  // whoever saw the run end reads a status where it has ended (cards free, counts updated)
-  check_stopped();
+  stop_.check();
 }
 
 void Daemon::run_returned(const std::string& id) {
@@ -242,7 +240,7 @@ void Daemon::run_returned(const std::string& id) {
   boost::asio::post(io_, [this, id] {
     runs_.erase(id);
     start_waiting_runs();
-    check_stopped();
+    stop_.check();
   });
 }
 

@@ -9,7 +9,7 @@ namespace pto {
 void Daemon::refresh_view() {
   ++model_.generation;
   HostView& v = model_.host;
-  v.draining = draining_;
+  v.draining = stop_.draining();
   v.containment = CgroupTree::instance().available() ? "cgroup" : "process group + sweep";
   v.toolchain = toolchain_;
   v.sandbox.active = sandbox_->active();
