@@ -57,6 +57,33 @@ TEST_CASE("api access: beyond loopback an unauthenticated GET is 401, the read t
   CHECK(s.post(api_path::kRuns, json::object()).status == 201);
 }
 
+TEST_CASE("api access: beyond loopback, submit --wait --follow with the admin token follows its run to the end and prints "
+          "its log, and status and devices read with a read token",
+          "[api]") {
+  Served s;
+  private_file(s.dir, "read-token", "reader-reader-reader-reader\n");
+  s.dir.write("runner.yml", "insecure-listen: true\nread-token-file: read-token\n");
+  write_project(s.dir, {{"a.yml", "name: a\nsteps:\n  - {name: hello, run: 'echo hello from the step; sleep 0.3; echo done'}\n"}});
+  s.listen = "0.0.0.0:0";
+  s.start();
+  CHECK(pto::api_request("GET", s.url(api_path::kStatus)).status == 401);
+  CommandResult r = run_cli({"submit", "--server", s.url(), "--wait", "--follow", "--poll-interval", "0.1"}, {{"PTO_RUNNER_TOKEN", s.token}});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("[a / hello] hello from the step") != std::string::npos);
+  CHECK(r.out.find(": succeeded") != std::string::npos);
+  CHECK(r.err.find("lost the server") == std::string::npos);
+  // A person's status and card list beyond loopback: with the read token, or refused as unauthorised without.
+  const std::map<std::string, std::string> reader = {{"PTO_RUNNER_TOKEN", "reader-reader-reader-reader"}};
+  CommandResult status = run_cli({"status", "--server", s.url()}, reader);
+  CHECK(status.exit_code == 0);
+  CHECK(status.out.find("pto-runner ") != std::string::npos);
+  CHECK(run_cli({"devices", "--server", s.url()}, reader).exit_code == 0);
+  CommandResult anonymous = run_cli({"status", "--server", s.url()}, {{"PTO_RUNNER_TOKEN", ""}});
+  CHECK(anonymous.exit_code == 3);
+  CHECK(anonymous.err.find("HTTP 401") != std::string::npos);
+}
+
 TEST_CASE("api access: tls: {cert, key} serves HTTPS only", "[api]") {
   if (sh("command -v openssl >/dev/null && command -v curl >/dev/null") != 0) {
     WARN("SKIPPED: openssl and curl are needed to make and test a certificate");

@@ -364,6 +364,54 @@ std::string canon(const YAML::Node& n) {
 
 }  // namespace
 
+TEST_CASE("import: the system tests on the cards' simulators (pypto's system-tests-a5sim) move with the NPU jobs, with no "
+          "card, and the emitted workflow submits them from the NPU host, while examples on a simulator stay in GitHub Actions",
+          "[import]") {
+  TempDir wf, out;
+  wf.write("ci.yml",
+           "name: ci\non: [pull_request]\njobs:\n"
+           "  system-tests:\n    runs-on: [self-hosted, linux, arm64, npu]\n    steps:\n"
+           "      - name: Shard A\n        run: task-submit --device-num 1 --run \"python -m pytest tests/st --device=\\$TASK_DEVICE\"\n"
+           "  system-tests-a5sim:\n    runs-on: ubuntu-latest\n    steps:\n"
+           "      - name: Test A5 system tests (simulator)\n        run: pytest tests/st/runtime/ops -v --platform=a5sim --forked\n"
+           "      - name: Test A2A3 cross-core system tests (simulator)\n        run: pytest tests/st/runtime/cross_core -v --platform=a2a3sim\n"
+           "  examples-tests:\n    runs-on: [self-hosted, linux, arm64, cpu]\n    steps:\n"
+           "      - name: Run the teaching examples on the simulator\n        run: python examples/run_all.py --platform a2a3sim\n");
+  out.write("toolchain/versions.env", valid_versions_env());
+  const std::string f = (wf.path() / "ci.yml").string(), emitted = (out.path() / "emitted.yml").string();
+  CommandResult r = run_cli({"import", "--workflow", f, "--out", out.str(), "--emit-workflow", emitted});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("(1 NPU job(s) and 1 simulator job(s) submit to pto-runner)") != std::string::npos);
+  REQUIRE(fs::exists(out.path() / "jobs/system-tests-a5sim.yml"));
+  CHECK_FALSE(fs::exists(out.path() / "jobs/examples-tests.yml"));
+  CHECK(r.out.find("job 'examples-tests' stays in GitHub Actions") != std::string::npos);
+  CHECK(r.out.find("job 'system-tests-a5sim' runs the cards' simulators") != std::string::npos);
+  // No card for the simulators.
+  CommandResult plan = run_cli({"--root", out.str(), "plan", "--job", "system-tests-a5sim", "--format", "json"});
+  INFO(plan.out << plan.err);
+  REQUIRE(plan.exit_code == 0);
+  int sim_steps = 0;
+  const nlohmann::json planned = nlohmann::json::parse(plan.out);
+  for (const auto& j : planned["jobs"])
+    if (j["name"] == "system-tests-a5sim")
+      for (const auto& st : j["steps"]) {
+        CHECK(st["devices"] == 0);
+        ++sim_steps;
+      }
+  CHECK(sim_steps == 2);
+  // The emitted job submits like the NPU jobs, from the NPU host, where the daemon's socket is.
+  YAML::Node after = YAML::LoadFile(emitted);
+  const YAML::Node a5sim = after["jobs"]["system-tests-a5sim"];
+  CHECK(canon(a5sim["runs-on"]) == canon(after["jobs"]["system-tests"]["runs-on"]));
+  REQUIRE(a5sim["steps"].size() == 1);
+  CHECK(a5sim["steps"][0]["run"].as<std::string>() == "pto-runner submit --job system-tests-a5sim --attach --sha \"$SHA\" --ref \"$REF\" --follow");
+  CHECK(after["jobs"]["examples-tests"]["steps"][0]["run"].as<std::string>() == "python examples/run_all.py --platform a2a3sim");
+  CommandResult drift = run_cli({"lint", "--workflow", emitted, "--against", out.str()});
+  INFO(drift.out);
+  CHECK(drift.exit_code == 0);
+}
+
 TEST_CASE("import --emit-workflow: a pypto-style workflow (NPU jobs of task-submit steps, CPU jobs, a docs gate, a composite action) "
           "becomes one whose NPU jobs each submit with --attach: actionlint clean but for the runner labels, the same job names, needs and "
           "labels, the CPU jobs as they were, no drift against the imported tree, which simulates on typed cards",

@@ -80,6 +80,47 @@ TEST_CASE("lint --workflow loads the 1,400-line incumbent workflow and finds its
     if (f["rule"] == "duplicate-step") CHECK(f["message"].get<std::string>().find("prefill_attention_csa") != std::string::npos);
 }
 
+TEST_CASE("lint --workflow: script-injection is for what an attacker chooses (GitHub's list of untrusted input), "
+          "not for github.base_ref or github.event_name",
+          "[lint]") {
+  TempDir d;
+  auto wf = d.write("ci.yml", R"(name: ci
+on: [pull_request]
+jobs:
+  clang-tidy:
+    runs-on: ubuntu-latest
+    steps:
+      - name: Changed files
+        run: |
+          git diff --name-only origin/${{ github.base_ref }}...HEAD
+          echo "${{ github.event_name }} ${{ github.sha }} ${{ github.repository }} ${{ github.event.pull_request.number }}"
+      - name: Title
+        run: echo "${{ github.event.pull_request.title }}"
+      - name: Branch
+        run: echo ${{ github.head_ref }}
+      - name: First commit
+        run: echo "${{ github.event.commits[0].message }}"
+      - name: Everything
+        run: echo '${{ toJSON(github.event) }}'
+      - name: Author
+        run: echo "${{ github.event.head_commit.author.name }}"
+)");
+  CommandResult r = run_cli({"lint", "--workflow", wf.string(), "--format", "json"});
+  INFO(r.out << r.err);
+  auto j = nlohmann::json::parse(r.out);
+  std::vector<std::string> flagged;
+  for (const auto& f : j["findings"])
+    if (f["rule"] == "script-injection") flagged.push_back(f["message"].get<std::string>());
+  REQUIRE(flagged.size() == 5);
+  CHECK(flagged[0].find("${{ github.event.pull_request.title }}") != std::string::npos);
+  CHECK(flagged[1].find("${{ github.head_ref }}") != std::string::npos);
+  CHECK(flagged[2].find("commits[0].message") != std::string::npos);
+  CHECK(flagged[3].find("toJSON(github.event)") != std::string::npos);
+  CHECK(flagged[4].find("head_commit.author.name") != std::string::npos);
+  for (const auto& m : flagged) CHECK(m.find("base_ref") == std::string::npos);
+  CHECK(r.exit_code == 1);
+}
+
 TEST_CASE("an inline PTOAS sha256 is reported in a job file and in a workflow", "[lint]") {
   const std::string sha = "d24b81565ec3d3ead4b05d18d62e55d6e5dd56c7cd8dd243f041a6ed14024f75";
   SECTION("job file") {
@@ -186,7 +227,8 @@ TEST_CASE("the shipped workflow: pypto's required check names and runner labels,
   INFO(r.out << r.err);
   CHECK(r.exit_code == 0);
   const std::string text = read_file(wf);
-  for (const std::string job : {"system-tests", "system-tests-direct", "dist-system-tests", "pypto-lib-model", "mixed-kernel-tests-a5"}) {
+  for (const std::string job :
+       {"system-tests", "system-tests-direct", "dist-system-tests", "pypto-lib-model", "mixed-kernel-tests-a5", "system-tests-a5sim"}) {
     INFO(job);
     const auto at = text.find("\n  " + job + ":\n");
     REQUIRE(at != std::string::npos);

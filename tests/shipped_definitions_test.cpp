@@ -25,7 +25,7 @@ TEST_CASE("shipped definitions: lint --strict and plan are clean against a host 
   std::set<std::string> jobs;
   for (const auto& job : j["jobs"]) jobs.insert(job["name"]);
   CHECK(jobs == std::set<std::string>{"toolchain", "build", "system-tests", "system-tests-direct", "dist-system-tests",
-                                      "mixed-kernel-tests-a5", "pypto-lib-checkout", "pypto-lib-model"});
+                                      "mixed-kernel-tests-a5", "pypto-lib-checkout", "pypto-lib-model", "system-tests-a5sim"});
   // No needs pypto's CI does not have, but the shared build and the pypto-lib clone (steps of its jobs there).
   for (const auto& job : j["jobs"])
     for (const auto& need : job["needs"])
@@ -61,7 +61,19 @@ TEST_CASE("shipped definitions: every command runs in pypto's layout with pypto'
     if (inv["kind"] == "script") scripts[inv["script"]] = inv;
   }
   CHECK(errors == 0);
-  CHECK(pytests == 9);  // shard A; shard B and 5 direct; dist; a5 (the simulators stay in GitHub Actions)
+  CHECK(pytests == 12);  // shard A; shard B and 5 direct; dist; a5; the three simulator runs
+  // The simulators (system-tests-a5sim) run on the host's CPUs: no card, pypto's own platforms and flags.
+  std::vector<std::string> simulated;
+  for (const auto& inv : p.invocations())
+    if (inv["kind"] == "pytest" && inv["job"] == "system-tests-a5sim") {
+      CHECK(inv["task_device"].is_null());
+      const std::string argv = inv["argv"].dump();
+      CHECK(argv.find("--forked") != std::string::npos);
+      simulated.push_back(argv.find("--platform=a2a3sim") != std::string::npos ? "a2a3sim"
+                          : argv.find("--platform=a5sim") != std::string::npos  ? "a5sim"
+                                                                                 : "?");
+    }
+  CHECK(simulated == std::vector<std::string>{"a5sim", "a5sim", "a2a3sim"});
   // The two batched shards borrowed their cards through task-submit, from the run's own queue: two batches
   // each, on an a2a3 card (the step's device-type), never on the a5 ones (checked below with every card use).
   std::map<std::string, int> batches;

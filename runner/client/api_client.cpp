@@ -97,8 +97,8 @@ std::string trim_server(std::string server) {
   return server;
 }
 
-bool fetch_status(const std::string& server, nlohmann::json& status, std::string& error) {
-  ApiResponse r = api_request("GET", trim_server(server) + api_path::kStatus);
+bool fetch_status(const std::string& server, const std::string& token, nlohmann::json& status, std::string& error) {
+  ApiResponse r = api_request("GET", trim_server(server) + api_path::kStatus, token);
   if (!r.reached || r.status != 200) {
     error = r.reached ? "HTTP " + std::to_string(r.status) + " from " + server : r.error;
     return false;

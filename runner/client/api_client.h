@@ -25,10 +25,12 @@ ApiResponse api_request(const std::string& method, const std::string& url, const
 /// The server URL without trailing slashes.
 std::string trim_server(std::string server);
 
-/// GET /api/v1/status into `status`; on failure returns false with the reason in `error`.
-bool fetch_status(const std::string& server, nlohmann::json& status, std::string& error);
+/// GET /api/v1/status into `status`, with `token` when given (a daemon beyond loopback wants one for reads too);
+/// on failure returns false with the reason in `error`.
+bool fetch_status(const std::string& server, const std::string& token, nlohmann::json& status, std::string& error);
 
-/// The token for mutating calls: --token-file, else $PTO_RUNNER_TOKEN. Empty when neither is set.
+/// The token a client shows: --token-file, else $PTO_RUNNER_TOKEN. Empty when neither is set. The admin token
+/// and a read token both read; only the admin token (or a run's) changes anything.
 std::string read_token(const std::string& token_file, std::string& error);
 
 }  // namespace pto

@@ -33,14 +33,19 @@ void register_devices_command(CLI::App& app, CommonOptions& common, int& exit_co
   cmd->add_option("--drain-node", o->drain_node, "executor: slurm, with --server: drain this Slurm node (scontrol)");
   cmd->add_option("--undrain-node", o->undrain_node, "executor: slurm, with --server: resume this Slurm node");
   cmd->add_option("--server", o->server, "Ask this daemon instead of the local state dir");
-  cmd->add_option("--token-file", o->token_file, "With --server: bearer token file (default $PTO_RUNNER_TOKEN)");
+  cmd->add_option("--token-file", o->token_file, "With --server: bearer token file, the admin token or a read token for a daemon beyond loopback (default $PTO_RUNNER_TOKEN)");
   cmd->add_option("--state-dir", o->state_dir, "Without --server: the state dir (default runner.yml state-dir)");
   cmd->add_option("--lock-dir", o->lock_dir, "Without --server: the lock dir (default runner.yml devices.lock-dir)");
   cmd->callback([o, &common, &exit_code] {
     if (!o->server.empty()) {
       std::string server = trim_server(o->server), err;
+      const std::string token = read_token(o->token_file, err);
+      if (!err.empty()) {
+        std::cerr << "pto-runner devices: " << err << "\n";
+        exit_code = to_int(ExitCode::BadInput);
+        return;
+      }
       if (o->drain >= 0 || o->undrain >= 0 || !o->drain_node.empty() || !o->undrain_node.empty()) {
-        std::string token = read_token(o->token_file, err);
         int card = o->drain >= 0 ? o->drain : o->undrain;
         std::string path = !o->drain_node.empty()     ? api_path::node(o->drain_node, "drain")
                            : !o->undrain_node.empty() ? api_path::node(o->undrain_node, "undrain")
@@ -58,7 +63,7 @@ void register_devices_command(CLI::App& app, CommonOptions& common, int& exit_co
         }
       }
       nlohmann::json s;
-      if (!fetch_status(server, s, err)) {
+      if (!fetch_status(server, token, s, err)) {
         std::cerr << "pto-runner devices: " << err << "\n";
         exit_code = to_int(ExitCode::Infrastructure);
         return;

@@ -62,17 +62,19 @@ void register_import_command(CLI::App& app, CommonOptions& common, int& exit_cod
       if (!ec) std::cout << "copied " << (repo / "toolchain/versions.env").string() << " to " << (out / "toolchain/versions.env").string() << "\n";
     }
     if (!o->emit.empty()) {
-      std::set<std::string> npu;
-      for (const auto& j : r.jobs)
-        if (j.npu) npu.insert(j.id);
-      const std::string text = emit_switch_workflow(o->workflow, o->workflow, npu, o->socket, diags);
+      const auto submitted = submitted_jobs(r.jobs);
+      const std::string text = emit_switch_workflow(o->workflow, o->workflow, submitted, o->socket, diags);
       if (text.empty() || diags.has_errors()) {
         std::cerr << diagnostics_to_text(diags);
         exit_code = to_int(ExitCode::BadInput);
         return;
       }
       std::ofstream(o->emit) << text;
-      std::cout << "wrote " << o->emit << " (" << npu.size() << " NPU job(s) submit to pto-runner)\n";
+      std::size_t npu = 0;
+      for (const auto& j : r.jobs) npu += j.npu && submitted.count(j.id);
+      const std::size_t simulators = submitted.size() - npu;
+      std::cout << "wrote " << o->emit << " (" << npu << " NPU job(s)"
+                << (simulators ? " and " + std::to_string(simulators) + " simulator job(s)" : std::string()) << " submit to pto-runner)\n";
     }
     r.not_carried.sort();
     if (!r.not_carried.items().empty())

@@ -54,8 +54,8 @@ std::string title_of(const nlohmann::json& job, const nlohmann::json& step) {
   return step_label(job.value("id", ""), step.value("name", ""));
 }
 
-RunFollower::RunFollower(std::string server, std::string run, Options options)
-    : server_(std::move(server)), run_(std::move(run)), options_(std::move(options)) {}
+RunFollower::RunFollower(std::string server, std::string token, std::string run, Options options)
+    : server_(std::move(server)), token_(std::move(token)), run_(std::move(run)), options_(std::move(options)) {}
 
 bool RunFollower::keep_own_jobs(nlohmann::json& run) {
   // Its jobs and what they need; the others' jobs are other clients' to show.
@@ -120,7 +120,8 @@ void RunFollower::poll_logs(const nlohmann::json& job, const nlohmann::json& ste
   const std::string id = step.value("id", "");
   Tail& t = tails_[id];
   for (int pages = 0; pages < 16; ++pages) {  // at most 16 MiB per step and poll
-    ApiResponse r = api_request("GET", server_ + api_path::step_log(run_, id) + "?offset=" + std::to_string(t.offset) + "&bytes=1048576");
+    ApiResponse r =
+        api_request("GET", server_ + api_path::step_log(run_, id) + "?offset=" + std::to_string(t.offset) + "&bytes=1048576", token_);
     if (!r.reached || r.status != 200) return;
     std::string end = r.header("x-log-end");
     if (end.empty() || r.body.empty()) break;

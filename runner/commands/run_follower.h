@@ -23,7 +23,8 @@ class RunFollower {
     bool attached = false;          // only `jobs` (and what they need) are this client's
     std::set<std::string> jobs;
   };
-  RunFollower(std::string server, std::string run, Options options);
+  /// `token` goes with every read (a daemon beyond loopback wants one).
+  RunFollower(std::string server, std::string token, std::string run, Options options);
   /// One poll: `run` is the run JSON as the API answered (an attached client's is cut to its jobs). What to
   /// print; `done` once the run, or this client's part of it, has ended.
   std::string poll(nlohmann::json& run, bool& done);
@@ -39,7 +40,7 @@ class RunFollower {
     std::uint64_t offset = 0;
     std::string partial;
   };
-  std::string server_, run_;
+  std::string server_, token_, run_;
   Options options_;
   std::map<std::string, std::string> last_state_;
   std::map<std::string, std::chrono::steady_clock::time_point> running_since_, last_beat_;

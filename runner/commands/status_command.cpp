@@ -11,18 +11,27 @@ namespace pto {
 
 void register_status_command(CLI::App& app, CommonOptions& common, int& exit_code) {
   struct Opts {
-    std::string server;
+    std::string server, token_file;
     std::string format = "text";
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("status", "Print the daemon's status for a person: cards, queue with reasons, runs");
   cmd->add_option("--server", o->server, "Daemon URL (default $PTO_RUNNER_SERVER, else runner.yml listen, else "
                                          "http://127.0.0.1:8787)");
+  cmd->add_option("--token-file", o->token_file,
+                  "Bearer token file: a read token or the admin token, which a daemon beyond loopback wants for reads (default "
+                  "$PTO_RUNNER_TOKEN)");
   cmd->add_option("--format", o->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->callback([o, &common, &exit_code] {
     nlohmann::json s;
     std::string error;
-    if (!fetch_status(server_url(o->server, common), s, error)) {
+    const std::string token = read_token(o->token_file, error);
+    if (!error.empty()) {
+      std::cerr << "pto-runner status: " << error << "\n";
+      exit_code = to_int(ExitCode::BadInput);
+      return;
+    }
+    if (!fetch_status(server_url(o->server, common), token, s, error)) {
       std::cerr << "pto-runner status: " << error << "\n";
       exit_code = to_int(ExitCode::Infrastructure);
       return;

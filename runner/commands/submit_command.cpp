@@ -88,13 +88,15 @@ std::string submission_body(const SubmitOptions& o, const std::string& key, nloh
 /// The run's end as the GitHub log shows it: every failed step's log tail (so the log says why without a trip
 /// to the server) and an annotation with its verdict; a step green after a failure charged to a card, the
 /// host or a flaky test is green, and a warning says why.
-void report_failed_steps(ActionsOutput& out, const nlohmann::json& run, const std::string& server, const std::string& id, int tail) {
+void report_failed_steps(ActionsOutput& out, const nlohmann::json& run, const std::string& server, const std::string& token,
+                         const std::string& id, int tail) {
   for (const auto& job : run["jobs"])
     for (const auto& s : job["steps"]) {
       std::string state = s.value("state", "");
       if (state != "failed" && state != "timed_out") continue;
       const std::string title = title_of(job, s), end = describe_step_end(s);
-      ApiResponse lg = api_request("GET", server + api_path::step_log(id, s.value("id", "")) + "?tail=" + std::to_string(std::max(1, tail)));
+      ApiResponse lg =
+          api_request("GET", server + api_path::step_log(id, s.value("id", "")) + "?tail=" + std::to_string(std::max(1, tail)), token);
       std::string heading = title + " (" + state + (end.empty() ? "" : ", " + end) + "), last lines of its log";
       if (out.github()) out.group(heading);
       else std::cout << "--- " << heading << "\n";
@@ -151,7 +153,8 @@ std::optional<nlohmann::json> follow_run(const SubmitOptions& o, ActionsOutput& 
         return std::nullopt;
       }
     }
-    ApiResponse g = api_request("GET", server + api_path::run(id));
+    // Reads carry the token too: a daemon beyond loopback answers no read without one (the admin token reads).
+    ApiResponse g = api_request("GET", server + api_path::run(id), token);
     if (!g.reached || g.status != 200) {
       if (!unreachable) unreachable_since = std::chrono::steady_clock::now();
       unreachable = true;
@@ -269,12 +272,12 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
       detach = [&](bool cancel) {
         return api_request("POST", server + api_path::run_detach(id), token, dump_json({{"client", client}, {"cancel", cancel}}));
       };
-    RunFollower follower(server, id, {o->follow, o->heartbeat, !key.empty(), std::set<std::string>(o->jobs.begin(), o->jobs.end())});
+    RunFollower follower(server, token, id, {o->follow, o->heartbeat, !key.empty(), std::set<std::string>(o->jobs.begin(), o->jobs.end())});
     bool cancel_sent = false;
     std::optional<nlohmann::json> ended = follow_run(*o, out, server, token, id, detach, follower, cancel_sent, exit_code);
     if (!ended) return;
     const nlohmann::json& run = *ended;
-    report_failed_steps(out, run, server, id, o->tail);
+    report_failed_steps(out, run, server, token, id, o->tail);
     if (out.github()) write_step_summary(run, follower.expected_wait(), server);
     if (!key.empty()) {
       // This client's result: its jobs' (a job skipped because what it needs failed is a failure too).

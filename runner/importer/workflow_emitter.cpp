@@ -41,10 +41,15 @@ void emit(YAML::Emitter& out, const YAML::Node& n) {
 // services, strategy and outputs belong to the steps that moved into the definitions.
 const char* const kKept[] = {"name", "needs", "if", "runs-on", "permissions", "concurrency", "timeout-minutes", "continue-on-error"};
 
-YAML::Node submit_job(const YAML::Node& job, const std::string& id, const std::string& socket) {
+YAML::Node submit_job(const YAML::Node& job, const std::string& id, const std::vector<std::string>& runs_on, const std::string& socket) {
   YAML::Node out(YAML::NodeType::Map);
   for (const char* k : kKept)
     if (YAML::Node v = child(job, k); v.IsDefined()) out[k] = v;
+  if (!runs_on.empty()) {  // a simulator job submits from the NPU host, where the daemon's socket is
+    YAML::Node labels(YAML::NodeType::Sequence);
+    for (const auto& l : runs_on) labels.push_back(l);
+    out["runs-on"] = labels;
+  }
   YAML::Node step(YAML::NodeType::Map);
   step["name"] = "Run " + id + " on the host's NPU cards (pto-runner)";
   YAML::Node env(YAML::NodeType::Map);
@@ -62,8 +67,9 @@ YAML::Node submit_job(const YAML::Node& job, const std::string& id, const std::s
 
 }  // namespace
 
-std::string emit_switch_workflow(const std::string& path, const std::string& display, const std::set<std::string>& npu_jobs,
-                                 const std::string& socket, Diagnostics& diags) {
+std::string emit_switch_workflow(const std::string& path, const std::string& display,
+                                 const std::map<std::string, std::vector<std::string>>& submitted, const std::string& socket,
+                                 Diagnostics& diags) {
   auto doc = load_yaml_file(path, display, diags);
   if (!doc || !doc->IsMap()) return "";
   YAML::Emitter out;
@@ -80,7 +86,7 @@ std::string emit_switch_workflow(const std::string& path, const std::string& dis
     out << YAML::BeginMap;
     for (const auto& j : kv.second) {
       out << YAML::Key << j.first.Scalar() << YAML::Value;
-      if (npu_jobs.count(j.first.Scalar())) emit(out, submit_job(j.second, j.first.Scalar(), socket));
+      if (auto s = submitted.find(j.first.Scalar()); s != submitted.end()) emit(out, submit_job(j.second, s->first, s->second, socket));
       else emit(out, j.second);
     }
     out << YAML::EndMap;

@@ -187,9 +187,14 @@ struct Importer {
       return;
     }
     // NPU work is what moves to pto-runner: a job whose runs-on has an `npu...` label, or that calls
-    // task-submit. CPU jobs (and the docs gate, lint, unit tests) stay in GitHub Actions; a workflow with no
-    // NPU job at all is imported whole.
+    // task-submit; and the system tests on the cards' simulators (pypto's `system-tests-a5sim`: pytest
+    // tests/st `--platform=a5sim`), which the daemon runs on its host's CPUs beside the cards' jobs. Other CPU
+    // jobs (the docs gate, lint, unit tests, examples) stay in GitHub Actions; a workflow with no NPU job at all
+    // is imported whole.
     static const std::regex task_submit_call(R"((^|[\n;&|]\s*)task-submit\s)");
+    // The system tests (pytest over tests/st) on a card simulator; examples and docs run on simulators too, on
+    // CPU hosts of their own, and stay there.
+    static const std::regex simulator_run(R"(pytest\b[^\n]*\btests/st\b[^\n]*(--platform[= ]|\s-p\s+)["']?[A-Za-z0-9_,]*sim\b)");
     std::map<std::string, ImportedJob> kinds;
     bool any_npu = false;
     for (auto it = jobs.begin(); it != jobs.end(); ++it) {
@@ -211,8 +216,13 @@ struct Importer {
         }
       }
       ij.runs_on = "[" + ij.runs_on + "]";
+      ij.labels = labels;
       if (child(j, "steps").IsSequence())
-        for (const auto& st : child(j, "steps")) ij.npu |= std::regex_search(scalar(child(st, "run")), task_submit_call);
+        for (const auto& st : child(j, "steps")) {
+          ij.npu |= std::regex_search(scalar(child(st, "run")), task_submit_call);
+          ij.simulator |= std::regex_search(scalar(child(st, "run")), simulator_run);
+        }
+      if (ij.npu) ij.simulator = false;
       any_npu |= ij.npu;
       kinds[ij.id] = ij;
       out.jobs.push_back(ij);
@@ -221,9 +231,12 @@ struct Importer {
       const std::string id = it->first.Scalar();
       const YAML::Node& j = it->second;
       if (!j.IsMap()) continue;
-      const bool imported = !any_npu || kinds[id].npu;
+      const bool imported = !any_npu || kinds[id].moves();
       if (!imported)
-        skip(it->first, "job '" + id + "' stays in GitHub Actions: no NPU work (no runs-on npu label, no task-submit)");
+        skip(it->first, "job '" + id + "' stays in GitHub Actions: no NPU work (no runs-on npu label, no task-submit, no card simulator)");
+      else if (any_npu && kinds[id].simulator)
+        skip(it->first, "job '" + id + "' runs the cards' simulators: the daemon runs it on its host's CPUs, with no card; its runs-on " +
+                            kinds[id].runs_on + " becomes the NPU host's in the emitted workflow");
       // What a job left in Actions could not carry over is no one's concern: its notes are not kept.
       Diagnostics kept;
       if (!imported) std::swap(out.not_carried, kept);
@@ -277,14 +290,14 @@ struct Importer {
     if (child(j, "needs").IsSequence()) for (const auto& n : child(j, "needs")) needs.push_back(n);
     else if (child(j, "needs").IsScalar()) needs.push_back(child(j, "needs"));
     bool any_npu = false;
-    for (const auto& [_, k] : kinds) any_npu |= k.npu;
+    for (const auto& [_, k] : kinds) any_npu |= k.npu;  // (simulator jobs move only beside NPU ones)
     dropped_needs.clear();
     for (const auto& n : needs) {
       const std::string need = n.Scalar();
       if (need == "toolchain") {
         job.toolchain = true;  // the pin's lead job: set up once per run, before every job that declares it
         dropped_needs.insert(need);
-      } else if (any_npu && kinds.count(need) && !kinds[need].npu) {
+      } else if (any_npu && kinds.count(need) && !kinds[need].moves()) {
         dropped_needs.insert(need);
         skip(n, "job '" + id + "': needs: " + need + " stays in GitHub Actions (the workflow that submits the run can "
                                                    "wait for it); dropped");
@@ -350,6 +363,22 @@ ImportResult import_workflow(const std::string& path, const std::string& display
   imp.repo_root = (dir.filename() == "workflows" && dir.parent_path().filename() == ".github") ? dir.parent_path().parent_path().string()
                                                                                                 : dir.string();
   guard_yaml(display, diags, [&] { imp.run(*doc); });
+  return out;
+}
+
+std::map<std::string, std::vector<std::string>> submitted_jobs(const std::vector<ImportedJob>& jobs) {
+  // The NPU host the runs are submitted from: the first job on the plain `npu` label (pypto's a2a3 hosts),
+  // else the first NPU job's.
+  std::vector<std::string> host;
+  for (const auto& j : jobs)
+    if (j.npu && (host.empty() || j.bare_npu)) {
+      host = j.labels;
+      if (j.bare_npu) break;
+    }
+  std::map<std::string, std::vector<std::string>> out;
+  for (const auto& j : jobs)
+    if (j.npu) out[j.id] = {};
+    else if (j.simulator && !host.empty()) out[j.id] = host;
   return out;
 }
 

@@ -39,10 +39,13 @@ struct ImportedStep {
 /// task-submit call), and the card type its label names (`npu-a5` -> a5).
 struct ImportedJob {
   std::string id;
-  bool npu = false;
+  bool npu = false;        // it runs on NPU cards: a runs-on `npu...` label, or a task-submit call
+  bool simulator = false;  // it runs the cards' simulators (pypto's `--platform=a5sim`): the daemon runs it, no card
+  bool moves() const { return npu || simulator; }  // its work moves to pto-runner
   std::string card_type;
   bool bare_npu = false;  // its runs-on has the plain `npu` label: pypto's a2a3 hosts
   std::string runs_on;    // its labels as written, for messages: "[self-hosted, linux, arm64, npu]"
+  std::vector<std::string> labels;  // the same, one by one
   std::map<std::string, std::string> env;  // its `env:` as carried over
   int line = 0, col = 0;
 };
@@ -54,6 +57,10 @@ struct ImportedComposite {
   std::vector<CompositeStep> steps;
   std::set<std::string> unsets;
 };
+
+/// The jobs `--emit-workflow` turns into submits, each with the runs-on its emitted job takes (empty: its
+/// own): an NPU job keeps its host; a simulator job goes to the NPU host (where the daemon's socket is).
+std::map<std::string, std::vector<std::string>> submitted_jobs(const std::vector<ImportedJob>& jobs);
 
 struct ImportResult {
   std::vector<ImportedFile> files;

@@ -95,14 +95,39 @@ void lint_inline_literals(const std::string& path, const std::string& display, D
   }
 }
 
+namespace {
+
+/// Whether an expression reads a value a pull request's author (or whoever calls the workflow) can choose:
+/// GitHub's list of untrusted input (issue, pull request, discussion titles and bodies; comment and review
+/// bodies; commit messages and author names and emails; head branches and labels; page names; a workflow
+/// run's head branch and commits), the whole `github` or `github.event` object (toJSON), and `inputs.*`
+/// (whoever calls a reusable workflow or dispatches it picks them). The rest of `github.*` (base_ref,
+/// event_name, sha, ref, repository, run_id, actor, ...) is set by GitHub or the repository.
+bool reads_untrusted(std::string inner) {
+  // `commits[0].message`, `commits.*.message` and `pages[2].page_name` alike.
+  static const std::regex index_re(R"(\[[^\]]*\]|\.\*)");
+  inner = std::regex_replace(inner, index_re, ".N");
+  static const std::regex untrusted_re(
+      R"((^|[^A-Za-z0-9_.])()"
+      R"(inputs\.|github\.head_ref\b|)"
+      R"(github\.event\.(issue|pull_request|discussion)\.(title|body)\b|)"
+      R"(github\.event\.(comment|review|review_comment)\.body\b|)"
+      R"(github\.event\.pages\.N\.page_name\b|)"
+      R"(github\.event\.(commits\.N|head_commit)\.(message|(author|committer)\.(email|name))\b|)"
+      R"(github\.event\.pull_request\.(head\.(ref|label|repo\.default_branch)|default_branch)\b|)"
+      R"(github\.event\.workflow_run\.(head_branch|display_title|head_commit\.(message|(author|committer)\.(email|name))|pull_requests\.N\.head\.ref)\b|)"
+      R"(github\.event\s*(\)|,|$)|github\s*(\)|,|$)))");
+  return std::regex_search(inner, untrusted_re);
+}
+
+}  // namespace
+
 void lint_script_injection(const Workflow& wf, Diagnostics& diags) {
   static const std::regex expr_re(R"(\$\{\{([^}]*)\}\})");
-  static const std::regex untrusted_re(R"((^|[^A-Za-z0-9_.])(github|inputs)\.)");
   for (const auto& job : wf.jobs)
     for (const auto& s : job.steps) {
       for (auto it = std::sregex_iterator(s.run.begin(), s.run.end(), expr_re); it != std::sregex_iterator(); ++it) {
-        std::string inner = (*it)[1].str();
-        if (!std::regex_search(inner, untrusted_re)) continue;
+        if (!reads_untrusted((*it)[1].str())) continue;
         std::size_t pos = static_cast<std::size_t>(it->position());
         int line_in_run = static_cast<int>(std::count(s.run.begin(), s.run.begin() + static_cast<std::ptrdiff_t>(pos), '\n'));
         std::size_t line_start = s.run.rfind('\n', pos == 0 ? 0 : pos - 1);
@@ -219,6 +244,8 @@ void lint_drift(const ImportResult& wf, const std::string& display, const Projec
     }
     if (jobs.count(j.id)) compared.insert(j.id);
     else if (j.npu) diags.error(display, j.line, j.col, "drift", "NPU job '" + j.id + "' has no definition (jobs/" + j.id + ".yml)");
+    else if (j.simulator)
+      diags.error(display, j.line, j.col, "drift", "job '" + j.id + "' runs the cards' simulators but has no definition (jobs/" + j.id + ".yml)");
   }
   // A workflow step is found in its own job's definition by name, then by program line (a renamed model
   // example); only then in the other jobs, by name (a step moved to a job of its own: pypto's clone of
