@@ -3,6 +3,7 @@
 // client's connections are capped so another's requests are still answered; the log names the address bound.
 #include <catch2/catch.hpp>
 
+#include "sandbox_users.h"
 #include "served_daemon.h"
 #include "util/api_paths.h"
 
@@ -120,21 +121,22 @@ TEST_CASE("api access: one local user holding max-connections-per-client connect
   write_project(s.dir, {{"a.yml", "name: a\nsteps:\n  - run: 'true'\n"}});
   s.start();
   std::string out;
-  // 8 idle connections of this user (root); its 9th gets 503; user nobody, from the same 127.0.0.1, gets 200.
+  // 8 idle connections of this user (root); its 9th gets 503 for an ordinary read (the probe still gets through);
+  // user nobody, from the same 127.0.0.1, gets 200.
   REQUIRE(sh("python3 - <<'EOF'\n"
              "import os, socket\n"
              "port = " + std::to_string(s.port) + "\n"
              "held = [socket.create_connection(('127.0.0.1', port)) for _ in range(8)]\n"
-             "def get():\n"
+             "def get(path='/api/v1/status'):\n"
              "    c = socket.create_connection(('127.0.0.1', port))\n"
-             "    c.sendall(b'GET /healthz HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n')\n"
+             "    c.sendall(b'GET ' + path.encode() + b' HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n')\n"
              "    data = b''\n"
              "    while True:\n"
              "        b = c.recv(4096)\n"
              "        if not b: break\n"
              "        data += b\n"
              "    return data.split(b' ')[1].decode()\n"
-             "mine = get()\n"
+             "mine = get() + ',' + get('/healthz')\n"
              "r, w = os.pipe()\n"
              "if os.fork() == 0:\n"
              "    os.setgid(65534); os.setuid(65534)\n"
@@ -142,5 +144,76 @@ TEST_CASE("api access: one local user holding max-connections-per-client connect
              "os.wait()\n"
              "print(mine, os.read(r, 16).decode())\n"
              "EOF", &out) == 0);
-  CHECK(out == "503 200\n");
+  CHECK(out == "503,200 200\n");
 }
+
+TEST_CASE("api access: 600 idle connections of one local user: its extra ones are closed at once, the idle ones after "
+          "request-timeout-seconds, and meanwhile another user's /healthz, status, submit --wait and a running step's "
+          "task-submit lease all succeed",
+          "[api]") {
+  if (::geteuid() != 0) {
+    WARN("SKIPPED: a second local user needs root");
+    return;
+  }
+  Served s;
+  s.dir.write("runner.yml", "request-timeout-seconds: 5\n");
+  write_project(s.dir, {{"lease.yml", "name: lease\nsteps:\n  - name: borrow\n    run: task-submit --device-num 1 --run 'echo leased card $TASK_DEVICE'\n"}});
+  s.start();
+  // User nobody holds 600 connections that send nothing (its script and report in a directory it may use).
+  TempDir theirs;
+  fs::permissions(theirs.path(), fs::perms::all);
+  fs::copy_file(source_dir() / "tests/fixtures/hold_connections.py", theirs.path() / "hold.py");
+  const fs::path report = theirs.path() / "held.json";
+  REQUIRE(sh("setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 " + (theirs.path() / "hold.py").string() + " " +
+             std::to_string(s.port) + " 600 " + report.string() + " 1.5 8 >/dev/null 2>&1 &") == 0);
+  REQUIRE(wait_until([&] { return fs::exists(report.string() + ".ready"); }, 30));
+  CHECK(std::stoi(read_file(report.string() + ".ready")) == 600);  // connected (the kernel's backlog), then judged
+  // Another user (root) meanwhile: the probe, the status, a whole run whose step leases a card.
+  CHECK(pto::api_request("GET", s.url(api_path::kHealthz)).status == 200);
+  CHECK(pto::api_request("GET", s.url(api_path::kStatus)).status == 200);
+  CommandResult run = run_cli({"submit", "--server", s.url(), "--wait", "--follow", "--poll-interval", "0.1"}, {{"PTO_RUNNER_TOKEN", s.token}});
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 0);
+  CHECK(run.out.find("leased card 0") != std::string::npos);
+  REQUIRE(wait_until([&] { return fs::exists(report) && !read_file(report).empty(); }, 30));
+  const json held = json::parse(read_file(report));
+  INFO(held.dump());
+  CHECK(held["opened"] == 600);
+  // At 1.5 s: all but its 64 (max-connections-per-client) were closed (16 of them after one read's 2 s at
+  // most); its 64 idle ones went after request-timeout-seconds.
+  CHECK(held["closed_early"].get<int>() >= 600 - 64 - 16);
+  CHECK(held["closed_early"].get<int>() <= 600 - 64);
+  CHECK(held["closed_late"] == 600);
+}
+
+TEST_CASE("api access: a sandboxed step holding 600 idle connections to the daemon's port locks out nobody: another run's "
+          "step leases a card, the status and the probe answer",
+          "[api]") {
+  SKIP_UNLESS_ROOT();
+  Served s;
+  open_to_sandbox(s.dir);
+  SandboxUsers users(s.dir, 2, "request-timeout-seconds: 5\n");
+  TempDir theirs;  // where the flooding step writes what it saw
+  fs::permissions(theirs.path(), fs::perms::all);
+  s.dir.write("hold.py", read_file(source_dir() / "tests/fixtures/hold_connections.py"));
+  const fs::path report = theirs.path() / "held.json";
+  write_project(s.dir, {{"flood.yml", "name: flood\nsteps:\n  - run: /usr/bin/python3 " + (s.dir.path() / "hold.py").string() +
+                                          " \"$PORT\" 600 " + report.string() + " 1.5 8\n"},
+                        {"lease.yml", "name: lease\nsteps:\n  - run: task-submit --device-num 1 --run 'echo leased card $TASK_DEVICE'\n"}});
+  s.start();
+  const std::string flood = s.submit_run({{"jobs", {"flood"}}, {"env", {{"PORT", std::to_string(s.port)}}}});
+  REQUIRE(wait_until([&] { return fs::exists(report.string() + ".ready"); }, 30));
+  CHECK(pto::api_request("GET", s.url(api_path::kHealthz)).status == 200);
+  CHECK(pto::api_request("GET", s.url(api_path::kStatus)).status == 200);
+  CommandResult run = run_cli({"submit", "--server", s.url(), "--job", "lease", "--wait", "--follow", "--poll-interval", "0.1"},
+                              {{"PTO_RUNNER_TOKEN", s.token}});
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 0);
+  CHECK(run.out.find("leased card 0") != std::string::npos);
+  CHECK(s.wait_run(flood, 60)["state"] == "succeeded");
+  const json held = json::parse(read_file(report));
+  INFO(held.dump());
+  CHECK(held["closed_early"].get<int>() >= 600 - 64 - 16);  // counted as its own user, not as 127.0.0.1
+  CHECK(held["closed_late"] == 600);
+}
+

@@ -199,6 +199,7 @@ static void read_service(MapReader& m, RunnerConfig& cfg) {
     m.error_at(m.get("submit-group"), "bad-value", "'submit-group' names who may submit over 'listen-unix', which is not set");
   if (auto v = m.boolean("insecure-listen")) cfg.insecure_listen = *v;
   if (auto v = m.integer("max-connections-per-client", 1, 100000)) cfg.max_connections_per_client = static_cast<int>(*v);
+  if (auto v = m.number("request-timeout-seconds", 0.1, 3600)) cfg.request_timeout_seconds = *v;
   if (auto v = m.integer("max-cards-per-run", 1, 4096)) cfg.max_cards_per_run = static_cast<int>(*v);
   if (m.has("tls")) {
     MapReader t(m.get("tls"), "tls", {"cert", "key"}, m.file(), m.diags());
@@ -427,7 +428,7 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
               {"devices", "state-dir", "cache-dir", "toolchain-mirror", "listen", "token-file", "health",
                "kill-grace-seconds", "source", "retention", "log-max-mb", "containment",
                "shutdown-timeout-minutes", "executor", "slurm", "env", "env-file", "sandbox", "read-token-file", "tls",
-               "insecure-listen", "max-connections-per-client", "max-cards-per-run", "priorities", "supersede", "listen-unix", "submit-group"},
+               "insecure-listen", "max-connections-per-client", "request-timeout-seconds", "max-cards-per-run", "priorities", "supersede", "listen-unix", "submit-group"},
               display, diags);
   if (!m.is_map()) return cfg;
   if (m.has("devices")) read_devices(m, cfg);

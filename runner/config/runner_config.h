@@ -169,6 +169,8 @@ struct RunnerConfig {
   bool insecure_listen = false;
   /// `max-connections-per-client`: open connections of one client address (or socket uid).
   int max_connections_per_client = 64;
+  /// `request-timeout-seconds`: a connection that sends no complete request within it is closed.
+  double request_timeout_seconds = 10;
   /// `max-cards-per-run`: the most cards one run's leases (its harness's task-submit) hold or wait for at
   /// once; 0: every card.
   int max_cards_per_run = 0;

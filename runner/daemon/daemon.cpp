@@ -282,6 +282,7 @@ std::string Daemon::listen() {
   api_ = std::make_unique<Api>(io_, workers_.get(), model_, *this, access_);
   HttpLimits limits = opts_.limits;
   limits.max_connections_per_client = static_cast<std::size_t>(cfg_.max_connections_per_client);
+  limits.read_timeout_seconds = cfg_.request_timeout_seconds;
   auto handler = [this](const HttpRequest& r, HttpServer::Respond respond) { api_->handle(r, std::move(respond)); };
   server_ = std::make_unique<HttpServer>(io_, handler, limits);
   if (std::string e = server_->listen(listen_address_, listen_port_, tls_); !e.empty()) return e;

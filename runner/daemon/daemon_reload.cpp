@@ -65,6 +65,8 @@ std::string Daemon::reload() {
     if (was != now) say(std::string(key) + " changed to '" + now + "': takes effect at the next start (now '" + was + "')");
   };
   restart("listen", cfg_.listen, next.listen);
+  restart("request-timeout-seconds", text(cfg_.request_timeout_seconds), text(next.request_timeout_seconds));
+  restart("max-connections-per-client", std::to_string(cfg_.max_connections_per_client), std::to_string(next.max_connections_per_client));
   restart("state-dir", cfg_.state_dir, next.state_dir);
   restart("devices.lock-dir", cfg_.lock_dir, next.lock_dir);
   restart("devices.lock-name", cfg_.lock_name, next.lock_name);

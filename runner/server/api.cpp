@@ -70,6 +70,11 @@ Api::Api(boost::asio::io_context& io, boost::asio::thread_pool* workers, const R
 
 void Api::handle(const HttpRequest& req, HttpServer::Respond respond) {
   const Caller caller = access_.identify(req);
+  // A client past its connection cap gets only what must get through whatever another client does: the
+  // probe, the admin, a running step's leases (SPEC: one client cannot lock out the others).
+  if (req.over_cap && !path_is(req.segments, api_path::kHealthz, {}) && caller.role != Caller::Role::Admin &&
+      caller.role != Caller::Role::Run)
+    return respond(error_response(503, "too many connections from this client (max-connections-per-client): close some and retry"));
   if (options_.leases_only && caller.role == Caller::Role::Anonymous)
     return respond(error_response(401, access_.refusal(Action::Lease)));
   route(req, caller, std::move(respond));

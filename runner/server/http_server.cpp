@@ -49,18 +49,34 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   std::string unix_path;
   Handler handler;
   HttpLimits limits;
-  std::size_t connections = 0;
-  std::map<std::string, std::size_t> by_client;
+  std::size_t connections = 0;                   // admitted, within the caps
+  std::map<std::string, std::size_t> by_client;  // admitted connections per client
+  std::map<std::string, std::size_t> over_cap;   // connections past a cap still being read, per client
   bool stopped = false;
 
-  /// Counts a connection in; false (and counted anyway: the session's end counts it out) past a cap.
-  bool admit(const std::string& client) {
-    ++connections;
-    return ++by_client[client] <= limits.max_connections_per_client && connections <= limits.max_connections;
+  enum class Admission { Admitted, OverCap, Closed };
+  /// Counts a connection in: within the caps; past one, but read for what must get through; or closed.
+  Admission admit(const std::string& client) {
+    if (by_client[client] < limits.max_connections_per_client && connections < limits.max_connections) {
+      ++connections;
+      ++by_client[client];
+      return Admission::Admitted;
+    }
+    if (by_client[client] == 0) by_client.erase(client);
+    if (over_cap[client] >= limits.over_cap_per_client) {
+      if (over_cap[client] == 0) over_cap.erase(client);
+      return Admission::Closed;
+    }
+    ++over_cap[client];
+    return Admission::OverCap;
   }
-  void leave(const std::string& client) {
-    --connections;
-    if (auto it = by_client.find(client); it != by_client.end() && --it->second == 0) by_client.erase(it);
+  void leave(const std::string& client, Admission how) {
+    if (how == Admission::Admitted) {
+      --connections;
+      if (auto it = by_client.find(client); it != by_client.end() && --it->second == 0) by_client.erase(it);
+    } else if (how == Admission::OverCap) {
+      if (auto it = over_cap.find(client); it != over_cap.end() && --it->second == 0) over_cap.erase(it);
+    }
   }
 
   void accept();
@@ -75,9 +91,9 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
  public:
   Session(Stream stream, std::shared_ptr<HttpServer::Impl> server, std::string peer, std::string client, int uid, int gid, bool tls)
       : stream_(std::move(stream)), server_(std::move(server)), peer_(std::move(peer)), client_(std::move(client)), uid_(uid), gid_(gid), tls_(tls) {
-    admitted_ = server_->admit(client_);
+    admission_ = server_->admit(client_);
   }
-  ~Session() { server_->leave(client_); }
+  ~Session() { server_->leave(client_, admission_); }
 
   void start() {
     if constexpr (std::is_same_v<Stream, beast::ssl_stream<beast::tcp_stream>>) {
@@ -94,11 +110,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
  private:
   void begin() {
-    if (!admitted_) {
-      HttpResponse r{503, "application/json", R"({"error":"too many connections"})", {}};
-      send(r, false);
-      return;
-    }
+    if (admission_ == HttpServer::Impl::Admission::Closed) return close();
     read();
   }
 
@@ -106,8 +118,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(server_->limits.max_header_bytes));
     parser_->body_limit(server_->limits.max_body_bytes);
-    beast::get_lowest_layer(stream_).expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-        std::chrono::duration<double>(server_->limits.read_timeout_seconds)));
+    // Past a cap a connection gets one request read, within 2 s at most.
+    const double timeout = admission_ == HttpServer::Impl::Admission::OverCap ? std::min(2.0, server_->limits.read_timeout_seconds)
+                                                                              : server_->limits.read_timeout_seconds;
+    beast::get_lowest_layer(stream_).expires_after(
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout)));
     auto self = this->shared_from_this();
     http::async_read(stream_, buffer_, *parser_, [self](beast::error_code ec, std::size_t) { self->on_read(ec); });
   }
@@ -137,7 +152,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     r.peer_uid = uid_;
     r.peer_gid = gid_;
     r.tls = tls_;
-    bool keep = req.keep_alive();
+    r.over_cap = admission_ == HttpServer::Impl::Admission::OverCap;
+    bool keep = req.keep_alive() && !r.over_cap;
     // No read is pending until the answer is sent, so a pipelined request waits its turn.
     auto self = this->shared_from_this();
     auto answered = std::make_shared<std::atomic<bool>>(false);
@@ -183,7 +199,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   std::string peer_, client_;
   int uid_ = -1, gid_ = -1;
   bool tls_ = false;
-  bool admitted_ = true;
+  HttpServer::Impl::Admission admission_ = HttpServer::Impl::Admission::Admitted;
 };
 
 }  // namespace

@@ -32,6 +32,10 @@ struct HttpRequest {
   int peer_uid = -1;       // over the Unix socket: the client's uid (SO_PEERCRED); -1 over TCP
   int peer_gid = -1;
   bool tls = false;        // it came over TLS
+  /// Its client (its uid on loopback and the Unix socket, else its address) holds more connections than
+  /// max-connections-per-client, or the server more than max-connections: the handler answers only what must
+  /// get through (/healthz, the admin, a running step's leases), and the connection closes after.
+  bool over_cap = false;
 };
 
 struct HttpResponse {
@@ -44,11 +48,14 @@ struct HttpResponse {
 struct HttpLimits {
   std::size_t max_header_bytes = 8 * 1024;
   std::size_t max_body_bytes = 1024 * 1024;
-  double read_timeout_seconds = 10;  // whole request, headers and body
+  double read_timeout_seconds = 10;  // whole request, headers and body (runner.yml request-timeout-seconds)
   std::size_t max_connections = 512;
   /// Open connections one client may hold (one address over TCP, one uid over the Unix socket): a local user
   /// opening hundreds must not make everyone else's requests answer 503.
   std::size_t max_connections_per_client = 64;
+  /// Connections past a cap that are still read (one request each, within 2 s), per client: beyond them a
+  /// client's connections are closed at once, so one client can neither starve the others nor fill the table.
+  std::size_t over_cap_per_client = 16;
 };
 
 /// TLS for a listener that is not on loopback: a PEM certificate chain and its private key.

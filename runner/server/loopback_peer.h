@@ -1,5 +1,5 @@
 #pragma once
-// Which user a loopback TCP client runs as, read from the kernel's socket table (/proc/net/tcp, tcp6), as
+// Which user a loopback TCP client runs as, asked of the kernel (sock_diag, as `ss` does; else /proc/net/tcp), as
 // identd did: the client's end of the connection is listed there with its owner's uid. Every local user
 // connects from 127.0.0.1, so a cap on one client's connections counts users, not that shared address.
 #include <boost/asio/ip/tcp.hpp>
