@@ -314,7 +314,7 @@ TEST_CASE("source: old worktrees and runs are pruned by keep-worktrees and reten
   CHECK(std::count(worktrees.begin(), worktrees.end(), '\n') == 2);  // the mirror and the newest run's
 }
 
-TEST_CASE("source: the worktree has the commit's submodules", "[source]") {
+TEST_CASE("source: the worktree has the commit's submodules from the allowed place (source.submodule-urls)", "[source]") {
   SourceDaemon d;
   const std::string lib = (d.repo.dir.path() / "lib").string();
   REQUIRE(sh("git init -q -b main " + lib + " && echo from-submodule > " + lib + "/VERSION && cd " + lib +
@@ -322,10 +322,46 @@ TEST_CASE("source: the worktree has the commit's submodules", "[source]") {
   REQUIRE(sh("cd " + d.repo.path() + " && git -c protocol.file.allow=always submodule add -q " + lib + " third_party/lib") == 0);
   d.repo.write("jobs/ok.yml", "name: ok\nsteps:\n  - run: 'cat third_party/lib/VERSION > \"$OUT/sub\"'\n");
   const std::string sha = d.repo.commit("with a submodule");
-  d.start();
+  d.start("  submodule-urls: [" + d.repo.dir.str() + "]\n");
   auto r = d.submit(sha);
   INFO(r.body);
   REQUIRE(r.status == 201);
   CHECK(d.served.wait_run(json::parse(r.body)["id"])["state"] == "succeeded");
   CHECK(read_file(fs::path(d.out()) / "sub") == "from-submodule\n");
 }
+
+TEST_CASE("source: a commit whose .gitmodules names a root-only repository of the host is refused with the submodule's "
+          "name, and nothing of that repository reaches a run",
+          "[source]") {
+  SourceDaemon d;
+  // A repository only root may read, with a secret in it; the pull request names it by its path.
+  TempDir host;
+  const std::string secret = (host.path() / "secret").string();
+  REQUIRE(sh("git init -q -b main " + secret + " && echo the-host-secret > " + secret + "/KEY && cd " + secret +
+             " && git add -A && git -c user.name=t -c user.email=t@example.com commit -q -m s && chmod 700 " + secret) == 0);
+  REQUIRE(sh("cd " + d.repo.path() + " && git -c protocol.file.allow=always submodule add -q " + secret + " third_party/x") == 0);
+  d.repo.write("jobs/ok.yml", "name: ok\nsteps:\n  - run: 'cat third_party/x/KEY > \"$OUT/leaked\"'\n");
+  const std::string sha = d.repo.commit("a submodule that reads the host");
+  // The same commit through a relative URL: resolved against the source repository, still a local path.
+  d.repo.write(".gitmodules", "[submodule \"third_party/x\"]\n\tpath = third_party/x\n\turl = ../../" +
+                                  host.path().filename().string() + "/secret\n");
+  const std::string relative = d.repo.commit("the same by a relative URL");
+  d.start();
+  for (const std::string& commit : {sha, relative}) {
+    INFO(commit);
+    auto r = d.submit(commit);
+    INFO(r.body);
+    CHECK(r.status == 400);
+    CHECK(r.body.find("submodule 'third_party/x' names") != std::string::npos);
+    CHECK(r.body.find("a path on the daemon's host") != std::string::npos);
+  }
+  CHECK_FALSE(fs::exists(fs::path(d.out()) / "leaked"));
+  std::string found;
+  sh("grep -rl the-host-secret " + d.served.state() + " 2>/dev/null", &found);
+  CHECK(found.empty());
+  // submit says so and exits 2 (the request's fault).
+  CommandResult sub = run_cli({"submit", "--server", d.served.url(), "--sha", sha}, {{"PTO_RUNNER_TOKEN", d.served.token}});
+  CHECK(sub.exit_code == 2);
+  CHECK(sub.out.find("submodule 'third_party/x'") != std::string::npos);
+}
+

@@ -319,7 +319,7 @@ static void read_health(MapReader& m, RunnerConfig& cfg) {
 
 static void read_source(MapReader& m, RunnerConfig& cfg) {
   MapReader s(m.get("source"), "source",
-              {"repo", "mirror", "submodules", "lock-timeout-seconds", "fetch-timeout-seconds", "keep-worktrees"},
+              {"repo", "mirror", "submodules", "submodule-urls", "lock-timeout-seconds", "fetch-timeout-seconds", "keep-worktrees"},
               m.file(), m.diags());
   if (s.is_map()) {
     if (auto v = s.string("repo")) cfg.source.repo = *v;
@@ -328,6 +328,13 @@ static void read_source(MapReader& m, RunnerConfig& cfg) {
     if (cfg.source.repo.rfind("-", 0) == 0) s.error_at(s.get("repo"), "bad-value", "source: 'repo' cannot start with '-'");
     if (auto v = s.string("mirror")) cfg.source.mirror = *v;
     if (auto v = s.boolean("submodules")) cfg.source.submodules = *v;
+    if (auto v = s.strings("submodule-urls")) {
+      cfg.source.submodule_urls = *v;
+      for (const auto& u : *v)
+        if (u.empty() || u.find('\n') != std::string::npos || u.rfind("-", 0) == 0 || (u.find(':') == std::string::npos && u[0] != '/'))
+          s.error_at(s.get("submodule-urls"), "bad-value",
+                     "source: 'submodule-urls' are URL prefixes (https://host/) or absolute directories, got '" + u + "'");
+    }
     if (auto v = s.number("lock-timeout-seconds", 0, 86400)) cfg.source.lock_timeout_seconds = *v;
     if (auto v = s.number("fetch-timeout-seconds", 1, 86400)) cfg.source.fetch_timeout_seconds = *v;
     if (auto v = s.integer("keep-worktrees", 0, 100000)) cfg.source.keep_worktrees = static_cast<int>(*v);

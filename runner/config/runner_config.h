@@ -5,6 +5,7 @@
 #include <memory>
 #include <regex>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -62,6 +63,9 @@ struct SourceConfig {
   std::string repo;    // URL or path; empty: runs use --root as before
   std::string mirror;  // the bare mirror; default <state-dir>/source.git
   bool submodules = true;
+  /// `submodule-urls`: what a commit's .gitmodules may name (prefixes); unset: the repository's host
+  /// (source/submodule_urls).
+  std::optional<std::vector<std::string>> submodule_urls;
   /// Another fetch into the same mirror holds its lock; give up after this long.
   double lock_timeout_seconds = 300;
   double fetch_timeout_seconds = 1800;

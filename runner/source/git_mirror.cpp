@@ -7,9 +7,11 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <sstream>
 #include <thread>
 
 #include "exec/run_sync.h"
+#include "source/submodule_urls.h"
 #include "util/process_env.h"
 
 namespace fs = std::filesystem;
@@ -182,14 +184,55 @@ SourceResult GitMirror::checkout(const std::string& sha, const std::string& dir)
     git({"--git-dir=" + cfg_.mirror, "worktree", "prune"}, 300);
     return {SourceError::Failed, "cannot check out " + sha + " into " + dir + ": " + last_lines(add.output)};
   }
-  if (cfg_.submodules && fs::exists(fs::path(dir) / ".gitmodules")) {
-    SyncResult sub = git({"-C", dir, "submodule", "update", "--init", "--recursive", "--quiet"}, cfg_.fetch_timeout_seconds);
-    if (!sub.outcome.ok()) {
+  if (cfg_.submodules) {
+    SourceResult sub = update_submodules(sha, dir, cfg_.repo, 0);
+    if (!sub.ok()) {
       git({"--git-dir=" + cfg_.mirror, "worktree", "remove", "--force", "--force", dir}, 300);
       std::error_code rm;
       fs::remove_all(dir, rm);
-      return {SourceError::Unreachable, "cannot fetch the submodules of " + sha + ": " + last_lines(sub.output)};
+      return sub;
     }
+  }
+  return {};
+}
+
+SourceResult GitMirror::update_submodules(const std::string& sha, const std::string& dir, const std::string& base, int depth) {
+  if (!fs::exists(fs::path(dir) / ".gitmodules")) return {};
+  if (depth >= 8) return {SourceError::BadCommit, "commit " + sha + ": submodules nest deeper than 8 levels"};
+  const std::vector<std::string> allowed = cfg_.submodule_urls ? *cfg_.submodule_urls : default_submodule_urls(cfg_.repo);
+  bool local_allowed = false;
+  for (const auto& a : allowed) local_allowed |= is_local_url(a);
+  // One level at a time, each URL resolved and checked before git sees it: a nested .gitmodules is the
+  // commit's (or a submodule's) word too.
+  SyncResult list = git({"-C", dir, "config", "-f", ".gitmodules", "--get-regexp", "^submodule\\..*\\.url$"}, 60);
+  std::istringstream lines(list.output);
+  std::vector<std::pair<std::string, std::string>> subs;  // name, resolved URL
+  for (std::string line; std::getline(lines, line);) {
+    const auto space = line.find(' ');
+    if (space == std::string::npos) continue;
+    const std::string key = line.substr(0, space), url = line.substr(space + 1);
+    const std::string name = key.substr(10, key.size() - 10 - 4);  // submodule.NAME.url
+    const std::string resolved = resolve_submodule_url(base, url);
+    if (auto why = refused_submodule_url(resolved, allowed))
+      return {SourceError::BadCommit, "commit " + sha + ": submodule '" + name + "' names " + url +
+                                          (resolved != url ? " (" + resolved + ")" : "") + ", which is refused: " + *why};
+    subs.emplace_back(name, resolved);
+  }
+  if (subs.empty()) return {};
+  // The checked URLs are the ones git uses (a relative one would otherwise resolve against the worktree).
+  SyncResult init = git({"-C", dir, "submodule", "init", "--quiet"}, 60);
+  if (!init.outcome.ok()) return {SourceError::Failed, "cannot read the submodules of " + sha + ": " + last_lines(init.output)};
+  for (const auto& [name, url] : subs) git({"-C", dir, "config", "submodule." + name + ".url", url}, 60);
+  SyncResult sub = git({"-c", std::string("protocol.file.allow=") + (local_allowed ? "always" : "never"), "-C", dir, "submodule", "update",
+                        "--quiet"},
+                       cfg_.fetch_timeout_seconds);
+  if (!sub.outcome.ok()) return {SourceError::Unreachable, "cannot fetch the submodules of " + sha + ": " + last_lines(sub.output)};
+  for (const auto& [name, url] : subs) {
+    SyncResult path = git({"-C", dir, "config", "-f", ".gitmodules", "submodule." + name + ".path"}, 60);
+    std::string p = path.output;
+    while (!p.empty() && (p.back() == '\n' || p.back() == ' ')) p.pop_back();
+    if (p.empty()) continue;
+    if (SourceResult r = update_submodules(sha, (fs::path(dir) / p).string(), url, depth + 1); !r.ok()) return r;
   }
   return {};
 }

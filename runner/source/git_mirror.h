@@ -44,6 +44,9 @@ class GitMirror {
  private:
   SourceResult ensure_commit(const std::string& sha);  // creates the mirror on first use
   SourceResult fetch_commit(const std::string& sha);   // fetches only what is missing
+  /// The submodules of the worktree `dir` (a superproject fetched from `base`), each URL checked against
+  /// source.submodule-urls first (source/submodule_urls), level by level. BadCommit names a refused one.
+  SourceResult update_submodules(const std::string& sha, const std::string& dir, const std::string& base, int depth);
   void clear_stale_locks();
   SourceConfig cfg_;
 };
