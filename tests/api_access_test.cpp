@@ -193,12 +193,12 @@ TEST_CASE("api access: a sandboxed step holding 600 idle connections to the daem
   Served s;
   open_to_sandbox(s.dir);
   SandboxUsers users(s.dir, 2, "request-timeout-seconds: 5\n");
-  TempDir theirs;  // where the flooding step writes what it saw
+  TempDir theirs;  // where the flooding step writes what it saw (and prints it)
   fs::permissions(theirs.path(), fs::perms::all);
   s.dir.write("hold.py", read_file(source_dir() / "tests/fixtures/hold_connections.py"));
   const fs::path report = theirs.path() / "held.json";
   write_project(s.dir, {{"flood.yml", "name: flood\nsteps:\n  - run: /usr/bin/python3 " + (s.dir.path() / "hold.py").string() +
-                                          " \"$PORT\" 600 " + report.string() + " 1.5 8\n"},
+                                          " \"$PORT\" 600 " + report.string() + " 1.5 8 && cat " + report.string() + "\n"},
                         {"lease.yml", "name: lease\nsteps:\n  - run: task-submit --device-num 1 --run 'echo leased card $TASK_DEVICE'\n"}});
   s.start();
   const std::string flood = s.submit_run({{"jobs", {"flood"}}, {"env", {{"PORT", std::to_string(s.port)}}}});
@@ -211,7 +211,11 @@ TEST_CASE("api access: a sandboxed step holding 600 idle connections to the daem
   CHECK(run.exit_code == 0);
   CHECK(run.out.find("leased card 0") != std::string::npos);
   CHECK(s.wait_run(flood, 60)["state"] == "succeeded");
-  const json held = json::parse(read_file(report));
+  // What it saw, from its log: its files in a world-writable directory go with its user (sandbox/user_leftovers).
+  const std::string log = pto::api_request("GET", s.url(api_path::step_log(flood, "1-1"))).body;
+  INFO(log);
+  REQUIRE(log.find('{') != std::string::npos);
+  const json held = json::parse(log.substr(log.find('{')));
   INFO(held.dump());
   CHECK(held["closed_early"].get<int>() >= 600 - 64 - 16);  // counted as its own user, not as 127.0.0.1
   CHECK(held["closed_late"] == 600);

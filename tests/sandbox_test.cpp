@@ -8,6 +8,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <fstream>
+#include <sstream>
+
 #include "sandbox_users.h"
 #include "served_daemon.h"
 #include "source_repo.h"
@@ -184,6 +187,65 @@ TEST_CASE("sandbox: a $GITHUB_OUTPUT that is a link to a root-only file is refus
   CHECK(run["state"] == "failed");
   CHECK(run.dump().find("root-only-content") == std::string::npos);
   CHECK(run["jobs"][0]["steps"][0]["error"].get<std::string>().find("is a symbolic link") != std::string::npos);
+}
+
+TEST_CASE("sandbox: what a run's user leaves (SysV shared memory, semaphores and queues, a POSIX queue, files in every "
+          "world-writable directory) is gone after its run, and it can open none of pto-runner's lock files",
+          "[sandbox]") {
+  SKIP_UNLESS_ROOT();
+  Served s;
+  open_to_sandbox(s.dir);
+  SandboxUsers users(s.dir, 1);
+  const std::string tag = pto::random_hex(4);
+  const std::vector<std::string> files = {"/tmp/left-" + tag, "/var/tmp/left-" + tag, "/dev/shm/left-" + tag, "/run/lock/left-" + tag,
+                                          "/tmp/leftdir-" + tag};
+  std::string script =
+      "ipcmk -M 4096 && ipcmk -S 2 && ipcmk -Q\n"
+      "/usr/bin/python3 -c 'import ctypes, os; rt = ctypes.CDLL(\"librt.so.1\"); "
+      "print(\"mq\", rt.mq_open(b\"/ptoq-" + tag + "\", os.O_CREAT | os.O_RDWR, 0o600, None))'\n"
+      "touch " + files[0] + " " + files[1] + " " + files[2] + " " + files[3] + " && mkdir " + files[4] + " && touch " + files[4] + "/x\n"
+      // Every lock file pto-runner made: the daemon's, the cards', the sandbox users'.
+      "for f in " + s.state() + "/daemon.lock " + s.locks() + "/*.lock; do\n"
+      "  if ( exec 3<\"$f\" ) 2>/dev/null; then echo \"OPENED $f\"; else echo \"refused $f\"; fi\n"
+      "done\n";
+  write_project(s.dir, {{"leave.yml", "name: leave\nsteps:\n  - name: leave\n    devices: 1\n    run: |\n" + [&] {
+                           std::string indented;
+                           std::istringstream in(script);
+                           for (std::string line; std::getline(in, line);) indented += "      " + line + "\n";
+                           return indented;
+                         }()}});
+  s.start();
+  const std::string id = s.submit_run({{"jobs", {"leave"}}});
+  json run = s.wait_run(id, 60);
+  const std::string log = pto::api_request("GET", s.url(api_path::step_log(id, "1-1"))).body;
+  INFO(run.dump(2) << log);
+  REQUIRE(run["state"] == "succeeded");
+  CHECK(log.find("mq ") != std::string::npos);
+  CHECK(log.find("mq -1") == std::string::npos);  // the queue was made
+  CHECK(log.find("OPENED") == std::string::npos);
+  CHECK(log.find("refused " + s.state() + "/daemon.lock") != std::string::npos);
+  CHECK(log.find("refused " + s.locks() + "/npu-0.lock") != std::string::npos);
+  // The user is given back once the run has ended: then nothing of it is left.
+  const uid_t uid = users.uid(0);
+  auto sysv_of_user = [&] {
+    int n = 0;
+    for (const char* kind : {"shm", "sem", "msg"}) {
+      std::ifstream in(std::string("/proc/sysvipc/") + kind);
+      std::string header, line;
+      std::getline(in, header);
+      while (std::getline(in, line)) n += line.find(" " + std::to_string(uid) + " ") != std::string::npos;
+    }
+    return n;
+  };
+  auto gone = [&] {
+    for (const auto& f : files)
+      if (fs::exists(f)) return false;
+    return sysv_of_user() == 0 && sh("/usr/bin/python3 -c 'import ctypes, os, sys; rt = ctypes.CDLL(\"librt.so.1\"); "
+                                     "sys.exit(0 if rt.mq_open(b\"/ptoq-" + tag + "\", os.O_RDWR) < 0 else 1)'") == 0;
+  };
+  CHECK(wait_until(gone, 20));
+  for (const auto& f : files) CHECK_FALSE(fs::exists(f));
+  CHECK(sysv_of_user() == 0);
 }
 
 TEST_CASE("sandbox: a leased command runs as the run's user and may open its leased card's file only while it holds it", "[sandbox]") {

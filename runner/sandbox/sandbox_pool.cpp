@@ -16,7 +16,8 @@
 
 #include "exec/card_access.h"
 #include "exec/run_sync.h"
-#include "sched/card_lock.h"
+#include "sandbox/user_leftovers.h"
+#include "util/lock_file.h"
 #include "util/process_env.h"
 
 namespace fs = std::filesystem;
@@ -101,70 +102,12 @@ std::string SandboxPool::give_back(const std::string& run) {
   lent_.erase(it);
   revoke_file_access(shared_files_, u.uid);
   revoke_file_access(card_files_, u.uid);
-  const int killed = kill_processes_of(u.uid), removed = remove_temp_files_of(u.uid);
+  const Leftovers left = sweep_leftovers_of(u.uid);
   if (auto l = locks_.find(index); l != locks_.end()) {  // only now may another pto-runner lend it
     ::close(l->second);
     locks_.erase(l);
   }
-  std::string said;
-  if (killed) said = std::to_string(killed) + " process(es) of " + u.name + " killed";
-  if (removed) said += (said.empty() ? "" : ", ") + std::to_string(removed) + " temporary file(s) of " + u.name + " removed";
-  return said;
-}
-
-namespace {
-
-std::vector<pid_t> processes_of(uid_t uid) {
-  std::vector<pid_t> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/proc", ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
-    std::ifstream in(e.path() / "status");
-    for (std::string line; std::getline(in, line);)
-      if (line.rfind("Uid:", 0) == 0) {
-        std::istringstream ids(line.substr(4));
-        uid_t real = 0, effective = 0, saved = 0;
-        ids >> real >> effective >> saved;
-        if (real == uid || effective == uid || saved == uid) out.push_back(std::stoi(name));
-        break;
-      }
-  }
-  return out;
-}
-
-}  // namespace
-
-int kill_processes_of(uid_t uid) {
-  if (uid == 0) return 0;
-  std::set<pid_t> seen;
-  // A fork bomb forks while it is killed: go round until a pass finds nobody.
-  for (int round = 0; round < 200; ++round) {
-    std::vector<pid_t> left = processes_of(uid);
-    if (left.empty()) break;
-    for (pid_t p : left) {
-      seen.insert(p);
-      ::kill(p, SIGKILL);
-    }
-    ::usleep(10000);
-  }
-  return static_cast<int>(seen.size());
-}
-
-int remove_temp_files_of(uid_t uid) {
-  if (uid == 0) return 0;
-  int n = 0;
-  for (const char* dir : {"/tmp", "/var/tmp", "/dev/shm"}) {
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
-      struct stat st {};
-      if (::lstat(e.path().c_str(), &st) != 0 || st.st_uid != uid) continue;
-      std::error_code rm;
-      fs::remove_all(e.path(), rm);
-      if (!rm) ++n;
-    }
-  }
-  return n;
+  return left.text(u.name);
 }
 
 std::size_t SandboxPool::free_count() const { return users_.size() - lent_.size(); }

@@ -30,9 +30,9 @@ class SandboxPool : public UserLender {
   const std::string& why() const override { return why_not_; }
   /// A free user for `run`, or nothing when all are lent.
   std::optional<RunAs> lend(const std::string& run) override;
-  /// The user `run` had goes back once its run ended: whatever still runs as it is killed and what it left in
-  /// /tmp, /var/tmp and /dev/shm removed (as Nix does for a build user), so the next run it is lent to finds
-  /// nothing of this one. Returns what was swept, for the log ("" when nothing).
+  /// The user `run` had goes back once its run ended: whatever still runs as it is killed and what it left
+  /// (IPC objects, files in world-writable directories: sandbox/user_leftovers) removed, so the next run it is
+  /// lent to finds nothing of this one. Returns what was swept, for the log ("" when nothing).
   std::string give_back(const std::string& run) override;
   std::size_t free_count() const;
   /// Whether lend() may find a user (active, and not every user is lent by this pool).
@@ -49,13 +49,6 @@ class SandboxPool : public UserLender {
   std::vector<std::string> shared_files_, card_files_;
   std::string why_not_;
 };
-
-/// Kills (SIGKILL) every process whose real or effective uid is `uid`, until none is left (at most ~2 s);
-/// how many there were.
-int kill_processes_of(uid_t uid);
-/// Removes the entries of /tmp, /var/tmp and /dev/shm that `uid` owns (links themselves, never their
-/// targets); how many.
-int remove_temp_files_of(uid_t uid);
 
 /// `pto-runner sandbox setup`: makes the missing sandbox users (useradd: system users without a home or a
 /// login shell, each with its own group, in `sandbox.groups`). Lines of what it did; "" error or why not.

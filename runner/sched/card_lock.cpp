@@ -1,5 +1,7 @@
 #include "sched/card_lock.h"
 
+#include "util/lock_file.h"
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -39,28 +41,6 @@ static std::string read_holder(int fd) {
   return s.empty() ? "another process" : s;
 }
 
-int open_private_lock_file(const std::string& path, const std::string& what, std::string& error) {
-  // Never through a link (one planted in the lock dir would make us write the holder line into its target),
-  // only a regular file, readable by its owner only: whoever can open a lock file can flock it and hold it.
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
-  if (fd < 0) {
-    error = "cannot open " + what + " " + path + ": " + (errno == ELOOP ? std::string("it is a symbolic link") : std::strerror(errno));
-    return -1;
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    error = what + " " + path + " is not a regular file";
-    return -1;
-  }
-  if (st.st_uid != ::geteuid() && st.st_uid != 0) {  // planted by another user, who could hold it open
-    ::close(fd);
-    error = what + " " + path + " belongs to uid " + std::to_string(st.st_uid) + ", not to this daemon";
-    return -1;
-  }
-  if ((st.st_mode & (S_IRWXG | S_IRWXO)) && st.st_uid == ::geteuid()) ::fchmod(fd, 0600);  // one made before, open to others
-  return fd;
-}
 
 std::optional<CardLock> CardLock::try_acquire(const std::string& dir, int card, const std::string& label,
                                               std::string& holder, std::string& error, const std::string& name) {

@@ -11,10 +11,6 @@
 
 namespace pto {
 
-/// Opens (making it, 0600) a lock file without following a link: a regular file of root's or ours, closed to
-/// others (a lock file another user can open is one they can hold). -1 with `error` naming it as `what`.
-int open_private_lock_file(const std::string& path, const std::string& what, std::string& error);
-
 class CardLock {
  public:
   /// Non-blocking. On failure returns nothing and, when another process holds it, describes the holder in

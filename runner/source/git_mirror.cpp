@@ -12,6 +12,7 @@
 
 #include "exec/run_sync.h"
 #include "source/submodule_urls.h"
+#include "util/lock_file.h"
 #include "util/process_env.h"
 
 namespace fs = std::filesystem;
@@ -48,11 +49,8 @@ std::string last_lines(const std::string& output, std::size_t max = 400) {
 class MirrorLock {
  public:
   MirrorLock(const std::string& path, double timeout_seconds) {
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) {
-      error_ = "cannot open the mirror lock " + path + ": " + std::strerror(errno);
-      return;
-    }
+    fd_ = open_private_lock_file(path, "the mirror lock", error_);
+    if (fd_ < 0) return;
     auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
     while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       if (std::chrono::steady_clock::now() >= until) {

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "util/lock_file.h"
+
 namespace pto {
 
 namespace {
@@ -21,11 +23,8 @@ std::string read_pid(int fd) {
 
 int lock_state_dir(const std::string& state_dir, std::string& holder, std::string& error) {
   const std::string path = state_dir + "/daemon.lock";
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    error = "cannot open " + path + ": " + std::strerror(errno);
-    return -1;
-  }
+  int fd = open_private_lock_file(path, "the state dir's lock", error);
+  if (fd < 0) return -1;
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     holder = read_pid(fd);
     ::close(fd);

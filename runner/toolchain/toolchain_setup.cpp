@@ -14,6 +14,7 @@
 #include "toolchain/locate.h"
 #include "exec/run_sync.h"
 #include "util/process_env.h"
+#include "util/lock_file.h"
 #include "util/random_hex.h"
 #include "util/sha256.h"
 
@@ -28,7 +29,8 @@ constexpr const char* kCompleteMarker = ".pto-runner-complete";
 class FileLock {
  public:
   explicit FileLock(const std::string& path) {
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    // 0600, never through a link: a lock another user can open is one they can hold (util/lock_file).
+    fd_ = open_private_lock_file(path, "the toolchain cache lock", error_);
     if (fd_ >= 0 && ::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       contended_ = true;
       if (::flock(fd_, LOCK_EX) != 0) ::close(fd_), fd_ = -1;  // wait for the other setup to finish
@@ -39,8 +41,10 @@ class FileLock {
   }
   bool ok() const { return fd_ >= 0; }
   bool contended() const { return contended_; }
+  const std::string& error() const { return error_; }
 
  private:
+  std::string error_;
   int fd_ = -1;
   bool contended_ = false;
 };
@@ -202,7 +206,7 @@ ToolchainState run(const ToolchainRequest& req, bool allow_fetch) {
   if (ec) return c.fail("cannot create the toolchain cache under " + base.string() + ": " + ec.message());
 
   FileLock lock(c.lock_path);
-  if (!lock.ok()) return c.fail("cannot lock " + c.lock_path);
+  if (!lock.ok()) return c.fail(lock.error().empty() ? "cannot lock " + c.lock_path : lock.error());
   if (lock.contended()) c.log("another setup of " + c.key + " was in progress; waited for it");
 
   // Verify on every use: a cached archive that no longer matches is removed, with the install built from it.
