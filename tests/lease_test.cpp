@@ -326,6 +326,28 @@ TEST_CASE("leases: with devices.lock-name the incumbent's lock files are honoure
   CHECK(fs::exists(ran));
 }
 
+namespace {
+
+/// A process outside pto-runner (the incumbent's wrapper, a detached leftover of its task), its output dropped.
+int spawn_outside(const std::vector<std::string>& argv) {
+  int pid = fork();
+  if (pid == 0) {
+    int null_fd = ::open("/dev/null", O_RDWR);
+    ::dup2(null_fd, 0);
+    ::dup2(null_fd, 1);
+    ::dup2(null_fd, 2);
+    ::close_range(3, ~0U, 0);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+}  // namespace
+
 TEST_CASE("beside the incumbent: a card whose flock another program holds and one whose device file an outside "
           "process has open are both named in the status and handed out only once released, and a busy card's lock "
           "file reads pid=", "[lease]") {
@@ -341,24 +363,8 @@ TEST_CASE("beside the incumbent: a card whose flock another program holds and on
   fs::create_directories(s.locks());
   const std::string lock0 = s.locks() + "/npu_device_0.lock", lock1 = s.locks() + "/npu_device_1.lock";
   // The incumbent's wrapper holding card 0's flock, and a detached leftover of its task with card 1's file open.
-  auto outside = [](const std::vector<std::string>& argv) {
-    int pid = fork();
-    if (pid == 0) {
-      int null_fd = ::open("/dev/null", O_RDWR);
-      ::dup2(null_fd, 0);
-      ::dup2(null_fd, 1);
-      ::dup2(null_fd, 2);
-      ::close_range(3, ~0U, 0);
-      std::vector<char*> args;
-      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      execvp(args[0], args.data());
-      _exit(127);
-    }
-    return pid;
-  };
-  int flocker = outside({"flock", "-o", lock0, "sleep", "60"});
-  int opener = outside({"sh", "-c", "exec 3<" + (dev / "davinci1").string() + "; exec sleep 60"});
+  int flocker = spawn_outside({"flock", "-o", lock0, "sleep", "60"});
+  int opener = spawn_outside({"sh", "-c", "exec 3<" + (dev / "davinci1").string() + "; exec sleep 60"});
   REQUIRE(wait_until([&] { return sh("flock -n " + lock0 + " true") != 0; }, 10));
   REQUIRE(wait_until([&] { return sh("ls -l /proc/" + std::to_string(opener) + "/fd | grep -q davinci1") == 0; }, 10));
   const fs::path ran = s.dir.path() / "ran";
@@ -386,6 +392,43 @@ TEST_CASE("beside the incumbent: a card whose flock another program holds and on
   ::kill(flocker, SIGKILL);
   ::waitpid(flocker, nullptr, 0);
   REQUIRE(wait_until([&] { return s.get(api_path::kStatus)["devices"][0]["state"] == "free"; }, 10));
+}
+
+TEST_CASE("beside the incumbent: at idle, with nothing asking for cards, the status names a card another program has "
+          "flocked and a card whose file an outside process has open, and shows them free once released",
+          "[lease]") {
+  Served s;
+  s.devices = "3";
+  const fs::path dev = s.dir.path() / "dev";
+  fs::create_directories(dev);
+  for (int i = 0; i < 3; ++i) std::ofstream(dev / ("davinci" + std::to_string(i))) << "";
+  s.dir.write("runner.yml", "devices:\n  lock-name: npu_device_{id}.lock\n  card-files: " + (dev / "davinci{id}").string() + "\n");
+  write_project(s.dir, {{"idle.yml", "name: idle\nsteps:\n  - run: 'true'\n"}});
+  s.start();
+  fs::create_directories(s.locks());
+  const std::string lock0 = s.locks() + "/npu_device_0.lock";
+  std::ofstream(lock0) << "pid=4242 user=ci\n";
+  int flocker = spawn_outside({"flock", "-o", lock0, "sleep", "60"});
+  int opener = spawn_outside({"sh", "-c", "exec 3<" + (dev / "davinci2").string() + "; exec sleep 60"});
+  REQUIRE(wait_until([&] { return sh("flock -n " + lock0 + " true") != 0; }, 10));
+  json st;
+  REQUIRE(wait_until([&] {
+    st = s.get(api_path::kStatus);
+    return st["devices"][0]["state"] == "busy" && st["devices"][2]["state"] == "busy";
+  }, 20));
+  INFO(st.dump());
+  CHECK(st["devices"][0]["holder"]["other_program"] == true);
+  CHECK(st["devices"][0]["holder"]["label"] == "another program holds " + lock0 + " (pid=4242 user=ci)");
+  CHECK(st["devices"][1]["state"] == "free");
+  CHECK(st["devices"][2]["holder"]["label"] == "pid " + std::to_string(opener) + " (sleep) has " + (dev / "davinci2").string() + " open");
+  for (int pid : {flocker, opener}) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  REQUIRE(wait_until([&] {
+    st = s.get(api_path::kStatus);
+    return st["devices"][0]["state"] == "free" && st["devices"][2]["state"] == "free";
+  }, 20));
 }
 
 TEST_CASE("leases: what a leased command started with `setsid env -i` is gone, and its card free, when task-submit exits, also at --max-time (cgroup)", "[lease]") {

@@ -30,10 +30,29 @@ struct Dispatcher::Pending {
 };
 
 struct Dispatcher::Poller {
-  explicit Poller(boost::asio::io_context& io) : timer(io) {}
+  explicit Poller(boost::asio::io_context& io) : timer(io), watch(io) {}
   boost::asio::steady_timer timer;
   bool armed = false;
+  boost::asio::steady_timer watch;  // a daemon's watch of the cards it does not hold
+  unsigned ticks = 0;
 };
+
+void Dispatcher::set_watch_outside_when_idle(bool watch) {
+  const bool start = watch && !watch_outside_when_idle_;
+  watch_outside_when_idle_ = watch;
+  if (start) watch_outside();
+}
+
+void Dispatcher::watch_outside() {
+  // Taking the file scan (a pass over /proc) every fifth tick only: the flocks are one read of /proc/locks.
+  const bool found = pool_.watch_outside(poller_->ticks++ % 5 == 0);
+  if (found && on_change_) on_change_();
+  if (found) schedule_pump();  // the queue's reasons name them
+  poller_->watch.expires_after(std::chrono::seconds(1));
+  poller_->watch.async_wait([this](boost::system::error_code ec) {
+    if (!ec && watch_outside_when_idle_) watch_outside();
+  });
+}
 
 Dispatcher::Dispatcher(boost::asio::io_context& io, DevicePool& pool)
     : io_(io), pool_(pool), poller_(std::make_unique<Poller>(io)) {}

@@ -57,7 +57,10 @@ class Dispatcher : public CardBroker {
   void set_wait_for_drained(bool wait) { wait_for_drained_ = wait; }
   /// The daemon's choice: cards another program uses are re-checked even while nothing waits, so the status
   /// shows them free as soon as they are (false, the default: `run` must be able to finish).
-  void set_watch_outside_when_idle(bool watch) { watch_outside_when_idle_ = watch; }
+  /// Also, every second, every card it does not hold is looked at for another program's flock (/proc/locks,
+  /// the lock never touched), and every fifth second for a process outside with its files open: the status
+  /// names every card held outside at any time, not only once a step tried it (DevicePool::watch_outside).
+  void set_watch_outside_when_idle(bool watch);
   /// Called after each scheduling pass (the queue, its reasons or the reservations may have changed).
   void set_on_change(std::function<void()> f) { on_change_ = std::move(f); }
 
@@ -89,8 +92,9 @@ class Dispatcher : public CardBroker {
   bool wait_for_drained_ = false;
   bool watch_outside_when_idle_ = false;
   std::function<void()> on_change_;
+  void watch_outside();
   struct Poller;
-  std::unique_ptr<Poller> poller_;  // re-checks cards locked by other processes
+  std::unique_ptr<Poller> poller_;  // re-checks cards locked by other processes, and watches the others
 };
 
 }  // namespace pto

@@ -1,5 +1,13 @@
 #include "sched/card_lock.h"
 
+#include <cstdio>
+
+#include <sstream>
+
+#include <fstream>
+
+#include <sys/sysmacros.h>
+
 #include "util/lock_file.h"
 
 #include <fcntl.h>
@@ -75,6 +83,36 @@ bool CardLock::held_elsewhere(const std::string& dir, int card, std::string& hol
   }
   ::close(fd);
   return held;
+}
+
+std::set<std::string> CardLock::flocked_files() {
+  std::set<std::string> out;
+  std::ifstream in("/proc/locks");
+  // "1: FLOCK  ADVISORY  WRITE 2310 08:01:1234 0 EOF"; a waiter's line has "->" after the number.
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream w(line);
+    std::string n, kind, mode, rw, pid, file;
+    w >> n >> kind;
+    if (kind == "->") w >> kind;
+    else if (n.find("->") != std::string::npos) continue;
+    w >> mode >> rw >> pid >> file;
+    if (kind == "FLOCK" && line.find("->") == std::string::npos) out.insert(file);
+  }
+  return out;
+}
+
+bool CardLock::seen_held(const std::string& dir, int card, const std::string& name, const std::set<std::string>& flocked,
+                         std::string& holder) {
+  const std::string path = path_for(dir, card, name);
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  char key[64];
+  std::snprintf(key, sizeof key, "%02x:%02x:%lu", major(st.st_dev), minor(st.st_dev), static_cast<unsigned long>(st.st_ino));
+  if (!flocked.count(key)) return false;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  holder = fd >= 0 ? read_holder(fd) : "another process";
+  if (fd >= 0) ::close(fd);
+  return true;
 }
 
 CardLock& CardLock::operator=(CardLock&& o) noexcept {

@@ -7,6 +7,7 @@
 // host without sharing a card. The holder writes its pid and label into the file so a waiting step can say
 // who has the card. The kernel drops the lock when the fd closes, including when the holder dies.
 #include <optional>
+#include <set>
 #include <string>
 
 namespace pto {
@@ -20,6 +21,11 @@ class CardLock {
                                              const std::string& name = kDefaultName);
   /// Whether someone else holds the card's lock right now (and who), without keeping it.
   static bool held_elsewhere(const std::string& dir, int card, std::string& holder, const std::string& name = kDefaultName);
+  /// The same without touching the lock (a watcher must never make another tool's flock fail for an
+  /// instant): whether card's lock file is among `flocked` (flocked_files()), and its holder line.
+  static bool seen_held(const std::string& dir, int card, const std::string& name, const std::set<std::string>& flocked, std::string& holder);
+  /// Every file flock'ed on the host now, as "MAJOR:MINOR:INODE" (/proc/locks, one read).
+  static std::set<std::string> flocked_files();
   static std::string path_for(const std::string& dir, int card, const std::string& name = kDefaultName);
   static constexpr const char* kDefaultName = "npu-{id}.lock";
 

@@ -169,6 +169,32 @@ void DevicePool::probe_outside() {
   for (auto& [id, who] : outside_users(ids)) cards_[id].outside_holder = who;
 }
 
+bool DevicePool::watch_outside(bool scan_files) {
+  std::vector<int> ids;
+  for (const auto& [id, c] : cards_)
+    if (!c.lock && c.outside_holder.empty() && !c.drained) ids.push_back(id);
+  if (ids.empty()) return false;
+  const std::set<std::string> flocked = CardLock::flocked_files();
+  bool found = false;
+  std::vector<std::string> files;
+  std::map<std::string, int> card_of_file;
+  for (int id : ids) {
+    std::string holder;
+    if (CardLock::seen_held(lock_dir_, id, lock_name_, flocked, holder)) {
+      cards_[id].outside_holder = locked_by(id, holder);
+      found = true;
+    } else if (scan_files) {
+      for (const auto& f : cards_.at(id).files) files.push_back(f), card_of_file[f] = id;
+    }
+  }
+  for (const auto& u : processes_with_open(files))
+    if (cards_[card_of_file[u.path]].outside_holder.empty()) {
+      cards_[card_of_file[u.path]].outside_holder = u.describe();
+      found = true;
+    }
+  return found;
+}
+
 bool DevicePool::refresh_outside() {
   std::vector<int> ids;
   for (const auto& [id, c] : cards_)

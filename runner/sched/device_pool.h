@@ -68,6 +68,10 @@ class DevicePool {
 
   /// Re-checks cards last seen locked by another process. Returns true if any came free.
   bool refresh_outside();
+  /// A daemon's watch of the cards it does not hold, also while nobody waits: a card another program has
+  /// flocked (read from /proc/locks: the lock is never touched) and, with `scan_files`, one whose files a
+  /// process outside pto-runner has open (a pass over /proc). True when it found a new one.
+  bool watch_outside(bool scan_files);
   bool any_held_outside() const;
 
   std::vector<SchedCard> snapshot() const;
