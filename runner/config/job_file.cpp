@@ -12,7 +12,7 @@ const std::vector<std::string> kJobKeys = {"name",     "needs",    "if",       "
 const std::vector<std::string> kStepKeys = {"name",  "run",     "env",     "if",      "timeout-minutes",
                                             "continue-on-error", "working-directory", "shell", "devices",
                                             "retry", "models",  "expected-minutes", "id", "device-type",
-                                            "queue-timeout-minutes", "run-timeout-minutes"};
+                                            "queue-timeout-minutes", "run-timeout-minutes", "tests"};
 
 bool valid_job_name(const std::string& s) {
   static const std::regex re("[A-Za-z_][A-Za-z0-9_.-]*");
@@ -175,6 +175,7 @@ StepDef read_step(const YAML::Node& node, const std::string& file, Diagnostics& 
     }
   }
   if (m.has("retry")) s.retry = read_retry(m.get("retry"), file, diags);
+  if (m.has("tests")) s.tests = read_tests_spec(m.get("tests"), file, diags);
   return s;
 }
 
@@ -185,8 +186,13 @@ RetryPolicy read_retry(const YAML::Node& node, const std::string& file, Diagnost
   r.given = true;
   // `max` alone retries any failure, as before causes existed.
   r.on = {FailureCause::Code, FailureCause::Flaky, FailureCause::Card, FailureCause::Infra};
-  MapReader m(node, "retry", {"max", "on-exit-codes", "on", "elsewhere"}, file, diags);
+  MapReader m(node, "retry", {"max", "on-exit-codes", "on", "elsewhere", "tests", "max-tests"}, file, diags);
   if (!m.is_map()) return r;
+  if (auto v = m.string("tests")) {
+    if (*v != "failed" && *v != "all") m.error_at(m.get("tests"), "bad-value", "retry: 'tests' is failed (rerun only the failed tests) or all, got '" + *v + "'");
+    r.failed_tests_only = *v == "failed";
+  }
+  if (auto v = m.integer("max-tests", 1, 100000)) r.max_tests = static_cast<int>(*v);
   if (auto v = m.integer("max", 0, 100)) r.max = static_cast<int>(*v);
   else if (!m.has("max")) m.error_at(node, "missing-key", "retry: required key 'max' is missing");
   if (auto v = m.boolean("elsewhere")) r.elsewhere = *v;
@@ -222,6 +228,47 @@ RetryPolicy read_retry(const YAML::Node& node, const std::string& file, Diagnost
     }
   }
   return r;
+}
+
+TestsSpec read_tests_spec(const YAML::Node& node, const std::string& file, Diagnostics& diags) {
+  TestsSpec t;
+  t.loc = loc_of(node);
+  if (node.IsScalar()) {
+    if (node.Scalar() == "pytest") t.format = TestsSpec::Format::Pytest;
+    else diags.error(file, t.loc.line, t.loc.col, "bad-value", "step: 'tests' is pytest, {junit: GLOB} or {format: pytest|junit, path, allow-empty, rerun}, got '" + node.Scalar() + "'");
+    return t;
+  }
+  MapReader m(node, "tests", {"junit", "format", "path", "allow-empty", "rerun"}, file, diags);
+  if (!m.is_map()) return t;
+  if (m.has("junit") && (m.has("format") || m.has("path")))
+    m.error_at(m.get("junit"), "bad-value", "tests: give 'junit: GLOB' or 'format' with 'path', not both");
+  if (auto v = m.string("junit")) t.format = TestsSpec::Format::Junit, t.path = *v;
+  if (auto v = m.string("format")) {
+    if (*v == "pytest") t.format = TestsSpec::Format::Pytest;
+    else if (*v == "junit") t.format = TestsSpec::Format::Junit;
+    else m.error_at(m.get("format"), "bad-value", "tests: 'format' is pytest or junit, got '" + *v + "'");
+  }
+  if (auto v = m.string("path")) {
+    t.path = *v;
+    if (t.format == TestsSpec::Format::Pytest)
+      m.error_at(m.get("path"), "bad-value", "tests: a pytest step's reports are written by pto-runner's plugin; 'path' is for format: junit");
+  }
+  if (t.format == TestsSpec::Format::Junit) {
+    const YAML::Node at = m.has("junit") ? m.get("junit") : m.has("path") ? m.get("path") : node;
+    if (t.path.empty()) m.error_at(at, "missing-key", "tests: a JUnit step names its reports: 'path: GLOB' (relative to its working directory)");
+    else if (t.path.front() == '/' || t.path.find("..") != std::string::npos)
+      m.error_at(at, "bad-value", "tests: the report glob '" + t.path + "' must be relative to the step's working directory, without ..");
+  }
+  if (!m.has("junit") && !m.has("format")) m.error_at(node, "missing-key", "tests: required key 'format' (pytest or junit) is missing");
+  if (auto v = m.boolean("allow-empty")) t.allow_empty = *v;
+  if (auto v = m.string("rerun")) {
+    t.rerun = *v;
+    if (v->find("{tests}") == std::string::npos)
+      m.error_at(m.get("rerun"), "bad-value", "tests: 'rerun' is a command with {tests} where the ids of the tests to run go");
+    if (t.format == TestsSpec::Format::Pytest)
+      m.error_at(m.get("rerun"), "bad-value", "tests: a pytest step reruns its failed tests by node id itself; 'rerun' is for format: junit");
+  }
+  return t;
 }
 
 static JobDef load_job_file_unguarded(const std::string& path, const std::string& display, const std::string& stem,

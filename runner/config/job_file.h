@@ -25,12 +25,36 @@ struct RetryPolicy {
   std::set<FailureCause> on = {FailureCause::Card, FailureCause::Infra};
   bool elsewhere = true;            // a retry never gets the cards the failed attempt was charged to
   bool given = false;               // the definition has `retry:`
+  /// `tests: failed` (the default on a step with `tests:`): a failed attempt whose reports name failed tests
+  /// reruns only those (and the victims of a card), at most `max-tests` of them; `tests: all` retries the
+  /// whole step as a step without `tests:` is.
+  bool failed_tests_only = true;
+  int max_tests = 100;
+  /// Whether the failed tests of `attempt` (1-based) get another attempt.
+  bool reruns_tests(int attempt) const { return failed_tests_only && attempt <= (given ? max : 1); }
   /// Whether a failure of `cause` gets another attempt after `attempt` (1-based) failed.
   bool retries(FailureCause cause, int attempt) const {
     if (cause == FailureCause::Timeout || !on.count(cause == FailureCause::Code ? FailureCause::Flaky : cause)) return false;
     return attempt <= (given ? max : 1);
   }
 };
+
+/// `tests:` on a step (SPEC "Test results"): where its test cases come from. `pytest`: every pytest process
+/// the step starts reports through pto-runner's plugin; `{junit: GLOB}`: JUnit XML files the step writes
+/// (ctest --output-junit, gtest, Catch2), GLOB relative to its working directory; the long form
+/// `{format, path, allow-empty, rerun}`.
+struct TestsSpec {
+  enum class Format { None, Pytest, Junit };
+  Format format = Format::None;
+  std::string path;          // junit: the glob
+  bool allow_empty = false;  // a step that ran no test is green
+  std::string rerun;         // junit: 'CMD {tests}', how to run only some tests ({tests}: their ids, quoted)
+  SourceLoc loc;
+  bool any() const { return format != Format::None; }
+};
+
+/// Reads `tests:`; kept apart for its own tests.
+TestsSpec read_tests_spec(const YAML::Node& node, const std::string& file, Diagnostics& diags);
 
 struct StepDef {
   std::string id;    // GitHub's step id, for steps.ID.* in later steps
@@ -51,6 +75,7 @@ struct StepDef {
   std::string shell;
   std::string devices;  // an integer literal, a ${{ matrix.x }} expression, or empty (0 / the example's)
   RetryPolicy retry;
+  TestsSpec tests;
   SourceLoc loc;
   SourceLoc devices_loc;
   SourceLoc if_loc;

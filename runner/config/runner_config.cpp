@@ -266,7 +266,8 @@ static void read_slurm(MapReader& m, RunnerConfig& cfg, const YAML::Node& doc) {
 static void read_health(MapReader& m, RunnerConfig& cfg) {
   MapReader h(m.get("health"), "health",
               {"infra-exit-codes", "infra-signals", "check", "check-timeout-seconds", "drain-after", "fault-patterns",
-               "window-minutes", "bad-after-runs", "max-auto-drained", "preflight", "reset", "return-after", "probe-interval-seconds", "retire-after"},
+               "window-minutes", "bad-after-runs", "max-auto-drained", "preflight", "reset", "return-after", "probe-interval-seconds", "retire-after",
+               "poison-patterns"},
               m.file(), m.diags());
   if (h.is_map()) {
     if (auto v = h.number("window-minutes", 1, 7 * 24 * 60)) cfg.health.window_minutes = *v;
@@ -309,12 +310,39 @@ static void read_health(MapReader& m, RunnerConfig& cfg) {
         }
       }
     }
+    if (h.has("poison-patterns")) {
+      YAML::Node list = h.get("poison-patterns");
+      if (!list.IsSequence()) {
+        h.error_at(list, "wrong-type", "health: 'poison-patterns' expects a list of regular expressions");
+      } else {
+        cfg.health.poison_patterns.clear();
+        for (const auto& item : list) {
+          if (!item.IsScalar()) {
+            h.error_at(item, "wrong-type", "poison-patterns: each entry is a regular expression (a string)");
+            continue;
+          }
+          try {
+            cfg.health.poison_patterns.push_back(
+                {item.Scalar(), std::make_shared<const std::regex>(item.Scalar(), std::regex::ECMAScript | std::regex::optimize), FailureCause::Card, 0});
+          } catch (const std::regex_error& e) {
+            h.error_at(item, "bad-value", "poison-patterns: '" + item.Scalar() + "' is not a regular expression (" + e.what() + ")");
+          }
+        }
+      }
+    }
     cfg.health.infra_exit_codes = read_int_list(h, "infra-exit-codes", 1, 255);
     cfg.health.infra_signals = read_int_list(h, "infra-signals", 1, 64);
     if (auto v = h.string("check")) cfg.health.check = *v;
     if (auto v = h.number("check-timeout-seconds", 0.01, 3600)) cfg.health.check_timeout_seconds = *v;
     if (auto v = h.integer("drain-after", 1, 1000)) cfg.health.drain_after = static_cast<int>(*v);
   }
+}
+
+std::vector<FaultPattern> default_poison_patterns() {
+  std::vector<FaultPattern> out;
+  for (const char* p : {"chip run lane is poisoned", "device is already owned by another live ChipWorker"})
+    out.push_back({p, std::make_shared<const std::regex>(p, std::regex::ECMAScript | std::regex::optimize), FailureCause::Card, 0});
+  return out;
 }
 
 static void read_source(MapReader& m, RunnerConfig& cfg) {

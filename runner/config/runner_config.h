@@ -25,8 +25,14 @@ struct FaultPattern {
   int card_group = 0;
 };
 
+/// pypto's lines for a device worker a stalled kernel left unusable (pypto#2396, simpler#1918).
+std::vector<FaultPattern> default_poison_patterns();
+
 struct HealthConfig {
   std::vector<FaultPattern> fault_patterns;
+  /// `poison-patterns`: lines that say a test found its card's worker unusable (pypto's ChipWorker), each a
+  /// regular expression: such a test broke its card for the tests after it (testcases/test_verdict).
+  std::vector<FaultPattern> poison_patterns = default_poison_patterns();
   /// Failures charged to one card within this many minutes, from at least `bad_after_runs` different runs,
   /// make it `bad` (drained with its evidence).
   double window_minutes = 60;

@@ -356,6 +356,7 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
   sr.leased.clear();
   sr.lease_markers.clear();
   sr.charged.clear();
+  sr.test_leases.clear();
   sr.node.clear();
   sr.executor_job.clear();
   sr.exit_code = -1;
@@ -405,6 +406,19 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
     set_env(l.env, "HOME", run_home(opts_.run_dir));
     set_env(l.env, "TMPDIR", run_temp(opts_.run_dir));
     set_env(l.env, "RUNNER_TEMP", run_temp(opts_.run_dir));
+  }
+  if (std::string e = prepare_tests(j, s, l); !e.empty()) {
+    // The host could not give it a place for its reports: it fails as a step that could not start.
+    run_.infrastructure_failure = true;
+    run_.infrastructure_problems.push_back(label(j, s) + ": " + e);
+    wait_timeouts_.erase({j, s});
+    transition(j, s, StepState::Running);
+    boost::asio::post(io_, [this, j, s, e] {
+      StepOutcome o;
+      o.error = e;
+      on_done(j, s, o);
+    });
+    return;
   }
   l.simulated_seconds = ps.expected_minutes * 60 * opts_.time_scale;
   l.on_line = [this, j, s](std::string_view line) {
@@ -483,14 +497,33 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
   const bool cancelled = o.cancelled || (jr.cancelled && !o.timed_out) || run_.cancelled;
   // A failed attempt is charged to its cause (engine/failure_evidence), and to its cards when they caused it.
   const StepRecord::Failure* failure = nullptr;
-  if (!o.ok() && !cancelled) {
-    failure = &record_failure(j, s, o);
-  }
+  // A step with `tests:` is judged by its test cases first (engine/engine_tests.cpp); `rerun_tests`: its
+  // retry runs only the tests not yet passed.
+  bool rerun_tests = false;
+  const bool judge_tests = ps.tests.any() && !cancelled && !o.timed_out && o.error.empty() && !opts_.simulate;
+  if (judge_tests) failure = take_tests(j, s, o, rerun_tests);
+  if (!failure && !o.ok() && !cancelled) failure = &record_failure(j, s, o);
   const bool infra = failure && (failure->evidence.cause == FailureCause::Card || failure->evidence.cause == FailureCause::Infra);
-  const bool retriable = failure && o.error.empty() && o.limit_reached.empty() && ps.retry.retries(failure->evidence.cause, sr.attempt) &&
+  const bool retriable = failure && !rerun_tests && sr.tests_error.empty() && sr.error.empty() && o.error.empty() && o.limit_reached.empty() &&
+                         ps.retry.retries(failure->evidence.cause, sr.attempt) &&
                          (ps.retry.on_exit_codes.empty() ||
                           std::count(ps.retry.on_exit_codes.begin(), ps.retry.on_exit_codes.end(), o.exit_code));
-  if (observer_ && failure) observer_->on_attempt_failed(run_, plan_, static_cast<int>(j), static_cast<int>(s), *failure, retriable);
+  if (observer_ && failure) observer_->on_attempt_failed(run_, plan_, static_cast<int>(j), static_cast<int>(s), *failure, retriable || rerun_tests);
+  sr.tests_rerun = rerun_tests;
+  if (rerun_tests) {
+    // Only the tests not yet passed, never on the cards they broke.
+    for (int c : failure->evidence.cards)
+      if (!std::count(sr.avoid.begin(), sr.avoid.end(), c)) sr.avoid.push_back(c);
+    std::ofstream(sr.log_path, std::ios::app) << "pto-runner: " << to_string(failure->evidence.cause) << ": " << failure->evidence.reason
+                                              << "; rerunning " << sr.tests_summary.unresolved.size() << " test(s)"
+                                              << (sr.avoid.empty() ? "" : " on other cards than " + join_ids(sr.avoid)) << " (attempt "
+                                              << sr.attempt + 1 << ")\n";
+    release_cards(cards, infra, label(j, s));
+    sr.cards.clear();
+    enqueue(j, s);
+    pump();
+    return;
+  }
   if (retriable) {
     // Elsewhere: never the cards it was charged to (or, for a failure of the code, the cards it ran on).
     if (ps.retry.elsewhere) {
@@ -513,7 +546,9 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
   if (o.error.empty() && !flow_.take_step_files(j, s, file_error)) sr.error = file_error;
   if (!o.limit_reached.empty()) sr.error = o.limit_reached;
   StepState to;
-  if (o.ok() && sr.error.empty()) {
+  // Green by its exit, unless its tests say otherwise ("ran no tests"), or by its tests after a rerun of
+  // only those not yet passed (its exit then says how the rerun went).
+  if (o.ok() && sr.error.empty() && !(failure && judge_tests)) {
     to = StepState::Succeeded;
     if (ps.kind == StepKind::ToolchainSetup) {
       std::ifstream in(opts_.run_dir + "/toolchain.env");
@@ -533,7 +568,10 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
     }
     if (!ps.continue_on_error) jr.failed = true;
   }
-  if (to == StepState::Succeeded || to == StepState::Failed || to == StepState::TimedOut) settle_verdict(j, s, to);
+  if (to == StepState::Succeeded || to == StepState::Failed || to == StepState::TimedOut) {
+    settle_verdict(j, s, to);
+    settle_tests_verdict(j, s, to);
+  }
   // Report first, then hand the cards on: the next step's start is announced after this step's end.
   transition(j, s, to);
   if ((to == StepState::Failed || to == StepState::TimedOut) && !ps.continue_on_error) fail_fast(j);

@@ -142,6 +142,14 @@ class RunEngine {
   void blame_failing_cards(FailureEvidence& ev, const std::vector<int>& cards);
   /// Charges ev's cards (card or infra) to this run, each once per attempt; the cards' health notes.
   std::vector<std::string> charge_cards(StepRecord& sr, const FailureEvidence& ev);
+  /// A step with `tests:` (engine/engine_tests.cpp): the attempt's report directory, the plugin and, for a
+  /// rerun, what it selects. "" or why it cannot start.
+  std::string prepare_tests(std::size_t j, std::size_t s, StepLaunch& l);
+  /// Reads and judges the attempt's reports: the failure they make (null: none); `rerun`: a retry runs only
+  /// the tests not yet passed.
+  const StepRecord::Failure* take_tests(std::size_t j, std::size_t s, const StepOutcome& o, bool& rerun);
+  /// The verdict and cause of a final step from its tests, over the step's own.
+  void settle_tests_verdict(std::size_t j, std::size_t s, StepState to);
   /// Its cause and one-line verdict once it is final (after failed attempts).
   void settle_verdict(std::size_t j, std::size_t s, StepState to);
   std::string label(std::size_t job, std::size_t step) const;

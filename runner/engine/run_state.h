@@ -4,13 +4,13 @@
 #include <cstdint>
 #include <map>
 
-#include "engine/failure_evidence.h"
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/failure_evidence.h"
 #include "plan/plan.h"
+#include "testcases/test_verdict.h"
 
 namespace pto {
 
@@ -65,6 +65,15 @@ struct StepRecord {
   std::vector<int> avoid;  // cards a retry elsewhere must not get
   std::map<std::string, std::string> outputs;  // from $GITHUB_OUTPUT
   std::string summary;  // what it wrote to $GITHUB_STEP_SUMMARY (Markdown, at most 1 MiB, as GitHub keeps)
+  /// A step with `tests:` (engine/engine_tests.cpp): every attempt's test cases, their sum, why the last
+  /// attempt's reports could not be read, and whether its current attempt reruns only the tests not yet done.
+  std::vector<TestCase> tests;
+  TestsSummary tests_summary;
+  std::string tests_error;
+  bool tests_rerun = false;
+  /// Cards its current attempt's leases took from inside a test (task-submit saw PYTEST_CURRENT_TEST): that
+  /// test's cards.
+  std::map<std::string, std::vector<int>> test_leases;
   // engine bookkeeping
   bool resolved = false;     // its ${{ }} were replaced (once, when it first became runnable)
   std::uint64_t order = 0;   // place in the card queue, kept across retries

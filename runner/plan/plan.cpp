@@ -332,6 +332,7 @@ class Builder {
         if (sd.expected_minutes) s.expected_minutes = *sd.expected_minutes, s.expected_defaulted = false, s.expected_source = "expected-minutes";
         s.continue_on_error = sd.continue_on_error;
         s.retry = sd.retry;
+        s.tests = sd.tests;
         s.origin = s.source = where(def.file, sd.loc);
         s.key = step_key({s.run, s.env, s.working_directory, s.shell, s.devices, s.if_expr, "", nullptr, s.device_type});
         check_pool(s.devices, s.device_type, s.name, def.file,
@@ -371,6 +372,7 @@ class Builder {
           if (expected) s.expected_minutes = *expected, s.expected_defaulted = false, s.expected_source = "expected-minutes";
           s.continue_on_error = sd.continue_on_error;
           s.retry = sd.retry;
+          s.tests = sd.tests;
           s.origin = where(def.file, entry_loc);
           s.source = where(mf.file, ex.loc);
           s.model = mf.id;

@@ -47,6 +47,7 @@ struct PlanStep {
   int expected_samples = 0;
   bool continue_on_error = false;
   RetryPolicy retry;
+  TestsSpec tests;  // where its test cases come from (none: judged as a step only)
   std::string key;
   std::optional<int> deduplicated_from;  // index of the earlier step with the same key
   std::string origin;  // FILE:LINE:COL of the step in its job file (for model steps: its `models:` entry)

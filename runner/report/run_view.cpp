@@ -70,6 +70,38 @@ nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step
   };
   j["failures"] = failures_json(s.failures);
   j["lease_failures"] = failures_json(s.lease_failures);
+  if (ps.tests.any()) j["tests"] = step_tests_json(r, p, job, step);
+  return j;
+}
+
+nlohmann::json step_tests_json(const RunRecord& r, const Plan& p, int job, int step) {
+  const PlanStep& ps = p.jobs[job].steps[step];
+  const StepRecord& s = r.jobs[job].steps[step];
+  const TestsSummary& t = s.tests_summary;
+  nlohmann::json j = {{"format", ps.tests.format == TestsSpec::Format::Pytest ? "pytest" : "junit"},
+                      {"ran", t.ran},
+                      {"passed", t.passed},
+                      {"failed", t.failed},
+                      {"victims", t.victims},
+                      {"skipped", t.skipped},
+                      {"flaky", t.flaky},
+                      {"recovered", t.recovered},
+                      {"rerun", t.rerun}};
+  j["error"] = nullable(s.tests_error);
+  j["verdict"] = nullable(t.verdict);
+  // Each test's last attempt, when it is a failure: what a person reads first (submit, the summary, the page).
+  const std::string log = s.log_path.empty() ? "" : api_path::step_log(r.id, StepId{static_cast<std::size_t>(job), static_cast<std::size_t>(step)}.text());
+  j["failed_tests"] = nlohmann::json::array();
+  for (const std::string& id : t.unresolved)
+    for (auto it = s.tests.rbegin(); it != s.tests.rend(); ++it)
+      if (it->id == id) {
+        nlohmann::json c = it->json();
+        if (!log.empty()) c["log"] = log;
+        j["failed_tests"].push_back(std::move(c));
+        break;
+      }
+  j["cases"] = nlohmann::json::array();
+  for (const TestCase& c : s.tests) j["cases"].push_back(c.json());
   return j;
 }
 

@@ -58,11 +58,14 @@ std::string close_state_dir(const std::string& state_dir) {
 }
 
 std::string run_home(const std::string& run_dir) { return run_dir + "/home"; }
+std::string run_test_reports(const std::string& run_dir) { return run_dir + "/tests"; }
+std::string run_pytest_plugin(const std::string& run_dir) { return run_dir + "/pytest"; }
 std::string run_temp(const std::string& run_dir) { return run_dir + "/tmp"; }
 
 std::string prepare_run_tree(const std::string& run_dir, const RunAs* user) {
   if (std::string e = make_dir(run_dir, 0711, nullptr); !e.empty()) return e;
   if (std::string e = make_dir(run_dir + "/logs", 0700, nullptr); !e.empty()) return e;
+  if (std::string e = make_dir(run_test_reports(run_dir), 0711, nullptr); !e.empty()) return e;
   for (const std::string& d : {run_dir + "/files", run_home(run_dir), run_temp(run_dir)})
     if (std::string e = make_dir(d, 0700, user); !e.empty()) return e;
   const std::string src = run_worktree(run_dir);
@@ -81,7 +84,7 @@ std::string prepare_run_tree(const std::string& run_dir, const RunAs* user) {
 
 std::string reclaim_run_tree(const std::string& run_dir) {
   std::string problem;
-  for (const std::string& d : {run_dir + "/files", run_home(run_dir), run_temp(run_dir)}) {
+  for (const std::string& d : {run_dir + "/files", run_home(run_dir), run_temp(run_dir), run_test_reports(run_dir)}) {
     std::error_code ec;
     fs::remove_all(d, ec);
     if (ec && problem.empty()) problem = "cannot remove " + d + ": " + ec.message();

@@ -1,0 +1,183 @@
+// RunEngine's part in "every test case known" (docs/maintainers.md, "Test results"): a step with `tests:` gets
+// a report directory per attempt (and pytest steps the plugin), its reports are read when the attempt ends and
+// judged (testcases/test_verdict), its card breakers charged once, and a failed attempt reruns only the tests
+// not yet passed, on other cards than the ones they broke. The rest of the state machine is engine/engine.cpp.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "engine/attempt_facts.h"
+#include "engine/engine.h"
+#include "sandbox/run_tree.h"
+#include "testcases/junit_reader.h"
+#include "testcases/pytest_plugin.h"
+#include "testcases/report_files.h"
+#include "util/ids.h"
+#include "util/process_env.h"
+
+namespace fs = std::filesystem;
+
+namespace pto {
+
+namespace {
+
+// Reports are hostile input read by root: capped per file and in number.
+constexpr std::size_t kMaxReportBytes = 64u << 20;
+constexpr std::size_t kMaxReports = 1000;
+
+std::string report_dir(const std::string& run_dir, std::size_t j, std::size_t s, int attempt) {
+  return run_test_reports(run_dir) + "/" + StepId{j, s}.text() + "-" + std::to_string(attempt);
+}
+
+std::string cards_text(const std::vector<int>& cards) {
+  std::string out = cards.size() == 1 ? "card " : "cards ";
+  for (std::size_t i = 0; i < cards.size(); ++i) out += (i ? "," : "") + std::to_string(cards[i]);
+  return out;
+}
+
+}  // namespace
+
+std::string RunEngine::prepare_tests(std::size_t j, std::size_t s, StepLaunch& l) {
+  const PlanStep& ps = plan_.jobs[j].steps[s];
+  StepRecord& sr = run_.jobs[j].steps[s];
+  if (!ps.tests.any() || opts_.simulate) return "";
+  // Its own directory, the step's user's, in one only root writes: nothing planted there can redirect it.
+  const std::string parent = run_test_reports(opts_.run_dir), dir = report_dir(opts_.run_dir, j, s, sr.attempt);
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  ::chmod(parent.c_str(), 0711);
+  fs::remove_all(dir, ec);
+  if (::mkdir(dir.c_str(), 0700) != 0) return "cannot create " + dir + ": " + std::strerror(errno);
+  if (opts_.run_as && ::chown(dir.c_str(), opts_.run_as->uid, opts_.run_as->gid) != 0)
+    return "cannot hand " + dir + " to " + opts_.run_as->name + ": " + std::strerror(errno);
+  l.env.push_back("PTO_RUNNER_TESTS_DIR=" + dir);
+  const std::vector<std::string>& rerun = sr.tests_summary.unresolved;
+  if (ps.tests.format == TestsSpec::Format::Pytest) {
+    const std::string plugin = run_pytest_plugin(opts_.run_dir);
+    if (std::string e = install_pytest_plugin(plugin); !e.empty()) return e;
+    std::string skip;
+    if (sr.tests_rerun) {
+      // What already passed or was skipped is deselected: a pytest call the first attempt never reached runs.
+      skip = plugin + "/done-" + StepId{j, s}.text() + "-" + std::to_string(sr.attempt);
+      std::ofstream out(skip, std::ios::trunc);
+      for (const std::string& id : sr.tests_summary.done) out << id << "\n";
+      if (!out.flush()) return "cannot write " + skip;
+      ::chmod(skip.c_str(), 0644);
+    }
+    add_pytest_env(l.env, plugin, dir, skip, ps.tests.allow_empty);
+  } else if (sr.tests_rerun) {
+    // `rerun: 'CMD {tests}'`: the ids come from the step's own reports; each is one quoted word.
+    std::string ids;
+    for (const std::string& id : rerun) ids += (ids.empty() ? "" : " ") + shell_quote(id);
+    l.command = ps.tests.rerun;
+    for (std::size_t p; (p = l.command.find("{tests}")) != std::string::npos;) l.command.replace(p, 7, ids);
+  }
+  return "";
+}
+
+const StepRecord::Failure* RunEngine::take_tests(std::size_t j, std::size_t s, const StepOutcome& o, bool& rerun) {
+  const PlanStep& ps = plan_.jobs[j].steps[s];
+  StepRecord& sr = run_.jobs[j].steps[s];
+  rerun = false;
+  sr.tests_error.clear();
+  // Its reports, read beneath a directory the step cannot replace: the attempt's own, or the worktree.
+  CollectedReports found = ps.tests.format == TestsSpec::Format::Pytest
+                               ? collect_reports(report_dir(opts_.run_dir, j, s, sr.attempt), "*.xml", kMaxReportBytes, kMaxReports)
+                               : collect_reports(opts_.root, (ps.working_directory.empty() ? "" : ps.working_directory + "/") + ps.tests.path,
+                                                 kMaxReportBytes, kMaxReports);
+  std::vector<TestCase> cases;
+  std::string error = found.error;
+  for (std::size_t i = 0; i < found.files.size() && error.empty(); ++i) {
+    ParsedReport r = parse_junit(found.files[i], static_cast<int>(i), ps.tests.format == TestsSpec::Format::Pytest);
+    error = r.error;
+    for (TestCase& c : r.cases) cases.push_back(std::move(c));
+  }
+  found.files.clear();
+  auto fail = [&](FailureEvidence ev) -> const StepRecord::Failure* {
+    ev.cards = ev.cause == FailureCause::Code ? std::vector<int>{} : ev.cards;
+    std::vector<std::string> notes = charge_cards(sr, ev);
+    sr.failures.push_back({sr.attempt, attempt_cards(sr), ev, notes, ""});
+    return &sr.failures.back();
+  };
+  if (!error.empty()) {
+    // A report that cannot be trusted: the host's failure to judge the step, never a crash; its cases are dropped.
+    sr.tests_error = error;
+    FailureEvidence ev;
+    ev.cause = FailureCause::Infra;
+    ev.reason = "a test report was refused: " + error;
+    return fail(ev);
+  }
+  std::map<std::string, std::vector<int>> cards_of = device_lines(attempt_log(sr.log_path));
+  for (const auto& [test, cards] : sr.test_leases) cards_of[test] = cards;
+  AttemptTests judged = judge_attempt(cases, opts_.health, attempt_cards(sr), cards_of);
+  for (TestCase& c : cases) c.attempt = sr.attempt;
+  sr.tests.insert(sr.tests.end(), std::make_move_iterator(cases.begin()), std::make_move_iterator(cases.end()));
+  sr.tests_summary = summarize_tests(sr.tests);
+  if (judged.ran == 0 && !sr.tests_rerun && !ps.tests.allow_empty) {
+    FailureEvidence ev;
+    ev.reason = "ran no tests";
+    ev.reason += ps.tests.format == TestsSpec::Format::Pytest ? " (no pytest process of it ran a test)"
+                                                              : " (no report matching " + ps.tests.path + " names a test that ran)";
+    sr.error = ev.reason;
+    return fail(ev);
+  }
+  if (o.ok() || !judged.failed()) return nullptr;  // green by its exit, or red for what its log says
+  // The cards its tests broke are charged once each, whatever else failed; the attempt's cause is the code's
+  // when a test failed by itself.
+  FailureEvidence card;
+  card.cause = FailureCause::Card;
+  for (const CardBreak& b : judged.breaks) {
+    if (std::count(card.cards.begin(), card.cards.end(), b.card)) continue;
+    card.cards.push_back(b.card);
+    card.pattern = b.pattern;
+    card.matched_line = b.line;
+  }
+  FailureEvidence ev = card;
+  int victims = 0;
+  for (const CardBreak& b : judged.breaks) victims += b.victims;
+  std::string broke;
+  for (const CardBreak& b : judged.breaks)
+    if (broke.find(b.test) == std::string::npos) broke += (broke.empty() ? "" : ", ") + b.test;
+  ev.reason = judged.breaks.empty() ? ""
+                                    : std::to_string(victims) + (victims == 1 ? " victim of " : " victims of ") + broke + " on " +
+                                          cards_text(card.cards) + " (" + card.matched_line + ")";
+  if (judged.code_failures > 0) {
+    std::string first;
+    for (const TestCase& c : sr.tests)
+      if (c.attempt == sr.attempt && c.cause == FailureCause::Code) {
+        first = c.id + (c.message.empty() ? "" : ": " + c.message.substr(0, c.message.find('\n')));
+        break;
+      }
+    ev.cause = FailureCause::Code;
+    ev.reason = std::to_string(judged.code_failures) + " failed (" + first + ")" + (ev.reason.empty() ? "" : ", " + ev.reason);
+  }
+  std::vector<std::string> notes = charge_cards(sr, card);
+  ev.cards = card.cards;
+  sr.failures.push_back({sr.attempt, attempt_cards(sr), ev, notes, ""});
+  const bool can_select = ps.tests.format == TestsSpec::Format::Pytest || !ps.tests.rerun.empty();
+  rerun = can_select && ps.retry.reruns_tests(sr.attempt) &&
+          static_cast<int>(sr.tests_summary.unresolved.size()) <= ps.retry.max_tests && !sr.tests_summary.unresolved.empty();
+  return &sr.failures.back();
+}
+
+void RunEngine::settle_tests_verdict(std::size_t j, std::size_t s, StepState to) {
+  StepRecord& sr = run_.jobs[j].steps[s];
+  if (!plan_.jobs[j].steps[s].tests.any() || sr.tests.empty() || !sr.tests_error.empty()) return;
+  const TestsSummary& t = sr.tests_summary;
+  if (to == StepState::Succeeded) {
+    if (t.verdict.empty()) return;
+    // Its command exited 0 with tests failed (`pytest || true`): green as it said, and the failures shown.
+    sr.verdict = (t.unresolved.empty() ? "passed: " : "passed (its command exited 0): ") + t.verdict;
+    sr.cause = t.flaky > 0 ? "flaky" : t.recovered > 0 ? "card" : sr.cause;
+  } else if (!t.unresolved.empty()) {
+    sr.verdict = "failed: " + t.verdict;
+    sr.cause = t.code_failure ? "code" : "card";
+  }
+}
+
+}  // namespace pto

@@ -1,0 +1,26 @@
+#pragma once
+// JUnit XML to test cases. Reports are hostile input: pugixml parses without DTDs or entity expansion (no
+// billion laughs, no external entities); a report that does not parse is refused with its file, line and
+// column. The cases of one report are one process's, in the order they ran (what victims are judged by).
+//
+// pto-runner's own pytest plugin (testcases/pto_runner_pytest.py) writes its reports as the tests end: one
+// whose process died before the end is read up to its last complete test case, and the test it died in
+// (its last <pto-started/> without a case) is an error.
+#include <string>
+#include <vector>
+
+#include "testcases/report_files.h"
+#include "testcases/test_case.h"
+
+namespace pto {
+
+struct ParsedReport {
+  std::vector<TestCase> cases;
+  std::string error;  // "FILE:LINE:COL: what is wrong" ("" parsed)
+  bool complete = true;  // false: the process ended before its report was closed
+};
+
+/// `process` is stamped on every case; `from_plugin`: written by pto-runner's plugin (may be cut short).
+ParsedReport parse_junit(const ReportFile& report, int process, bool from_plugin);
+
+}  // namespace pto

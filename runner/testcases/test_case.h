@@ -1,0 +1,40 @@
+#pragma once
+// One test case of a step's attempt, as its report said and as pto-runner judged it (SPEC "Test results").
+// Value types only: testcases/junit_reader reads them, testcases/test_verdict judges them, the engine keeps
+// them in the step's record, report/ and server/ render them.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "config/failure_cause.h"
+
+namespace pto {
+
+enum class TestResult { Passed, Failed, Error, Skipped, Muted, Victim };
+
+std::string to_string(TestResult r);
+std::optional<TestResult> test_result_named(const std::string& s);
+/// Failed, error and victim: what makes a step red unless accounted for.
+inline bool is_failure(TestResult r) { return r == TestResult::Failed || r == TestResult::Error || r == TestResult::Victim; }
+
+struct TestCase {
+  std::string id;  // pytest's node id; JUnit classname::name
+  TestResult result = TestResult::Passed;
+  double duration = 0;  // seconds
+  std::vector<int> cards;
+  int attempt = 1;
+  /// code or card, for a failure (a victim's is card); flaky once it passed on a rerun; none for a pass.
+  std::optional<FailureCause> cause;
+  std::string message;  // the first lines of its failure, error or skip message
+  std::string output;   // the end of its captured output and traceback (failures only, capped)
+  std::string file;
+  int line = 0;
+  int process = 0;       // which report (one per pytest process) it came from: victims are of one process
+  std::string victim_of;  // for a victim: the test whose card fault it followed
+  std::string card_fault;  // for the test that broke its card: the line that says so
+  nlohmann::json json() const;  // without `output`
+};
+
+}  // namespace pto
