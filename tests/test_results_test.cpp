@@ -228,7 +228,13 @@ TEST_CASE("test results: 60 pytest cases on 4 cards, card 2 breaking halfway and
                                                    "    run: ") + kPytest + " suite\n"}});
       s.dir.write("runner.yml", "health:\n  fault-patterns:\n    - {pattern: '507018', cause: card}\n");
       s.start();
-      const std::string id = s.submit_run({{"jobs", {"st"}}});
+      // As a workflow submits it: `submit --wait` inside GitHub Actions, with a step summary.
+      const fs::path summary = s.dir.path() / "summary.md";
+      CommandResult sub = run_cli({"submit", "--server", s.url(), "--job", "st", "--wait", "--poll-interval", "0.1"},
+                                  {{"PTO_RUNNER_TOKEN", s.token}, {"GITHUB_ACTIONS", "true"}, {"GITHUB_STEP_SUMMARY", summary.string()}});
+      const json runs = s.get(pto::api_path::kRuns)["runs"];
+      REQUIRE(runs.size() == 1);
+      const std::string id = runs[0]["id"];
       const json run = s.wait_run(id, 120);
       const json& step = step_of(run);
       INFO(step.dump(1).substr(0, 6000));
@@ -262,6 +268,36 @@ TEST_CASE("test results: 60 pytest cases on 4 cards, card 2 breaking halfway and
         if (c["id"] != "suite/test_suite.py::test_real") CHECK(c["result"] == "passed");
       CHECK(charges_of(s, 2, id) == 1);
       if (real) {
+        CHECK(sub.exit_code == 1);
+        // submit names the failed test, its cause, card and message, and annotates its file and line.
+        CHECK(sub.out.find("FAILED suite/test_suite.py::test_real [code, card") != std::string::npos);
+        CHECK(sub.out.find("::error title=suite/test_suite.py%3A%3Atest_real failed (code),file=suite/test_suite.py,line=") != std::string::npos);
+        CHECK(read_file(summary).find("| `suite/test_suite.py::test_real` | code |") != std::string::npos);
+        // The run's tests: the failed one alone with ?result=failed; the merged JUnit report with Surefire's rerun elements.
+        const json failed = s.get(pto::api_path::run_tests(id) + "?result=failed");
+        REQUIRE(failed["tests"].size() == 1);
+        CHECK(failed["tests"][0]["step"] == "1-1");
+        CHECK(s.get(pto::api_path::run_tests(id))["tests"].size() == 69);  // 60, then 9 rerun
+        auto xml = pto::api_request("GET", s.url(pto::api_path::run_junit(id)));
+        INFO(xml.error);
+        INFO(read_file(s.proc.err).substr(0, 3000));
+        REQUIRE(xml.status == 200);
+        pugi::xml_document doc;
+        REQUIRE(doc.load_string(xml.body.c_str()));
+        pugi::xml_node suite = doc.child("testsuites").child("testsuite");
+        CHECK(suite.attribute("tests").as_int() == 60);
+        CHECK(suite.attribute("failures").as_int() == 1);
+        int flaky = 0;
+        for (auto tc : suite.children("testcase")) {
+          const std::string name = tc.attribute("name").as_string();
+          if (name == "test_real") {
+            CHECK(tc.child("failure"));
+            CHECK(tc.child("rerunFailure"));
+            CHECK(std::string(tc.attribute("classname").as_string()) == "suite/test_suite.py");
+          }
+          flaky += tc.child("flakyFailure") ? 1 : 0;
+        }
+        CHECK(flaky == 8);  // card 2's breaker and its 7 victims failed, then passed elsewhere
         CHECK(step["state"] == "failed");
         CHECK(step["cause"] == "code");
         REQUIRE(step["tests"]["failed_tests"].size() == 1);
@@ -277,6 +313,7 @@ TEST_CASE("test results: 60 pytest cases on 4 cards, card 2 breaking halfway and
         CHECK(step["state"] == "succeeded");
         CHECK(step["verdict"].get<std::string>().rfind("passed: 7 victims of " + breaker + " on card 2, all passed on other cards", 0) == 0);
         CHECK(run["result"] == 0);
+        CHECK(sub.exit_code == 0);
       }
     }
   }
@@ -354,4 +391,40 @@ TEST_CASE("test results: a JUnit step (ctest --output-junit) reports, a malforme
   CHECK(step_of(link)["state"] == "failed");
   CHECK(step_of(link)["tests"]["error"] == "out2/r.xml is a symbolic link: reports are read without following links");
   CHECK(pto::api_request("GET", s.url(pto::api_path::kHealthz)).status == 200);
+}
+
+TEST_CASE("test results: a card a test leases through task-submit (PYTEST_CURRENT_TEST) is that test's, so a fault on it makes the "
+          "later failures on that card its victims", "[tests][daemon][lease]") {
+  if (!have_pytest()) FAIL("python3-pytest is not installed (scripts/install-deps.sh installs it)");
+  Served s;
+  TempDir bin;
+  fs::create_symlink(PTO_RUNNER_BIN, bin.path() / "task-submit");
+  s.env = {{"PATH", bin.str() + ":" + std::getenv("PATH")}};
+  s.devices = "0-3";
+  // Each test borrows the card of its index (as pypto's --execute-via-task-submit batches do); card 1 is
+  // broken: its leases print the fault and fail, and pytest sees the failure with no card in its message.
+  fs::create_directories(s.dir.path() / "leased");
+  std::ofstream(s.dir.path() / "leased/test_leased.py")
+      << "import subprocess, pytest\n"
+         "@pytest.mark.parametrize('n', range(8))\n"
+         "def test_batch(n):\n"
+         "    card = n % 4\n"
+         "    run = 'echo aclrtSynchronizeStream failed: 507018; exit 1' if card == 1 else 'true'\n"
+         "    r = subprocess.run(['task-submit', '--device', str(card), '--run', run], capture_output=True, text=True)\n"
+         "    assert r.returncode == 0, 'the batch failed'\n";
+  write_project(s.dir, {{"leased.yml", std::string("name: leased\nsteps:\n  - tests: pytest\n    retry: {max: 0}\n    run: ") + kPytest + " leased\n"}});
+  s.dir.write("runner.yml", "health:\n  fault-patterns:\n    - {pattern: '507018', cause: card}\n");
+  s.start();
+  const json run = s.wait_run(s.submit_run({{"jobs", {"leased"}}}), 60);
+  const json& step = step_of(run);
+  INFO(step.dump(1).substr(0, 5000));
+  std::map<std::string, json> cases;
+  for (const auto& c : step["tests"]["cases"]) cases[c["id"]] = c;
+  CHECK(cases["leased/test_leased.py::test_batch[0]"]["cards"] == json::array({0}));
+  CHECK(cases["leased/test_leased.py::test_batch[1]"]["cards"] == json::array({1}));
+  CHECK(cases["leased/test_leased.py::test_batch[1]"]["result"] == "failed");
+  CHECK(cases["leased/test_leased.py::test_batch[1]"]["cause"] == "card");  // its lease said the card broke
+  CHECK(cases["leased/test_leased.py::test_batch[5]"]["result"] == "victim");
+  CHECK(cases["leased/test_leased.py::test_batch[5]"]["victim_of"] == "leased/test_leased.py::test_batch[1]");
+  CHECK(step["cause"] == "card");
 }

@@ -107,6 +107,7 @@ std::string RunFollower::poll(nlohmann::json& run, bool& done) {
         text += "<== " + title_of(job, s) + ": " + state + (end.empty() ? "" : ", " + end) + "\n";
         if (s.contains("verdict") && s["verdict"].is_string())  // what its failures were charged to
           text += "    " + s["verdict"].get<std::string>() + "\n";
+        text += failed_tests_text(s, server_);
       }
     }
   text += queue_line(run, expected_wait_, last_queue_line_, last_queue_at_, now);

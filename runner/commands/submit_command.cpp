@@ -105,6 +105,17 @@ void report_failed_steps(ActionsOutput& out, const nlohmann::json& run, const st
       out.endgroup();
       const std::string verdict = s.contains("verdict") && s["verdict"].is_string() ? s["verdict"].get<std::string>() : "";
       out.command("error", {{"title", title + " failed"}}, verdict.empty() ? state + (end.empty() ? "" : ", " + end) : verdict);
+      // One annotation per failed test at its file and line, as GitHub shows them beside the diff (at most 50).
+      int annotated = 0;
+      if (s.contains("tests") && s["tests"].is_object())
+        for (const auto& c : s["tests"].value("failed_tests", nlohmann::json::array())) {
+          if (++annotated > 50) break;
+          CommandProperties props = {{"title", c.value("id", "") + " " + c.value("result", "") +
+                                                   (c["cause"].is_string() ? " (" + c["cause"].get<std::string>() + ")" : "")}};
+          if (c.contains("file") && c["file"].is_string()) props.push_back({"file", c["file"].get<std::string>()});
+          if (c.contains("line") && c["line"].is_number_integer()) props.push_back({"line", std::to_string(c["line"].get<int>())});
+          out.command("error", props, c.contains("message") && c["message"].is_string() ? c["message"].get<std::string>() : "failed");
+        }
     }
   for (const auto& job : run["jobs"])
     for (const auto& s : job["steps"])

@@ -357,6 +357,7 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
   sr.lease_markers.clear();
   sr.charged.clear();
   sr.test_leases.clear();
+  sr.test_lease_faults.clear();
   sr.node.clear();
   sr.executor_job.clear();
   sr.exit_code = -1;

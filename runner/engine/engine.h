@@ -80,9 +80,10 @@ class RunEngine {
   void abort(const std::string& problem);
   /// A lease of step (job, step)'s current attempt ended and its client said how its command did
   /// (task-submit): the lease's cause, its cards charged when they caused it, and evidence for the step's
-  /// cause should it fail (engine/engine_health.cpp). Null when the lease did not fail.
+  /// cause should it fail (engine/engine_health.cpp). Null when the lease did not fail. `test`: the test that
+  /// took it (its cards are that test's, engine/engine_tests.cpp).
   const StepRecord::Failure* lease_ended(std::size_t job, std::size_t step, const std::string& lease, const std::vector<int>& cards,
-                                         int exit_code, int signal, const std::string& output);
+                                         int exit_code, int signal, const std::string& output, const std::string& test = "");
   /// Attached runs (engine/engine_attach.cpp): before start(), every job but `names` (with what they need,
   /// and the lead job when they need the toolchain) is held: it starts only once a client wants it.
   void hold_all_but(const std::vector<std::string>& names);

@@ -71,12 +71,17 @@ const StepRecord::Failure& RunEngine::record_failure(std::size_t j, std::size_t 
 }
 
 const StepRecord::Failure* RunEngine::lease_ended(std::size_t j, std::size_t s, const std::string& lease, const std::vector<int>& cards,
-                                                  int exit_code, int signal, const std::string& output) {
+                                                  int exit_code, int signal, const std::string& output, const std::string& test) {
   if (j >= run_.jobs.size() || s >= run_.jobs[j].steps.size()) return nullptr;
   StepRecord& sr = run_.jobs[j].steps[s];
   if (sr.state != StepState::Running) return nullptr;  // a late release of an attempt that is over
   for (int c : cards)
     if (!std::count(sr.leased.begin(), sr.leased.end(), c)) sr.leased.push_back(c);
+  if (!test.empty() && sr.test_leases.size() < 100000) {
+    std::vector<int>& mine = sr.test_leases[test];
+    for (int c : cards)
+      if (!std::count(mine.begin(), mine.end(), c)) mine.push_back(c);
+  }
   // Its markers join the attempt's (bounded as a log tail is): the cases on the other cards decide whether
   // failed cases are a card's or the commit's.
   std::string markers;
@@ -104,6 +109,8 @@ const StepRecord::Failure* RunEngine::lease_ended(std::size_t j, std::size_t s, 
     ev.cards = own.empty() ? cards : own;
   }
   blame_failing_cards(ev, cards);
+  if (!test.empty() && (ev.cause == FailureCause::Card || ev.cause == FailureCause::Infra) && sr.test_lease_faults.size() < 100000)
+    sr.test_lease_faults[test] = ev.matched_line.empty() ? ev.reason : ev.matched_line;
   sr.lease_failures.push_back({sr.attempt, cards, ev, charge_cards(sr, ev), lease});
   if (observer_) observer_->on_attempt_failed(run_, plan_, static_cast<int>(j), static_cast<int>(s), sr.lease_failures.back(), false);
   return &sr.lease_failures.back();

@@ -114,7 +114,7 @@ const StepRecord::Failure* RunEngine::take_tests(std::size_t j, std::size_t s, c
   }
   std::map<std::string, std::vector<int>> cards_of = device_lines(attempt_log(sr.log_path));
   for (const auto& [test, cards] : sr.test_leases) cards_of[test] = cards;
-  AttemptTests judged = judge_attempt(cases, opts_.health, attempt_cards(sr), cards_of);
+  AttemptTests judged = judge_attempt(cases, opts_.health, attempt_cards(sr), cards_of, sr.test_lease_faults);
   for (TestCase& c : cases) c.attempt = sr.attempt;
   sr.tests.insert(sr.tests.end(), std::make_move_iterator(cases.begin()), std::make_move_iterator(cases.end()));
   sr.tests_summary = summarize_tests(sr.tests);

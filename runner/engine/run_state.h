@@ -74,6 +74,8 @@ struct StepRecord {
   /// Cards its current attempt's leases took from inside a test (task-submit saw PYTEST_CURRENT_TEST): that
   /// test's cards.
   std::map<std::string, std::vector<int>> test_leases;
+  /// Those tests whose lease failed by its card's doing: the line that said so.
+  std::map<std::string, std::string> test_lease_faults;
   // engine bookkeeping
   bool resolved = false;     // its ${{ }} were replaced (once, when it first became runnable)
   std::uint64_t order = 0;   // place in the card queue, kept across retries

@@ -120,7 +120,7 @@ const StepRecord::Failure* HostedRun::lease_ended(const Lease& l) {
   if (!l.report.given || !l.request.step) return nullptr;
   // Passed or not: a passing batch's markers are what shows another card's failed cases to be that card's.
   return engine_->lease_ended(l.request.step->job, l.request.step->step, l.id, l.cards, l.report.exit_code, l.report.signal,
-                              l.report.output);
+                              l.report.output, l.request.test);
 }
 
 void HostedRun::give_back(std::function<void()> done) {

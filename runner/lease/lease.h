@@ -19,6 +19,7 @@ struct LeaseRequest {
   double max_seconds = 0;   // revoked this long after the grant (0: no limit)
   double wait_seconds = 0;  // refused when not granted within this long (0: wait as long as it takes)
   std::string label;        // what it runs, for the queue, --list and --find
+  std::string test;         // the test (pytest's node id) that took it: its cards are that test's
   std::string run_id;       // the run whose step asked (its lease token), "" for an operator's
   std::optional<StepId> step;  // that step, when asked with its attempt's own token; else it ends with its run
   std::vector<int> avoid;   // never these cards (its step's retry elsewhere), unless device_ids names them

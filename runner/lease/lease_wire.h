@@ -11,6 +11,7 @@ inline constexpr const char* kDeviceType = "device-type";
 inline constexpr const char* kMaxSeconds = "max-seconds";
 inline constexpr const char* kWaitSeconds = "wait-seconds";
 inline constexpr const char* kLabel = "label";
+inline constexpr const char* kTest = "test";  // the pytest test it was taken from (PYTEST_CURRENT_TEST), if any
 
 // Its answer once granted (201), and each lease in GET /api/v1/leases
 inline constexpr const char* kId = "id";

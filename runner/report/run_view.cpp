@@ -125,6 +125,28 @@ nlohmann::json job_to_json(const RunRecord& r, const Plan& p, int job, double no
   return j;
 }
 
+std::string failed_tests_text(const nlohmann::json& step, const std::string& server, std::size_t max) {
+  if (!step.contains("tests") || !step["tests"].is_object()) return "";
+  const nlohmann::json failed = step["tests"].value("failed_tests", nlohmann::json::array());
+  std::string out;
+  std::size_t shown = 0;
+  for (const auto& c : failed) {
+    if (shown == max) {
+      out += "    ... and " + std::to_string(failed.size() - max) + " more failed tests\n";
+      break;
+    }
+    ++shown;
+    std::string cards;
+    for (const auto& card : c.value("cards", nlohmann::json::array())) cards += (cards.empty() ? "" : ",") + card.dump();
+    const std::string message = c.contains("message") && c["message"].is_string() ? c["message"].get<std::string>() : "";
+    out += "    FAILED " + c.value("id", "") + " [" + (c["cause"].is_string() ? c["cause"].get<std::string>() : c.value("result", "")) +
+           (cards.empty() ? "" : (cards.find(',') == std::string::npos ? ", card " : ", cards ") + cards) + "]" +
+           (message.empty() ? "" : ": " + message.substr(0, message.find('\n'))) +
+           (c.contains("log") && c["log"].is_string() ? " (log: " + server + c["log"].get<std::string>() + ")" : "") + "\n";
+  }
+  return out;
+}
+
 std::string describe_step_end(const nlohmann::json& s) {
   if (s.contains("error") && s["error"].is_string()) return s["error"].get<std::string>();
   if (s.value("timed_out", false)) return "timed out";
@@ -166,6 +188,21 @@ std::string markdown_summary(const nlohmann::json& run) {
              " | " + cell(exit.empty() ? "-" : exit) + " |\n";
     }
   out += "\n";
+  // Each step's failed tests, below the table: what a reviewer looks for first.
+  std::string failed;
+  for (const auto& job : run["jobs"])
+    for (const auto& s : job["steps"]) {
+      if (!s.contains("tests") || !s["tests"].is_object()) continue;
+      for (const auto& c : s["tests"].value("failed_tests", nlohmann::json::array())) {
+        std::string cards;
+        for (const auto& card : c.value("cards", nlohmann::json::array())) cards += (cards.empty() ? "" : ",") + card.dump();
+        const std::string message = c.contains("message") && c["message"].is_string() ? c["message"].get<std::string>() : "";
+        failed += "| " + cell(s.value("name", "")) + " | `" + cell(c.value("id", "")) + "` | " +
+                  (c["cause"].is_string() ? c["cause"].get<std::string>() : "-") + " | " + (cards.empty() ? "-" : cards) + " | " +
+                  cell(message.substr(0, std::min<std::size_t>(message.find('\n'), 200))) + " |\n";
+      }
+    }
+  if (!failed.empty()) out += "#### Failed tests\n\n| Step | Test | Cause | Cards | Message |\n|---|---|---|---|---|\n" + failed + "\n";
   // What the steps wrote to their own $GITHUB_STEP_SUMMARY follows, in step order, as GitHub shows them; the
   // whole stays within GitHub's 1 MiB for one step's summary (past it GitHub would drop all of it, the table
   // too), so summaries that do not fit are named instead.

@@ -20,6 +20,9 @@ nlohmann::json estimate_to_json(double minutes, const std::string& source, int s
 nlohmann::json job_to_json(const RunRecord& r, const Plan& p, int job, double now, bool with_steps = true);
 /// `state`: queued/running/succeeded/failed/cancelled/interrupted; `result` the exit code it ends with (-1 while running).
 nlohmann::json run_to_json(const RunRecord& r, const Plan& p, const std::string& state, int result, double now);
+/// A step's failed tests (its JSON's tests.failed_tests) as lines a person reads, each
+/// "    FAILED ID [cause, card N]: first message line (log: SERVER/LOG)", at most `max` and then how many more.
+std::string failed_tests_text(const nlohmann::json& step, const std::string& server, std::size_t max = 20);
 /// How a step ended from its JSON: "exit 3", "signal 9", "timed out", the error, or "" (not run).
 std::string describe_step_end(const nlohmann::json& step);
 /// 0.4s, 12.0s, 3m05s; "-" for a negative duration (never started).

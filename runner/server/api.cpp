@@ -1,5 +1,7 @@
 #include "server/api.h"
 
+#include "report/junit_report.h"
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -77,7 +79,13 @@ void Api::handle(const HttpRequest& req, HttpServer::Respond respond) {
     return respond(error_response(503, "too many connections from this client (max-connections-per-client): close some and retry"));
   if (options_.leases_only && caller.role == Caller::Role::Anonymous)
     return respond(error_response(401, access_.refusal(Action::Lease)));
-  route(req, caller, std::move(respond));
+  // A rendering that throws (a record it did not expect) answers 500 for that request; the daemon goes on.
+  HttpServer::Respond fallback = respond;
+  try {
+    route(req, caller, std::move(respond));
+  } catch (const std::exception& e) {
+    fallback(error_response(500, std::string("internal error answering ") + req.path + ": " + e.what()));
+  }
 }
 
 // The one route table. Each route: its method (405 otherwise), who may call it (401), then what it does.
@@ -143,6 +151,18 @@ void Api::route(const HttpRequest& req, const Caller& caller, HttpServer::Respon
     if (!get) return respond(method_not_allowed());
     if (allowed(Action::Read)) run(seg[3], std::move(respond));
     return;
+  }
+  if ((is(api_path::kRuns, {"*", "tests"}) || is(api_path::kRuns, {"*", "junit.xml"})) && is_run_id(seg[3])) {
+    if (!get) return respond(method_not_allowed());
+    if (!allowed(Action::Read)) return;
+    const bool junit = seg[4] == "junit.xml";
+    auto it = req.query.find("result");
+    if (!junit && it != req.query.end() && it->second != "failed") return respond(error_response(400, "result may only be 'failed'"));
+    const bool failed_only = !junit && it != req.query.end();
+    return run_json(seg[3], respond, [respond, junit, failed_only](const nlohmann::json& run) {
+      if (junit) return respond({200, "application/xml; charset=utf-8", junit_report(run), {}});
+      respond(json_response(200, run_tests_json(run, failed_only)));
+    });
   }
   if (is(api_path::kRuns, {"*", "cancel"}) && is_run_id(seg[3])) {
     if (!post) return respond(method_not_allowed());
@@ -280,6 +300,14 @@ void Api::run(const std::string& id, HttpServer::Respond respond) {
   }
   commands_.run_read(id);
   finished_record(id, respond, [respond](const nlohmann::json& record) { respond(json_response(200, record)); });
+}
+
+void Api::run_json(const std::string& id, HttpServer::Respond respond, std::function<void(const nlohmann::json&)> found) {
+  if (auto it = model_.active.find(id); it != model_.active.end()) {
+    const RunEngine& e = *it->second.engine;
+    return found(run_to_json(e.record(), e.plan(), e.record().cancelled ? "cancelling" : "running", -1, e.now()));
+  }
+  finished_record(id, respond, std::move(found));
 }
 
 void Api::finished_record(const std::string& id, HttpServer::Respond respond, std::function<void(const nlohmann::json&)> found) {

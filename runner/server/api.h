@@ -46,6 +46,8 @@ class Api {
   void run(const std::string& id, HttpServer::Respond respond);
   void step_log(const std::string& id, const std::string& step, const HttpRequest& req, HttpServer::Respond respond);
   /// A finished run's record from memory or its run.json (on a worker); `found` runs on the engine thread.
+  /// A run's JSON, active (rendered now) or finished (its run.json, read on a worker).
+  void run_json(const std::string& id, HttpServer::Respond respond, std::function<void(const nlohmann::json&)> found);
   void finished_record(const std::string& id, HttpServer::Respond respond,
                        std::function<void(const nlohmann::json&)> found);
 

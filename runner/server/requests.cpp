@@ -92,6 +92,9 @@ std::optional<BodyError> parse_lease_request(const std::string& text, LeaseReque
     } else if (k == "label") {
       if (!v.is_string()) return refuse(k, "label is a string");
       lr.label = v.get<std::string>().substr(0, 4096);
+    } else if (k == "test") {
+      if (!v.is_string()) return refuse(k, "test is a test id (pytest's node id)");
+      lr.test = v.get<std::string>().substr(0, 4096);
     } else {
       return refuse(k, "unknown field '" + k + "'");
     }

@@ -100,6 +100,12 @@ std::string lease_body(const Options& o, std::string& error) {
   } else {
     body[w::kDevices] = o.device_num ? o.device_num : 1;
   }
+  // Taken from inside a test: pytest sets PYTEST_CURRENT_TEST ("NODEID (call)") for every process a test starts.
+  if (const char* current = std::getenv("PYTEST_CURRENT_TEST"); current && *current) {
+    std::string test = current;
+    if (auto sp = test.rfind(" ("); sp != std::string::npos && test.back() == ')') test.erase(sp);
+    body[w::kTest] = test.substr(0, 4096);
+  }
   // A step's leases are of the step's card type: pypto's a2a3 harness must not borrow an a5 card of a mixed host.
   const char* step_type = std::getenv("PTO_RUNNER_DEVICE_TYPE");
   if (std::string type = !o.device_type.empty() ? o.device_type : step_type ? step_type : ""; !type.empty())

@@ -68,14 +68,16 @@ std::string cards_text(const std::vector<int>& cards) {
 }  // namespace
 
 AttemptTests judge_attempt(std::vector<TestCase>& cases, const HealthConfig& health, const std::vector<int>& step_cards,
-                           const std::map<std::string, std::vector<int>>& cards_of) {
+                           const std::map<std::string, std::vector<int>>& cards_of,
+                           const std::map<std::string, std::string>& lease_faults) {
   AttemptTests out;
   std::map<int, std::map<int, std::size_t>> broken;  // process -> card -> index in out.breaks
   for (TestCase& c : cases) {
     if (auto it = cards_of.find(c.id); it != cards_of.end()) c.cards = it->second;
     if (c.result != TestResult::Skipped) ++out.ran;
     if (!is_failure(c.result)) continue;
-    const std::optional<Fault> fault = card_fault_in(c, health);
+    std::optional<Fault> fault = card_fault_in(c, health);
+    if (auto lf = lease_faults.find(c.id); !fault && lf != lease_faults.end()) fault = Fault{lf->second, "its lease", {}};
     if (c.cards.empty()) c.cards = fault && !fault->cards.empty() ? fault->cards : step_cards;
     // Behind a card this process already saw break: its victim, whatever it says.
     auto& seen = broken[c.process];

@@ -3,10 +3,11 @@
 // host's health patterns and which cards each test used; says which failures are the commit's, which broke a
 // card, which are that card's victims, what a retry must rerun, and the line a person reads.
 //
-// One attempt: a test's cards are what its lease or the log's `[DEVICE] ID -> device N` line says, else what
+// One attempt: a test's cards are what its lease (task-submit from inside the test) or the log's `[DEVICE] ID -> device N` line says, else what
 // its report names (the plugin's `pto.cards`, from `device=N` in its output), else a fault pattern's card
 // group, else the step's cards. A failure whose message or output matches a `health.fault-patterns` entry, a
-// harness `PYPTO_EXEC_RESULT=INFRA` marker or a `health.poison-patterns` line broke its card(s): cause card.
+// harness `PYPTO_EXEC_RESULT=INFRA` marker or a `health.poison-patterns` line, or whose lease failed by its
+// card, broke its card(s): cause card.
 // Every later failure on such a card in the same process is its victim (result victim, cause card): the card
 // is charged once, for the test that broke it, never the commit.
 //
@@ -41,9 +42,10 @@ struct AttemptTests {
 };
 
 /// Judges one attempt's `cases` (in report order) in place. `cards_of`: a test's cards where its leases or
-/// the log named them.
+/// the log named them; `lease_faults`: tests whose leased command failed by its card (the line saying so).
 AttemptTests judge_attempt(std::vector<TestCase>& cases, const HealthConfig& health, const std::vector<int>& step_cards,
-                           const std::map<std::string, std::vector<int>>& cards_of);
+                           const std::map<std::string, std::vector<int>>& cards_of,
+                           const std::map<std::string, std::string>& lease_faults = {});
 
 struct TestsSummary {
   int ran = 0, passed = 0, failed = 0, victims = 0, skipped = 0, flaky = 0, recovered = 0, rerun = 0;

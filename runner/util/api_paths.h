@@ -22,6 +22,9 @@ inline constexpr const char* kCardsPage = "/cards";
 inline std::string run(const std::string& id) { return std::string(kRuns) + "/" + id; }
 inline std::string run_cancel(const std::string& id) { return run(id) + "/cancel"; }
 inline std::string run_detach(const std::string& id) { return run(id) + "/detach"; }
+/// Its test cases (?result=failed: each failed test at its last attempt) and its merged JUnit report.
+inline std::string run_tests(const std::string& id) { return run(id) + "/tests"; }
+inline std::string run_junit(const std::string& id) { return run(id) + "/junit.xml"; }
 inline std::string run_page(const std::string& id) { return std::string(kRunPages) + "/" + id; }
 /// `step` as util/ids writes it (JOB-STEP).
 inline std::string step_log(const std::string& run_id, const std::string& step) { return run(run_id) + "/steps/" + step + "/log"; }
