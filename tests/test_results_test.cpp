@@ -11,6 +11,7 @@
 #include <set>
 
 #include "config/job_file.h"
+#include "sandbox_users.h"
 #include "served_daemon.h"
 #include "test_support.h"
 #include "testcases/junit_reader.h"
@@ -427,4 +428,34 @@ TEST_CASE("test results: a card a test leases through task-submit (PYTEST_CURREN
   CHECK(cases["leased/test_leased.py::test_batch[5]"]["result"] == "victim");
   CHECK(cases["leased/test_leased.py::test_batch[5]"]["victim_of"] == "leased/test_leased.py::test_batch[1]");
   CHECK(step["cause"] == "card");
+}
+
+TEST_CASE("test results: under the sandbox, a step's pytest reports as the run's user, cannot change the plugin, and a report it "
+          "links to a root-only file is refused unread", "[tests][daemon][sandbox]") {
+  SKIP_UNLESS_ROOT();
+  if (!have_pytest()) FAIL("python3-pytest is not installed (scripts/install-deps.sh installs it)");
+  Served s;
+  open_to_sandbox(s.dir);
+  SandboxUsers users(s.dir, 1);
+  const fs::path secret = s.dir.write("root-only.xml", "<testsuite><testcase classname='secret' name='root-only-content'/></testsuite>");
+  ::chmod(secret.c_str(), 0600);
+  fs::create_directories(s.dir.path() / "suite");
+  std::ofstream(s.dir.path() / "suite/test_s.py") << "import os\ndef test_who(): assert os.getuid() != 0\ndef test_b(): pass\n";
+  fs::permissions(s.dir.path() / "suite", fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                              fs::perms::others_read | fs::perms::others_exec);
+  write_project(s.dir, {{"own.yml", std::string("name: own\nsteps:\n  - tests: pytest\n    run: |\n      ") + kPytest +
+                                        " suite\n      (echo tamper >> \"${PYTHONPATH%%:*}/pto_runner_pytest.py\") 2>/dev/null && echo TAMPERED || echo refused-plugin\n"},
+                        {"link.yml", "name: link\nsteps:\n  - tests: pytest\n    run: ln -s " + secret.string() + " \"$PTO_RUNNER_TESTS_DIR/pytest-1-0.xml\"\n"}});
+  s.start();
+  const json own = s.wait_run(s.submit_run({{"jobs", {"own"}}}), 90);
+  INFO(own.dump(1).substr(0, 4000));
+  CHECK(step_of(own)["state"] == "succeeded");
+  CHECK(step_of(own)["tests"]["passed"] == 2);  // test_who ran as the sandbox user, not root
+  const std::string log = read_file(step_of(own)["log_path"].get<std::string>());
+  CHECK(log.find("refused-plugin") != std::string::npos);
+  CHECK(log.find("TAMPERED") == std::string::npos);
+  const json link = s.wait_run(s.submit_run({{"jobs", {"link"}}}), 60);
+  CHECK(step_of(link)["state"] == "failed");
+  CHECK(step_of(link)["tests"]["error"] == "pytest-1-0.xml is a symbolic link: reports are read without following links");
+  CHECK(link.dump().find("root-only-content") == std::string::npos);
 }

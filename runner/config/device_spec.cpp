@@ -136,4 +136,9 @@ std::string join_ids(const std::vector<int>& ids, const char* sep) {
   return out;
 }
 
+std::string cards_phrase(const std::vector<int>& cards) {
+  if (cards.empty()) return "no card";
+  return (cards.size() == 1 ? "card " : "cards ") + join_ids(cards);
+}
+
 }  // namespace pto

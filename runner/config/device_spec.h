@@ -24,5 +24,7 @@ std::string check_device_groups(const std::vector<int>& ids, const std::vector<s
 int largest_gang(const std::vector<int>& ids, const std::vector<std::vector<int>>& groups);
 
 std::string join_ids(const std::vector<int>& ids, const char* sep = ",");
+/// "card 3", "cards 2,3", "no card": how verdicts name cards.
+std::string cards_phrase(const std::vector<int>& cards);
 
 }  // namespace pto

@@ -13,15 +13,6 @@
 
 namespace pto {
 
-namespace {
-
-std::string cards_phrase(const std::vector<int>& cards) {
-  if (cards.empty()) return "no card";
-  return (cards.size() == 1 ? "card " : "cards ") + join_ids(cards);
-}
-
-}  // namespace
-
 void RunEngine::blame_failing_cards(FailureEvidence& ev, const std::vector<int>& cards) {
   if (ev.cause != FailureCause::Code) return;
   for (int card : cards)

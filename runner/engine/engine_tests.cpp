@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "config/device_spec.h"
 #include "engine/attempt_facts.h"
 #include "engine/engine.h"
 #include "sandbox/run_tree.h"
@@ -34,11 +35,6 @@ std::string report_dir(const std::string& run_dir, std::size_t j, std::size_t s,
   return run_test_reports(run_dir) + "/" + StepId{j, s}.text() + "-" + std::to_string(attempt);
 }
 
-std::string cards_text(const std::vector<int>& cards) {
-  std::string out = cards.size() == 1 ? "card " : "cards ";
-  for (std::size_t i = 0; i < cards.size(); ++i) out += (i ? "," : "") + std::to_string(cards[i]);
-  return out;
-}
 
 }  // namespace
 
@@ -145,7 +141,7 @@ const StepRecord::Failure* RunEngine::take_tests(std::size_t j, std::size_t s, c
     if (broke.find(b.test) == std::string::npos) broke += (broke.empty() ? "" : ", ") + b.test;
   ev.reason = judged.breaks.empty() ? ""
                                     : std::to_string(victims) + (victims == 1 ? " victim of " : " victims of ") + broke + " on " +
-                                          cards_text(card.cards) + " (" + card.matched_line + ")";
+                                          cards_phrase(card.cards) + " (" + card.matched_line + ")";
   if (judged.code_failures > 0) {
     std::string first;
     for (const TestCase& c : sr.tests)

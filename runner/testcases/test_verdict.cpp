@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <regex>
 
+#include "config/device_spec.h"
+
 namespace pto {
 
 std::vector<int> AttemptTests::charged_cards() const {
@@ -59,11 +61,6 @@ std::optional<Fault> card_fault_in(const TestCase& c, const HealthConfig& health
 
 std::string first_line(const std::string& s) { return s.substr(0, std::min(s.find('\n'), std::size_t{160})); }
 
-std::string cards_text(const std::vector<int>& cards) {
-  std::string out = cards.size() == 1 ? "card " : "cards ";
-  for (std::size_t i = 0; i < cards.size(); ++i) out += (i ? "," : "") + std::to_string(cards[i]);
-  return out;
-}
 
 }  // namespace
 
@@ -180,7 +177,7 @@ TestsSummary summarize_tests(std::vector<TestCase>& all) {
   }
   for (const std::string& breaker : group_order) {
     const Group& g = groups[breaker];
-    std::string p = std::to_string(g.victims) + (g.victims == 1 ? " victim of " : " victims of ") + breaker + " on " + cards_text(g.cards);
+    std::string p = std::to_string(g.victims) + (g.victims == 1 ? " victim of " : " victims of ") + breaker + " on " + cards_phrase(g.cards);
     if (g.victims > 0 && g.recovered == g.victims) p += g.victims == 1 ? ", which passed on other cards" : ", all passed on other cards";
     else if (g.recovered > 0) p += ", " + std::to_string(g.recovered) + " passed on other cards";
     if (g.breaker_recovered) p += " (" + breaker + " itself passed there)";
