@@ -31,31 +31,51 @@ void each_line(std::string_view text, Each each) {
   }
 }
 
+// A pattern without regex syntax (pypto's 507018, the poison lines) is found with a plain search: std::regex
+// over every line of a thousand failures' output is most of a report's ingest time (bench/bench_ingest).
+bool is_literal(const std::string& pattern) { return pattern.find_first_of(".^$|()[]{}*+?\\") == std::string::npos; }
+
+std::string line_at(const std::string& text, std::size_t at) {
+  const std::size_t from = text.rfind('\n', at), to = text.find('\n', at);
+  const std::size_t begin = from == std::string::npos ? 0 : from + 1;
+  return text.substr(begin, std::min<std::size_t>(300, (to == std::string::npos ? text.size() : to) - begin));
+}
+
 std::optional<Fault> card_fault_in(const TestCase& c, const HealthConfig& health) {
   std::optional<Fault> found;
   const std::string text = c.message + "\n" + c.output;
-  each_line(text, [&](std::string_view line) {
-    const std::string s(line.substr(0, 4096));
-    for (const auto* list : {&health.fault_patterns, &health.poison_patterns})
-      for (const auto& fp : *list) {
-        std::smatch m;
-        if (!fp.re || !std::regex_search(s, m, *fp.re)) continue;
-        Fault f{s.substr(0, 300), fp.pattern, {}};
-        if (fp.card_group > 0 && m[fp.card_group].matched) {
-          try {
-            f.cards = {std::stoi(m[fp.card_group].str())};
-          } catch (...) {
-          }
-        }
-        found = f;
-        return false;
+  // The first line that names a fault, as a reader of the log would find it.
+  std::size_t best = std::string::npos;
+  auto consider = [&](std::size_t at, const std::string& pattern, std::vector<int> cards) {
+    if (at >= best) return;
+    best = at;
+    found = Fault{line_at(text, at), pattern, std::move(cards)};
+  };
+  for (const auto* list : {&health.fault_patterns, &health.poison_patterns})
+    for (const auto& fp : *list) {
+      if (!fp.re) continue;
+      if (is_literal(fp.pattern) && fp.card_group == 0) {
+        if (std::size_t at = text.find(fp.pattern); at != std::string::npos) consider(at, fp.pattern, {});
+        continue;
       }
-    if (s.find("PYPTO_EXEC_RESULT=INFRA") != std::string::npos) {
-      found = Fault{s.substr(0, 300), "PYPTO_EXEC_RESULT=INFRA", {}};
-      return false;
+      each_line(text, [&](std::string_view line) {
+        const std::string l(line.substr(0, 4096));
+        std::smatch m;
+        if (std::regex_search(l, m, *fp.re)) {
+          std::vector<int> cards;
+          if (fp.card_group > 0 && m[fp.card_group].matched) {
+            try {
+              cards = {std::stoi(m[fp.card_group].str())};
+            } catch (...) {
+            }
+          }
+          consider(static_cast<std::size_t>(line.data() - text.data()), fp.pattern, cards);
+          return false;
+        }
+        return true;
+      });
     }
-    return true;
-  });
+  if (std::size_t at = text.find("PYPTO_EXEC_RESULT=INFRA"); at != std::string::npos) consider(at, "PYPTO_EXEC_RESULT=INFRA", {});
   return found;
 }
 
