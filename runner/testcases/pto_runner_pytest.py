@@ -77,8 +77,8 @@ class _Report:
             longrepr = getattr(report, "longreprtext", "") or ""
             case["longrepr"] = longrepr[-_MAX_OUTPUT:]
             crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
-            case["message"] = (crash.message if crash is not None else longrepr.strip().splitlines()[-1:] and
-                               longrepr.strip().splitlines()[-1] or "failed")[:_MAX_MESSAGE]
+            lines = longrepr.strip().splitlines()
+            case["message"] = (crash.message if crash is not None else lines[-1] if lines else "failed")[:_MAX_MESSAGE]
         elif report.outcome == "skipped" and case["outcome"] == "passed":
             case["outcome"] = "skipped"
             longrepr = report.longrepr

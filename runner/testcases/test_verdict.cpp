@@ -153,8 +153,7 @@ TestsSummary summarize_tests(std::vector<TestCase>& all) {
     if (ff && ff->result == TestResult::Victim) {
       if (!groups.count(ff->victim_of)) group_order.push_back(ff->victim_of);
       Group& g = groups[ff->victim_of];
-      for (int card : ff->cards)
-        if (g.cards.empty()) g.cards.push_back(card);
+      if (g.cards.empty()) g.cards = ff->cards;
       ++g.victims;
       if (!is_failure(fin.result)) ++g.recovered;
     }
