@@ -453,6 +453,55 @@ static void read_retention(MapReader& m, RunnerConfig& cfg) {
   }
 }
 
+bool is_utc_date(const std::string& s) {
+  static const std::regex date_re("([0-9]{4})-([0-9]{2})-([0-9]{2})");
+  std::smatch m;
+  if (!std::regex_match(s, m, date_re)) return false;
+  const int y = std::stoi(m[1].str()), mo = std::stoi(m[2].str()), d = std::stoi(m[3].str());
+  static const int days[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  if (mo < 1 || mo > 12 || d < 1 || d > days[mo - 1]) return false;
+  return mo != 2 || d < 29 || (y % 4 == 0 && (y % 100 != 0 || y % 400 == 0));
+}
+
+nlohmann::json TestMute::json() const {
+  nlohmann::json j = {{"id", id}, {"reason", reason}, {"until", until}, {"by", by}};
+  if (!at.empty()) j["at"] = at;
+  return j;
+}
+
+static void read_tests(MapReader& m, RunnerConfig& cfg) {
+  MapReader t(m.get("tests"), "tests", {"mute", "max-muted", "window-days", "retention-days"}, m.file(), m.diags());
+  if (!t.is_map()) return;
+  if (auto v = t.integer("max-muted", 0, 10000)) cfg.tests.max_muted = static_cast<int>(*v);
+  if (auto v = t.number("window-days", 1, 3650)) cfg.tests.window_days = *v;
+  if (auto v = t.number("retention-days", 1, 36500)) cfg.tests.retention_days = *v;
+  if (!t.has("mute")) return;
+  YAML::Node list = t.get("mute");
+  if (!list.IsSequence()) {
+    t.error_at(list, "wrong-type", "tests: 'mute' expects a list of {id: GLOB, reason: TEXT, until: YYYY-MM-DD}");
+    return;
+  }
+  for (const auto& item : list) {
+    MapReader e(item, "tests.mute", {"id", "reason", "until"}, m.file(), m.diags());
+    if (!e.is_map()) continue;
+    TestMute mute;
+    mute.by = "runner.yml";
+    mute.line = item.Mark().line + 1;
+    mute.col = item.Mark().column + 1;
+    if (auto v = e.string("id", true)) mute.id = *v;
+    if (auto v = e.string("reason", true)) mute.reason = *v;
+    if (auto v = e.string("until", true)) mute.until = *v;
+    if (e.has("id") && mute.id.empty()) e.error_at(e.get("id"), "bad-value", "tests.mute: 'id' is empty (a test id or a glob such as tests/st/test_x.py::*)");
+    if (e.has("reason") && mute.reason.empty()) e.error_at(e.get("reason"), "bad-value", "tests.mute: 'reason' is empty: say why (an issue link)");
+    if (e.has("until") && !is_utc_date(mute.until))
+      e.error_at(e.get("until"), "bad-value", "tests.mute: 'until' is a date like 2026-12-31, got '" + mute.until + "'");
+    if (!mute.id.empty() && !mute.reason.empty() && is_utc_date(mute.until)) cfg.tests.mute.push_back(mute);
+  }
+  if (static_cast<int>(cfg.tests.mute.size()) > cfg.tests.max_muted)
+    t.error_at(list, "bad-value", "tests: " + std::to_string(cfg.tests.mute.size()) + " mutes, more than max-muted (" +
+                                      std::to_string(cfg.tests.max_muted) + "): fix the tests, or raise tests.max-muted");
+}
+
 static RunnerConfig load_runner_config_unguarded(const std::string& path, const std::string& display, Diagnostics& diags) {
   RunnerConfig cfg;
   cfg.file = display;
@@ -463,7 +512,7 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
               {"devices", "state-dir", "cache-dir", "toolchain-mirror", "listen", "token-file", "health",
                "kill-grace-seconds", "source", "retention", "log-max-mb", "containment",
                "shutdown-timeout-minutes", "executor", "slurm", "env", "env-file", "sandbox", "read-token-file", "tls",
-               "insecure-listen", "max-connections-per-client", "request-timeout-seconds", "max-cards-per-run", "priorities", "supersede", "listen-unix", "submit-group"},
+               "insecure-listen", "max-connections-per-client", "request-timeout-seconds", "max-cards-per-run", "priorities", "supersede", "listen-unix", "submit-group", "tests"},
               display, diags);
   if (!m.is_map()) return cfg;
   if (m.has("devices")) read_devices(m, cfg);
@@ -476,6 +525,7 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
   read_priorities(m, cfg);
   if (m.has("sandbox")) read_sandbox(m, cfg);
   if (m.has("retention")) read_retention(m, cfg);
+  if (m.has("tests")) read_tests(m, cfg);
   return cfg;
 }
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "config/diagnostics.h"
 #include "config/failure_cause.h"
 
@@ -86,6 +88,26 @@ struct SourceConfig {
 struct RetentionConfig {
   int max_runs = 2000;
   double max_age_days = 90;
+};
+
+/// A muted test (`tests.mute` in runner.yml, or `POST /api/v1/tests/mute`): it still runs and its result is
+/// shown, but its failure never makes a step red, through `until` (a UTC date, inclusive).
+struct TestMute {
+  std::string id;  // a glob over test ids: `*` any run of characters, `?` one; nothing else is special
+  std::string reason;
+  std::string until;  // YYYY-MM-DD
+  std::string by;     // "runner.yml", or who muted it through the API
+  std::string at;     // when it was muted through the API (ISO time)
+  int line = 0, col = 0;  // where runner.yml says it
+  nlohmann::json json() const;
+};
+
+/// `tests:` — test history and mutes (SPEC "Test results").
+struct TestsConfig {
+  std::vector<TestMute> mute;
+  int max_muted = 20;         // mutes in force at once (runner.yml's and the API's together)
+  double window_days = 14;    // the flip rate of a test on a ref is over this many days
+  double retention_days = 30; // test history older than this is pruned
 };
 
 /// `slurm:` — with `executor: slurm`, each device step is one Slurm job (`srun`), and Slurm picks the node and
@@ -208,7 +230,11 @@ struct RunnerConfig {
   HealthConfig health;
   SourceConfig source;
   RetentionConfig retention;
+  TestsConfig tests;
 };
+
+/// YYYY-MM-DD naming a real day.
+bool is_utc_date(const std::string& s);
 
 RunnerConfig load_runner_config(const std::string& path, const std::string& display, Diagnostics& diags);
 

@@ -28,6 +28,7 @@
 #include "lease/lease_book.h"
 #include "lease/lease_desk.h"
 #include "read_model/model_refresh.h"
+#include "testcases/test_mutes.h"
 #include "read_model/read_model.h"
 #include "sandbox/sandbox_pool.h"
 #include "server/access.h"
@@ -91,6 +92,8 @@ class Daemon : public HostCommands {
   void end_lease(const std::string& id, const std::string& why, const LeaseReport& report, const Caller& by, Reply reply) override;
   void run_read(const std::string& id) override;
   Answer detach_client(const std::string& run, const std::string& client, bool cancel, const Caller& by) override;
+  Answer mute_test(const TestMute& mute, const Caller& by) override;
+  Answer unmute_test(const std::string& glob, const Caller& by) override;
 
  private:
   // Starting (daemon.cpp), each part "" or the error (start_exit_ set where it is not 3).
@@ -145,6 +148,12 @@ class Daemon : public HostCommands {
   void arm_retention_timer();
   void prune(bool at_start);
 
+  // Test results (daemon_tests.cpp): the mutes, runner.yml's and the API's (kept in the test history).
+  void open_tests();
+  std::optional<TestMute> muted(const std::string& test) const;
+  void publish_mutes();
+  void reload_mutes(const TestsConfig& next);
+
   /// The read model (daemon/daemon_view.cpp): refreshed soon after a change (read_model/model_refresh).
   void view_changed() { if (refresh_) refresh_->changed(); }
   void refresh_view();
@@ -176,6 +185,7 @@ class Daemon : public HostCommands {
   std::unique_ptr<boost::asio::steady_timer> waiting_timer_;  // retries them (users a foreground run held)
   std::map<std::string, AttachedRun> attached_;
 
+  TestMutes mutes_;
   ReadModel model_;
   std::unique_ptr<ModelRefresh> refresh_;
   std::map<int, bool> drained_seen_;  // each card's drained state at the last refresh (card history events)

@@ -87,6 +87,12 @@ std::string Daemon::reload() {
     for (const auto& r : c.priorities) t += (t.empty() ? "" : ", ") + r.ref + "=" + std::to_string(r.priority);
     return t.empty() ? std::string("none") : t;
   };
+  auto mutes_text = [](const TestsConfig& t) {
+    std::string s = "max-muted=" + std::to_string(t.max_muted) + " window-days=" + text(t.window_days) + " retention-days=" + text(t.retention_days);
+    for (const auto& m : t.mute) s += " " + m.id + "@" + m.until;
+    return s;
+  };
+  if (mutes_text(next.tests) != mutes_text(cfg_.tests)) say("tests (mutes, max-muted, window, retention) changed: in force now");
   if (priorities_text(next) != priorities_text(cfg_)) say("priorities " + priorities_text(next) + " (runs submitted from now on)");
   if (next.supersede != cfg_.supersede)
     say(std::string("supersede ") + (next.supersede == Supersede::Off ? "off" : "pull-request") + " (runs submitted from now on)");
@@ -110,6 +116,7 @@ std::string Daemon::reload() {
   applied.log_max_bytes = next.log_max_bytes;
   applied.shutdown_timeout_minutes = next.shutdown_timeout_minutes;
   applied.retention = next.retention;
+  applied.tests = next.tests;
   applied.token_file = next.token_file;
   applied.cache_dir = next.cache_dir;
   applied.toolchain_mirror = next.toolchain_mirror;
@@ -123,6 +130,7 @@ std::string Daemon::reload() {
   cfg_ = applied;
   leases_->set_kill_grace(cfg_.kill_grace_seconds);
   if (prober_) prober_->set_health(cfg_.health);
+  reload_mutes(cfg_.tests);
   if (logged.empty()) say("runner.yml read again: nothing changed");
   prune(false);
   return logged;

@@ -136,6 +136,7 @@ Answer Daemon::start_run(EngineOptions eo, const RunSubmission& s, Project proje
   if (!s.ref.empty()) eo.base_env["PTO_RUNNER_REF"] = s.ref;
   if (!s.sha.empty()) eo.base_env["PTO_RUNNER_SHA"] = s.sha;
   eo.lead_executor = host_->lead_executor.get();
+  eo.muted = [this](const std::string& test) { return muted(test); };  // the mutes in force when a test fails
   nlohmann::json request = request_of(s, eo);
   const int priority = request["priority"]["value"];
   const std::string pull_request = request.value("pull_request", "");

@@ -13,7 +13,7 @@
 namespace pto {
 
 void Daemon::prune(bool at_start) {
-  history_->prune(cfg_.retention, cfg_.source.keep_worktrees, at_start,
+  history_->prune(cfg_.retention, cfg_.tests.retention_days, cfg_.source.keep_worktrees, at_start,
                   [this](const std::string& id) { return runs_.count(id) > 0 || preparing_.count(id) > 0; });
   view_changed();
 }

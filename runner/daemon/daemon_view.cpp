@@ -2,6 +2,7 @@
 // settings and sandbox, the runs, the queue, the leases, the cards) into the model the API renders. When it
 // runs is read_model/model_refresh's to say; what the runs and the queue look like there is describe_runs'.
 #include "daemon/daemon.h"
+#include "testcases/test_mutes.h"
 #include "exec/cgroup_tree.h"
 
 namespace pto {
@@ -19,6 +20,7 @@ void Daemon::refresh_view() {
   v.sandbox.waiting.assign(waiting_for_user_.begin(), waiting_for_user_.end());
   model_.metrics.journal_failing = history_->journal_failing();
   model_.metrics.leases_by_end = leases_->ended_by_reason();
+  model_.metrics.tests_muted = mutes_.in_force(utc_date());  // a mute that ended today is out of the count
 
   host_->describe(v, describe_runs(model_, host_->broker().queue(), leases_->active()));
   // A card drained or returned since the last refresh (by a person, by its failures, by a reload): the cards'

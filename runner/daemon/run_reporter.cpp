@@ -42,6 +42,25 @@ void RunReporter::on_step_changed(const RunRecord& r, const Plan& p, int job, in
     history_.record_duration(p.jobs[job].steps[step].key, s.finished_at - s.started_at, s.finished);
   if (s.started_at >= 0 && s.finished_at >= 0) metrics_.step_seconds.observe(to_string(s.state), s.finished_at - s.started_at);
   if (p.jobs[job].lead) lead_job_ended(r, s);
+  if (p.jobs[job].steps[step].tests.any() && !s.tests.empty()) tests_ended(r, p, job, step);
+}
+
+void RunReporter::tests_ended(const RunRecord& r, const Plan& p, int job, int step) {
+  const StepRecord& s = r.jobs[job].steps[step];
+  const nlohmann::json* request = request_of_(r.id);
+  StepTests st;
+  st.run = r.id;
+  st.ref = request ? request->value("ref", "") : "";
+  st.sha = request ? request->value("sha", "") : "";
+  st.step = step_label(p.jobs[job], p.jobs[job].steps[step]);
+  st.at = epoch_now();
+  st.cases = &s.tests;
+  history_.record_tests(st);
+  std::map<std::string, TestResult> last;  // each test's last attempt
+  std::map<std::string, int> attempt;
+  for (const TestCase& c : s.tests)
+    if (!attempt.count(c.id) || attempt[c.id] <= c.attempt) attempt[c.id] = c.attempt, last[c.id] = c.result;
+  for (const auto& [id, result] : last) metrics_.tests_by_result[to_string(result)]++;
 }
 
 void RunReporter::on_job_finished(const RunRecord&, const Plan&, int) { changed_(); }

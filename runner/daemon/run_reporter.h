@@ -37,6 +37,8 @@ class RunReporter : public RunObserver, public RunJournal {
   /// An attempt of a step stopped: one event on each card it held (the cards page).
   void card_events_of_attempt(const RunRecord& r, const Plan& p, int job, int step);
   void lead_job_ended(const RunRecord& r, const StepRecord& s);
+  /// A step with `tests:` ended: its cases into the test history, their last results into the metrics.
+  void tests_ended(const RunRecord& r, const Plan& p, int job, int step);
 
   RunHistory& history_;
   Metrics& metrics_;

@@ -500,10 +500,11 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
   const StepRecord::Failure* failure = nullptr;
   // A step with `tests:` is judged by its test cases first (engine/engine_tests.cpp); `rerun_tests`: its
   // retry runs only the tests not yet passed.
-  bool rerun_tests = false;
+  // `muted_exit`: its non-zero exit is only its muted tests' failures.
+  bool rerun_tests = false, muted_exit = false;
   const bool judge_tests = ps.tests.any() && !cancelled && !o.timed_out && o.error.empty() && !opts_.simulate;
-  if (judge_tests) failure = take_tests(j, s, o, rerun_tests);
-  if (!failure && !o.ok() && !cancelled) failure = &record_failure(j, s, o);
+  if (judge_tests) failure = take_tests(j, s, o, rerun_tests, muted_exit);
+  if (!failure && !o.ok() && !cancelled && !muted_exit) failure = &record_failure(j, s, o);
   const bool infra = failure && (failure->evidence.cause == FailureCause::Card || failure->evidence.cause == FailureCause::Infra);
   const bool retriable = failure && !rerun_tests && sr.tests_error.empty() && sr.error.empty() && o.error.empty() && o.limit_reached.empty() &&
                          ps.retry.retries(failure->evidence.cause, sr.attempt) &&
@@ -549,7 +550,7 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
   StepState to;
   // Green by its exit, unless its tests say otherwise ("ran no tests"), or by its tests after a rerun of
   // only those not yet passed (its exit then says how the rerun went).
-  if (o.ok() && sr.error.empty() && !(failure && judge_tests)) {
+  if ((o.ok() || muted_exit) && sr.error.empty() && !(failure && judge_tests)) {
     to = StepState::Succeeded;
     if (ps.kind == StepKind::ToolchainSetup) {
       std::ifstream in(opts_.run_dir + "/toolchain.env");

@@ -148,7 +148,7 @@ class RunEngine {
   std::string prepare_tests(std::size_t j, std::size_t s, StepLaunch& l);
   /// Reads and judges the attempt's reports: the failure they make (null: none); `rerun`: a retry runs only
   /// the tests not yet passed.
-  const StepRecord::Failure* take_tests(std::size_t j, std::size_t s, const StepOutcome& o, bool& rerun);
+  const StepRecord::Failure* take_tests(std::size_t j, std::size_t s, const StepOutcome& o, bool& rerun, bool& exit_accounted);
   /// The verdict and cause of a final step from its tests, over the step's own.
   void settle_tests_verdict(std::size_t j, std::size_t s, StepState to);
   /// Its cause and one-line verdict once it is final (after failed attempts).

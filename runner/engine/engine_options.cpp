@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "config/project.h"
+#include "testcases/test_mutes.h"
 #include "util/process_env.h"
 #include "util/ids.h"
 #include "util/random_hex.h"
@@ -37,6 +38,8 @@ EngineOptions make_engine_options(const std::string& root, const std::string& st
                                                         ? resolve_under_root(eo.root, cfg.toolchain_mirror)
                                                         : cfg.toolchain_mirror);
   eo.health = cfg.health;
+  // runner.yml's mutes; a daemon puts its own in (the API's as well), kept current.
+  eo.muted = [mutes = TestMutes(cfg.tests.mute, {}, cfg.tests.max_muted)](const std::string& id) { return mutes.match(id, utc_date()); };
   // Used once a sandbox user is lent (RunEngine::run_as): without one a step runs as the daemon, unlimited.
   eo.limits = {cfg.sandbox.pids_max, cfg.sandbox.memory_max};
   eo.card_files = cfg.card_files;

@@ -34,6 +34,9 @@ struct EngineOptions {
   std::string self_exe;                         // for the lead job's `pto-runner toolchain setup`
   std::string toolchain_args;                   // its host settings (--cache-dir, --mirror); --root is `root`
   HealthConfig health;
+  /// The mute in force for a test id (testcases/test_mutes), asked when its failure is judged: the host's
+  /// (runner.yml's and the API's). Unset: nothing is muted.
+  std::function<std::optional<TestMute>(const std::string& id)> muted;
   /// The run's sandbox user (a daemon's, sandbox/sandbox_pool): every step runs as it, within `limits`, able to
   /// open its own cards' files only (`card_files`, {id} their id). The lead job runs as the daemon, its smoke
   /// check as this user. Unset: steps run as whoever runs pto-runner.

@@ -18,6 +18,7 @@
 #include "testcases/junit_reader.h"
 #include "testcases/pytest_plugin.h"
 #include "testcases/report_files.h"
+#include "testcases/test_mutes.h"
 #include "util/ids.h"
 #include "util/process_env.h"
 
@@ -76,10 +77,11 @@ std::string RunEngine::prepare_tests(std::size_t j, std::size_t s, StepLaunch& l
   return "";
 }
 
-const StepRecord::Failure* RunEngine::take_tests(std::size_t j, std::size_t s, const StepOutcome& o, bool& rerun) {
+const StepRecord::Failure* RunEngine::take_tests(std::size_t j, std::size_t s, const StepOutcome& o, bool& rerun, bool& exit_accounted) {
   const PlanStep& ps = plan_.jobs[j].steps[s];
   StepRecord& sr = run_.jobs[j].steps[s];
   rerun = false;
+  exit_accounted = false;
   sr.tests_error.clear();
   // Its reports, read beneath a directory the step cannot replace: the attempt's own, or the worktree.
   CollectedReports found = ps.tests.format == TestsSpec::Format::Pytest
@@ -111,6 +113,11 @@ const StepRecord::Failure* RunEngine::take_tests(std::size_t j, std::size_t s, c
   std::map<std::string, std::vector<int>> cards_of = device_lines(attempt_log(sr.log_path));
   for (const auto& [test, cards] : sr.test_leases) cards_of[test] = cards;
   AttemptTests judged = judge_attempt(cases, opts_.health, attempt_cards(sr), cards_of, sr.test_lease_faults);
+  MutedCount muted;
+  if (opts_.muted) {
+    muted = mute_failures(cases, opts_.muted);
+    judged.code_failures -= muted.code;
+  }
   for (TestCase& c : cases) c.attempt = sr.attempt;
   sr.tests.insert(sr.tests.end(), std::make_move_iterator(cases.begin()), std::make_move_iterator(cases.end()));
   sr.tests_summary = summarize_tests(sr.tests);
@@ -122,7 +129,7 @@ const StepRecord::Failure* RunEngine::take_tests(std::size_t j, std::size_t s, c
     sr.error = ev.reason;
     return fail(ev);
   }
-  if (o.ok() || !judged.failed()) return nullptr;  // green by its exit, or red for what its log says
+  if (o.ok()) return nullptr;  // green by its exit
   // The cards its tests broke are charged once each, whatever else failed; the attempt's cause is the code's
   // when a test failed by itself.
   FailureEvidence card;
@@ -133,6 +140,15 @@ const StepRecord::Failure* RunEngine::take_tests(std::size_t j, std::size_t s, c
     card.pattern = b.pattern;
     card.matched_line = b.line;
   }
+  // Its exit says tests failed (pytest's 1; a JUnit step's runner any code), and every failure left is muted:
+  // green, with the muted failures shown (and a card a muted test broke still charged).
+  const bool tests_failed_exit = o.signal == 0 && (ps.tests.format == TestsSpec::Format::Pytest ? o.exit_code == 1 : o.exit_code > 0);
+  if (muted.muted > 0 && sr.tests_summary.unresolved.empty() && tests_failed_exit) {
+    if (!card.cards.empty()) charge_cards(sr, card);
+    exit_accounted = true;
+    return nullptr;
+  }
+  if (!judged.failed()) return nullptr;  // red for what its log says
   FailureEvidence ev = card;
   int victims = 0;
   for (const CardBreak& b : judged.breaks) victims += b.victims;

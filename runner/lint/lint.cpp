@@ -8,6 +8,8 @@
 #include <set>
 #include <sstream>
 
+#include "testcases/test_mutes.h"
+
 namespace fs = std::filesystem;
 
 namespace pto {
@@ -379,8 +381,17 @@ void lint_model_scripts(const Project& project, Diagnostics& diags) {
   }
 }
 
+void lint_expired_mutes(const RunnerConfig& cfg, const std::string& today, Diagnostics& diags) {
+  for (const TestMute& m : cfg.tests.mute)
+    if (m.until < today)
+      diags.warning(cfg.file, m.line, m.col, "expired-mute",
+                    "the mute of '" + m.id + "' ended on " + m.until + " and mutes nothing now: remove it, or give it a new 'until' (" +
+                        m.reason + ")");
+}
+
 void lint_project_files(const Project& project, const Plan& plan, Diagnostics& diags) {
   lint_duplicate_steps(plan, diags);
+  lint_expired_mutes(project.runner, utc_date(), diags);
   lint_unused_models(project, diags);
   lint_model_scripts(project, diags);
   // What could not be checked without a host is said, once, where it was skipped: steps naming a card type.

@@ -33,6 +33,10 @@ void lint_unused_models(const Project& project, Diagnostics& diags);
 void lint_drift(const ImportResult& workflow, const std::string& workflow_display, const Project& project, const Plan& plan,
                 Diagnostics& diags);
 
+/// `expired-mute`: a `tests.mute` entry of runner.yml whose `until` is before `today` (YYYY-MM-DD): it mutes
+/// nothing, and whoever reads runner.yml thinks it does.
+void lint_expired_mutes(const RunnerConfig& cfg, const std::string& today, Diagnostics& diags);
+
 /// Runs every rule over the project under `root` (its jobs/ and models/ files).
 /// A model example whose script (the {dir}/{example} word of its command) is missing where the tree has its dir.
 void lint_model_scripts(const Project& project, Diagnostics& diags);

@@ -46,6 +46,9 @@ struct Metrics {
   std::map<std::string, long long> retries_by_cause;   // the attempts that followed them
   std::map<std::string, long long> runs_by_result;
   std::map<std::string, long long> leases_by_end;
+  std::map<std::string, long long> tests_by_result;  // each finished step's tests, by their last result
+  int tests_muted = 0;  // mutes in force now
+  int tests_flaky = 0;  // tests flaky on some ref within tests.window-days (from the test history)
   bool journal_failing = false;
 };
 

@@ -6,13 +6,16 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "read_model/counters.h"
 #include "read_model/card_history.h"
 #include "read_model/host_view.h"
+#include "read_model/test_queries.h"
 
 namespace pto {
 
@@ -32,6 +35,11 @@ struct ReadModel {
   Metrics metrics;
   /// The last day on every card (GET /cards), kept by RunHistory.
   CardHistory cards;
+  /// The test history's queries (store/test_history_queries), called on the API's workers; null: none kept.
+  std::shared_ptr<const TestQueries> tests;
+  /// Every mute (runner.yml's, then the API's) and the flip rate's window, as GET /api/v1/tests and /tests show.
+  std::vector<TestMute> mutes;
+  double tests_window_days = 14;
   /// Where finished runs' records are (util/state_paths: run_record), read on a worker.
   std::string state_dir;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();

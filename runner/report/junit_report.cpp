@@ -66,8 +66,10 @@ std::string junit_report(const nlohmann::json& run) {
         if (last.contains("line") && last["line"].is_number_integer()) tc.append_attribute("line") = last["line"].get<int>();
         time += last.value("duration", 0.0);
         ++tests;
-        if (result == "skipped") {
-          tc.append_child("skipped").append_attribute("message") = str(last, "message").c_str();
+        if (result == "skipped" || result == "muted") {
+          // A muted failure is reported as skipped (it made nothing red), saying so and what it said.
+          const std::string message = result == "muted" ? "muted (" + str(last, "muted") + "): " + str(last, "message") : str(last, "message");
+          tc.append_child("skipped").append_attribute("message") = message.c_str();
           ++skipped;
         } else if (failed(result)) {
           failure_element(tc, result == "error" ? "error" : "failure", last);

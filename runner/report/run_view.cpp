@@ -86,6 +86,7 @@ nlohmann::json step_tests_json(const RunRecord& r, const Plan& p, int job, int s
                       {"skipped", t.skipped},
                       {"flaky", t.flaky},
                       {"recovered", t.recovered},
+                      {"muted", t.muted},
                       {"rerun", t.rerun}};
   j["error"] = nullable(s.tests_error);
   j["verdict"] = nullable(t.verdict);

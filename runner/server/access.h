@@ -33,7 +33,7 @@ struct Caller {
   const std::string& lease_scope() const { return run; }
 };
 
-enum class Action { Read, SubmitRun, CancelRun, ChangeCard, Lease };
+enum class Action { Read, SubmitRun, CancelRun, ChangeCard, Lease, MuteTest };
 
 class Access {
  public:

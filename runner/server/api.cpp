@@ -15,6 +15,8 @@
 #include "server/run_page.h"
 #include "server/cards_page.h"
 #include "server/status_page.h"
+#include "server/tests_page.h"
+#include "testcases/test_mutes.h"
 #include "util/api_paths.h"
 #include "util/ids.h"
 #include "util/json_text.h"
@@ -121,6 +123,32 @@ void Api::route(const HttpRequest& req, const Caller& caller, HttpServer::Respon
   if (is(api_path::kCards)) {
     if (!get) return respond(method_not_allowed());
     if (allowed(Action::Read)) respond(json_response(200, cards_json()));
+    return;
+  }
+  if (is(api_path::kTestsPage)) {
+    if (!get) return respond(method_not_allowed());
+    if (allowed(Action::Read)) respond(render_tests_page());
+    return;
+  }
+  if (is(api_path::kTests)) {
+    if (!get) return respond(method_not_allowed());
+    if (allowed(Action::Read)) tests(req, std::move(respond));
+    return;
+  }
+  if (post && (is(api_path::kTests, {"mute"}) || is(api_path::kTests, {"unmute"}))) {
+    if (!allowed(Action::MuteTest)) return;
+    if (seg[3] == "mute") {
+      TestMute m;
+      if (auto bad = parse_test_mute(req.body, utc_date(), m)) return respond(json_response(400, bad->json()));
+      return respond(to_http(commands_.mute_test(m, caller)));
+    }
+    std::string glob;
+    if (auto bad = parse_test_unmute(req.body, glob)) return respond(json_response(400, bad->json()));
+    return respond(to_http(commands_.unmute_test(glob, caller)));
+  }
+  if (is(api_path::kTests, {"*"})) {
+    if (!get) return respond(method_not_allowed());
+    if (allowed(Action::Read)) test(seg[3], req, std::move(respond));
     return;
   }
   if (is(api_path::kHealthz)) return respond(get ? HttpResponse{200, "text/plain", "ok\n", {}} : method_not_allowed());
@@ -277,6 +305,74 @@ nlohmann::json Api::cards_json() const {
     cards.push_back({{"id", c.id}, {"type", c.type}, {"state", c.state}, {"drain_reason", c.drain_reason}});
   j["cards"] = std::move(cards);
   return j;
+}
+
+namespace {
+// ?days=N (default tests.window-days) and ?limit=N of the test history's GETs: "" or what is wrong.
+std::string history_window(const HttpRequest& req, double default_days, int default_limit, double& since, int& limit) {
+  double days = default_days;
+  limit = default_limit;
+  if (auto it = req.query.find("days"); it != req.query.end()) {
+    char* end = nullptr;
+    days = std::strtod(it->second.c_str(), &end);
+    if (it->second.empty() || *end || !(days > 0 && days <= 3650)) return "days must be a number of days, 0-3650";
+  }
+  if (auto it = req.query.find("limit"); it != req.query.end()) {
+    char* end = nullptr;
+    long n = std::strtol(it->second.c_str(), &end, 10);
+    if (it->second.empty() || *end || n < 1 || n > 1000) return "limit must be 1-1000";
+    limit = static_cast<int>(n);
+  }
+  since = epoch_now() - days * 86400;
+  return "";
+}
+}  // namespace
+
+void Api::tests(const HttpRequest& req, HttpServer::Respond respond) {
+  auto ref = req.query.find("ref");
+  const std::string r = ref == req.query.end() ? "refs/heads/main" : ref->second;
+  double since = 0;
+  int limit = 0;
+  if (std::string bad = history_window(req, model_.tests_window_days, 20, since, limit); !bad.empty()) return respond(error_response(400, bad));
+  std::shared_ptr<const TestQueries> q = model_.tests;
+  if (!q || !workers_) return respond(error_response(503, "no test history is kept here (see the daemon's log)"));
+  const std::string today = utc_date();
+  nlohmann::json mutes = nlohmann::json::array();
+  for (const TestMute& m : model_.mutes) {
+    nlohmann::json j = m.json();
+    j["in_force"] = m.until >= today;
+    mutes.push_back(std::move(j));
+  }
+  const double window = model_.tests_window_days;
+  boost::asio::post(*workers_, [q, r, since, limit, mutes = std::move(mutes), window, respond] {
+    nlohmann::json j = q->ref_summary(r, since, limit);
+    if (j.contains("error")) return respond(json_response(503, j));
+    j["muted"] = mutes;
+    j["window_days"] = window;
+    respond(json_response(200, j));
+  });
+}
+
+void Api::test(const std::string& id, const HttpRequest& req, HttpServer::Respond respond) {
+  double since = 0;
+  int limit = 0;
+  if (std::string bad = history_window(req, model_.tests_window_days, 200, since, limit); !bad.empty()) return respond(error_response(400, bad));
+  std::shared_ptr<const TestQueries> q = model_.tests;
+  if (!q || !workers_) return respond(error_response(503, "no test history is kept here (see the daemon's log)"));
+  const std::string today = utc_date();
+  nlohmann::json muted = nullptr;
+  for (const TestMute& m : model_.mutes)
+    if (m.until >= today && test_glob_match(m.id, id)) {
+      muted = m.json();
+      break;
+    }
+  boost::asio::post(*workers_, [q, id, since, limit, muted = std::move(muted), respond] {
+    nlohmann::json j = q->test_history(id, since, limit);
+    if (j.contains("error")) return respond(json_response(503, j));
+    if (j["results"].empty() && j["refs"].empty()) return respond(not_found("no result of test '" + id + "' is kept"));
+    j["muted"] = muted;
+    respond(json_response(200, j));
+  });
 }
 
 void Api::run(const std::string& id, HttpServer::Respond respond) {

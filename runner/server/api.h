@@ -43,6 +43,9 @@ class Api {
   HttpResponse runs(const HttpRequest& req) const;
   /// GET /api/v1/cards: the last day on every card (the read model's CardHistory) and each card's state now.
   nlohmann::json cards_json() const;
+  /// GET /api/v1/tests?ref= and GET /api/v1/tests/{id}: the test history's queries, on a worker.
+  void tests(const HttpRequest& req, HttpServer::Respond respond);
+  void test(const std::string& id, const HttpRequest& req, HttpServer::Respond respond);
   void run(const std::string& id, HttpServer::Respond respond);
   void step_log(const std::string& id, const std::string& step, const HttpRequest& req, HttpServer::Respond respond);
   /// A finished run's record from memory or its run.json (on a worker); `found` runs on the engine thread.

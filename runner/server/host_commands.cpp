@@ -11,5 +11,7 @@ Answer HostCommands::cancel_run(const std::string&, const Caller&) { return not_
 Answer HostCommands::detach_client(const std::string&, const std::string&, bool, const Caller&) { return not_here(); }
 Answer HostCommands::change_card(int, bool, const std::string&, const Caller&) { return not_here(); }
 Answer HostCommands::change_node(const std::string&, bool, const std::string&, const Caller&) { return not_here(); }
+Answer HostCommands::mute_test(const TestMute&, const Caller&) { return not_here(); }
+Answer HostCommands::unmute_test(const std::string&, const Caller&) { return not_here(); }
 
 }  // namespace pto

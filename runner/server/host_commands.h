@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/runner_config.h"
 #include "lease/lease.h"
 #include "server/access.h"
 #include "server/requests.h"
@@ -28,6 +29,9 @@ class HostCommands {
   /// An operator drains a card (`drain`, with `reason`) or returns it to service; likewise a Slurm node.
   virtual Answer change_card(int card, bool drain, const std::string& reason, const Caller& by);
   virtual Answer change_node(const std::string& node, bool drain, const std::string& reason, const Caller& by);
+  /// An admin mutes a test id or glob until a date (`POST /api/v1/tests/mute`), or removes its mute.
+  virtual Answer mute_test(const TestMute& mute, const Caller& by);
+  virtual Answer unmute_test(const std::string& glob, const Caller& by);
   /// Answered once the cards are granted, or refused (409 never, 504 not in time, 503 stopping).
   virtual void request_lease(LeaseRequest request, const Caller& by, Reply reply) = 0;
   virtual Answer heartbeat_lease(const std::string& id, const Caller& by) = 0;

@@ -150,6 +150,15 @@ std::string render_metrics(const HostView& v, const Metrics& m, double uptime_se
     auto it = m.retries_by_cause.find(c);
     p.sample("pto_runner_retries_total", {{"cause", c}}, it == m.retries_by_cause.end() ? 0.0 : static_cast<double>(it->second));
   }
+  p.family("pto_runner_tests_total", "counter", "Test cases of finished steps with tests:, by their last result");
+  for (const char* r : {"passed", "failed", "error", "skipped", "muted", "victim"}) {
+    auto it = m.tests_by_result.find(r);
+    p.sample("pto_runner_tests_total", {{"result", r}}, it == m.tests_by_result.end() ? 0.0 : static_cast<double>(it->second));
+  }
+  p.family("pto_runner_tests_muted", "gauge", "Mutes in force (runner.yml tests.mute and the API's)");
+  p.sample("pto_runner_tests_muted", {}, m.tests_muted);
+  p.family("pto_runner_tests_flaky", "gauge", "Tests that failed and then passed on the same commit within tests.window-days");
+  p.sample("pto_runner_tests_flaky", {}, m.tests_flaky);
   p.family("pto_runner_runs_total", "counter", "Finished runs by result since the daemon started");
   for (const auto& [r, n] : m.runs_by_result) p.sample("pto_runner_runs_total", {{"result", r}}, static_cast<double>(n));
   return p.text();

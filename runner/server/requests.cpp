@@ -139,4 +139,44 @@ std::string drain_reason_of(const std::string& text) {
                                                                                   : "drained by an operator";
 }
 
+namespace {
+// A test id or glob: printable, one line, bounded (it is shown on pages and kept in the journal).
+bool is_test_glob(const std::string& s) {
+  if (s.empty() || s.size() > 1000) return false;
+  for (unsigned char c : s)
+    if (c < 0x20 || c == 0x7f) return false;
+  return true;
+}
+}  // namespace
+
+std::optional<BodyError> parse_test_mute(const std::string& text, const std::string& today, TestMute& m) {
+  nlohmann::json body = nlohmann::json::parse(text.empty() ? "{}" : text, nullptr, false);
+  if (body.is_discarded() || !body.is_object())
+    return refuse("", "the body must be a JSON object {\"id\": GLOB, \"reason\": TEXT, \"until\": \"YYYY-MM-DD\"}");
+  for (const auto& [k, v] : body.items())
+    if (k != "id" && k != "reason" && k != "until") return refuse(k, "unknown field '" + k + "'");
+  for (const char* f : {"id", "reason", "until"})
+    if (!body.contains(f) || !body[f].is_string()) return refuse(f, std::string(f) + " is required (a string)");
+  m.id = body["id"].get<std::string>();
+  m.reason = body["reason"].get<std::string>();
+  m.until = body["until"].get<std::string>();
+  if (!is_test_glob(m.id)) return refuse("id", "id is a test id or glob (* and ?), one line of at most 1000 characters");
+  if (m.reason.empty() || m.reason.size() > 500 || m.reason.find('\n') != std::string::npos)
+    return refuse("reason", "reason says why in one line of at most 500 characters (an issue link)");
+  if (!is_utc_date(m.until)) return refuse("until", "until is a date like 2026-12-31");
+  if (m.until < today) return refuse("until", "until (" + m.until + ") is before today (" + today + ", UTC): it would mute nothing");
+  return std::nullopt;
+}
+
+std::optional<BodyError> parse_test_unmute(const std::string& text, std::string& glob) {
+  nlohmann::json body = nlohmann::json::parse(text.empty() ? "{}" : text, nullptr, false);
+  if (body.is_discarded() || !body.is_object() || !body.contains("id") || !body["id"].is_string())
+    return refuse("id", "the body is {\"id\": GLOB}, the mute's id as it was made");
+  for (const auto& [k, v] : body.items())
+    if (k != "id") return refuse(k, "unknown field '" + k + "'");
+  glob = body["id"].get<std::string>();
+  if (!is_test_glob(glob)) return refuse("id", "id is a test id or glob, one line of at most 1000 characters");
+  return std::nullopt;
+}
+
 }  // namespace pto

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/runner_config.h"
 #include "lease/lease.h"
 
 namespace pto {
@@ -36,6 +37,10 @@ std::optional<BodyError> parse_lease_request(const std::string& body, LeaseReque
 /// DELETE /api/v1/leases/ID's body (optional): {"exit-code", "signal", "output"}, how its command ended.
 std::optional<BodyError> parse_lease_report(const std::string& body, LeaseReport& out);
 /// POST /api/v1/runs/ID/detach: {"client", "cancel"}.
+/// POST /api/v1/tests/mute: {"id": GLOB, "reason": TEXT, "until": "YYYY-MM-DD"} (`today` or later).
+std::optional<BodyError> parse_test_mute(const std::string& body, const std::string& today, TestMute& out);
+/// POST /api/v1/tests/unmute: {"id": GLOB}.
+std::optional<BodyError> parse_test_unmute(const std::string& body, std::string& glob);
 std::optional<BodyError> parse_detach(const std::string& body, std::string& client, bool& cancel);
 /// A drain's {"reason": ...}; the default when the body has none.
 std::string drain_reason_of(const std::string& body);

@@ -2,7 +2,7 @@
 // JSON (GET /api/v1/runs/{id}, the read model for an active run, run.json for a finished one; every 2 s while
 // it runs) and draws each step as a row on the run's time axis: the wait for cards (grey), the run (coloured by
 // its result), its cards and why it ended; below, the same steps as a table with their logs, the failed steps'
-// log tails shown inline. Drawn in SVG by the page itself (server/page_kit), nothing from elsewhere.
+// log tails shown inline, and under a step with `tests:` its failed and muted tests. Drawn in SVG by the page itself (server/page_kit), nothing from elsewhere.
 #include "server/run_page.h"
 
 #include "server/page_kit.h"
@@ -43,6 +43,41 @@ function why(st) {
   if (st.signal !== null && st.signal !== undefined) return "signal " + st.signal;
   if (st.exit_code !== null && st.exit_code !== undefined) return "exit " + st.exit_code;
   return "";
+}
+// A step with tests: its failed tests (each at its last attempt) and its muted ones, under its row.
+function testsOf(st) {
+  const t = st.tests;
+  if (!t) return null;
+  const last = new Map();
+  for (const c of t.cases || []) if (!last.has(c.id) || last.get(c.id).attempt <= c.attempt) last.set(c.id, c);
+  const shown = (t.failed_tests || []).concat([...last.values()].filter(c => c.result === "muted"));
+  const counts = t.ran + " ran, " + t.passed + " passed" + (t.failed ? ", " + t.failed + " failed" : "") +
+                 (t.victims ? ", " + t.victims + " victims" : "") + (t.flaky ? ", " + t.flaky + " flaky" : "") +
+                 (t.muted ? ", " + t.muted + " muted" : "") + (t.skipped ? ", " + t.skipped + " skipped" : "");
+  const td = el("td");
+  td.colSpan = 7;
+  td.appendChild(el("div", "tests: " + counts + (t.error ? " · " + t.error : ""), "muted"));
+  if (shown.length) {
+    const table = el("table", null, "failed-tests");
+    table.setAttribute("data-step", st.id);
+    const head = row(["test", "result", "cause", "cards", "attempt", "message", "where"]);
+    head.className = "head";
+    table.appendChild(head);
+    for (const c of shown) {
+      const why = c.result === "victim" ? "victim of " + c.victim_of : c.result === "muted" ? "muted: " + (c.muted || "") : (c.message || "").split("\n")[0];
+      const where = c.file ? c.file + (c.line ? ":" + c.line : "") : "";
+      const tr = row([link("/tests?test=" + encodeURIComponent(c.id), c.id), el("span", c.result, "state " + (c.result === "muted" ? "skipped" : "failed")),
+                      c.cause || "", (c.cards || []).join(","), c.attempt, why, where]);
+      tr.setAttribute("data-test", c.id);
+      tr.setAttribute("data-result", c.result);
+      table.appendChild(tr);
+    }
+    td.appendChild(table);
+  }
+  const tr = el("tr", null, "tests-row");
+  tr.setAttribute("data-step", st.id);
+  tr.appendChild(td);
+  return tr;
 }
 function drawWaterfall(run) {
   const list = steps(run);
@@ -128,6 +163,8 @@ function render(run) {
                     st.wait_seconds ? duration(st.wait_seconds) : "-", ran !== null ? duration(st.duration_seconds || 0) : "-", why(st), logCell]);
     tr.setAttribute("data-step", st.id);
     body.appendChild(tr);
+    const tests = testsOf(st);
+    if (tests) body.appendChild(tests);
     // A failed step's log tail inline, as on-call wants it first.
     if ((st.state === "failed" || st.state === "timed_out") && st.log && (logTails.has(st.id) || logTails.size < 8)) showLog(st, logCell);
   }

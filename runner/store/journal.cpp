@@ -8,49 +8,12 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "store/sqlite_stmt.h"
 #include "util/json_text.h"
 
 namespace pto {
 
 namespace {
-
-class Stmt {
- public:
-  Stmt(sqlite3* db, const char* sql) : db_(db) {
-    if (sqlite3_prepare_v2(db, sql, -1, &s_, nullptr) != SQLITE_OK)
-      throw std::runtime_error(std::string("journal: ") + sqlite3_errmsg(db));
-  }
-  ~Stmt() { sqlite3_finalize(s_); }
-  Stmt& bind(int i, const std::string& v) {
-    sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  Stmt& bind(int i, long long v) {
-    sqlite3_bind_int64(s_, i, v);
-    return *this;
-  }
-  Stmt& bind(int i, int v) { return bind(i, static_cast<long long>(v)); }
-  bool step() {
-    int rc = sqlite3_step(s_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc != SQLITE_DONE) throw std::runtime_error(std::string("journal: ") + sqlite3_errmsg(db_));
-    return false;
-  }
-  std::string text(int col) const {
-    auto p = sqlite3_column_text(s_, col);
-    return p ? std::string(reinterpret_cast<const char*>(p), static_cast<std::size_t>(sqlite3_column_bytes(s_, col))) : "";
-  }
-  long long integer(int col) const { return sqlite3_column_int64(s_, col); }
-  double real(int col) const { return sqlite3_column_double(s_, col); }
-  Stmt& bind(int i, double v) {
-    sqlite3_bind_double(s_, i, v);
-    return *this;
-  }
-
- private:
-  sqlite3* db_;
-  sqlite3_stmt* s_ = nullptr;
-};
 
 nlohmann::json parse_or_null(const std::string& s) {
   auto j = nlohmann::json::parse(s, nullptr, false);
@@ -213,14 +176,7 @@ std::vector<double> Journal::durations(const std::string& step_key) const {
 
 Journal::~Journal() { sqlite3_close(db_); }
 
-void Journal::exec(const char* sql) const {
-  char* err = nullptr;
-  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : "unknown error";
-    sqlite3_free(err);
-    throw std::runtime_error(msg);
-  }
-}
+void Journal::exec(const char* sql) const { sqlite_exec(db_, sql); }
 
 bool Journal::run_created(const std::string& id, const std::string& created, const nlohmann::json& request,
                           const nlohmann::json& skeleton) {

@@ -74,6 +74,9 @@ std::string RunHistory::open(bool rebuild_requested) {
     journal_.reset();
     return "the journal " + path + " is damaged (" + bad + ")" + how;
   }
+  // The test history shares the file; without it runs go on (their records keep their tests).
+  tests_ = TestHistory::open(path, error);
+  if (!tests_) spdlog::error("{}: test history is not kept until the daemon restarts", error);
   // A journal that is new or empty while run directories hold records (deleted, truncated to 0 bytes, or
   // --rebuild-journal): rebuild, loudly, rather than start with a silently empty history.
   bool have_records = false;
@@ -154,6 +157,7 @@ void RunHistory::load() {
   model_.cards = CardHistory{};
   for (auto& [card, data] : journal_->card_events(epoch_now() - CardHistory::kWindowSeconds))
     if (auto e = CardEvent::from_json(card, data)) model_.cards.add(std::move(*e));
+  if (tests_) model_.metrics.tests_flaky = tests_->flaky_since(epoch_now() - model_.tests_window_days * TestHistory::kDay);
   model_.host.recent.clear();
   for (const auto& s : journal_->list_runs(static_cast<int>(kRecentRuns))) {
     if (s.state == "running") continue;
@@ -225,6 +229,15 @@ void RunHistory::card_event(CardEvent e) {
   model_.cards.add(std::move(e));
 }
 
+void RunHistory::record_tests(const StepTests& step) {
+  if (!tests_) return;
+  const bool ok = tests_->record(step);
+  if (ok && tests_failing_) spdlog::info("test history writes work again");
+  if (!ok && !tests_failing_) spdlog::error("test history cannot be written: {} (not logged again until writes work)", tests_->error());
+  tests_failing_ = !ok;
+  if (ok) model_.metrics.tests_flaky = tests_->flaky_since(epoch_now() - model_.tests_window_days * TestHistory::kDay);
+}
+
 void RunHistory::run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record) {
   write_record(id, record);
   if (!journal_->run_finished(id, state, result, record)) {
@@ -286,8 +299,10 @@ void RunHistory::remove_run_dir(const std::string& run_dir) {
   });
 }
 
-void RunHistory::prune(const RetentionConfig& r, int keep_worktrees, bool at_start,
+void RunHistory::prune(const RetentionConfig& r, double tests_retention_days, int keep_worktrees, bool at_start,
                        const std::function<bool(const std::string&)>& live) {
+  if (tests_ && tests_retention_days > 0 && !tests_->prune(epoch_now() - tests_retention_days * TestHistory::kDay))
+    spdlog::warn("retention: cannot prune the test history now: {}", tests_->error());
   std::string cutoff;
   if (r.max_age_days > 0)
     cutoff = iso_time(std::chrono::system_clock::now() -

@@ -20,6 +20,7 @@
 #include "read_model/read_model.h"
 #include "read_model/card_history.h"
 #include "store/journal.h"
+#include "store/test_history.h"
 
 namespace boost::asio {
 class thread_pool;
@@ -53,12 +54,19 @@ class RunHistory {
   /// Something happened on a card: into the journal and the read model's card history.
   void card_event(CardEvent e);
   void run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record);
+  /// A finished step's test cases into the test history (a failing write is logged while it lasts, and
+  /// costs the run nothing: the run's own record keeps its tests).
+  void record_tests(const StepTests& step);
+  /// The test history (null when its tables could not be made: said at start).
+  TestHistory* tests() { return tests_.get(); }
   bool journal_failing() const { return journal_failing_; }
   const Journal& journal() const { return *journal_; }
 
   /// Retention (`retention`, `keep_worktrees` worktrees): prunes journal rows, run directories and worktrees;
   /// at start also run directories the journal does not know, except those `live` says are in use.
-  void prune(const RetentionConfig& retention, int keep_worktrees, bool at_start, const std::function<bool(const std::string&)>& live);
+  /// Test history older than `tests_retention_days` goes too.
+  void prune(const RetentionConfig& retention, double tests_retention_days, int keep_worktrees, bool at_start,
+             const std::function<bool(const std::string&)>& live);
   /// Removes a run directory (and its worktree through the mirror) on the git workers.
   void remove_run_dir(const std::string& run_dir);
 
@@ -74,6 +82,8 @@ class RunHistory {
   GitMirror* mirror_;
   std::function<void(const std::string&, const std::string&)> on_write_failed_;
   std::unique_ptr<Journal> journal_;
+  std::unique_ptr<TestHistory> tests_;
+  bool tests_failing_ = false;
   std::map<std::string, nlohmann::json> unjournaled_;  // finished runs the journal could not take yet
   bool journal_failing_ = false, record_failing_ = false;
 };

@@ -28,6 +28,7 @@ nlohmann::json TestCase::json() const {
   j["line"] = line > 0 ? nlohmann::json(line) : nlohmann::json(nullptr);
   if (!victim_of.empty()) j["victim_of"] = victim_of;
   if (!card_fault.empty()) j["card_fault"] = card_fault;
+  if (!muted.empty()) j["muted"] = muted;
   return j;
 }
 

@@ -34,6 +34,7 @@ struct TestCase {
   int process = 0;       // which report (one per pytest process) it came from: victims are of one process
   std::string victim_of;  // for a victim: the test whose card fault it followed
   std::string card_fault;  // for the test that broke its card: the line that says so
+  std::string muted;       // for a muted failure: the mute's reason and its end
   nlohmann::json json() const;  // without `output`
 };
 

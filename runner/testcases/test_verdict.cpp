@@ -145,7 +145,7 @@ TestsSummary summarize_tests(std::vector<TestCase>& all) {
   };
   std::map<std::string, Group> groups;
   std::vector<std::string> group_order;
-  std::vector<std::string> code_failed;
+  std::vector<std::string> code_failed, muted;
   for (const std::string& id : order) {
     TestCase& fin = all[last[id]];
     const TestCase* ff = first_failure.count(id) ? first_failure[id] : nullptr;
@@ -159,8 +159,12 @@ TestsSummary summarize_tests(std::vector<TestCase>& all) {
     }
     if (ff && !ff->card_fault.empty() && !is_failure(fin.result)) groups[id].breaker_recovered = true;
     switch (fin.result) {
-      case TestResult::Passed:
       case TestResult::Muted:
+        ++s.muted;
+        s.done.insert(id);
+        muted.push_back(id);
+        break;
+      case TestResult::Passed:
         ++s.passed;
         s.done.insert(id);
         if (ff && ff->cause == FailureCause::Code) {
@@ -201,6 +205,11 @@ TestsSummary summarize_tests(std::vector<TestCase>& all) {
     else if (g.recovered > 0) p += ", " + std::to_string(g.recovered) + " passed on other cards";
     if (g.breaker_recovered) p += " (" + breaker + " itself passed there)";
     parts.push_back(p);
+  }
+  if (!muted.empty()) {
+    const TestCase& c = all[last[muted.front()]];
+    parts.push_back(std::to_string(muted.size()) + " muted failure" + (muted.size() > 1 ? "s" : "") + " (" + c.id + ": " + c.muted +
+                    (muted.size() > 1 ? ", and " + std::to_string(muted.size() - 1) + " more" : "") + ")");
   }
   if (s.flaky > 0) parts.push_back(std::to_string(s.flaky) + " flaky (failed, then passed on the same commit)");
   for (std::size_t i = 0; i < parts.size(); ++i) s.verdict += (i ? "; " : "") + parts[i];

@@ -48,8 +48,8 @@ AttemptTests judge_attempt(std::vector<TestCase>& cases, const HealthConfig& hea
                            const std::map<std::string, std::string>& lease_faults = {});
 
 struct TestsSummary {
-  int ran = 0, passed = 0, failed = 0, victims = 0, skipped = 0, flaky = 0, recovered = 0, rerun = 0;
-  std::set<std::string> done;           // passed or skipped at their last attempt: a rerun deselects them
+  int ran = 0, passed = 0, failed = 0, victims = 0, skipped = 0, flaky = 0, recovered = 0, rerun = 0, muted = 0;
+  std::set<std::string> done;           // passed, skipped or muted at their last attempt: a rerun deselects them
   std::vector<std::string> unresolved;  // failed, error or victim at their last attempt (first-seen order)
   bool code_failure = false;            // an unresolved failure is the commit's
   std::string verdict;                  // "1 failed, 32 victims of T on card 2 (passed on cards 0,1,3)"

@@ -18,6 +18,11 @@ std::string iso_time(std::chrono::system_clock::time_point t) {
   return out;
 }
 
+std::string iso_from_epoch(double seconds) {
+  return iso_time(std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(seconds))));
+}
+
 std::string iso_now() { return iso_time(std::chrono::system_clock::now()); }
 
 }  // namespace pto

@@ -8,5 +8,7 @@ namespace pto {
 
 std::string iso_time(std::chrono::system_clock::time_point t);
 std::string iso_now();
+/// Seconds since the epoch (as the journal keeps card events and test results), as ISO time.
+std::string iso_from_epoch(double seconds);
 
 }  // namespace pto

@@ -1,0 +1,158 @@
+#include "store/test_history_queries.h"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "store/sqlite_stmt.h"
+#include "store/test_history.h"
+#include "util/iso_time.h"
+
+namespace pto {
+
+namespace {
+
+struct Db {
+  sqlite3* db = nullptr;
+  ~Db() { sqlite3_close(db); }
+};
+
+void open_readonly(Db& d, const std::string& path) {
+  if (sqlite3_open_v2(path.c_str(), &d.db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK)
+    throw std::runtime_error("cannot read the test history in " + path + ": " + (d.db ? sqlite3_errmsg(d.db) : "out of memory"));
+  sqlite3_busy_timeout(d.db, 2000);
+}
+
+struct TestStats {
+  std::string id;
+  long long runs = 0, outcomes = 0, failed = 0, flaky = 0, flips = 0, muted = 0;
+  double duration_sum = 0, duration_max = 0, last_at = 0;
+  std::string last_result;
+  double flip_rate() const { return outcomes > 0 ? static_cast<double>(flips) / static_cast<double>(outcomes) : 0; }
+  double mean() const { return runs > 0 ? duration_sum / static_cast<double>(runs) : 0; }
+  nlohmann::json json() const {
+    return {{"id", id},
+            {"runs", runs},
+            {"failed", failed},
+            {"flaky", flaky},
+            {"flips", flips},
+            {"flip_rate", std::round(flip_rate() * 1000) / 1000},
+            {"muted", muted},
+            {"mean_duration", std::round(mean() * 1000) / 1000},
+            {"max_duration", duration_max},
+            {"last_result", last_result},
+            {"last_at", iso_from_epoch(last_at)}};
+  }
+};
+
+// One row of the sums over test_days (the columns in the order both queries select them).
+TestStats stats_of(const Stmt& s, int first) {
+  TestStats t;
+  t.runs = s.integer(first), t.outcomes = s.integer(first + 1), t.failed = s.integer(first + 2), t.flaky = s.integer(first + 3);
+  t.flips = s.integer(first + 4), t.muted = s.integer(first + 5);
+  t.duration_sum = s.real(first + 6), t.duration_max = s.real(first + 7), t.last_at = s.real(first + 8);
+  t.last_result = s.text(first + 9);
+  return t;
+}
+
+#define PTO_TEST_SUMS                                                                                                  \
+  "SUM(runs), SUM(outcomes), SUM(failed), SUM(flaky), SUM(flips), SUM(muted), SUM(duration_sum), MAX(duration_max), " \
+  "MAX(last_at), (SELECT last_result FROM test_days l WHERE l.ref = d.ref AND l.test = d.test ORDER BY day DESC LIMIT 1)"
+
+template <typename Less>
+nlohmann::json top(std::vector<TestStats> list, std::size_t limit, Less less) {
+  std::sort(list.begin(), list.end(), less);
+  nlohmann::json out = nlohmann::json::array();
+  for (std::size_t i = 0; i < list.size() && i < limit; ++i) out.push_back(list[i].json());
+  return out;
+}
+
+long long day_of(double epoch) { return static_cast<long long>(std::floor(epoch / TestHistory::kDay)); }
+
+}  // namespace
+
+nlohmann::json TestHistoryQueries::ref_summary(const std::string& ref, double since, int limit) const {
+  try {
+    Db d;
+    open_readonly(d, path_);
+    std::vector<TestStats> all;
+    {
+      Stmt s(d.db, "SELECT test, " PTO_TEST_SUMS " FROM test_days d WHERE ref = ? AND day >= ? GROUP BY test");
+      s.bind(1, ref).bind(2, day_of(since));
+      while (s.step()) {
+        TestStats t = stats_of(s, 1);
+        t.id = s.text(0);
+        all.push_back(std::move(t));
+      }
+    }
+    std::vector<TestStats> flaky, failing;
+    long long runs = 0, failures = 0;
+    for (const TestStats& t : all) {
+      if (t.flips > 0 || t.flaky > 0) flaky.push_back(t);
+      if (t.failed > 0) failing.push_back(t);
+      runs = std::max(runs, t.runs);
+      failures += t.failed;
+    }
+    const std::size_t n = static_cast<std::size_t>(limit);
+    return {{"ref", ref},
+            {"since", iso_from_epoch(since)},
+            {"tests", all.size()},
+            {"failures", failures},
+            {"flaky", top(flaky, n, [](const TestStats& a, const TestStats& b) {
+               return a.flip_rate() != b.flip_rate() ? a.flip_rate() > b.flip_rate() : a.flaky != b.flaky ? a.flaky > b.flaky : a.id < b.id;
+             })},
+            {"most_failing", top(failing, n, [](const TestStats& a, const TestStats& b) { return a.failed != b.failed ? a.failed > b.failed : a.id < b.id; })},
+            {"slowest", top(all, n, [](const TestStats& a, const TestStats& b) { return a.mean() != b.mean() ? a.mean() > b.mean() : a.id < b.id; })}};
+  } catch (const std::exception& e) {
+    return {{"error", e.what()}};
+  }
+}
+
+nlohmann::json TestHistoryQueries::test_history(const std::string& id, double since, int limit) const {
+  try {
+    Db d;
+    open_readonly(d, path_);
+    nlohmann::json refs = nlohmann::json::array();
+    {
+      Stmt s(d.db, "SELECT ref, " PTO_TEST_SUMS " FROM test_days d WHERE test = ? AND day >= ? GROUP BY ref ORDER BY ref");
+      s.bind(1, id).bind(2, day_of(since));
+      while (s.step()) {
+        TestStats t = stats_of(s, 1);
+        t.id = id;
+        nlohmann::json j = t.json();
+        j.erase("id");
+        j["ref"] = s.text(0);
+        refs.push_back(std::move(j));
+      }
+    }
+    nlohmann::json results = nlohmann::json::array();
+    {
+      Stmt s(d.db,
+             "SELECT ref, run, step, sha, attempt, result, cause, duration, cards, message, at FROM test_results WHERE test = ?"
+             " ORDER BY at DESC, attempt DESC LIMIT ?");
+      s.bind(1, id).bind(2, limit);
+      while (s.step()) {
+        nlohmann::json cards = nlohmann::json::parse(s.text(8), nullptr, false);
+        results.push_back({{"ref", s.text(0)},
+                           {"run", s.text(1)},
+                           {"step", s.text(2)},
+                           {"sha", s.text(3)},
+                           {"attempt", s.integer(4)},
+                           {"result", s.text(5)},
+                           {"cause", s.text(6).empty() ? nlohmann::json(nullptr) : nlohmann::json(s.text(6))},
+                           {"duration", s.real(7)},
+                           {"cards", cards.is_discarded() ? nlohmann::json::array() : cards},
+                           {"message", s.text(9).empty() ? nlohmann::json(nullptr) : nlohmann::json(s.text(9))},
+                           {"at", iso_from_epoch(s.real(10))}});
+      }
+    }
+    return {{"id", id}, {"since", iso_from_epoch(since)}, {"refs", refs}, {"results", results}};
+  } catch (const std::exception& e) {
+    return {{"error", e.what()}};
+  }
+}
+
+}  // namespace pto
