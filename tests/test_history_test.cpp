@@ -162,8 +162,8 @@ TEST_CASE("runner.yml tests: mutes are read with their place, wrong ones are err
   CHECK(all.find("more than max-muted (1)") != std::string::npos);
 }
 
-TEST_CASE("test history: flips per test and ref, flaky, most failing, slowest; a card's failures and a bad day say nothing about a "
-          "test; the window, another ref, one test's history, retention, mutes kept", "[tests][store]") {
+TEST_CASE("test history: flips per test and ref, flaky, most failing, slowest, while a card's failures and a bad day say nothing "
+          "about a test, and the window, another ref, one test's history, retention and mutes kept", "[tests][store]") {
   TempDir t;
   const std::string path = (t.path() / "journal.sqlite").string();
   std::string error;
@@ -256,7 +256,7 @@ TEST_CASE("test history: flips per test and ref, flaky, most failing, slowest; a
 }
 
 TEST_CASE("muted tests: a muted failure leaves its step green and shown as muted, an expired mute mutes nothing, the admin's mutes "
-          "survive a restart; the history's API, metrics and pages", "[tests][daemon]") {
+          "survive a restart, and the history's API, metrics and pages", "[tests][daemon]") {
   if (!have_pytest()) FAIL("python3-pytest is not installed (scripts/install-deps.sh installs it)");
   Served s;
   for (const char* dir : {"muted", "expired", "api"}) {
