@@ -175,7 +175,7 @@ TEST_CASE("test history: flips per test and ref, flaky, most failing, slowest, w
   const double now = pto::epoch_now();
   const std::string main = "refs/heads/main", pr = "refs/pull/7/merge";
   auto record = [&](const std::string& run, const std::string& ref, double at, std::vector<TestCase> cases) {
-    pto::StepTests st{run, ref, "abc", "system-tests / Run system tests", at, &cases};
+    pto::StepTests st{run, ref, "abc", "system-tests / Run system tests", at, cases};
     REQUIRE(h->record(st));
   };
   record("r1", main, now - 3600 * 5,
@@ -335,8 +335,13 @@ TEST_CASE("muted tests: a muted failure leaves its step green and shown as muted
   json flaky = submit("flaky");
   CHECK(step_of(flaky)["state"] == "succeeded");
 
-  // The history: the flaky test, the failing one, one test's results with their runs.
-  json h = s.get(std::string(pto::api_path::kTests) + "?ref=refs/heads/main");
+  // The history (written off the engine thread, in order): the flaky test, the failing one, one test's
+  // results with their runs.
+  json h;
+  REQUIRE(wait_until([&] {
+    h = s.get(std::string(pto::api_path::kTests) + "?ref=refs/heads/main");
+    return find_id(h["flaky"], "flaky/test_flaky.py::test_flaky") != nullptr;
+  }, 20));
   INFO(h.dump(1));
   const json* fl = find_id(h["flaky"], "flaky/test_flaky.py::test_flaky");
   REQUIRE(fl);
@@ -358,9 +363,12 @@ TEST_CASE("muted tests: a muted failure leaves its step green and shown as muted
   CHECK(e["refs"][0]["failed"] == 1);
   CHECK(pto::api_request("GET", s.url(std::string(pto::api_path::kTests) + "/nope")).status == 404);
 
-  const std::string metrics = pto::api_request("GET", s.url(pto::api_path::kMetrics)).body;
+  std::string metrics;
+  CHECK(wait_until([&] {
+    metrics = pto::api_request("GET", s.url(pto::api_path::kMetrics)).body;
+    return metrics.find("pto_runner_tests_flaky 1\n") != std::string::npos;
+  }, 10));
   CHECK(metrics.find("pto_runner_tests_muted 1\n") != std::string::npos);  // runner.yml's one in force
-  CHECK(metrics.find("pto_runner_tests_flaky 1\n") != std::string::npos);
   // Since this start: api's muted, then failed; the flaky one passed at its last attempt.
   CHECK(metrics.find("pto_runner_tests_total{result=\"failed\"} 1\n") != std::string::npos);
   CHECK(metrics.find("pto_runner_tests_total{result=\"muted\"} 1\n") != std::string::npos);

@@ -2,6 +2,8 @@
 // API's together (the API's kept in the test history, so a restart keeps them), what every run asks when a test
 // fails, and what the read model shows of them. Recording each step's tests is the reporter's
 // (daemon/run_reporter); the queries are store/test_history_queries.
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
 
 #include "daemon/daemon.h"
@@ -19,13 +21,15 @@ std::string who(const Caller& by) { return by.user.empty() ? "admin (" + by.peer
 
 void Daemon::open_tests() {
   std::vector<TestMute> api;
-  if (TestHistory* h = history_->tests()) {
+  if (TestHistory* h = history_->test_mutes()) {
     api = h->load_mutes();
     if (!h->error().empty()) spdlog::error("test mutes cannot be read back: {} (the API's mutes are lost until it can)", h->error());
     model_.tests = std::make_shared<TestHistoryQueries>(state_dir_ + "/journal.sqlite");
   }
   mutes_ = TestMutes(cfg_.tests.mute, std::move(api), cfg_.tests.max_muted);
   publish_mutes();
+  // A step's tests are written off the engine thread: the metrics' flaky count is refreshed when they are.
+  history_->set_on_tests_written([this] { boost::asio::post(io_, [this] { view_changed(); }); });
 }
 
 std::optional<TestMute> Daemon::muted(const std::string& test) const { return mutes_.match(test, utc_date()); }
@@ -48,7 +52,7 @@ Answer Daemon::mute_test(const TestMute& m, const Caller& by) {
   mute.at = iso_now();
   TestMutes next = mutes_;
   if (std::string why = next.add(mute, utc_date()); !why.empty()) return Answer::error(Outcome::Conflict, why);
-  TestHistory* h = history_->tests();
+  TestHistory* h = history_->test_mutes();
   if (!h || !h->save_mutes(next.api()))
     return Answer::error(Outcome::Unavailable, "the mute cannot be kept: " + (h ? h->error() : std::string("no test history")));
   mutes_ = std::move(next);
@@ -64,7 +68,7 @@ Answer Daemon::unmute_test(const std::string& glob, const Caller& by) {
       if (c.id == glob) return Answer::error(Outcome::Conflict, "'" + glob + "' is muted in runner.yml: remove it there (and send SIGHUP)");
     return Answer::error(Outcome::NotFound, "no mute of '" + glob + "' made through the API");
   }
-  TestHistory* h = history_->tests();
+  TestHistory* h = history_->test_mutes();
   if (!h || !h->save_mutes(next.api()))
     return Answer::error(Outcome::Unavailable, "the mute cannot be removed: " + (h ? h->error() : std::string("no test history")));
   mutes_ = std::move(next);

@@ -21,6 +21,7 @@ void Daemon::refresh_view() {
   model_.metrics.journal_failing = history_->journal_failing();
   model_.metrics.leases_by_end = leases_->ended_by_reason();
   model_.metrics.tests_muted = mutes_.in_force(utc_date());  // a mute that ended today is out of the count
+  model_.metrics.tests_flaky = history_->tests_flaky();
 
   host_->describe(v, describe_runs(model_, host_->broker().queue(), leases_->active()));
   // A card drained or returned since the last refresh (by a person, by its failures, by a reload): the cards'

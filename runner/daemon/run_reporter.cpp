@@ -54,8 +54,8 @@ void RunReporter::tests_ended(const RunRecord& r, const Plan& p, int job, int st
   st.sha = request ? request->value("sha", "") : "";
   st.step = step_label(p.jobs[job], p.jobs[job].steps[step]);
   st.at = epoch_now();
-  st.cases = &s.tests;
-  history_.record_tests(st);
+  st.cases = s.tests;
+  history_.record_tests(std::move(st));
   std::map<std::string, TestResult> last;  // each test's last attempt
   std::map<std::string, int> attempt;
   for (const TestCase& c : s.tests)

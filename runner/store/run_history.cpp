@@ -76,7 +76,13 @@ std::string RunHistory::open(bool rebuild_requested) {
   }
   // The test history shares the file; without it runs go on (their records keep their tests).
   tests_ = TestHistory::open(path, error);
-  if (!tests_) spdlog::error("{}: test history is not kept until the daemon restarts", error);
+  if (tests_) test_mutes_ = TestHistory::open(path, error);
+  if (!tests_ || !test_mutes_) {
+    spdlog::error("{}: test history is not kept until the daemon restarts", error);
+    tests_.reset(), test_mutes_.reset();
+  } else {
+    tests_writer_ = std::make_unique<boost::asio::thread_pool>(1);
+  }
   // A journal that is new or empty while run directories hold records (deleted, truncated to 0 bytes, or
   // --rebuild-journal): rebuild, loudly, rather than start with a silently empty history.
   bool have_records = false;
@@ -157,7 +163,7 @@ void RunHistory::load() {
   model_.cards = CardHistory{};
   for (auto& [card, data] : journal_->card_events(epoch_now() - CardHistory::kWindowSeconds))
     if (auto e = CardEvent::from_json(card, data)) model_.cards.add(std::move(*e));
-  if (tests_) model_.metrics.tests_flaky = tests_->flaky_since(epoch_now() - model_.tests_window_days * TestHistory::kDay);
+  if (tests_) tests_flaky_ = tests_->flaky_since(epoch_now() - model_.tests_window_days * TestHistory::kDay);  // before the writer's first
   model_.host.recent.clear();
   for (const auto& s : journal_->list_runs(static_cast<int>(kRecentRuns))) {
     if (s.state == "running") continue;
@@ -229,13 +235,21 @@ void RunHistory::card_event(CardEvent e) {
   model_.cards.add(std::move(e));
 }
 
-void RunHistory::record_tests(const StepTests& step) {
-  if (!tests_) return;
-  const bool ok = tests_->record(step);
-  if (ok && tests_failing_) spdlog::info("test history writes work again");
-  if (!ok && !tests_failing_) spdlog::error("test history cannot be written: {} (not logged again until writes work)", tests_->error());
-  tests_failing_ = !ok;
-  if (ok) model_.metrics.tests_flaky = tests_->flaky_since(epoch_now() - model_.tests_window_days * TestHistory::kDay);
+RunHistory::~RunHistory() {
+  if (tests_writer_) tests_writer_->join();
+}
+
+void RunHistory::record_tests(StepTests step) {
+  if (!tests_writer_) return;
+  const double window = model_.tests_window_days * TestHistory::kDay;
+  boost::asio::post(*tests_writer_, [this, window, step = std::move(step)] {
+    const bool ok = tests_->record(step);
+    if (ok && tests_failing_) spdlog::info("test history writes work again");
+    if (!ok && !tests_failing_) spdlog::error("test history cannot be written: {} (not logged again until writes work)", tests_->error());
+    tests_failing_ = !ok;
+    if (ok) tests_flaky_ = tests_->flaky_since(epoch_now() - window);
+    if (on_tests_written_) on_tests_written_();
+  });
 }
 
 void RunHistory::run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record) {
@@ -301,8 +315,13 @@ void RunHistory::remove_run_dir(const std::string& run_dir) {
 
 void RunHistory::prune(const RetentionConfig& r, double tests_retention_days, int keep_worktrees, bool at_start,
                        const std::function<bool(const std::string&)>& live) {
-  if (tests_ && tests_retention_days > 0 && !tests_->prune(epoch_now() - tests_retention_days * TestHistory::kDay))
-    spdlog::warn("retention: cannot prune the test history now: {}", tests_->error());
+  // At most hourly: a day's rows go at a time, and finding them scans the sums table.
+  if (tests_writer_ && tests_retention_days > 0 && (at_start || epoch_now() - tests_pruned_at_ > 3600)) {
+    tests_pruned_at_ = epoch_now();
+    boost::asio::post(*tests_writer_, [this, before = epoch_now() - tests_retention_days * TestHistory::kDay] {
+      if (!tests_->prune(before)) spdlog::warn("retention: cannot prune the test history now: {}", tests_->error());
+    });
+  }
   std::string cutoff;
   if (r.max_age_days > 0)
     cutoff = iso_time(std::chrono::system_clock::now() -

@@ -8,6 +8,7 @@
 // Writes never throw and never stop the daemon: a failing journal is logged once while it lasts, the run it
 // was for is ended by the daemon (on_write_failed), and runs that finished meanwhile are journaled when
 // writes work again. Engine thread only; directory removals go to the git workers.
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <set>
@@ -37,6 +38,8 @@ class RunHistory {
   /// `on_write_failed(run, why)`: a journal write for an active run failed.
   RunHistory(std::string state_dir, ReadModel& model, boost::asio::thread_pool& removals, GitMirror* mirror,
              std::function<void(const std::string& run, const std::string& why)> on_write_failed);
+  /// Waits for the test history's pending writes.
+  ~RunHistory();
   /// Opens the journal and checks it; rebuilds it from the run directories when asked (the damaged file is
   /// moved aside) or when it is missing or empty while run directories exist. "" or the error, with the fix.
   std::string open(bool rebuild);
@@ -54,11 +57,16 @@ class RunHistory {
   /// Something happened on a card: into the journal and the read model's card history.
   void card_event(CardEvent e);
   void run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record);
-  /// A finished step's test cases into the test history (a failing write is logged while it lasts, and
-  /// costs the run nothing: the run's own record keeps its tests).
-  void record_tests(const StepTests& step);
-  /// The test history (null when its tables could not be made: said at start).
-  TestHistory* tests() { return tests_.get(); }
+  /// A finished step's test cases into the test history, on the history's writer thread (a failing write is
+  /// logged while it lasts, and costs the run nothing: the run's own record keeps its tests).
+  void record_tests(StepTests step);
+  /// The test history's connection for the engine thread: the API's mutes (null when its tables could not be
+  /// made: said at start).
+  TestHistory* test_mutes() { return test_mutes_.get(); }
+  /// Tests flaky within the read model's window, as the writer last counted them (for the metrics).
+  int tests_flaky() const { return tests_flaky_; }
+  /// Called on the writer thread after each step's tests are written (the daemon posts a refresh of the view).
+  void set_on_tests_written(std::function<void()> f) { on_tests_written_ = std::move(f); }
   bool journal_failing() const { return journal_failing_; }
   const Journal& journal() const { return *journal_; }
 
@@ -82,8 +90,14 @@ class RunHistory {
   GitMirror* mirror_;
   std::function<void(const std::string&, const std::string&)> on_write_failed_;
   std::unique_ptr<Journal> journal_;
-  std::unique_ptr<TestHistory> tests_;
-  bool tests_failing_ = false;
+  // The test history: `tests_` is the writer thread's alone (steps' results, pruning, the flaky count),
+  // `test_mutes_` the engine thread's. The writer is joined before either goes.
+  std::unique_ptr<TestHistory> tests_, test_mutes_;
+  bool tests_failing_ = false;  // the writer's
+  std::atomic<int> tests_flaky_{0};
+  std::function<void()> on_tests_written_;
+  double tests_pruned_at_ = 0;  // engine thread
+  std::unique_ptr<boost::asio::thread_pool> tests_writer_;
   std::map<std::string, nlohmann::json> unjournaled_;  // finished runs the journal could not take yet
   bool journal_failing_ = false, record_failing_ = false;
 };

@@ -12,7 +12,9 @@
 // within one (failed, then passed on the rerun). A step whose failures are more than 80% of its tests (10 or
 // more) is the host's bad day, not its tests' (as Trunk skips such uploads): its outcomes are not counted.
 //
-// Writes never throw (false, with the reason in error()); engine thread only. Reads go through
+// Writes never throw (false, with the reason in error()). One thread at a time per TestHistory: the run
+// history has one on its writer thread for steps' results (a step's 750 rows cost ~150 ms on a year's history,
+// never the engine's time) and one on the engine thread for the mutes. Reads go through
 // store/test_history_queries, on connections of their own.
 #include <memory>
 #include <string>
@@ -25,11 +27,11 @@ struct sqlite3;
 
 namespace pto {
 
-/// One finished step's test cases (every attempt), as history keeps them.
+/// One finished step's test cases (every attempt), as history keeps them: a copy, written off the engine thread.
 struct StepTests {
   std::string run, ref, sha, step;  // step: "job / step" as the pages name it
   double at = 0;                     // when the step ended (seconds since the epoch)
-  const std::vector<TestCase>* cases = nullptr;
+  std::vector<TestCase> cases;
 };
 
 class TestHistory {
