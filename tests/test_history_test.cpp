@@ -27,10 +27,6 @@ using pto::TestResult;
 
 namespace {
 
-const char* const kPytest = "/usr/bin/python3 -m pytest -q -p no:cacheprovider";
-
-bool have_pytest() { return sh("/usr/bin/python3 -c 'import pytest' 2>/dev/null") == 0; }
-
 TestCase tc(const std::string& id, TestResult r, double duration = 1, int attempt = 1, std::optional<FailureCause> cause = std::nullopt) {
   TestCase c;
   c.id = id;

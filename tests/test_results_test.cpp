@@ -27,10 +27,6 @@ using pto::TestResult;
 
 namespace {
 
-const char* const kPytest = "/usr/bin/python3 -m pytest -q -p no:cacheprovider";
-
-bool have_pytest() { return sh("/usr/bin/python3 -c 'import pytest' 2>/dev/null") == 0; }
-
 // pypto's way: the step's cards come in TASK_DEVICE, each test takes the next one, and the harness says
 // which ("[DEVICE] NODEID -> device N", on the real terminal). Card 2 is broken from test 30 on: every test
 // on it fails with pypto's 507018. `real_failure`: one test fails by itself wherever it runs.

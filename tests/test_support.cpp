@@ -118,6 +118,8 @@ fs::path source_dir() { return PTO_RUNNER_SOURCE_DIR; }
 
 bool have(const char* tool) { return sh(std::string("command -v ") + tool + " > /dev/null 2>&1") == 0; }
 
+bool have_pytest() { return sh("/usr/bin/python3 -c 'import pytest' 2>/dev/null") == 0; }
+
 int sh(const std::string& cmd, std::string* out) {
   std::FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return -1;

@@ -66,6 +66,10 @@ std::string read_file(const fs::path& p);
 /// Whether `tool` is on PATH (a test that needs it says SKIPPED without it).
 bool have(const char* tool);
 
+/// Debian's pytest (python3-pytest), as steps under test call it; the `python3` on PATH may be another one.
+inline constexpr const char* kPytest = "/usr/bin/python3 -m pytest -q -p no:cacheprovider";
+bool have_pytest();
+
 /// Runs `cmd` with /bin/sh; returns its exit status, and its stdout in `out` when given.
 int sh(const std::string& cmd, std::string* out = nullptr);
 

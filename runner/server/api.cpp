@@ -101,39 +101,32 @@ void Api::route(const HttpRequest& req, const Caller& caller, HttpServer::Respon
     respond(error_response(access_.refusal_status(caller), access_.refusal(caller, a)));
     return false;
   };
+  // A GET anyone who may read may make (405 for another method).
+  auto read = [&](auto&& answer) {
+    if (!get) return respond(method_not_allowed());
+    if (allowed(Action::Read)) answer();
+  };
   if (path_is(seg, api_path::kLeases, {}, true)) return leases(req, caller, std::move(respond));
   if (options_.leases_only)
     return respond(not_found("no such endpoint: " + req.path + (options_.leases_only_note.empty() ? "" : " (" + options_.leases_only_note + ")")));
 
   if (is(api_path::kStatusPage)) {
-    if (!get) return respond(method_not_allowed());
-    if (allowed(Action::Read)) respond(render_status_page());
-    return;
+    return read([&] { respond(render_status_page()); });
   }
   if (is(api_path::kRunPages, {"*"}) && is_run_id(seg[1])) {  // a run's page: its script reads the run's JSON
-    if (!get) return respond(method_not_allowed());
-    if (allowed(Action::Read)) respond(render_run_page());
-    return;
+    return read([&] { respond(render_run_page()); });
   }
   if (is(api_path::kCardsPage)) {
-    if (!get) return respond(method_not_allowed());
-    if (allowed(Action::Read)) respond(render_cards_page());
-    return;
+    return read([&] { respond(render_cards_page()); });
   }
   if (is(api_path::kCards)) {
-    if (!get) return respond(method_not_allowed());
-    if (allowed(Action::Read)) respond(json_response(200, cards_json()));
-    return;
+    return read([&] { respond(json_response(200, cards_json())); });
   }
   if (is(api_path::kTestsPage)) {
-    if (!get) return respond(method_not_allowed());
-    if (allowed(Action::Read)) respond(render_tests_page());
-    return;
+    return read([&] { respond(render_tests_page()); });
   }
   if (is(api_path::kTests)) {
-    if (!get) return respond(method_not_allowed());
-    if (allowed(Action::Read)) tests(req, std::move(respond));
-    return;
+    return read([&] { tests(req, std::move(respond)); });
   }
   if (post && (is(api_path::kTests, {"mute"}) || is(api_path::kTests, {"unmute"}))) {
     if (!allowed(Action::MuteTest)) return;
@@ -147,9 +140,7 @@ void Api::route(const HttpRequest& req, const Caller& caller, HttpServer::Respon
     return respond(to_http(commands_.unmute_test(glob, caller)));
   }
   if (is(api_path::kTests, {"*"})) {
-    if (!get) return respond(method_not_allowed());
-    if (allowed(Action::Read)) test(seg[3], req, std::move(respond));
-    return;
+    return read([&] { test(seg[3], req, std::move(respond)); });
   }
   if (is(api_path::kHealthz)) return respond(get ? HttpResponse{200, "text/plain", "ok\n", {}} : method_not_allowed());
   if (is(api_path::kMetrics)) {
@@ -159,9 +150,7 @@ void Api::route(const HttpRequest& req, const Caller& caller, HttpServer::Respon
     return;
   }
   if (is(api_path::kStatus)) {
-    if (!get) return respond(method_not_allowed());
-    if (allowed(Action::Read)) respond(status(req));
-    return;
+    return read([&] { respond(status(req)); });
   }
   if (is(api_path::kRuns)) {
     if (post) {
@@ -171,14 +160,10 @@ void Api::route(const HttpRequest& req, const Caller& caller, HttpServer::Respon
       if (caller.role == Caller::Role::Submitter) s.submitter = {{"uid", caller.uid}, {"user", caller.user}};  // never from the body
       return commands_.submit_run(std::move(s), caller, [respond](Answer a) { respond(to_http(a)); });
     }
-    if (!get) return respond(method_not_allowed());
-    if (allowed(Action::Read)) respond(runs(req));
-    return;
+    return read([&] { respond(runs(req)); });
   }
   if (is(api_path::kRuns, {"*"}) && is_run_id(seg[3])) {
-    if (!get) return respond(method_not_allowed());
-    if (allowed(Action::Read)) run(seg[3], std::move(respond));
-    return;
+    return read([&] { run(seg[3], std::move(respond)); });
   }
   if ((is(api_path::kRuns, {"*", "tests"}) || is(api_path::kRuns, {"*", "junit.xml"})) && is_run_id(seg[3])) {
     if (!get) return respond(method_not_allowed());
@@ -212,9 +197,7 @@ void Api::route(const HttpRequest& req, const Caller& caller, HttpServer::Respon
     return respond(to_http(commands_.detach_client(seg[3], client, cancel, caller)));
   }
   if (is(api_path::kRuns, {"*", "steps", "*", "log"}) && is_run_id(seg[3])) {
-    if (!get) return respond(method_not_allowed());
-    if (allowed(Action::Read)) step_log(seg[3], seg[5], req, std::move(respond));
-    return;
+    return read([&] { step_log(seg[3], seg[5], req, std::move(respond)); });
   }
   const bool drain_route = seg.size() == 5 && (seg[4] == "drain" || seg[4] == "undrain");
   if (drain_route && is(api_path::kDevices, {"*", "*"}) && is_card_id(seg[3])) {

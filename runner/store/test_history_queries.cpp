@@ -69,24 +69,24 @@ nlohmann::json top(std::vector<TestStats> list, std::size_t limit, Less less) {
 
 long long day_of(double epoch) { return static_cast<long long>(std::floor(epoch / TestHistory::kDay)); }
 
+// The window's test_days rows where `where` (ref or test) is `value`, summed by `by` (test or ref): read in
+// index order and folded here rather than by a GROUP BY that would sort them (~750 rows a day for a ref).
+std::map<std::string, TestStats> sums(sqlite3* db, const char* by, const char* where, const std::string& value, double since) {
+  const std::string sql = std::string("SELECT ") + by + ", " + kDayColumns + " FROM test_days WHERE " + where + " = ? AND day >= ?";
+  Stmt s(db, sql.c_str());
+  s.bind(1, value).bind(2, day_of(since));
+  std::map<std::string, TestStats> out;
+  while (s.step()) add_day(out[s.text(0)], s, 1);
+  return out;
+}
+
 }  // namespace
 
 nlohmann::json TestHistoryQueries::ref_summary(const std::string& ref, double since, int limit) const {
   try {
     Db d;
     open_readonly(d, path_);
-    // The window's rows of the ref, by its primary key (ref, day, test): ~750 a day, summed here rather than by
-    // a GROUP BY that would sort them.
-    std::map<std::string, TestStats> by_test;
-    {
-      const std::string sql = std::string("SELECT test, ") + kDayColumns + " FROM test_days WHERE ref = ? AND day >= ?";
-      Stmt s(d.db, sql.c_str());
-      s.bind(1, ref).bind(2, day_of(since));
-      while (s.step()) {
-        TestStats& t = by_test[s.text(0)];
-        add_day(t, s, 1);
-      }
-    }
+    std::map<std::string, TestStats> by_test = sums(d.db, "test", "ref", ref, since);  // by the primary key (ref, day, test)
     std::vector<TestStats> all;
     all.reserve(by_test.size());
     for (auto& [id, t] : by_test) {
@@ -94,11 +94,10 @@ nlohmann::json TestHistoryQueries::ref_summary(const std::string& ref, double si
       all.push_back(std::move(t));
     }
     std::vector<TestStats> flaky, failing;
-    long long runs = 0, failures = 0;
+    long long failures = 0;
     for (const TestStats& t : all) {
       if (t.flips > 0 || t.flaky > 0) flaky.push_back(t);
       if (t.failed > 0) failing.push_back(t);
-      runs = std::max(runs, t.runs);
       failures += t.failed;
     }
     const std::size_t n = static_cast<std::size_t>(limit);
@@ -120,13 +119,7 @@ nlohmann::json TestHistoryQueries::test_history(const std::string& id, double si
   try {
     Db d;
     open_readonly(d, path_);
-    std::map<std::string, TestStats> by_ref;
-    {
-      const std::string sql = std::string("SELECT ref, ") + kDayColumns + " FROM test_days WHERE test = ? AND day >= ?";
-      Stmt s(d.db, sql.c_str());
-      s.bind(1, id).bind(2, day_of(since));
-      while (s.step()) add_day(by_ref[s.text(0)], s, 1);
-    }
+    std::map<std::string, TestStats> by_ref = sums(d.db, "ref", "test", id, since);  // by test_days_by_test
     nlohmann::json refs = nlohmann::json::array();
     for (auto& [ref, t] : by_ref) {
       t.id = id;
