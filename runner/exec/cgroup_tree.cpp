@@ -167,9 +167,9 @@ int CgroupTree::signal_all(const std::string& cgroup, int sig) {
   return static_cast<int>(pids.size());
 }
 
-void CgroupTree::recycle(const std::string& cgroup) {
+void CgroupTree::recycle(const std::string& cgroup, bool known_empty) {
   if (cgroup.empty()) return;
-  if (!populated(cgroup)) {
+  if (known_empty || !populated(cgroup)) {
     std::lock_guard<std::mutex> g(spare_lock_);
     // Never twice: one path handed to two holders would let one's end kill the other's processes.
     if (std::find(spare_.begin(), spare_.end(), cgroup) != spare_.end()) return;

@@ -38,7 +38,8 @@ class CgroupTree {
   /// A step's cgroup, its step over: kept for the next step when it is empty (a bounded number of them),
   /// removed otherwise. Only for cgroups nobody outside can still join: a lease's cgroup only once its client
   /// released it itself (it starts one command); a revoked lease's client might still start its command: remove().
-  void recycle(const std::string& cgroup);
+  /// `known_empty`: its caller has just seen it empty (cgroup.events is not read again).
+  void recycle(const std::string& cgroup, bool known_empty = false);
   static bool add_process(const std::string& cgroup, pid_t pid);
   static std::vector<pid_t> processes(const std::string& cgroup);
   static bool populated(const std::string& cgroup);

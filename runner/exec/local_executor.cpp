@@ -250,10 +250,12 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
     if (!cgroup_.empty()) {
       // Everything left in the step's cgroup, however it left the group or scrubbed its environment, is
       // killed at once; the step is over when the cgroup is empty. No /proc scan.
-      int left = CgroupTree::populated(cgroup_) ? CgroupTree::signal_all(cgroup_, SIGKILL) : 0;
+      const bool populated = CgroupTree::populated(cgroup_);
+      int left = populated ? CgroupTree::signal_all(cgroup_, SIGKILL) : 0;
       if (left)
         if (std::FILE* f = log()) std::fprintf(f, "pto-runner: killed %d leftover process(es) of this step\n", left);
-      wait_cgroup_empty(std::chrono::steady_clock::now() + std::chrono::seconds(5));
+      // Found empty already (a step that left nothing behind, nearly all): not read again to be sure.
+      wait_cgroup_empty(std::chrono::steady_clock::now() + std::chrono::seconds(5), !populated);
     } else {
       asio::post(sweepers_, [self] {
         int swept = kill_marked_processes(self->launch_.marker, SIGKILL);
@@ -282,8 +284,8 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
     return log_;
   }
 
-  void wait_cgroup_empty(std::chrono::steady_clock::time_point deadline) {
-    const bool empty = !CgroupTree::populated(cgroup_);
+  void wait_cgroup_empty(std::chrono::steady_clock::time_point deadline, bool known_empty = false) {
+    const bool empty = known_empty || !CgroupTree::populated(cgroup_);
     const bool past = std::chrono::steady_clock::now() > deadline;  // read once: both branches agree
     if (!empty && past) {
       // Still there 5 s after cgroup.kill: stuck in the kernel (a driver call in uninterruptible sleep). The
@@ -294,7 +296,10 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
       if (std::FILE* f = log()) std::fprintf(f, "pto-runner: %s\n", outcome_.survivors.c_str());
     }
     if (empty || past) {
-      CgroupTree::instance().recycle(cgroup_);  // removed instead when something is still in it
+      // Its processes were in this cgroup and the limits' v1 cgroups alike, and cannot leave either: this one
+      // empty, so are those (they are not read again).
+      if (empty && limits_) limits_->processes_gone();
+      CgroupTree::instance().recycle(cgroup_, empty);  // removed instead when something is still in it
       cgroup_.clear();
       swept_ = true;
       maybe_finish();

@@ -10,6 +10,7 @@
 #include <map>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 namespace pto {
@@ -91,10 +92,17 @@ std::atomic<unsigned> g_next{0};
 
 /// Empty v1 cgroups of finished steps, by hierarchy, handed to the next step instead of made again: making
 /// and removing a memory cgroup per step was most of what the sandbox added to a step's start (bench/README).
-/// A recycled one gets its limit written again and its event counters read again at the start.
+/// Each keeps what it was left with: the limit written into it and its event counter as its last step's end
+/// read it, so the next step with the same limit writes and reads nothing at its start (four cgroup file
+/// opens a step: bench/dispatch_overhead.sh with SANDBOX=on).
+struct FreeCgroup {
+  std::string dir;
+  std::uint64_t limit = 0;                // 0: unknown, written at the start
+  std::optional<std::uint64_t> counter;   // pids.events max / oom_kill at its last end; unknown: read
+};
 struct Recycled {
   std::mutex mu;
-  std::map<std::string, std::vector<std::string>> free;  // base -> dirs
+  std::map<std::string, std::vector<FreeCgroup>> free;  // base -> cgroups
 };
 Recycled& recycled() {
   static Recycled r;
@@ -117,51 +125,60 @@ std::unique_ptr<StepLimits> StepLimits::make(const Spec& spec, const std::string
   if (!spec.any()) return l;
   const Hierarchies& h = hierarchies(v2_cgroup);
   const std::string name = "step-" + std::to_string(++g_next);
-  auto v1_dir = [&](const std::string& base) -> std::string {
-    if (base.empty()) return "";
+  auto v1_dir = [&](const std::string& base) -> FreeCgroup {
+    if (base.empty()) return {};
     {
       std::lock_guard<std::mutex> g(recycled().mu);
       auto& free = recycled().free[base];
       if (!free.empty()) {
-        std::string dir = free.back();
+        FreeCgroup c = free.back();
         free.pop_back();
-        l->made_.push_back(dir);
-        l->join_.push_back(dir);
-        return dir;
+        l->made_.push_back(c.dir);
+        l->join_.push_back(c.dir);
+        return c;
       }
     }
     std::string dir = base + "/" + name;
-    if (::mkdir(dir.c_str(), 0755) != 0) return "";
+    if (::mkdir(dir.c_str(), 0755) != 0) return {};
     l->made_.push_back(dir);
     l->join_.push_back(dir);
-    return dir;
+    return {dir};
+  };
+  // A v1 limit is written unless the recycled cgroup holds it already; its counter is read unless known.
+  auto set_limit = [](const FreeCgroup& c, const char* file, std::uint64_t limit) {
+    return c.limit == limit || write_cgroup_file(c.dir + "/" + file, std::to_string(limit));
   };
   if (spec.pids_max) {
+    FreeCgroup c;
+    bool placed = false;
     if (h.v2_pids && !v2_cgroup.empty()) {
       l->pids_dir_ = v2_cgroup;
-    } else if (std::string d = v1_dir(h.v1_pids); !d.empty()) {
-      l->pids_dir_ = d;
+      placed = write_cgroup_file(v2_cgroup + "/pids.max", std::to_string(spec.pids_max));
+    } else if (c = v1_dir(h.v1_pids); !c.dir.empty()) {
+      l->pids_dir_ = c.dir;
       l->pids_v1_ = true;
+      placed = set_limit(c, "pids.max", spec.pids_max);
     }
-    if (l->pids_dir_.empty() || !write_cgroup_file(l->pids_dir_ + "/pids.max", std::to_string(spec.pids_max))) {
+    if (!placed) {
       l->unplaced_ += "pids-max (no pids controller here) ";
       l->pids_dir_.clear();
     } else {
-      l->pids_events_at_start_ = counter(l->pids_dir_ + "/pids.events", "max");
+      l->pids_events_at_start_ = c.counter ? *c.counter : counter(l->pids_dir_ + "/pids.events", "max");
     }
   }
   if (spec.memory_max) {
+    FreeCgroup c;
     if (h.v2_memory && !v2_cgroup.empty()) {
       l->memory_dir_ = v2_cgroup;
       if (!write_cgroup_file(v2_cgroup + "/memory.max", std::to_string(spec.memory_max))) l->memory_dir_.clear();
       else write_cgroup_file(v2_cgroup + "/memory.swap.max", "0");  // over the limit is over it, not swapped out
-    } else if (std::string d = v1_dir(h.v1_memory); !d.empty()) {
-      l->memory_dir_ = d;
+    } else if (c = v1_dir(h.v1_memory); !c.dir.empty()) {
+      l->memory_dir_ = c.dir;
       l->memory_v1_ = true;
-      if (!write_cgroup_file(d + "/memory.limit_in_bytes", std::to_string(spec.memory_max))) l->memory_dir_.clear();
+      if (!set_limit(c, "memory.limit_in_bytes", spec.memory_max)) l->memory_dir_.clear();
     }
     if (l->memory_dir_.empty()) l->unplaced_ += "memory-max (no memory controller here) ";
-    else l->oom_kills_at_start_ = counter(l->memory_dir_ + (l->memory_v1_ ? "/memory.oom_control" : "/memory.events"), "oom_kill");
+    else l->oom_kills_at_start_ = c.counter ? *c.counter : counter(l->memory_dir_ + (l->memory_v1_ ? "/memory.oom_control" : "/memory.events"), "oom_kill");
   }
   while (!l->unplaced_.empty() && l->unplaced_.back() == ' ') l->unplaced_.pop_back();
   return l;
@@ -169,23 +186,33 @@ std::unique_ptr<StepLimits> StepLimits::make(const Spec& spec, const std::string
 
 std::string StepLimits::exceeded() const {
   std::string why;
-  if (!pids_dir_.empty() && counter(pids_dir_ + "/pids.events", "max") > pids_events_at_start_)
-    why = "it reached pids-max (" + std::to_string(spec_.pids_max) + " processes): the kernel refused it a fork";
-  if (!memory_dir_.empty() &&
-      counter(memory_dir_ + (memory_v1_ ? "/memory.oom_control" : "/memory.events"), "oom_kill") > oom_kills_at_start_)
-    why += std::string(why.empty() ? "" : "; ") + "it reached memory-max (" + format_bytes(spec_.memory_max) +
-           "): the OOM killer ended a process of it";
+  if (!pids_dir_.empty()) {
+    pids_events_at_end_ = counter(pids_dir_ + "/pids.events", "max");
+    if (*pids_events_at_end_ > pids_events_at_start_)
+      why = "it reached pids-max (" + std::to_string(spec_.pids_max) + " processes): the kernel refused it a fork";
+  }
+  if (!memory_dir_.empty()) {
+    oom_kills_at_end_ = counter(memory_dir_ + (memory_v1_ ? "/memory.oom_control" : "/memory.events"), "oom_kill");
+    if (*oom_kills_at_end_ > oom_kills_at_start_)
+      why += std::string(why.empty() ? "" : "; ") + "it reached memory-max (" + format_bytes(spec_.memory_max) +
+             "): the OOM killer ended a process of it";
+  }
   return why;
 }
 
 StepLimits::~StepLimits() {
   for (auto it = made_.rbegin(); it != made_.rend(); ++it) {
     const std::string base = it->substr(0, it->rfind('/'));
-    if (read_cgroup_file(*it + "/cgroup.procs").empty()) {  // nothing of the step is left in it: the next may have it
+    if (processes_gone_ || read_cgroup_file(*it + "/cgroup.procs").empty()) {  // nothing of the step is left in it: the next may have it
+      // What it holds now, for the next step: its limit, and its counter when this step's end read it (and
+      // nothing of the step is left to raise it since).
+      FreeCgroup c{*it};
+      if (pids_v1_ && *it == pids_dir_) c.limit = spec_.pids_max, c.counter = pids_events_at_end_;
+      if (memory_v1_ && *it == memory_dir_) c.limit = spec_.memory_max, c.counter = oom_kills_at_end_;
       std::lock_guard<std::mutex> g(recycled().mu);
       auto& free = recycled().free[base];
       if (free.size() < kKeepPerHierarchy) {
-        free.push_back(*it);
+        free.push_back(std::move(c));
         continue;
       }
     }

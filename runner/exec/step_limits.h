@@ -7,6 +7,7 @@
 // OOM killer ends the step past memory.max; exceeded() says which, afterwards, from the cgroups' event counters.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,9 @@ class StepLimits {
   /// What the step ran into, after it ended: "it reached pids-max (8192 processes): a fork was refused",
   /// "it reached memory-max (64 GiB): the OOM killer ended a process of it"; "" when nothing.
   std::string exceeded() const;
+  /// Its caller saw every process of the step gone (its cgroup v2 empty): the v1 cgroups are recycled without
+  /// reading their cgroup.procs.
+  void processes_gone() { processes_gone_ = true; }
 
  private:
   StepLimits() = default;
@@ -38,6 +42,9 @@ class StepLimits {
   std::string pids_dir_, memory_dir_;  // where each limit is (a v2 or v1 cgroup)
   bool pids_v1_ = false, memory_v1_ = false;
   std::uint64_t pids_events_at_start_ = 0, oom_kills_at_start_ = 0;
+  // As exceeded() read them at the step's end: handed on with the recycled cgroup (step_limits.cpp).
+  mutable std::optional<std::uint64_t> pids_events_at_end_, oom_kills_at_end_;
+  bool processes_gone_ = false;
   std::vector<std::string> join_, made_;
   std::string unplaced_;
 };

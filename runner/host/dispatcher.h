@@ -70,7 +70,10 @@ class Dispatcher : public CardBroker {
   void schedule_pump();
   ScheduleResult schedule_pending(double now);
   /// The waiting requests in submit order, as the scheduler takes them.
-  std::vector<SchedRequest> submit_order() const;
+  /// The queue in submit order, its first `limit` entries.
+  std::vector<SchedRequest> submit_order(std::size_t limit = static_cast<std::size_t>(-1)) const;
+  /// Takes a request out of pending_ (and out of the count of its share).
+  void drop_pending(std::map<std::uint64_t, std::shared_ptr<Pending>>::iterator it);
   void refresh_forecast(double now);
   void refresh_reasons();
   std::string reason_at(const Pending& p, std::size_t position) const;
@@ -79,6 +82,8 @@ class Dispatcher : public CardBroker {
   boost::asio::io_context& io_;
   DevicePool& pool_;
   std::map<std::uint64_t, std::shared_ptr<Pending>> pending_;  // by order, hence submit time
+  std::map<std::string, int> pending_shares_;  // how many of pending_ each share (run) has
+  static constexpr std::size_t kOneRunHead = 128;  // as sched/queue_order's schedule_queue looks first
   std::map<std::uint64_t, std::uint64_t> order_of_ticket_;
   std::map<int, std::uint64_t> reserved_;
   ShareLedger ledger_;                    // card-time used by each run (fair share)
