@@ -6,6 +6,7 @@
 
 #include "report/diagnostics_view.h"
 #include "store/learned_durations.h"
+#include "util/state_paths.h"
 
 namespace pto {
 
@@ -23,7 +24,7 @@ void add_device_options(CLI::App& cmd, CommonOptions& opts) {
 
 void apply_history(LoadedPlan& lp, const std::string& state_dir_flag) {
   std::string dir = resolve_under_root(lp.project.root, state_dir_flag.empty() ? lp.project.runner.state_dir : state_dir_flag);
-  if (auto journal = Journal::open_readonly(dir + "/journal.sqlite")) apply_learned_durations(lp.plan, *journal);
+  if (auto journal = Journal::open_readonly(journal_file(dir))) apply_learned_durations(lp.plan, *journal);
 }
 
 std::string server_url(const std::string& flag, const CommonOptions& opts) {

@@ -24,7 +24,7 @@ void Daemon::open_tests() {
   if (TestHistory* h = history_->test_mutes()) {
     api = h->load_mutes();
     if (!h->error().empty()) spdlog::error("test mutes cannot be read back: {} (the API's mutes are lost until it can)", h->error());
-    model_.tests = std::make_shared<TestHistoryQueries>(state_dir_ + "/journal.sqlite");
+    model_.tests = std::make_shared<TestHistoryQueries>(journal_file(state_dir_));
   }
   mutes_ = TestMutes(cfg_.tests.mute, std::move(api), cfg_.tests.max_muted);
   publish_mutes();

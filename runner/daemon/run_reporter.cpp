@@ -55,6 +55,7 @@ void RunReporter::tests_ended(const RunRecord& r, const Plan& p, int job, int st
   st.step = step_label(p.jobs[job], p.jobs[job].steps[step]);
   st.at = epoch_now();
   st.cases = s.tests;
+  for (TestCase& c : st.cases) c.output.clear();  // the history keeps the message only: the copy need not carry it
   history_.record_tests(std::move(st));
   std::map<std::string, TestResult> last;  // each test's last attempt
   std::map<std::string, int> attempt;

@@ -311,14 +311,23 @@ std::string history_window(const HttpRequest& req, double default_days, int defa
 }
 }  // namespace
 
+std::shared_ptr<const TestQueries> Api::history_queries(const HttpRequest& req, int default_limit, double& since, int& limit,
+                                                        const HttpServer::Respond& respond) const {
+  if (std::string bad = history_window(req, model_.tests_window_days, default_limit, since, limit); !bad.empty()) {
+    respond(error_response(400, bad));
+    return nullptr;
+  }
+  if (!model_.tests || !workers_) respond(error_response(503, "no test history is kept here (see the daemon's log)"));
+  return workers_ ? model_.tests : nullptr;
+}
+
 void Api::tests(const HttpRequest& req, HttpServer::Respond respond) {
   auto ref = req.query.find("ref");
   const std::string r = ref == req.query.end() ? "refs/heads/main" : ref->second;
   double since = 0;
   int limit = 0;
-  if (std::string bad = history_window(req, model_.tests_window_days, 20, since, limit); !bad.empty()) return respond(error_response(400, bad));
-  std::shared_ptr<const TestQueries> q = model_.tests;
-  if (!q || !workers_) return respond(error_response(503, "no test history is kept here (see the daemon's log)"));
+  std::shared_ptr<const TestQueries> q = history_queries(req, 20, since, limit, respond);
+  if (!q) return;
   const std::string today = utc_date();
   nlohmann::json mutes = nlohmann::json::array();
   for (const TestMute& m : model_.mutes) {
@@ -339,9 +348,8 @@ void Api::tests(const HttpRequest& req, HttpServer::Respond respond) {
 void Api::test(const std::string& id, const HttpRequest& req, HttpServer::Respond respond) {
   double since = 0;
   int limit = 0;
-  if (std::string bad = history_window(req, model_.tests_window_days, 200, since, limit); !bad.empty()) return respond(error_response(400, bad));
-  std::shared_ptr<const TestQueries> q = model_.tests;
-  if (!q || !workers_) return respond(error_response(503, "no test history is kept here (see the daemon's log)"));
+  std::shared_ptr<const TestQueries> q = history_queries(req, 200, since, limit, respond);
+  if (!q) return;
   const std::string today = utc_date();
   nlohmann::json muted = nullptr;
   for (const TestMute& m : model_.mutes)

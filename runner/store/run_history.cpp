@@ -55,7 +55,7 @@ RunHistory::RunHistory(std::string state_dir, ReadModel& model, boost::asio::thr
 }
 
 std::string RunHistory::open(bool rebuild_requested) {
-  const std::string path = state_dir_ + "/journal.sqlite";
+  const std::string path = journal_file(state_dir_);
   const std::string how = "; move it aside and start with `pto-runner serve --rebuild-journal` (same --root/--state-dir) "
                           "to rebuild the history from the run directories";
   if (rebuild_requested && fs::exists(path)) {

@@ -6,6 +6,8 @@
 
 namespace pto {
 
+/// The journal (store/journal), which the test history (store/test_history) shares.
+inline std::string journal_file(const std::string& state_dir) { return state_dir + "/journal.sqlite"; }
 inline std::string runs_dir(const std::string& state_dir) { return state_dir + "/runs"; }
 inline std::string run_dir(const std::string& state_dir, const std::string& run_id) { return runs_dir(state_dir) + "/" + run_id; }
 /// Its record once finished (what GETs of finished runs read, and what a lost journal is rebuilt from).
