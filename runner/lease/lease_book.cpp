@@ -138,7 +138,7 @@ bool LeaseBook::end(const std::string& id, const std::string& why, bool by_clien
     // cgroup is empty: nothing escaped the group). Its client has started its one command and will start no
     // other, so its cgroup may be handed on: the first process to enter a fresh cgroup is what made a lease's
     // grant several times slower (bench/README.md, task-submit). A revoked lease's cgroup is never handed on.
-    CgroupTree::instance().recycle(l.cgroup);
+    CgroupTree::instance().recycle(l.cgroup, /*known_empty=*/true);
     l.state = LeaseState::Ended;
     ended_by_reason_["released"]++;
     if (on_ended_) on_ended_("released", seconds_since(l.granted_at));

@@ -98,7 +98,7 @@ T Journal::read(T fallback, F&& f) const {
 
 std::string Journal::check_integrity() const {
   try {
-    Stmt s(db_, "PRAGMA quick_check");
+    Stmt s = stmt("PRAGMA quick_check");
     std::string out;
     while (s.step())
       if (s.text(0) != "ok") out += (out.empty() ? "" : "; ") + s.text(0);
@@ -109,13 +109,13 @@ std::string Journal::check_integrity() const {
 }
 
 std::size_t Journal::run_count() const {
-  Stmt s(db_, "SELECT COUNT(*) FROM runs");
+  Stmt s = stmt("SELECT COUNT(*) FROM runs");
   return s.step() ? static_cast<std::size_t>(s.integer(0)) : 0;
 }
 
 bool Journal::restore_run(const nlohmann::json& r) {
   return write([&] {
-    Stmt(db_, "INSERT OR REPLACE INTO runs(id, created, finished, state, result, request, skeleton, record) VALUES(?, ?, ?, ?, ?, ?, ?, ?)")
+    stmt("INSERT OR REPLACE INTO runs(id, created, finished, state, result, request, skeleton, record) VALUES(?, ?, ?, ?, ?, ?, ?, ?)")
         .bind(1, r.value("id", ""))
         .bind(2, r.value("created", ""))
         .bind(3, r.contains("finished") && r["finished"].is_string() ? r["finished"].get<std::string>() : "")
@@ -130,8 +130,8 @@ bool Journal::restore_run(const nlohmann::json& r) {
 
 bool Journal::record_duration(const std::string& step_key, double seconds, const std::string& finished) {
   return write([&] {
-  Stmt(db_, "INSERT INTO step_durations(key, seconds, finished) VALUES(?, ?, ?)").bind(1, step_key).bind(2, seconds).bind(3, finished).step();
-  Stmt(db_, "DELETE FROM step_durations WHERE key = ? AND rowid NOT IN (SELECT rowid FROM step_durations WHERE key = ? "
+  stmt("INSERT INTO step_durations(key, seconds, finished) VALUES(?, ?, ?)").bind(1, step_key).bind(2, seconds).bind(3, finished).step();
+  stmt("DELETE FROM step_durations WHERE key = ? AND rowid NOT IN (SELECT rowid FROM step_durations WHERE key = ? "
             "ORDER BY finished DESC, rowid DESC LIMIT ?)")
       .bind(1, step_key)
       .bind(2, step_key)
@@ -142,15 +142,19 @@ bool Journal::record_duration(const std::string& step_key, double seconds, const
 
 bool Journal::card_event(int card, double at, const nlohmann::json& data) {
   return write([&] {
-    Stmt(db_, "INSERT INTO card_events(card, at, data) VALUES(?, ?, ?)").bind(1, static_cast<long long>(card)).bind(2, at).bind(3, dump_json(data)).step();
-    Stmt(db_, "DELETE FROM card_events WHERE at < ?").bind(1, at - kCardEventDays * 86400).step();
+    stmt("INSERT INTO card_events(card, at, data) VALUES(?, ?, ?)").bind(1, static_cast<long long>(card)).bind(2, at).bind(3, dump_json(data)).step();
+    // Pruned at most hourly: a DELETE at every lease's end was a tenth of its cost.
+    if (at - card_events_pruned_at_ >= 3600) {
+      stmt("DELETE FROM card_events WHERE at < ?").bind(1, at - kCardEventDays * 86400).step();
+      card_events_pruned_at_ = at;
+    }
   });
 }
 
 std::vector<std::pair<int, nlohmann::json>> Journal::card_events(double since) const {
   return read<std::vector<std::pair<int, nlohmann::json>>>({}, [&] {
     std::vector<std::pair<int, nlohmann::json>> out;
-    Stmt s(db_, "SELECT card, data FROM card_events WHERE at >= ? ORDER BY at, seq");
+    Stmt s = stmt("SELECT card, data FROM card_events WHERE at >= ? ORDER BY at, seq");
     s.bind(1, since);
     while (s.step()) {
       auto data = nlohmann::json::parse(s.text(1), nullptr, false);
@@ -164,7 +168,7 @@ std::vector<double> Journal::durations(const std::string& step_key) const {
   return read<std::vector<double>>({}, [&]() -> std::vector<double> {
     std::vector<double> out;
     try {
-      Stmt s(db_, "SELECT seconds FROM step_durations WHERE key = ? ORDER BY finished DESC, rowid DESC LIMIT ?");
+      Stmt s = stmt("SELECT seconds FROM step_durations WHERE key = ? ORDER BY finished DESC, rowid DESC LIMIT ?");
       s.bind(1, step_key).bind(2, kKeptDurations);
       while (s.step()) out.push_back(s.real(0));
     } catch (const std::exception&) {
@@ -174,14 +178,21 @@ std::vector<double> Journal::durations(const std::string& step_key) const {
   });
 }
 
-Journal::~Journal() { sqlite3_close(db_); }
+Journal::Journal(sqlite3* db, std::string path) : db_(db), stmts_(std::make_unique<StmtCache>(db)), path_(std::move(path)) {}
+
+Journal::~Journal() {
+  stmts_.reset();
+  sqlite3_close(db_);
+}
+
+Stmt Journal::stmt(const char* sql) const { return (*stmts_)(sql); }
 
 void Journal::exec(const char* sql) const { sqlite_exec(db_, sql); }
 
 bool Journal::run_created(const std::string& id, const std::string& created, const nlohmann::json& request,
                           const nlohmann::json& skeleton) {
   return write([&] {
-    Stmt(db_, "INSERT INTO runs(id, created, state, request, skeleton) VALUES(?, ?, 'running', ?, ?)")
+    stmt("INSERT INTO runs(id, created, state, request, skeleton) VALUES(?, ?, 'running', ?, ?)")
         .bind(1, id)
         .bind(2, created)
         .bind(3, dump_json(request))
@@ -192,7 +203,7 @@ bool Journal::run_created(const std::string& id, const std::string& created, con
 
 bool Journal::event(const std::string& run, const std::string& kind, int job, int step, const nlohmann::json& data) {
   return write([&] {
-    Stmt(db_, "INSERT INTO events(run_id, kind, job, step, data) VALUES(?, ?, ?, ?, ?)")
+    stmt("INSERT INTO events(run_id, kind, job, step, data) VALUES(?, ?, ?, ?, ?)")
         .bind(1, run)
         .bind(2, kind)
         .bind(3, job)
@@ -205,14 +216,14 @@ bool Journal::event(const std::string& run, const std::string& kind, int job, in
 bool Journal::run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record) {
   return write([&] {
     // A run whose creation could not be journaled (the disk was full then) is inserted now.
-    Stmt(db_, "INSERT OR IGNORE INTO runs(id, created, state, request, skeleton) VALUES(?, ?, ?, ?, ?)")
+    stmt("INSERT OR IGNORE INTO runs(id, created, state, request, skeleton) VALUES(?, ?, ?, ?, ?)")
         .bind(1, id)
         .bind(2, record.value("created", std::string()))
         .bind(3, state)
         .bind(4, dump_json(record.value("request", nlohmann::json::object())))
         .bind(5, dump_json(record))
         .step();
-    Stmt(db_, "UPDATE runs SET finished = ?, state = ?, result = ?, record = ? WHERE id = ?")
+    stmt("UPDATE runs SET finished = ?, state = ?, result = ?, record = ? WHERE id = ?")
         .bind(1, record.value("finished", std::string()))
         .bind(2, state)
         .bind(3, result)
@@ -220,13 +231,13 @@ bool Journal::run_finished(const std::string& id, const std::string& state, int 
         .bind(5, id)
         .step();
     // The final record holds everything the events said; keep the table from growing with history.
-    Stmt(db_, "DELETE FROM events WHERE run_id = ?").bind(1, id).step();
+    stmt("DELETE FROM events WHERE run_id = ?").bind(1, id).step();
   });
 }
 
 bool Journal::has_run(const std::string& id) const {
   return read<bool>(true, [&]() -> bool {
-    Stmt s(db_, "SELECT 1 FROM runs WHERE id = ?");
+    Stmt s = stmt("SELECT 1 FROM runs WHERE id = ?");
     s.bind(1, id);
     return s.step();
   });
@@ -236,12 +247,12 @@ std::vector<std::string> Journal::prune(int max_runs, const std::string& finishe
   std::vector<std::string> ids;
   if (db_ == nullptr) return ids;
   if (max_runs > 0) {
-    Stmt s(db_, "SELECT id FROM runs WHERE record IS NOT NULL ORDER BY created DESC, id DESC LIMIT -1 OFFSET ?");
+    Stmt s = stmt("SELECT id FROM runs WHERE record IS NOT NULL ORDER BY created DESC, id DESC LIMIT -1 OFFSET ?");
     s.bind(1, max_runs);
     while (s.step()) ids.push_back(s.text(0));
   }
   if (!finished_before.empty()) {
-    Stmt s(db_, "SELECT id FROM runs WHERE record IS NOT NULL AND finished < ? ORDER BY created");
+    Stmt s = stmt("SELECT id FROM runs WHERE record IS NOT NULL AND finished < ? ORDER BY created");
     s.bind(1, finished_before);
     while (s.step()) ids.push_back(s.text(0));
   }
@@ -251,8 +262,8 @@ std::vector<std::string> Journal::prune(int max_runs, const std::string& finishe
   exec("BEGIN");
   try {
     for (const auto& id : ids) {
-      Stmt(db_, "DELETE FROM runs WHERE id = ?").bind(1, id).step();
-      Stmt(db_, "DELETE FROM events WHERE run_id = ?").bind(1, id).step();
+      stmt("DELETE FROM runs WHERE id = ?").bind(1, id).step();
+      stmt("DELETE FROM events WHERE run_id = ?").bind(1, id).step();
     }
     exec("COMMIT");
   } catch (...) {
@@ -274,7 +285,7 @@ std::vector<std::string> Journal::prune(int max_runs, const std::string& finishe
 std::vector<std::string> Journal::finished_runs_after(int keep) const {
   return read<std::vector<std::string>>({}, [&]() -> std::vector<std::string> {
     std::vector<std::string> ids;
-    Stmt s(db_, "SELECT id FROM runs WHERE record IS NOT NULL ORDER BY created DESC, id DESC LIMIT -1 OFFSET ?");
+    Stmt s = stmt("SELECT id FROM runs WHERE record IS NOT NULL ORDER BY created DESC, id DESC LIMIT -1 OFFSET ?");
     s.bind(1, keep);
     while (s.step()) ids.push_back(s.text(0));
     return ids;
@@ -284,7 +295,7 @@ std::vector<std::string> Journal::finished_runs_after(int keep) const {
 std::vector<RunSummary> Journal::list_runs(int limit) const {
   return read<std::vector<RunSummary>>({}, [&]() -> std::vector<RunSummary> {
     std::vector<RunSummary> out;
-    Stmt s(db_, "SELECT id, state, created, COALESCE(finished, ''), COALESCE(result, -1), request FROM runs "
+    Stmt s = stmt("SELECT id, state, created, COALESCE(finished, ''), COALESCE(result, -1), request FROM runs "
                 "ORDER BY created DESC, id DESC LIMIT ?");
     s.bind(1, limit);
     while (s.step())
@@ -294,7 +305,7 @@ std::vector<RunSummary> Journal::list_runs(int limit) const {
 }
 
 nlohmann::json Journal::replay(const std::string& id, nlohmann::json record) const {
-  Stmt s(db_, "SELECT kind, job, step, data FROM events WHERE run_id = ? ORDER BY seq");
+  Stmt s = stmt("SELECT kind, job, step, data FROM events WHERE run_id = ? ORDER BY seq");
   s.bind(1, id);
   while (s.step()) {
     auto data = parse_or_null(s.text(3));
@@ -314,7 +325,7 @@ nlohmann::json Journal::replay(const std::string& id, nlohmann::json record) con
 
 std::optional<nlohmann::json> Journal::run_record(const std::string& id) const {
   return read<std::optional<nlohmann::json>>(std::nullopt, [&]() -> std::optional<nlohmann::json> {
-    Stmt s(db_, "SELECT record, skeleton FROM runs WHERE id = ?");
+    Stmt s = stmt("SELECT record, skeleton FROM runs WHERE id = ?");
     s.bind(1, id);
     if (!s.step()) return std::nullopt;
     std::string record = s.text(0);
@@ -326,7 +337,7 @@ std::optional<nlohmann::json> Journal::run_record(const std::string& id) const {
 std::vector<nlohmann::json> Journal::unfinished_runs() const {
   std::vector<std::pair<std::string, std::string>> rows;
   {
-    Stmt s(db_, "SELECT id, skeleton FROM runs WHERE record IS NULL ORDER BY created");
+    Stmt s = stmt("SELECT id, skeleton FROM runs WHERE record IS NULL ORDER BY created");
     while (s.step()) rows.emplace_back(s.text(0), s.text(1));
   }
   std::vector<nlohmann::json> out;
@@ -337,7 +348,7 @@ std::vector<nlohmann::json> Journal::unfinished_runs() const {
 std::map<std::string, int> Journal::runs_by_state() const {
   return read<std::map<std::string, int>>({}, [&]() -> std::map<std::string, int> {
     std::map<std::string, int> out;
-    Stmt s(db_, "SELECT state, COUNT(*) FROM runs GROUP BY state");
+    Stmt s = stmt("SELECT state, COUNT(*) FROM runs GROUP BY state");
     while (s.step()) out[s.text(0)] = static_cast<int>(s.integer(1));
     return out;
   });

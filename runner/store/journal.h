@@ -17,6 +17,9 @@ struct sqlite3;
 
 namespace pto {
 
+class Stmt;
+class StmtCache;
+
 struct RunSummary {
   std::string id, state, created, finished;
   int result = -1;
@@ -72,14 +75,16 @@ class Journal {
 
   /// What happened on a card (a step or lease that held it, a health check, a drain or return), as
   /// read_model/card_history holds it; `at` is when it ended (seconds since the epoch). Rows older than
-  /// kCardEventDays go at the next write.
+  /// kCardEventDays go at the first write of each hour.
   bool card_event(int card, double at, const nlohmann::json& data);
   /// Card events that ended at or after `since`, oldest first.
   std::vector<std::pair<int, nlohmann::json>> card_events(double since) const;
   static constexpr double kCardEventDays = 7;
 
  private:
-  explicit Journal(sqlite3* db, std::string path = "") : db_(db), path_(std::move(path)) {}
+  explicit Journal(sqlite3* db, std::string path = "");
+  /// The connection's statement, prepared once (store/sqlite_stmt StmtCache).
+  Stmt stmt(const char* sql) const;
   void exec(const char* sql) const;
   template <typename F>
   bool write(F&& f);
@@ -87,8 +92,10 @@ class Journal {
   T read(T fallback, F&& f) const;
   nlohmann::json replay(const std::string& id, nlohmann::json skeleton) const;
   sqlite3* db_;
+  std::unique_ptr<StmtCache> stmts_;  // finalized before db_ closes
   std::string path_;
   std::string write_error_;
+  double card_events_pruned_at_ = 0;
   mutable std::string read_error_;
 };
 
