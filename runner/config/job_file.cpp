@@ -10,7 +10,7 @@ const std::vector<std::string> kJobKeys = {"name",     "needs",    "if",       "
                                            "continue-on-error",    "strategy", "defaults", "steps",
                                            "parallel", "toolchain", "outputs"};
 const std::vector<std::string> kStepKeys = {"name",  "run",     "env",     "if",      "timeout-minutes",
-                                            "continue-on-error", "working-directory", "shell", "devices",
+                                            "continue-on-error", "working-directory", "shell", "devices", "cpus", "memory",
                                             "retry", "models",  "expected-minutes", "id", "device-type",
                                             "queue-timeout-minutes", "run-timeout-minutes", "tests"};
 
@@ -174,6 +174,8 @@ StepDef read_step(const YAML::Node& node, const std::string& file, Diagnostics& 
       m.error_at(d, "wrong-type", "step: 'devices' expects a non-negative integer, got " + describe_node(d));
     }
   }
+  if (auto v = m.integer("cpus", 1, 65536)) s.cpus = static_cast<int>(*v), s.cpus_loc = loc_of(m.get("cpus"));
+  if (auto v = m.size("memory", 1 << 20)) s.memory = *v, s.memory_loc = loc_of(m.get("memory"));
   if (m.has("retry")) s.retry = read_retry(m.get("retry"), file, diags);
   if (m.has("tests")) s.tests = read_tests_spec(m.get("tests"), file, diags);
   return s;

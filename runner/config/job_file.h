@@ -74,6 +74,11 @@ struct StepDef {
   std::string working_directory;
   std::string shell;
   std::string devices;  // an integer literal, a ${{ matrix.x }} expression, or empty (0 / the example's)
+  /// `cpus:` and `memory:` (bytes): what the step uses of the host beside its cards (unset: the example's, else
+  /// nothing reserved and no cpu.max/memory.max).
+  std::optional<int> cpus;
+  std::optional<std::uint64_t> memory;
+  SourceLoc cpus_loc, memory_loc;
   RetryPolicy retry;
   TestsSpec tests;
   SourceLoc loc;

@@ -30,7 +30,10 @@ struct ModelExample {
   std::optional<double> queue_timeout_minutes, run_timeout_minutes;
   std::optional<double> expected_minutes;
   std::map<std::string, std::string> env;
+  std::optional<int> cpus;  // `cpus:` and `memory:` (bytes), as a step's
+  std::optional<std::uint64_t> memory;
   SourceLoc loc;
+  SourceLoc cpus_loc, memory_loc;
 };
 
 struct ModelFile {

@@ -1,6 +1,10 @@
 #include "config/runner_config.h"
 
 #include <fnmatch.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <fstream>
 
 #include <algorithm>
 #include <cstdlib>
@@ -429,20 +433,37 @@ static void read_sandbox(MapReader& m, RunnerConfig& cfg) {
       if (auto v = b.integer("count", 1, 4096)) cfg.sandbox.count = static_cast<int>(*v);
       if (auto v = b.strings("groups")) cfg.sandbox.groups = *v;
       if (auto v = b.integer("pids-max", 16, 10000000)) cfg.sandbox.pids_max = static_cast<std::uint64_t>(*v);
-      if (b.has("memory-max")) {
-        // 64G, 512M, 1073741824: bytes with an optional K/M/G/T suffix (as systemd's MemoryMax=).
-        static const std::regex size_re("([0-9]+)([KMGT]?)");
-        std::smatch mm;
-        const std::string text = b.get("memory-max").IsScalar() ? b.get("memory-max").Scalar() : "";
-        if (!std::regex_match(text, mm, size_re)) {
-          b.error_at(b.get("memory-max"), "bad-value", "sandbox: 'memory-max' is a size like 64G or 512M, got '" + text + "'");
-        } else {
-          int shift = std::string("_KMGT").find(mm[2].str().empty() ? '_' : mm[2].str()[0]) * 10;
-          cfg.sandbox.memory_max = std::stoull(mm[1].str()) << shift;
-        }
-      }
+      if (auto v = b.size("memory-max", 1 << 20)) cfg.sandbox.memory_max = *v;
     }
   }
+}
+
+static void read_host(MapReader& m, RunnerConfig& cfg) {
+  MapReader h(m.get("host"), "host", {"cpus", "memory"}, m.file(), m.diags());
+  if (!h.is_map()) return;
+  if (auto v = h.integer("cpus", 1, 65536)) cfg.host.cpus = static_cast<int>(*v);
+  if (auto v = h.size("memory", 1 << 20)) cfg.host.memory = *v;
+}
+
+HostBudget host_budget(const HostBudgetConfig& cfg) {
+  HostBudget b{cfg.cpus, cfg.memory};
+  if (!b.cpus) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    b.cpus = ::sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+    if (b.cpus < 1) b.cpus = 1;
+  }
+  if (!b.memory) {
+    std::ifstream in("/proc/meminfo");
+    std::string key;
+    std::uint64_t kib = 0;
+    while (in >> key >> kib) {
+      if (key == "MemTotal:") break;
+      in.ignore(256, '\n');
+    }
+    b.memory = kib * 1024;
+  }
+  return b;
 }
 
 static void read_retention(MapReader& m, RunnerConfig& cfg) {
@@ -512,7 +533,7 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
               {"devices", "state-dir", "cache-dir", "toolchain-mirror", "listen", "token-file", "health",
                "kill-grace-seconds", "source", "retention", "log-max-mb", "containment",
                "shutdown-timeout-minutes", "executor", "slurm", "env", "env-file", "sandbox", "read-token-file", "tls",
-               "insecure-listen", "max-connections-per-client", "request-timeout-seconds", "max-cards-per-run", "priorities", "supersede", "listen-unix", "submit-group", "tests"},
+               "insecure-listen", "max-connections-per-client", "request-timeout-seconds", "max-cards-per-run", "priorities", "supersede", "listen-unix", "submit-group", "tests", "host"},
               display, diags);
   if (!m.is_map()) return cfg;
   if (m.has("devices")) read_devices(m, cfg);
@@ -526,6 +547,7 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
   if (m.has("sandbox")) read_sandbox(m, cfg);
   if (m.has("retention")) read_retention(m, cfg);
   if (m.has("tests")) read_tests(m, cfg);
+  if (m.has("host")) read_host(m, cfg);
   return cfg;
 }
 

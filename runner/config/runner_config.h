@@ -131,6 +131,20 @@ std::vector<std::string> card_files_of(const std::vector<std::string>& patterns,
 /// `sandbox:` — the unprivileged users a run's steps and leases run as, one lent to each active run (as Nix
 /// lends nixbld1..N to builds): `users` is the prefix (pto-step0 .. pto-step{count-1}); `sandbox: off` runs
 /// steps as the daemon itself, said loudly.
+/// `host: {cpus, memory}`: what the scheduler hands out beside the cards (steps' `cpus:` and `memory:`).
+/// Unset: the machine's own (host_budget()).
+struct HostBudgetConfig {
+  int cpus = 0;              // 0: this machine's online CPUs
+  std::uint64_t memory = 0;  // bytes; 0: this machine's MemTotal
+};
+
+/// The budget in force: runner.yml's `host:`, else the machine's (sched_getaffinity, /proc/meminfo).
+struct HostBudget {
+  int cpus = 0;
+  std::uint64_t memory = 0;
+};
+HostBudget host_budget(const HostBudgetConfig& cfg);
+
 struct SandboxConfig {
   bool enabled = true;
   std::string users = "pto-step";
@@ -221,6 +235,7 @@ struct RunnerConfig {
   std::map<std::string, std::string> env;
   std::string env_file;
   SandboxConfig sandbox;
+  HostBudgetConfig host;
   /// Given: the main branch and merge queues (GitHub's gh-readonly-queue/*) above everything else.
   std::vector<PriorityRule> priorities = {{"refs/heads/main", 10}, {"refs/heads/gh-readonly-queue/*", 10}};
   /// The priority of a run of `ref` and the rule that gave it ("" when none matched).

@@ -1,5 +1,7 @@
 #include "config/yaml_map.h"
 
+#include <regex>
+
 #include "util/regular_file.h"
 
 #include <algorithm>
@@ -255,6 +257,29 @@ std::optional<long long> MapReader::integer(const std::string& key, long long mi
   }
   error_at(v, "wrong-type", what_ + ": '" + key + "' expects an integer, got " + describe_node(v));
   return std::nullopt;
+}
+
+std::optional<std::uint64_t> MapReader::size(const std::string& key, std::uint64_t min) {
+  YAML::Node v = get(key);
+  if (!v.IsDefined()) return std::nullopt;
+  static const std::regex size_re("([0-9]{1,15})([KMGT]?)(iB)?");
+  std::smatch mm;
+  const std::string text = v.IsScalar() ? v.Scalar() : "";
+  if (!v.IsScalar() || !std::regex_match(text, mm, size_re) || (mm[3].matched && !mm[2].length())) {
+    error_at(v, v.IsScalar() ? "bad-value" : "wrong-type", what_ + ": '" + key + "' is a size like 64G or 512M, got " + describe_node(v));
+    return std::nullopt;
+  }
+  const int shift = mm[2].length() ? static_cast<int>(std::string("_KMGT").find(mm[2].str()[0])) * 10 : 0;
+  const std::uint64_t n = std::stoull(mm[1].str());
+  if (shift && n > (~std::uint64_t{0} >> shift)) {
+    error_at(v, "bad-value", what_ + ": '" + key + "' is too large, got " + text);
+    return std::nullopt;
+  }
+  if ((n << shift) < min) {
+    error_at(v, "bad-value", what_ + ": '" + key + "' must be at least " + std::to_string(min) + " bytes, got " + text);
+    return std::nullopt;
+  }
+  return n << shift;
 }
 
 std::optional<std::vector<std::string>> MapReader::strings(const std::string& key, bool allow_scalar) {

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <map>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -74,6 +75,9 @@ class MapReader {
   /// A plain number within [min, max]; decimals allowed (timeouts take `0.05`).
   std::optional<double> number(const std::string& key, double min, double max);
   std::optional<long long> integer(const std::string& key, long long min, long long max);
+  /// A size in bytes: 64G, 512M, 1073741824 (an optional K/M/G/T suffix, powers of 1024, as systemd's
+  /// MemoryMax=; KiB/MiB/GiB/TiB too); at least `min` bytes.
+  std::optional<std::uint64_t> size(const std::string& key, std::uint64_t min = 1);
   /// A list of scalars; with `allow_scalar` a single scalar is read as a one-element list (GHA `needs: a`).
   std::optional<std::vector<std::string>> strings(const std::string& key, bool allow_scalar = false);
   /// A map of scalars to scalars, such as `env`.

@@ -21,6 +21,10 @@ struct CardRequest {
   std::vector<int> only;        // exactly these cards (then devices == only.size()); empty: any
   std::string share;            // whose card-time it is: the run's id (fair share between runs, its priority)
   std::vector<int> avoid;       // never these cards (a retry elsewhere: the cards its failure was charged to)
+  /// CPUs and bytes of memory it uses beside the cards (`cpus:`, `memory:`; 0: none asked). Granted with
+  /// the cards; given back with release_hold(ticket). `devices` 0 with either: a request for those alone.
+  int cpus = 0;
+  std::uint64_t memory = 0;
 };
 
 /// A waiting request, for the status: its ticket, who, how many cards, why it waits, since when.
@@ -28,6 +32,8 @@ struct QueueEntry {
   std::uint64_t ticket = 0;
   std::string label;
   int devices = 0;
+  int cpus = 0;
+  std::uint64_t memory = 0;
   std::string reason;
   double waited_seconds = 0;
   std::string since;
@@ -55,6 +61,9 @@ class CardBroker {
   virtual void withdraw(std::uint64_t ticket) = 0;
   /// Gives cards back, once every process that used them is gone.
   virtual void release(const std::vector<int>& cards) = 0;
+  /// Gives back the CPUs and memory granted to request `ticket` (before its cards: release() schedules at
+  /// once). Nothing for a request that asked none, or a broker that does not schedule them.
+  virtual void release_hold(std::uint64_t ticket) { (void)ticket; }
   /// How a step ended on its cards (`infra_failure`: the card's fault, by the health settings). Returns the
   /// cards this drained.
   virtual std::vector<int> report_outcome(const std::vector<int>& cards, bool infra_failure, const std::string& what) = 0;

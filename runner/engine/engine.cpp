@@ -13,6 +13,7 @@
 #include "exec/process_marker.h"
 #include "plan/condition.h"
 #include "sandbox/run_tree.h"
+#include "util/byte_size.h"
 #include "util/ids.h"
 #include "util/process_env.h"
 #include "util/secret_mask.h"
@@ -286,9 +287,12 @@ void RunEngine::enqueue(std::size_t j, std::size_t s) {
   StepRecord& sr = run_.jobs[j].steps[s];
   flow_.resolve_step(j, s);
   const PlanStep& ps = plan_.jobs[j].steps[s];
-  sr.wait_reason = ps.devices == 0 ? "" : "queued for " + std::to_string(ps.devices) + (ps.devices == 1 ? " card" : " cards");
+  // A step asking nothing of the host starts at once; one asking CPUs or memory waits for them in the queue.
+  const bool asks_host = ps.cpus > 0 || ps.memory > 0;
+  sr.wait_reason = ps.devices == 0 ? (asks_host ? "queued for " + host_share_words(ps.cpus, ps.memory) : "")
+                                   : "queued for " + std::to_string(ps.devices) + (ps.devices == 1 ? " card" : " cards");
   transition(j, s, StepState::Waiting);
-  if (ps.devices == 0) {
+  if (ps.devices == 0 && !asks_host) {
     launch(j, s, {});
     return;
   }
@@ -303,9 +307,11 @@ void RunEngine::enqueue(std::size_t j, std::size_t s) {
   // A default estimate is no estimate: such a step must not backfill ahead of a reservation.
   double expected = ps.expected_defaulted ? 0 : ps.expected_minutes * 60 * (opts_.simulate ? opts_.time_scale : 1);
   sr.ticket = broker_.request(
-      {ps.devices, ps.device_type, label(j, s), expected, sr.order, {}, opts_.run_id, sr.avoid},
-      [this, j, s](const std::vector<int>& cards) {
-        run_.jobs[j].steps[s].ticket = 0;
+      {ps.devices, ps.device_type, label(j, s), expected, sr.order, {}, opts_.run_id, sr.avoid, ps.cpus, ps.memory},
+      [this, j, s, asks_host](const std::vector<int>& cards) {
+        StepRecord& r = run_.jobs[j].steps[s];
+        if (asks_host) r.held = r.ticket;
+        r.ticket = 0;
         launch(j, s, cards);
       },
       [this, j, s](const std::string& why) {
@@ -329,7 +335,8 @@ void RunEngine::wait_timed_out(std::size_t j, std::size_t s, double limit) {
   broker_.withdraw(r.ticket);
   r.ticket = 0;
   r.timed_out = true;
-  r.error = "waited " + format_minutes(limit) + " for " + std::to_string(ps.devices) + " card(s) without getting them (" +
+  r.error = "waited " + format_minutes(limit) + " for " +
+            (ps.devices ? std::to_string(ps.devices) + " card(s)" : host_share_words(ps.cpus, ps.memory)) + " without getting them (" +
             (ps.queue_timeout_minutes && *ps.queue_timeout_minutes <= limit ? "queue-timeout-minutes" : "timeout-minutes") + ")";
   if (!ps.continue_on_error) run_.jobs[j].failed = true;
   transition(j, s, StepState::TimedOut);
@@ -341,6 +348,7 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
   StepRecord& sr = jr.steps[s];
   const PlanStep& ps = plan_.jobs[j].steps[s];
   if (jr.cancelled || run_.cancelled) {  // cancelled while waiting for the grant
+    give_back_host(sr);
     if (!cards.empty()) broker_.release(cards);
     transition(j, s, StepState::Cancelled);
     pump();
@@ -434,6 +442,10 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
     for (int card : cards)
       for (const std::string& f : card_files_of(opts_.card_files, card)) l.card_files.push_back(f);
   }
+  // What it asked of the host is also what it may use: cpu.max and memory.max (the tighter of its own and
+  // the sandbox's memory-max).
+  if (ps.cpus) l.limits.cpus = ps.cpus;
+  if (ps.memory && (!l.limits.memory_max || ps.memory <= l.limits.memory_max)) l.limits.memory_max = ps.memory, l.limits.memory_asked = true;
   if (exec.places(l)) {
     // Slurm picks the node and the cards: the step waits in Slurm's queue (with Slurm's reason) and starts
     // when the executor says where. Its three clocks go to the executor: timeout-minutes (what is left) from
@@ -520,6 +532,7 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
                                               << "; rerunning " << sr.tests_summary.unresolved.size() << " test(s)"
                                               << (sr.avoid.empty() ? "" : " on other cards than " + join_ids(sr.avoid)) << " (attempt "
                                               << sr.attempt + 1 << ")\n";
+    give_back_host(sr);
     release_cards(cards, infra, label(j, s));
     sr.cards.clear();
     enqueue(j, s);
@@ -536,6 +549,7 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
     std::ofstream(sr.log_path, std::ios::app) << "pto-runner: " << to_string(failure->evidence.cause) << ": " << failure->evidence.reason
                                               << "; retrying" << (ps.retry.elsewhere && !sr.avoid.empty() ? " on other cards than " + join_ids(sr.avoid) : "")
                                               << " (attempt " << sr.attempt + 1 << ")\n";
+    give_back_host(sr);
     release_cards(cards, infra, label(j, s));
     sr.cards.clear();
     enqueue(j, s);  // Running -> Waiting: journaled and notified as the attempt's end
@@ -577,6 +591,7 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
   // Report first, then hand the cards on: the next step's start is announced after this step's end.
   transition(j, s, to);
   if ((to == StepState::Failed || to == StepState::TimedOut) && !ps.continue_on_error) fail_fast(j);
+  give_back_host(sr);
   release_cards(cards, infra, label(j, s));
   pump();
 }

@@ -128,6 +128,9 @@ class RunEngine {
   void finish_job(std::size_t job);
   void cancel_job(std::size_t job, const std::string& reason);
   void release_cards(const std::vector<int>& cards, bool infra, const std::string& label);
+  /// The CPUs and memory its granted request holds, back to the broker (before its cards: their release
+  /// schedules at once).
+  void give_back_host(StepRecord& sr);
   void start_health_check(int card, const std::string& after);
   /// A check of one card (health check, preflight) as root runs it: `{device}` already replaced in `command`,
   /// its log <run dir>/logs/LOG_NAME-card-N.log, its own marker, health.check-timeout-seconds.

@@ -143,6 +143,12 @@ void RunEngine::settle_verdict(std::size_t j, std::size_t s, StepState to) {
   sr.verdict = "failed" + where + ": " + sr.cause + " (" + last.evidence.reason + ")" + (notes.empty() ? "" : "; " + notes);
 }
 
+void RunEngine::give_back_host(StepRecord& sr) {
+  if (!sr.held) return;
+  broker_.release_hold(sr.held);
+  sr.held = 0;
+}
+
 void RunEngine::release_cards(const std::vector<int>& cards, bool infra, const std::string& what) {
   if (cards.empty()) return;
   trace("release", cards);
@@ -222,6 +228,7 @@ void RunEngine::finish_preflight(std::size_t j, std::size_t s, const std::vector
                                  const std::string& why) {
   StepRecord& sr = run_.jobs[j].steps[s];
   if (run_.jobs[j].cancelled || run_.cancelled) {
+    give_back_host(sr);
     broker_.release(cards);
     transition(j, s, StepState::Cancelled);
     pump();
@@ -235,6 +242,7 @@ void RunEngine::finish_preflight(std::size_t j, std::size_t s, const std::vector
   }
   std::ofstream(sr.log_path.empty() ? opts_.run_dir + "/logs/preflight.log" : sr.log_path, std::ios::app)
       << "pto-runner: preflight " << why << " on card(s) " << join_ids(failed) << "; back in the queue for other cards\n";
+  give_back_host(sr);
   broker_.release(cards);
   enqueue(j, s);
   pump();

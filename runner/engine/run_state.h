@@ -80,6 +80,7 @@ struct StepRecord {
   bool resolved = false;     // its ${{ }} were replaced (once, when it first became runnable)
   std::uint64_t order = 0;   // place in the card queue, kept across retries
   std::uint64_t ticket = 0;  // current queue ticket while waiting
+  std::uint64_t held = 0;    // the granted request's ticket while it holds CPUs or memory (given back at its end)
   std::uint64_t handle = 0;  // executor handle while running
 };
 

@@ -31,8 +31,8 @@ std::uint64_t counter(const std::string& file, const std::string& key) {
 
 struct Hierarchies {
   std::string v2_root;            // our cgroup v2 tree, when its subtree has the controllers
-  bool v2_pids = false, v2_memory = false;
-  std::string v1_pids, v1_memory;  // this process's cgroup in each v1 hierarchy, when mounted and writable
+  bool v2_pids = false, v2_memory = false, v2_cpu = false;
+  std::string v1_pids, v1_memory, v1_cpu;  // this process's cgroup in each v1 hierarchy, when mounted and writable
 };
 
 /// This process's place in a v1 hierarchy of `controller`: mount point + its path there.
@@ -80,10 +80,12 @@ const Hierarchies& hierarchies(const std::string& any_v2_cgroup) {
       auto has = [&](const char* c) { return (" " + have).find(std::string(" ") + c) != std::string::npos; };
       if (has("pids") && write_cgroup_file(root + "/cgroup.subtree_control", "+pids")) h.v2_pids = true;
       if (has("memory") && write_cgroup_file(root + "/cgroup.subtree_control", "+memory")) h.v2_memory = true;
+      if (has("cpu") && write_cgroup_file(root + "/cgroup.subtree_control", "+cpu")) h.v2_cpu = true;
       h.v2_root = root;
     }
     if (!h.v2_pids) h.v1_pids = v1_place("pids");
     if (!h.v2_memory) h.v1_memory = v1_place("memory");
+    if (!h.v2_cpu) h.v1_cpu = v1_place("cpu");
   });
   return h;
 }
@@ -111,13 +113,6 @@ Recycled& recycled() {
 constexpr std::size_t kKeepPerHierarchy = 64;
 
 }  // namespace
-
-std::string format_bytes(std::uint64_t b) {
-  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (u < 4 && b >= 1024 && b % 1024 == 0) b /= 1024, ++u;
-  return std::to_string(b) + " " + units[u];
-}
 
 std::unique_ptr<StepLimits> StepLimits::make(const Spec& spec, const std::string& v2_cgroup) {
   std::unique_ptr<StepLimits> l(new StepLimits());
@@ -180,6 +175,26 @@ std::unique_ptr<StepLimits> StepLimits::make(const Spec& spec, const std::string
     if (l->memory_dir_.empty()) l->unplaced_ += "memory-max (no memory controller here) ";
     else l->oom_kills_at_start_ = c.counter ? *c.counter : counter(l->memory_dir_ + (l->memory_v1_ ? "/memory.oom_control" : "/memory.events"), "oom_kill");
   }
+  if (spec.cpus) {
+    // cpu.max "QUOTA PERIOD": the step's CPUs' worth of time in every 100 ms, however many threads it runs.
+    constexpr std::uint64_t kPeriod = 100000;
+    const std::uint64_t quota = static_cast<std::uint64_t>(spec.cpus) * kPeriod;
+    FreeCgroup c;
+    bool placed = false;
+    if (h.v2_cpu && !v2_cgroup.empty()) {
+      l->cpu_dir_ = v2_cgroup;
+      placed = write_cgroup_file(v2_cgroup + "/cpu.max", std::to_string(quota) + " " + std::to_string(kPeriod));
+    } else if (c = v1_dir(h.v1_cpu); !c.dir.empty()) {
+      l->cpu_dir_ = c.dir;
+      l->cpu_v1_ = true;
+      placed = c.limit == quota || (write_cgroup_file(c.dir + "/cpu.cfs_period_us", std::to_string(kPeriod)) &&
+                                    write_cgroup_file(c.dir + "/cpu.cfs_quota_us", std::to_string(quota)));
+    }
+    if (!placed) {
+      l->unplaced_ += "cpus (no cpu controller here) ";
+      l->cpu_dir_.clear();
+    }
+  }
   while (!l->unplaced_.empty() && l->unplaced_.back() == ' ') l->unplaced_.pop_back();
   return l;
 }
@@ -194,8 +209,10 @@ std::string StepLimits::exceeded() const {
   if (!memory_dir_.empty()) {
     oom_kills_at_end_ = counter(memory_dir_ + (memory_v1_ ? "/memory.oom_control" : "/memory.events"), "oom_kill");
     if (*oom_kills_at_end_ > oom_kills_at_start_)
-      why += std::string(why.empty() ? "" : "; ") + "it reached memory-max (" + format_bytes(spec_.memory_max) +
-             "): the OOM killer ended a process of it";
+      why += std::string(why.empty() ? "" : "; ") +
+             (spec_.memory_asked ? "it used more memory than it asked for (memory: " + format_bytes(spec_.memory_max) + ")"
+                                 : "it reached memory-max (" + format_bytes(spec_.memory_max) + ")") +
+             ": the OOM killer ended a process of it";
   }
   return why;
 }
@@ -209,6 +226,7 @@ StepLimits::~StepLimits() {
       FreeCgroup c{*it};
       if (pids_v1_ && *it == pids_dir_) c.limit = spec_.pids_max, c.counter = pids_events_at_end_;
       if (memory_v1_ && *it == memory_dir_) c.limit = spec_.memory_max, c.counter = oom_kills_at_end_;
+      if (cpu_v1_ && *it == cpu_dir_) c.limit = static_cast<std::uint64_t>(spec_.cpus) * 100000;
       std::lock_guard<std::mutex> g(recycled().mu);
       auto& free = recycled().free[base];
       if (free.size() < kKeepPerHierarchy) {

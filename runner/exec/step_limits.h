@@ -1,5 +1,6 @@
 #pragma once
-// StepLimits: pids-max and memory-max of one step (runner.yml sandbox.pids-max, memory-max), in cgroups the
+// StepLimits: pids-max, memory-max and cpu.max of one step (runner.yml sandbox.pids-max, memory-max; the
+// step's own `cpus:` and `memory:`), in cgroups the
 // daemon owns, so a step can neither raise them nor leave them. In the step's own cgroup v2 where the
 // delegated tree has the pids and memory controllers (systemd's Delegate=yes); else in cgroups of the v1
 // pids and memory hierarchies made for the step beside it (hosts that mount those beside a controller-less
@@ -11,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "util/byte_size.h"
+
 namespace pto {
 
 class StepLimits {
@@ -18,7 +21,11 @@ class StepLimits {
   struct Spec {
     std::uint64_t pids_max = 0;    // 0: none
     std::uint64_t memory_max = 0;  // bytes; 0: none
-    bool any() const { return pids_max || memory_max; }
+    /// The step's `cpus:`: cpu.max (v1: cpu.cfs_quota_us) of that many CPUs' time per period; 0: none.
+    int cpus = 0;
+    /// memory_max is the step's own `memory:` (what it asked the scheduler for), not sandbox.memory-max.
+    bool memory_asked = false;
+    bool any() const { return pids_max || memory_max || cpus; }
   };
   /// For a step whose cgroup v2 is `v2_cgroup` ("" without one). Never null; limits it could not place are
   /// said by unplaced().
@@ -39,8 +46,8 @@ class StepLimits {
  private:
   StepLimits() = default;
   Spec spec_;
-  std::string pids_dir_, memory_dir_;  // where each limit is (a v2 or v1 cgroup)
-  bool pids_v1_ = false, memory_v1_ = false;
+  std::string pids_dir_, memory_dir_, cpu_dir_;  // where each limit is (a v2 or v1 cgroup)
+  bool pids_v1_ = false, memory_v1_ = false, cpu_v1_ = false;
   std::uint64_t pids_events_at_start_ = 0, oom_kills_at_start_ = 0;
   // As exceeded() read them at the step's end: handed on with the recycled cgroup (step_limits.cpp).
   mutable std::optional<std::uint64_t> pids_events_at_end_, oom_kills_at_end_;
@@ -48,8 +55,5 @@ class StepLimits {
   std::vector<std::string> join_, made_;
   std::string unplaced_;
 };
-
-/// "64 GiB", "512 MiB": for messages.
-std::string format_bytes(std::uint64_t bytes);
 
 }  // namespace pto

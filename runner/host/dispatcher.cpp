@@ -21,6 +21,8 @@ struct Dispatcher::Pending {
   std::string label;
   std::string share;
   std::vector<int> avoid;
+  int cpus;
+  std::uint64_t memory;
   double expected_seconds;
   double queued_at;
   std::string since;
@@ -64,7 +66,7 @@ std::uint64_t Dispatcher::request(CardRequest req, Grant on_grant, Impossible on
   std::uint64_t key = req.order ? req.order : ticket;
   if (!req.only.empty()) req.devices = static_cast<int>(req.only.size());
   auto p = std::make_shared<Pending>(Pending{ticket, req.devices, std::move(req.only), std::move(req.type), std::move(req.label),
-                                             std::move(req.share), std::move(req.avoid), req.expected_seconds, steady_seconds(), iso_now(), std::move(on_grant),
+                                             std::move(req.share), std::move(req.avoid), req.cpus, req.memory, req.expected_seconds, steady_seconds(), iso_now(), std::move(on_grant),
                                              std::move(on_impossible), "queued"});
   if (auto old = pending_.find(key); old != pending_.end()) drop_pending(old);
   pending_shares_[p->share]++;
@@ -87,6 +89,29 @@ void Dispatcher::release(const std::vector<int>& cards) {
   ledger_.give_back(cards, steady_seconds());
   // Scheduling right away (not posted): the release-to-next-exec latency is the figure users wait on.
   pump();
+}
+
+void Dispatcher::release_hold(std::uint64_t ticket) {
+  if (held_.erase(ticket)) schedule_pump();
+}
+
+void Dispatcher::set_host_budget(int cpus, std::uint64_t memory) {
+  host_.cpus = std::max(0, cpus);
+  host_.memory = memory;
+  schedule_pump();
+}
+
+SchedHost Dispatcher::host_snapshot() const {
+  SchedHost h{host_.cpus, host_.memory, {}};
+  h.in_use.reserve(held_.size());
+  for (const auto& [ticket, use] : held_) h.in_use.push_back(use);
+  return h;
+}
+
+Dispatcher::HostUse Dispatcher::host_use() const {
+  HostUse u{host_.cpus, 0, host_.memory, 0};
+  for (const auto& [ticket, use] : held_) u.cpus_in_use += use.cpus, u.memory_in_use += use.memory;
+  return u;
 }
 
 void Dispatcher::poke() { schedule_pump(); }
@@ -129,7 +154,7 @@ std::vector<QueueEntry> Dispatcher::queue() {
   const std::vector<SchedRequest> ordered = order_queue(submit_order(), ledger_, now, static_cast<std::size_t>(-1), &tags);
   for (std::size_t position = 0; position < ordered.size(); ++position) {
     const Pending& p = *pending_.at(ordered[position].id);
-    QueueEntry e{p.ticket, p.label, p.devices, reason_at(p, position), now - p.queued_at, p.since};
+    QueueEntry e{p.ticket, p.label, p.devices, p.cpus, p.memory, reason_at(p, position), now - p.queued_at, p.since};
     e.share = p.share;
     e.priority = ordered[position].priority;
     e.run_used_card_seconds = ledger_.used(p.share, now);
@@ -148,7 +173,8 @@ void Dispatcher::refresh_forecast(double now) {
   for (const auto& [order, p] : pending_) missing |= !forecast_.count(order);
   if (forecast_at_ >= 0 && now - forecast_at_ < (missing ? 0.05 : 1.0)) return;
   forecast_at_ = now;
-  forecast_ = forecast_starts(pool_.snapshot(), pool_.groups(), submit_order(), ledger_, now);
+  const SchedHost host = host_snapshot();
+  forecast_ = forecast_starts(pool_.snapshot(), pool_.groups(), submit_order(), ledger_, now, 100000, &host);
 }
 
 void Dispatcher::drop_pending(std::map<std::uint64_t, std::shared_ptr<Pending>>::iterator it) {
@@ -171,7 +197,7 @@ std::vector<SchedRequest> Dispatcher::submit_order(std::size_t limit) const {
       last_share = &p->share;
     }
     queue.push_back({order, p->devices, p->label, p->expected_seconds, p->type, p->only.empty() ? nullptr : &p->only, p->share,
-                     priority, p->avoid.empty() ? nullptr : &p->avoid});
+                     priority, p->avoid.empty() ? nullptr : &p->avoid, p->cpus, p->memory});
   }
   return queue;
 }
@@ -191,11 +217,13 @@ ScheduleResult Dispatcher::schedule_pending(double now) {
   // pass looks at the queue's head first, as schedule_queue does; the whole queue is built only when the head
   // cannot use the free cards. This pass runs at every release of cards.
   ScheduleResult r;
+  const SchedHost host = host_snapshot();
   if (pending_shares_.size() == 1 && pending_.size() > kOneRunHead) {
-    r = schedule_queue(pool_.snapshot(), pool_.groups(), submit_order(kOneRunHead), ledger_, now, &ordered);
-    if (r.examined == ordered.size()) r = schedule_queue(pool_.snapshot(), pool_.groups(), submit_order(), ledger_, now, &ordered);
+    r = schedule_queue(pool_.snapshot(), pool_.groups(), submit_order(kOneRunHead), ledger_, now, &ordered, true, &host);
+    if (r.examined == ordered.size())
+      r = schedule_queue(pool_.snapshot(), pool_.groups(), submit_order(), ledger_, now, &ordered, true, &host);
   } else {
-    r = schedule_queue(pool_.snapshot(), pool_.groups(), submit_order(), ledger_, now, &ordered);
+    r = schedule_queue(pool_.snapshot(), pool_.groups(), submit_order(), ledger_, now, &ordered, true, &host);
   }
   reserved_ = r.reserved;
   for (std::size_t k = 0; k < r.examined && k < ordered.size(); ++k) {  // the rest get reason_at()'s generic one
@@ -214,6 +242,9 @@ ScheduleResult Dispatcher::schedule_pending(double now) {
 }
 
 bool Dispatcher::servable_once_undrained(const Pending& p) const {
+  // More CPUs or memory than the host has, or no cards asked: no card coming back changes that.
+  if ((host_.cpus && p.cpus > host_.cpus) || (host_.memory && p.memory > host_.memory) || (p.devices <= 0 && p.only.empty()))
+    return false;
   auto fits = [&](const CardStatus& c) {
     return (p.type.empty() || c.type == p.type) && (p.only.empty() || std::count(p.only.begin(), p.only.end(), c.id)) &&
            !std::count(p.avoid.begin(), p.avoid.end(), c.id);
@@ -256,6 +287,7 @@ void Dispatcher::pump() {
         break;
       }
       ledger_.hold(p->share, a.cards, now);
+      if ((host_.cpus && p->cpus) || (host_.memory && p->memory)) held_[p->ticket] = {p->cpus, p->memory, expected_end};
       drop_pending(pending_.find(a.request));
       order_of_ticket_.erase(p->ticket);
       granted.emplace_back(p, a.cards);

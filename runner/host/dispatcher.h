@@ -36,6 +36,7 @@ class Dispatcher : public CardBroker {
   std::uint64_t request(CardRequest req, Grant on_grant, Impossible on_impossible) override;
   void withdraw(std::uint64_t ticket) override;
   void release(const std::vector<int>& cards) override;
+  void release_hold(std::uint64_t ticket) override;
   std::vector<int> report_outcome(const std::vector<int>& cards, bool infra_failure, const std::string& what) override {
     return pool_.record_result(cards, infra_failure, what);
   }
@@ -61,6 +62,15 @@ class Dispatcher : public CardBroker {
   /// the lock never touched), and every fifth second for a process outside with its files open: the status
   /// names every card held outside at any time, not only once a step tried it (DevicePool::watch_outside).
   void set_watch_outside_when_idle(bool watch);
+  /// The host's CPUs and memory to hand out beside the cards (runner.yml host:, else the machine's); a budget
+  /// of 0 CPUs and 0 bytes schedules neither (the default until set).
+  void set_host_budget(int cpus, std::uint64_t memory);
+  /// CPUs and memory: the budget, and what granted requests hold now (the status, the metrics).
+  struct HostUse {
+    int cpus = 0, cpus_in_use = 0;
+    std::uint64_t memory = 0, memory_in_use = 0;
+  };
+  HostUse host_use() const;
   /// Called after each scheduling pass (the queue, its reasons or the reservations may have changed).
   void set_on_change(std::function<void()> f) { on_change_ = std::move(f); }
 
@@ -86,6 +96,9 @@ class Dispatcher : public CardBroker {
   static constexpr std::size_t kOneRunHead = 128;  // as sched/queue_order's schedule_queue looks first
   std::map<std::uint64_t, std::uint64_t> order_of_ticket_;
   std::map<int, std::uint64_t> reserved_;
+  SchedHost host_;  // the budget; in_use rebuilt from held_ at each pass
+  std::map<std::uint64_t, SchedHost::Use> held_;  // ticket -> the CPUs and memory a granted request holds
+  SchedHost host_snapshot() const;
   ShareLedger ledger_;                    // card-time used by each run (fair share)
   std::map<std::string, int> priority_;  // of each run
   std::map<std::uint64_t, double> forecast_;  // order -> expected start (steady seconds)

@@ -17,6 +17,8 @@ std::unique_ptr<Host> wire_host(boost::asio::io_context& io, const RunnerConfig&
   h->dispatcher = std::make_unique<Dispatcher>(io, *h->pool);
   h->dispatcher->set_wait_for_drained(opts.wait_for_drained);
   h->dispatcher->set_watch_outside_when_idle(opts.watch_outside);
+  const HostBudget budget = host_budget(cfg.host);
+  h->dispatcher->set_host_budget(budget.cpus, budget.memory);
   // Before the first step: containment is decided once per process.
   if (cfg.containment == Containment::Sweep) CgroupTree::disable("runner.yml containment: sweep");
   // Only where every step is in a cgroup it cannot leave is nothing of a step left to hold a card we let go.

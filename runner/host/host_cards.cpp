@@ -2,6 +2,8 @@
 // own (DevicePool, Dispatcher) or Slurm's (SlurmCluster). The only place above the wiring that names either.
 #include "host/host.h"
 
+#include "util/byte_size.h"
+
 #include <spdlog/spdlog.h>
 
 #include "exec/process_marker.h"
@@ -54,6 +56,11 @@ HostChange Host::change_node(const std::string& node, bool drain, const std::str
 
 std::vector<std::string> Host::reconfigure(const RunnerConfig& next) {
   std::vector<std::string> changes = pool->reconfigure(next);
+  const HostBudget before{dispatcher->host_use().cpus, dispatcher->host_use().memory}, after = host_budget(next.host);
+  if (before.cpus != after.cpus || before.memory != after.memory) {
+    dispatcher->set_host_budget(after.cpus, after.memory);
+    changes.push_back("host: " + host_share_words(after.cpus, after.memory) + " (was " + host_share_words(before.cpus, before.memory) + ")");
+  }
   dispatcher->poke();
   return changes;
 }
@@ -69,6 +76,8 @@ void Host::describe(HostView& v, const HostOccupancy& who) const {
   v.usable_cards = 0;
   if (!slurm) {
     v.executor = ExecutorKind::Local;
+    const Dispatcher::HostUse use = dispatcher->host_use();
+    v.cpus = use.cpus, v.cpus_in_use = use.cpus_in_use, v.memory = use.memory, v.memory_in_use = use.memory_in_use;
     const auto& reserved = dispatcher->reserved();
     for (const auto& c : pool->status(reserved)) {
       CardView cv;

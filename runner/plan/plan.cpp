@@ -12,6 +12,7 @@
 #include "plan/condition.h"
 #include "plan/expression.h"
 #include "plan/step_key.h"
+#include "util/byte_size.h"
 
 namespace pto {
 
@@ -195,6 +196,32 @@ class Builder {
     if (!no.empty()) report_once(file, loc, no.find("no card of this host") != std::string::npos ? "unknown-device-type" : "devices-exceed-pool", no);
   }
 
+  /// A step asking more CPUs or memory than any host it may run on has (runner.yml `host:`, else this
+  /// machine's; with ci/hosts/ profiles and no host of its own, the largest of them) waits forever: an error
+  /// where the request is written.
+  void check_host(const PlanStep& s, const std::string& file, SourceLoc cpus_loc, SourceLoc memory_loc) {
+    if (!s.cpus && !s.memory) return;
+    HostBudget most{0, 0};
+    std::string which;
+    if (project_.default_host && !project_.host_profiles.empty()) {
+      for (const auto& h : project_.host_profiles) {
+        HostBudget b = host_budget(h.host.host);
+        most.cpus = std::max(most.cpus, b.cpus);
+        most.memory = std::max(most.memory, b.memory);
+      }
+      which = "the largest host of ci/hosts/";
+    } else {
+      most = host_budget(project_.runner.host);
+      which = project_.runner.host.cpus || project_.runner.host.memory ? "runner.yml host:" : "this machine (runner.yml host: unset)";
+    }
+    if (s.cpus > most.cpus)
+      report_once(file, cpus_loc, "exceeds-host",
+                  "step '" + s.name + "' asks for " + std::to_string(s.cpus) + " CPUs; " + which + " has " + std::to_string(most.cpus));
+    if (s.memory > most.memory)
+      report_once(file, memory_loc, "exceeds-host",
+                  "step '" + s.name + "' asks for " + format_bytes(s.memory) + " of memory; " + which + " has " + format_bytes(most.memory));
+  }
+
   /// Why host `rc` cannot serve `devices` cards of `type` ("" when it can).
   static std::string pool_refusal(const RunnerConfig& rc, int gang, int pool, int devices, const std::string& type,
                                   const std::string& step_name) {
@@ -325,6 +352,8 @@ class Builder {
         s.if_expr = sd.if_expr;
         s.if_has_status_function = status_fn;
         s.devices = explicit_devices.value_or(0);
+        s.cpus = sd.cpus.value_or(0);
+        s.memory = sd.memory.value_or(0);
         s.device_type = sd.device_type;
         s.timeout_minutes = sd.timeout_minutes;
         s.queue_timeout_minutes = sd.queue_timeout_minutes;
@@ -337,6 +366,7 @@ class Builder {
         s.key = step_key({s.run, s.env, s.working_directory, s.shell, s.devices, s.if_expr, "", nullptr, s.device_type});
         check_pool(s.devices, s.device_type, s.name, def.file,
                    sd.device_type_loc.line ? sd.device_type_loc : sd.devices_loc.line ? sd.devices_loc : sd.loc, plan);
+        check_host(s, def.file, sd.cpus_loc, sd.memory_loc);
         add(std::move(s));
         continue;
       }
@@ -360,6 +390,8 @@ class Builder {
           s.if_expr = sd.if_expr;
           s.if_has_status_function = status_fn;
           s.devices = explicit_devices.value_or(ex.devices);
+          s.cpus = sd.cpus ? *sd.cpus : ex.cpus.value_or(0);
+          s.memory = sd.memory ? *sd.memory : ex.memory.value_or(0);
           s.device_type = !sd.device_type.empty() ? sd.device_type : ex.device_type;
           auto pick = [&](const std::optional<double>& step, const std::optional<double>& example,
                           const std::optional<double>& model) { return step ? step : example ? example : model; };
@@ -381,6 +413,8 @@ class Builder {
           if (explicit_devices || !sd.device_type.empty())
             check_pool(s.devices, s.device_type, s.name, def.file, sd.device_type_loc.line ? sd.device_type_loc : sd.devices_loc, plan);
           else check_pool(s.devices, s.device_type, s.name, mf.file, ex.loc, plan);
+          if (sd.cpus || sd.memory) check_host(s, def.file, sd.cpus_loc, sd.memory_loc);
+          else check_host(s, mf.file, ex.cpus_loc, ex.memory_loc);
           add(std::move(s));
         }
       }

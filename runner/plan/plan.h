@@ -35,6 +35,10 @@ struct PlanStep {
   /// runs after the others.
   bool if_has_status_function = false;
   int devices = 0;
+  /// What it uses of the host beside its cards (`cpus:`, `memory:` in bytes; 0: nothing asked): granted with
+  /// the cards, and its cgroup's cpu.max and memory.max.
+  int cpus = 0;
+  std::uint64_t memory = 0;
   std::string device_type;  // "" = any card
   std::optional<double> timeout_minutes;  // from runnable to end, the wait for cards included
   std::optional<double> queue_timeout_minutes, run_timeout_minutes;

@@ -117,6 +117,10 @@ struct HostView {
   std::vector<NodeView> nodes;     // Slurm's nodes (executor: slurm)
   std::string slurm_problem;       // the last failure to read Slurm's state, "" when it answered
   int usable_cards = 0;  // not drained
+  /// The host's CPUs and memory (runner.yml host:, else the machine's) and what running steps asked of them
+  /// (`cpus:`, `memory:`); local executor only.
+  int cpus = 0, cpus_in_use = 0;
+  std::uint64_t memory = 0, memory_in_use = 0;
   std::vector<QueueView> queue;  // every entry; the JSON shows the first 50 unless asked for all
   double oldest_wait_seconds = 0;
   nlohmann::json leases = nlohmann::json::array();

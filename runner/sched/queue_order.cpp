@@ -59,13 +59,13 @@ std::vector<SchedRequest> order_queue(const std::vector<SchedRequest>& queue, co
 
 ScheduleResult schedule_queue(const std::vector<SchedCard>& cards, const std::vector<std::vector<int>>& groups,
                               const std::vector<SchedRequest>& queue, const ShareLedger& ledger, double now,
-                              std::vector<SchedRequest>* ordered, bool explain) {
+                              std::vector<SchedRequest>* ordered, bool explain, const SchedHost* host) {
   constexpr std::size_t kHead = 128;
   std::vector<SchedRequest> q = order_queue(queue, ledger, now, kHead);
-  ScheduleResult r = schedule(cards, groups, q, now, explain);
+  ScheduleResult r = schedule(cards, groups, q, now, explain, host);
   if (r.examined == q.size() && q.size() < queue.size()) {
     q = order_queue(queue, ledger, now);
-    r = schedule(cards, groups, q, now, explain);
+    r = schedule(cards, groups, q, now, explain, host);
   }
   if (ordered) *ordered = std::move(q);
   return r;

@@ -34,6 +34,6 @@ std::vector<SchedRequest> order_queue(const std::vector<SchedRequest>& queue, co
 /// given, gets the order the scheduler read.
 ScheduleResult schedule_queue(const std::vector<SchedCard>& cards, const std::vector<std::vector<int>>& groups,
                               const std::vector<SchedRequest>& queue_in_submit_order, const ShareLedger& ledger, double now,
-                              std::vector<SchedRequest>* ordered = nullptr, bool explain = true);
+                              std::vector<SchedRequest>* ordered = nullptr, bool explain = true, const SchedHost* host = nullptr);
 
 }  // namespace pto

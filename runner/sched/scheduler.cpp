@@ -5,6 +5,7 @@
 #include <set>
 
 #include "config/device_spec.h"
+#include "util/byte_size.h"
 
 namespace pto {
 
@@ -44,7 +45,7 @@ Pool make_pool(const std::vector<SchedCard>& cards, const std::vector<std::vecto
 }  // namespace
 
 ScheduleResult schedule(const std::vector<SchedCard>& cards, const std::vector<std::vector<int>>& groups,
-                        const std::vector<SchedRequest>& queue, double now, bool explain) {
+                        const std::vector<SchedRequest>& queue, double now, bool explain, const SchedHost* host) {
   constexpr double kUnknown = std::numeric_limits<double>::infinity();
   ScheduleResult out;
   Pool pool = make_pool(cards, groups);
@@ -75,6 +76,70 @@ ScheduleResult schedule(const std::vector<SchedCard>& cards, const std::vector<s
     return n;
   };
 
+  // The host's CPUs and memory: what is free now, what blocked requests ahead reserved, and the earliest
+  // shadow time among those reservations (+inf: none; -inf: one waits on an unknown end, so no backfill).
+  const bool hosted = host && host->scheduled();
+  std::vector<SchedHost::Use> uses = hosted ? host->in_use : std::vector<SchedHost::Use>{};
+  std::int64_t cpu_free = hosted ? host->cpus : 0, mem_free = hosted ? static_cast<std::int64_t>(host->memory) : 0;
+  for (const auto& u : uses) cpu_free -= u.cpus, mem_free -= static_cast<std::int64_t>(u.memory);
+  std::int64_t cpu_reserved = 0, mem_reserved = 0;
+  double host_shadow = kUnknown;
+  auto asks_host = [&](const SchedRequest& req) { return hosted && ((host->cpus && req.cpus > 0) || (host->memory && req.memory > 0)); };
+  auto host_fits = [&](const SchedRequest& req) {
+    if (!asks_host(req)) return true;
+    const bool backfill = req.expected_seconds > 0 && now + req.expected_seconds <= host_shadow;
+    return (!host->cpus || req.cpus <= cpu_free - (backfill ? 0 : cpu_reserved)) &&
+           (!host->memory || static_cast<std::int64_t>(req.memory) <= mem_free - (backfill ? 0 : mem_reserved));
+  };
+  auto host_wait = [&](const SchedRequest& req) {  // why its CPUs or memory are not there now
+    std::string why;
+    auto say = [&](const std::string& want, const std::string& used, const std::string& of, std::int64_t reserved, const std::string& r) {
+      why += (why.empty() ? "waiting for " : "; and for ") + want + ": " + used + " of " + of + " in use" +
+             (reserved > 0 ? ", " + r + " reserved for steps ahead" : "");
+    };
+    if (host->cpus && req.cpus > cpu_free - cpu_reserved)
+      say(cpus_word(req.cpus), std::to_string(host->cpus - cpu_free), std::to_string(host->cpus), cpu_reserved, std::to_string(cpu_reserved));
+    if (host->memory && static_cast<std::int64_t>(req.memory) > mem_free - mem_reserved)
+      say(format_bytes(req.memory) + " of memory", format_bytes(host->memory - static_cast<std::uint64_t>(mem_free)), format_bytes(host->memory),
+          mem_reserved, format_bytes(static_cast<std::uint64_t>(mem_reserved)));
+    return why;
+  };
+  auto take_host = [&](const SchedRequest& req, double until) {
+    if (!asks_host(req)) return;
+    cpu_free -= host->cpus ? req.cpus : 0;
+    mem_free -= host->memory ? static_cast<std::int64_t>(req.memory) : 0;
+    uses.push_back({req.cpus, req.memory, until});
+  };
+  // A blocked request's CPUs and memory are held for it from when enough of them free up (running holders
+  // ending in order of their expected ends): its shadow time, as for cards.
+  // `not_before`: when its cards are expected (kUnknown: not known, so nothing backfills onto these).
+  auto reserve_host = [&](const SchedRequest& req, double not_before) {
+    if (!asks_host(req)) return;
+    std::vector<const SchedHost::Use*> by_end;
+    for (const auto& u : uses) by_end.push_back(&u);
+    auto end = [&](const SchedHost::Use* u) { return u->busy_until >= now ? u->busy_until : kUnknown; };
+    std::stable_sort(by_end.begin(), by_end.end(), [&](auto* a, auto* b) { return end(a) < end(b); });
+    std::int64_t c = cpu_free - cpu_reserved, m = mem_free - mem_reserved;
+    auto enough = [&] { return (!host->cpus || req.cpus <= c) && (!host->memory || static_cast<std::int64_t>(req.memory) <= m); };
+    double ready = now;
+    for (const auto* u : by_end) {
+      if (enough()) break;
+      c += u->cpus, m += static_cast<std::int64_t>(u->memory), ready = std::max(ready, end(u));
+    }
+    // Not there even once every running holder ends: what it waits for is reserved already for steps ahead
+    // of it (as with cards), so it reserves nothing and bounds no backfill.
+    if (!enough()) return;
+    ready = not_before == kUnknown ? kUnknown : std::max(ready, not_before);
+    cpu_reserved += host->cpus ? req.cpus : 0;
+    mem_reserved += host->memory ? static_cast<std::int64_t>(req.memory) : 0;
+    host_shadow = std::min(host_shadow, ready == kUnknown ? -kUnknown : ready);
+  };
+  // Requests without cards wait for nothing the early stop below looks at: it may stop only after the last.
+  std::size_t last_cardless = 0;
+  bool any_cardless = false;
+  for (std::size_t i = 0; i < queue.size(); ++i)
+    if (queue[i].devices <= 0 && !queue[i].only) last_cardless = i, any_cardless = true;
+
   // Detailed reasons for the head of the queue; past it, a short one (building a string per queued step per
   // pass made a 1,000-step queue quadratic).
   constexpr std::size_t kDetailedReasons = 64;
@@ -91,13 +156,37 @@ ScheduleResult schedule(const std::vector<SchedCard>& cards, const std::vector<s
   };
   bool any_usable = false;
   for (const auto& [id, c] : pool.cards) any_usable |= c.usable;
-  for (const auto& req : queue) {
+  for (std::size_t index = 0; index < queue.size(); ++index) {
+    const SchedRequest& req = queue[index];
     // With no card left to hand out, what follows can neither start nor reserve anything once every card is
     // reserved (or after the detailed head): stop, and leave the rest the queue's generic reason. With no
     // usable card at all (every one drained), go on: each request is then found impossible, and says why.
-    if (any_usable && !any_card_free() && (blocked_count >= kDetailedReasons || every_usable_card_reserved()))
+    if (any_usable && !any_card_free() && (blocked_count >= kDetailedReasons || every_usable_card_reserved()) &&
+        (!any_cardless || index > last_cardless))
       break;
     ++out.examined;
+    if (hosted && ((host->cpus && req.cpus > host->cpus) || (host->memory && req.memory > host->memory))) {
+      out.impossible.push_back(req.id);
+      if (explain)
+        out.waiting_reason[req.id] = "needs " + host_share_words(host->cpus && req.cpus > host->cpus ? req.cpus : 0,
+                                                                 host->memory && req.memory > host->memory ? req.memory : 0) +
+                                     " but the host has " + host_share_words(host->cpus && req.cpus > host->cpus ? host->cpus : 0,
+                                                                             host->memory && req.memory > host->memory ? host->memory : 0) +
+                                     " (runner.yml host:)";
+      continue;
+    }
+    if (req.devices <= 0 && !req.only) {  // no cards: its CPUs and memory only
+      const double until = req.expected_seconds > 0 ? now + req.expected_seconds : kUnknown;
+      if (host_fits(req)) {
+        take_host(req, until);
+        out.start.push_back({req.id, {}});
+        continue;
+      }
+      ++blocked_count;
+      if (explain) out.waiting_reason[req.id] = host_wait(req);
+      reserve_host(req, now);
+      continue;
+    }
     const int n = std::max(1, req.devices);
     // Only blocked requests get a reason; built when needed (this loop runs for every release).
     auto want = [&] {
@@ -129,9 +218,12 @@ ScheduleResult schedule(const std::vector<SchedCard>& cards, const std::vector<s
       int left = avail - n;
       if (!best || left < best_left) best = g, best_left = left;
     }
-    if (best) {
+    const bool host_ready = host_fits(req);
+    const std::string host_reason = host_ready || !explain ? "" : host_wait(req);
+    if (best && host_ready) {
       SchedAssignment a{req.id, {}};
       double until = req.expected_seconds > 0 ? now + req.expected_seconds : kUnknown;
+      take_host(req, until);
       // Unreserved cards first, so a backfill eats into a reservation only when it has to.
       for (int pass = 0; pass < 2; ++pass)
         for (int id : *best)
@@ -142,12 +234,14 @@ ScheduleResult schedule(const std::vector<SchedCard>& cards, const std::vector<s
       out.start.push_back(std::move(a));
       continue;
     }
+    const bool cards_ready = best != nullptr;  // blocked on CPUs or memory only
     if (++blocked_count > kDetailedReasons && !out.reserved.empty()) {
       // Still reserve if a group has unreserved cards (no starvation), but skip the prose.
       bool any_unreserved = false;
       for (const auto* g : candidates)
         for (int id : *g) any_unreserved |= pool.cards[id].usable && !out.reserved.count(id) && fits(id, req);
       if (!any_unreserved) {
+        reserve_host(req, kUnknown);
         if (explain)
           out.waiting_reason[req.id] = "waiting for " + want() + " behind " +
                                      std::to_string(blocked_count - 1) + " earlier waiting steps";
@@ -168,7 +262,8 @@ ScheduleResult schedule(const std::vector<SchedCard>& cards, const std::vector<s
       }
       if (static_cast<int>(free_ids.size() + busy_ids.size()) < n) continue;  // others reserved too much here
       std::stable_sort(busy_ids.begin(), busy_ids.end(), [&](int a, int b) { return end_of(a) < end_of(b); });
-      std::vector<int> pick = free_ids;
+      // As many as it needs (more are free only when it waits for CPUs or memory, not cards).
+      std::vector<int> pick(free_ids.begin(), free_ids.begin() + std::min<std::ptrdiff_t>(n, static_cast<std::ptrdiff_t>(free_ids.size())));
       double ready = now;
       for (int id : busy_ids) {
         if (static_cast<int>(pick.size()) >= n) break;
@@ -184,6 +279,7 @@ ScheduleResult schedule(const std::vector<SchedCard>& cards, const std::vector<s
       }
     }
     if (!target) {
+      reserve_host(req, kUnknown);
       if (explain)
         out.waiting_reason[req.id] = "waiting for " + want() + (pool.grouped ? " in one group" : "") +
                                      "; the cards it could use are reserved for steps ahead of it in the queue";
@@ -191,6 +287,7 @@ ScheduleResult schedule(const std::vector<SchedCard>& cards, const std::vector<s
     }
     std::sort(target_pick.begin(), target_pick.end());
     shadow[req.id] = target_ready == kUnknown ? -kUnknown : target_ready;
+    reserve_host(req, target_ready);
     if (!explain) {
       for (int id : target_pick) out.reserved[id] = req.id;
       continue;
@@ -214,6 +311,8 @@ ScheduleResult schedule(const std::vector<SchedCard>& cards, const std::vector<s
       if (!reserved_free.empty()) reason += "; " + join_ids(reserved_free) + " reserved";
       for (const auto& [holder, ids] : held_by) reason += "; " + join_ids(ids) + " held by " + holder;
     }
+    if (cards_ready) reason = host_reason + "; " + (target_pick.size() == 1 ? "card " : "cards ") + join_ids(target_pick) + " reserved for it";
+    else if (!host_reason.empty()) reason += "; and for " + host_reason.substr(std::string("waiting for ").size());
     out.waiting_reason[req.id] = reason;
   }
   return out;

@@ -14,6 +14,11 @@
 //     they are expected to finish before the reservation's busy cards free up (its shadow time, as in
 //     Slurm's backfill). A reservation with a busy card of unknown or overrun end allows no backfill at all,
 //     so a 2-card step is never starved by a stream of 1-card steps: wrong estimates stop backfilling.
+//   * CPUs and memory (SchedHost, runner.yml `host:`) are granted with the cards, all at once: a request
+//     starts only when its cards and its `cpus:`/`memory:` are there. A blocked request reserves its CPUs and
+//     memory as it reserves cards: later requests may use reserved CPUs only when expected to end before
+//     enough of them free up (the same shadow-time rule), so a 2-card step asking CPUs is not starved by a
+//     stream of CPU-only steps. A request with no cards (`devices: 0`) asking CPUs waits for CPUs alone.
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -49,6 +54,22 @@ struct SchedRequest {
   int priority = 0;
   /// Never these cards (a retry elsewhere); null = none.
   const std::vector<int>* avoid = nullptr;
+  /// CPUs and bytes of memory it uses beside its cards (0: none asked; not counted against SchedHost).
+  int cpus = 0;
+  std::uint64_t memory = 0;
+};
+
+/// The host's CPUs and memory beside its cards: the budget, and what running holders use until when.
+struct SchedHost {
+  int cpus = 0;              // the budget; 0: CPUs are not scheduled
+  std::uint64_t memory = 0;  // bytes; 0: memory is not scheduled
+  struct Use {
+    int cpus = 0;
+    std::uint64_t memory = 0;
+    double busy_until = std::numeric_limits<double>::infinity();  // unknown = infinity, as SchedCard's
+  };
+  std::vector<Use> in_use;
+  bool scheduled() const { return cpus > 0 || memory > 0; }
 };
 
 struct SchedAssignment {
@@ -69,7 +90,9 @@ struct ScheduleResult {
 /// `groups` may be empty (every card may serve with any other). Cards not in any group serve 1-card requests.
 /// `now` is on the same clock as SchedCard::busy_until. `explain` false: no waiting reasons (the same
 /// decisions, for the start forecast, which plays thousands of passes).
+/// `host` null: CPUs and memory are not scheduled (a request with no cards then starts at once).
 ScheduleResult schedule(const std::vector<SchedCard>& cards, const std::vector<std::vector<int>>& groups,
-                        const std::vector<SchedRequest>& queue_in_order, double now = 0, bool explain = true);
+                        const std::vector<SchedRequest>& queue_in_order, double now = 0, bool explain = true,
+                        const SchedHost* host = nullptr);
 
 }  // namespace pto

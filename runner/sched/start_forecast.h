@@ -20,9 +20,9 @@ namespace pto {
 constexpr double kOverrunSeconds = 60;
 
 /// request id -> expected start, on the clock of `now` and SchedCard::busy_until. `ledger` is the host's (a
-/// copy is played forward). At most `max_events` scheduling passes (past them, the rest get no forecast).
+/// copy is played forward), and so is `host` (CPUs and memory, when scheduled). At most `max_events` scheduling passes (past them, the rest get no forecast).
 std::map<std::uint64_t, double> forecast_starts(const std::vector<SchedCard>& cards, const std::vector<std::vector<int>>& groups,
                                                 const std::vector<SchedRequest>& queue_in_submit_order, ShareLedger ledger,
-                                                double now, std::size_t max_events = 100000);
+                                                double now, std::size_t max_events = 100000, const SchedHost* host = nullptr);
 
 }  // namespace pto

@@ -82,6 +82,14 @@ std::string render_metrics(const HostView& v, const Metrics& m, double uptime_se
   p.family("pto_runner_journal_write_failing", "gauge", "1 while journal writes fail (disk full, I/O error)");
   p.sample("pto_runner_journal_write_failing", {}, m.journal_failing ? 1 : 0);
 
+  if (v.executor == ExecutorKind::Local) {
+    p.family("pto_runner_host_cpus", "gauge", "The host's CPUs steps may ask for (runner.yml host.cpus, else the machine's), and those running steps asked for");
+    p.sample("pto_runner_host_cpus", {{"state", "total"}}, v.cpus);
+    p.sample("pto_runner_host_cpus", {{"state", "in_use"}}, v.cpus_in_use);
+    p.family("pto_runner_host_memory_bytes", "gauge", "The host's memory steps may ask for (runner.yml host.memory, else the machine's), and what running steps asked for");
+    p.sample("pto_runner_host_memory_bytes", {{"state", "total"}}, static_cast<double>(v.memory));
+    p.sample("pto_runner_host_memory_bytes", {{"state", "in_use"}}, static_cast<double>(v.memory_in_use));
+  }
   static const char* kStates[] = {"free", "busy", "reserved", "drained"};
   std::map<std::string, int> by_state;
   for (const char* s : kStates) by_state[s] = 0;

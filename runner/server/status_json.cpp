@@ -109,6 +109,8 @@ nlohmann::json status_to_json(const HostView& v, bool full_queue, double uptime_
     j["slurm_problem"] = or_null(v.slurm_problem);
   }
   j["usable_cards"] = v.usable_cards;
+  if (v.executor == ExecutorKind::Local)
+    j["host"] = {{"cpus", v.cpus}, {"cpus_in_use", v.cpus_in_use}, {"memory_bytes", v.memory}, {"memory_in_use_bytes", v.memory_in_use}};
   j["queue_total"] = v.queue.size();
   j["queue_oldest_wait_seconds"] = ms(v.oldest_wait_seconds);
   nlohmann::json queue = nlohmann::json::array();

@@ -368,14 +368,19 @@ class SlurmExecutor : public Executor {
 
 namespace {
 
-// srun's options for one job of ours on one node: the cards (a group's GRES type for several), the card type
+// srun's options for one job of ours on one node: the cards (a group's GRES type for several), its CPUs and
+// memory when the step asks, the card type
 // as a feature, the partition, a time limit (seconds of work plus the grace, in whole minutes, plus one: a
 // backstop behind pto-runner's own timers), then slurm.args and the wrapper.
 std::vector<std::string> srun_prefix(const SlurmConfig& cfg, const std::string& name, const std::string& comment, int devices,
                                      const std::string& device_type, const std::string& group_type, double seconds,
-                                     double grace, const std::string& chdir, const std::string& wrapper_mode) {
+                                     double grace, const std::string& chdir, const std::string& wrapper_mode, int cpus = 0,
+                                     std::uint64_t memory = 0) {
   std::vector<std::string> a = {"srun", "--job-name=" + name, "--comment=" + comment, "--nodes=1", "--ntasks=1",
                                 "--gres=" + cfg.gres + (group_type.empty() ? "" : ":" + group_type) + ":" + std::to_string(devices)};
+  // The step's `cpus:` and `memory:` are Slurm's to grant there (memory in whole MiB, rounded up).
+  if (cpus > 0) a.push_back("--cpus-per-task=" + std::to_string(cpus));
+  if (memory > 0) a.push_back("--mem=" + std::to_string((memory + (1 << 20) - 1) >> 20) + "M");
   if (!device_type.empty()) a.push_back("--constraint=" + device_type);
   if (!cfg.partition.empty()) a.push_back("--partition=" + cfg.partition);
   if (seconds > 0) a.push_back("--time=" + std::to_string(static_cast<long>(std::ceil((seconds + grace) / 60.0)) + 1));
@@ -391,7 +396,8 @@ std::vector<std::string> slurm_step_argv(const SlurmConfig& cfg, const StepLaunc
                                          const std::string& comment, const std::string& group_type,
                                          const std::string& nonce) {
   std::vector<std::string> a = srun_prefix(cfg, name, comment, launch.devices, launch.device_type, group_type,
-                                           launch.timeout_seconds, launch.grace_seconds, launch.working_directory, nonce);
+                                           launch.timeout_seconds, launch.grace_seconds, launch.working_directory, nonce,
+                                           launch.limits.cpus, launch.limits.memory_asked ? launch.limits.memory_max : 0);
   if (launch.shell == "sh") a.insert(a.end(), {"/bin/sh", "-e", "-c", launch.command});
   else a.insert(a.end(), {"/bin/bash", "-e", "-o", "pipefail", "-c", launch.command});
   return a;
