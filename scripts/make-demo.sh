@@ -16,6 +16,8 @@ devices:
   groups: [[0, 1], [2, 3], [4, 5], [6, 7]]
   types: {a2a3: [0, 1, 2, 3, 4, 5, 6, 7], a5: [8, 9]}
   lock-dir: locks
+# The simulated host's CPUs and memory, what steps' cpus:/memory: are granted from (ci/hosts/a2a3.yml's).
+host: {cpus: 192, memory: 1024G}
 state-dir: state
 cache-dir: cache
 toolchain-mirror: mirror

@@ -70,7 +70,7 @@ int most_at_once(const std::map<std::string, std::pair<double, double>>& iv) {
 
 }  // namespace
 
-TEST_CASE("host resources: on 4 CPUs, steps asking 2 CPUs each start two at a time; the others say what they wait for", "[sched]") {
+TEST_CASE("host resources: on 4 CPUs, steps asking 2 CPUs each start two at a time, the others say what they wait for", "[sched]") {
   SchedHost host{4, 0, {}};
   std::vector<SchedRequest> q;
   for (std::uint64_t i = 1; i <= 6; ++i) q.push_back(cpu_step(i, 2));
@@ -95,7 +95,7 @@ TEST_CASE("host resources: a 1-card step asking 4 CPUs waits for CPUs with its c
   CHECK(r.start[0].cards == std::vector<int>{0});
 }
 
-TEST_CASE("host resources: a 2-card step asking CPUs is not starved by a stream of CPU-only steps; a short one backfills", "[sched]") {
+TEST_CASE("host resources: a 2-card step asking CPUs is not starved by a stream of CPU-only steps, a short one backfills", "[sched]") {
   // 4 CPUs, 2 held until t=100 by a running step; the 2 cards busy until t=100. The 2-card step asking 2 CPUs
   // reserves the 2 free CPUs: CPU-only steps behind it may take them only when done before t=100.
   auto cards = free_cards(2);
@@ -120,7 +120,7 @@ TEST_CASE("host resources: a 2-card step asking CPUs is not starved by a stream 
   CHECK(r.start[0].cards == std::vector<int>{0, 1});
 }
 
-TEST_CASE("host resources: more CPUs or memory than the host has can never start; memory is said in bytes' units", "[sched]") {
+TEST_CASE("host resources: more CPUs or memory than the host has can never start, memory is said in bytes' units", "[sched]") {
   SchedHost host{4, 8ull << 30, {{0, 6ull << 30, 1e9}}};
   auto r = schedule({}, {}, {cpu_step(1, 8)}, 0, true, &host);
   CHECK(r.impossible == std::vector<std::uint64_t>{1});
@@ -133,7 +133,7 @@ TEST_CASE("host resources: more CPUs or memory than the host has can never start
 }
 
 TEST_CASE("host resources: on host cpus 4 six 2-CPU steps run at most two at a time, with cpu quota and memory limit on "
-          "their cgroup; a step over its memory fails with that reason; lint names a step asking more than the host",
+          "their cgroup, a step over its memory fails with that reason, lint names a step asking more than the host",
           "[sched][run]") {
   TempDir d;
   const std::string marks = (d.path() / "t.txt").string();

@@ -65,6 +65,10 @@ std::uint64_t Dispatcher::request(CardRequest req, Grant on_grant, Impossible on
   std::uint64_t ticket = ++next_ticket_;
   std::uint64_t key = req.order ? req.order : ticket;
   if (!req.only.empty()) req.devices = static_cast<int>(req.only.size());
+  // More than this host has (definitions written for a larger host, run on a workstation): it takes the whole
+  // host, waiting until all of it is free. Against the hosts they are written for, lint says so (exceeds-host).
+  if (host_.cpus) req.cpus = std::min(req.cpus, host_.cpus);
+  if (host_.memory) req.memory = std::min(req.memory, host_.memory);
   auto p = std::make_shared<Pending>(Pending{ticket, req.devices, std::move(req.only), std::move(req.type), std::move(req.label),
                                              std::move(req.share), std::move(req.avoid), req.cpus, req.memory, req.expected_seconds, steady_seconds(), iso_now(), std::move(on_grant),
                                              std::move(on_impossible), "queued"});

@@ -196,28 +196,27 @@ class Builder {
     if (!no.empty()) report_once(file, loc, no.find("no card of this host") != std::string::npos ? "unknown-device-type" : "devices-exceed-pool", no);
   }
 
-  /// A step asking more CPUs or memory than any host it may run on has (runner.yml `host:`, else this
-  /// machine's; with ci/hosts/ profiles and no host of its own, the largest of them) waits forever: an error
-  /// where the request is written.
+  /// A step asking more CPUs or memory than the hosts it is written for have (runner.yml `host:`; with
+  /// ci/hosts/ profiles and no host of its own, the largest of them): an error where the request is written.
+  /// Where neither says, the machine that reads the definitions is not where they run: no check (at run time
+  /// such a step takes the whole machine, host/dispatcher).
   void check_host(const PlanStep& s, const std::string& file, SourceLoc cpus_loc, SourceLoc memory_loc) {
     if (!s.cpus && !s.memory) return;
-    HostBudget most{0, 0};
-    std::string which;
+    // What the hosts declare (0: not declared, so not checked): runner.yml's, or the largest profile's.
+    HostBudgetConfig most = project_.runner.host;
+    std::string which = "runner.yml host:";
     if (project_.default_host && !project_.host_profiles.empty()) {
+      most = {};
       for (const auto& h : project_.host_profiles) {
-        HostBudget b = host_budget(h.host.host);
-        most.cpus = std::max(most.cpus, b.cpus);
-        most.memory = std::max(most.memory, b.memory);
+        most.cpus = std::max(most.cpus, h.host.host.cpus);
+        most.memory = std::max(most.memory, h.host.host.memory);
       }
       which = "the largest host of ci/hosts/";
-    } else {
-      most = host_budget(project_.runner.host);
-      which = project_.runner.host.cpus || project_.runner.host.memory ? "runner.yml host:" : "this machine (runner.yml host: unset)";
     }
-    if (s.cpus > most.cpus)
+    if (most.cpus && s.cpus > most.cpus)
       report_once(file, cpus_loc, "exceeds-host",
                   "step '" + s.name + "' asks for " + std::to_string(s.cpus) + " CPUs; " + which + " has " + std::to_string(most.cpus));
-    if (s.memory > most.memory)
+    if (most.memory && s.memory > most.memory)
       report_once(file, memory_loc, "exceeds-host",
                   "step '" + s.name + "' asks for " + format_bytes(s.memory) + " of memory; " + which + " has " + format_bytes(most.memory));
   }

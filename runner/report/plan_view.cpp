@@ -1,5 +1,7 @@
 #include "report/plan_view.h"
 
+#include "util/byte_size.h"
+
 #include <sstream>
 
 namespace pto {
@@ -15,6 +17,8 @@ nlohmann::json plan_step_to_json(const PlanJob& job, const PlanStep& s) {
   j["env"] = s.env;
   j["if"] = s.if_expr.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.if_expr);
   j["devices"] = s.devices;
+  j["cpus"] = s.cpus;
+  j["memory_bytes"] = s.memory;
   j["device_type"] = s.device_type.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.device_type);
   auto minutes = [](const std::optional<double>& m) { return m ? nlohmann::json(*m) : nlohmann::json(nullptr); };
   j["timeout_minutes"] = minutes(s.timeout_minutes);
@@ -104,6 +108,7 @@ std::string plan_to_text(const Plan& plan) {
       if (s.devices)
         os << "  [" << s.devices << (s.devices == 1 ? " card" : " cards") << (s.device_type.empty() ? "" : " of type " + s.device_type)
            << "]";
+      if (s.cpus || s.memory) os << "  [" << host_share_words(s.cpus, s.memory) << "]";
       if (s.kind == StepKind::Command && !s.deduplicated_from) os << "  " << estimate_text(s);
       if (s.deduplicated_from)
         os << "  -- deduplicated: same work as step " << (*s.deduplicated_from + 1) << " ("

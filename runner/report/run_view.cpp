@@ -24,6 +24,8 @@ nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step
   j["label"] = step_label(p.jobs[job], ps);
   j["state"] = to_string(s.state);
   j["devices"] = ps.devices;
+  j["cpus"] = ps.cpus;
+  j["memory_bytes"] = ps.memory;
   j["device_type"] = ps.device_type.empty() ? nlohmann::json(nullptr) : nlohmann::json(ps.device_type);
   j["estimate"] = estimate_to_json(ps.expected_minutes, ps.expected_source, ps.expected_samples);
   j["cards"] = s.cards;
