@@ -339,7 +339,94 @@ void ci_day_report() {
   std::printf("  one forecast of a 1,000-step queue (5 runs, 8 cards): %.1f ms, %zu starts\n", ms, f.size());
 }
 
+// Issue 33: a CI day whose steps also ask for the host's CPUs (8 cards, 64 CPUs): PR and main runs of 1-card
+// steps (4 CPUs each), every tenth a 2-card step (8 CPUs), and in each run compile-heavy steps without a card
+// (32 CPUs, as system-tests' --precompile-workers=32) and simulator steps (8 CPUs, no card). The makespan against
+// a lower bound (the larger of card-time / 8 and CPU-time / 64, and of each run's arrival plus its longest step),
+// and the waits of 2-card steps; then a stress: a stream of 32-CPU compile steps and a 2-card step asking 32 CPUs
+// every 90 minutes, whose waits must stay bounded (no starvation).
+std::vector<pto::bench::DayRun> cpu_day(unsigned seed) {
+  std::mt19937 rng(seed);
+  std::exponential_distribution<double> gap(1.0 / (5 * 60));  // ~80% of the CPUs' time asked for
+  std::lognormal_distribution<double> dur(std::log(40.0), 0.7), compile(std::log(300.0), 0.5);
+  std::uniform_int_distribution<int> n_steps(6, 30);
+  std::vector<pto::bench::DayRun> runs;
+  int i = 0;
+  for (double t = 0; t < 12 * 3600; t += gap(rng), ++i) {
+    pto::bench::DayRun r{"run" + std::to_string(i), i % 7 == 0 ? 10 : 0, t, {}, -1};
+    r.steps.push_back({0, compile(rng), -1});  // the compile of its test suite
+    r.steps.back().cpus = 32;
+    r.steps.push_back({0, dur(rng) * 3, -1});  // a simulator step
+    r.steps.back().cpus = 8;
+    const int n = n_steps(rng);
+    for (int s = 0; s < n; ++s) {
+      r.steps.push_back({s % 10 == 9 ? 2 : 1, dur(rng), -1});
+      r.steps.back().cpus = s % 10 == 9 ? 8 : 4;
+    }
+    runs.push_back(std::move(r));
+  }
+  return runs;
+}
+
+void cpu_day_report() {
+  std::printf("\nCPUs beside cards (issue 33): 8 cards and 64 CPUs, runs of 1-card (4 CPUs), 2-card (8 CPUs), compile (32 CPUs, no card)\n"
+              "and simulator (8 CPUs, no card) steps, 12 h; the same day with CPUs not scheduled (64 CPUs oversubscribed) beside it\n");
+  for (int cpus : {64, 0}) {
+    auto runs = cpu_day(33);
+    pto::bench::simulate_day(runs, {8, {}, true, false, cpus});
+    double card_time = 0, cpu_time = 0, bound = 0;
+    std::vector<double> two_card_waits, one_card_waits;
+    int most_cpus = 0;
+    std::vector<std::pair<double, int>> deltas;
+    for (const auto& r : runs) {
+      double longest = 0;
+      for (const auto& s : r.steps) {
+        card_time += s.devices * s.duration, cpu_time += s.cpus * s.duration, longest = std::max(longest, s.duration);
+        if (s.devices == 2) two_card_waits.push_back((s.start - r.arrival) / 60);
+        if (s.devices == 1) one_card_waits.push_back((s.start - r.arrival) / 60);
+        deltas.push_back({s.start, s.cpus}), deltas.push_back({s.start + s.duration, -s.cpus});
+      }
+      bound = std::max(bound, r.arrival + longest);
+    }
+    std::sort(deltas.begin(), deltas.end());
+    int now = 0;
+    for (const auto& [t, d] : deltas) now += d, most_cpus = std::max(most_cpus, now);
+    bound = std::max({bound, card_time / 8, cpu_time / 64});
+    std::printf("  %-22s makespan %.2f h, bound %.2f h, ratio %.3f (CPU-time / 64 CPUs: %.2f h) | wait p50/p90/max: 2-card %.1f/%.1f/%.1f,"
+                " 1-card %.1f/%.1f/%.1f min | CPUs asked at once: at most %d\n",
+                cpus ? "CPUs scheduled (64):" : "CPUs not scheduled:", makespan_of(runs) / 3600, bound / 3600, makespan_of(runs) / bound,
+                cpu_time / 64 / 3600, pct(two_card_waits, .5), pct(two_card_waits, .9), pct(two_card_waits, 1), pct(one_card_waits, .5),
+                pct(one_card_waits, .9), pct(one_card_waits, 1), most_cpus);
+  }
+  // The stress: 2 cards, 64 CPUs; a 32-CPU compile step every 3 min (each 5 min: two at a time use every CPU,
+  // 83% of them asked for), and a 2-card step asking 32 CPUs every 90 min.
+  std::vector<pto::bench::DayRun> runs;
+  for (int k = 0; k < 240; ++k) {
+    pto::bench::DayRun r{"c" + std::to_string(k), 0, k * 180.0, {{0, 300, -1}}, -1};
+    r.steps[0].cpus = 32;
+    runs.push_back(std::move(r));
+  }
+  for (int k = 0; k < 8; ++k) {
+    pto::bench::DayRun r{"big" + std::to_string(k), 0, 600 + k * 5400.0, {{2, 600, -1}}, -1};
+    r.steps[0].cpus = 32;
+    runs.push_back(std::move(r));
+  }
+  pto::bench::simulate_day(runs, {2, {}, true, false, 64});
+  std::vector<double> big_waits;
+  for (const auto& r : runs)
+    if (r.id.rfind("big", 0) == 0) big_waits.push_back((r.steps[0].start - r.arrival) / 60);
+  std::vector<double> compile_waits;
+  for (const auto& r : runs)
+    if (r.id.rfind("c", 0) == 0) compile_waits.push_back((r.steps[0].start - r.arrival) / 60);
+  std::printf("  stress, 32-CPU compile steps every 3 min and a 2-card 32-CPU step every 90 min: the 2-card steps' wait max %.1f min,"
+              " the compile steps' p90 %.1f max %.1f min (a compile step lasts 5 min)\n", pct(big_waits, 1), pct(compile_waits, .9), pct(compile_waits, 1));
+}
+
 int main() {
+  if (getenv("CPU_ONLY")) {
+    cpu_day_report();
+    return 0;
+  }
   if (getenv("QUEUE_ONLY")) {
     fair_share_makespans();
     ci_day_report();
@@ -360,5 +447,6 @@ int main() {
   learned_report(12, 8, {{0, 1}, {2, 3}, {4, 5}, {6, 7}}, false);
   fair_share_makespans();
   ci_day_report();
+  cpu_day_report();
   return 0;
 }

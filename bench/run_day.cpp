@@ -25,6 +25,7 @@ void simulate_day(std::vector<DayRun>& runs, const DayOptions& o) {
   std::multimap<double, std::uint64_t> ends;  // real end -> request
   std::vector<std::uint64_t> waiting;          // ids, ascending
   ShareLedger ledger;
+  std::map<std::uint64_t, SchedHost::Use> cpu_use;  // running request -> the CPUs it holds
   std::size_t next_arrival = 0;
   std::map<std::size_t, std::size_t> left;  // run -> steps not finished
   double t = 0;
@@ -39,6 +40,7 @@ void simulate_day(std::vector<DayRun>& runs, const DayOptions& o) {
       DayStep& s = step_of(id);
       for (int c : s.cards) cards[c].free = true, cards[c].busy_until = std::numeric_limits<double>::infinity(), cards[c].holder.clear();
       ledger.give_back(s.cards, t);
+      cpu_use.erase(id);
       const std::size_t run = by_id[id].run;
       if (--left[run] == 0) runs[run].finished = t, ledger.forget(runs[run].id);
     }
@@ -58,14 +60,16 @@ void simulate_day(std::vector<DayRun>& runs, const DayOptions& o) {
       const DayStep& s = step_of(id);
       const DayRun& run = runs[by_id[id].run];
       queue.push_back({id, s.devices, "", told(s), "", nullptr, o.fair_share ? std::string_view(run.id) : std::string_view(),
-                       o.fair_share ? run.priority : 0});
+                       o.fair_share ? run.priority : 0, nullptr, s.cpus, 0});
     }
+    SchedHost host{o.cpus, 0, {}};
+    for (const auto& [id, u] : cpu_use) host.in_use.push_back(u);
     if (o.forecast && !arrived.empty()) {
-      auto f = forecast_starts(cards, o.groups, queue, ledger, t);
+      auto f = forecast_starts(cards, o.groups, queue, ledger, t, 100000, o.cpus ? &host : nullptr);
       for (auto id : waiting)
         if (auto it = f.find(id); it != f.end() && step_of(id).predicted < 0) step_of(id).predicted = it->second;
     }
-    ScheduleResult r = schedule_queue(cards, o.groups, queue, ledger, t);
+    ScheduleResult r = schedule_queue(cards, o.groups, queue, ledger, t, nullptr, false, o.cpus ? &host : nullptr);
     for (const auto& a : r.start) {
       DayStep& s = step_of(a.request);
       s.start = t;
@@ -73,6 +77,7 @@ void simulate_day(std::vector<DayRun>& runs, const DayOptions& o) {
       const double e = told(s);
       for (int c : a.cards) cards[c].free = false, cards[c].holder = "x", cards[c].busy_until = e > 0 ? t + e : std::numeric_limits<double>::infinity();
       ledger.hold(runs[by_id[a.request].run].id, a.cards, t);
+      if (o.cpus && s.cpus) cpu_use[a.request] = {s.cpus, 0, e > 0 ? t + e : std::numeric_limits<double>::infinity()};
       ends.emplace(t + s.duration, a.request);
     }
     std::vector<std::uint64_t> gone;

@@ -17,6 +17,7 @@ struct DayStep {
   double estimate = -1;  // what the scheduler is told; -1: the exact duration, 0: unknown
   double start = -1, predicted = -1;
   std::vector<int> cards;  // where it ran
+  int cpus = 0;            // what it asks of the host's CPUs (DayOptions::cpus)
 };
 
 struct DayRun {
@@ -32,6 +33,7 @@ struct DayOptions {
   std::vector<std::vector<int>> groups;
   bool fair_share = true;  // false: today's policy (submit order, no priorities)
   bool forecast = false;
+  int cpus = 0;  // the host's CPUs, granted with the cards (sched/scheduler SchedHost); 0: not scheduled
 };
 
 /// Plays `runs` (any order) through to their end; fills start, cards, predicted and finished.
