@@ -21,6 +21,7 @@
 
 #include "baseline_policies.h"
 #include "run_day.h"
+#include "testcases/test_split.h"
 #include "sched/queue_order.h"
 #include "sched/scheduler.h"
 #include "sched/start_forecast.h"
@@ -422,7 +423,43 @@ void cpu_day_report() {
               " the compile steps' p90 %.1f max %.1f min (a compile step lasts 5 min)\n", pct(big_waits, 1), pct(compile_waits, .9), pct(compile_waits, 1));
 }
 
+// Tests split across shards (issue 33): durations shaped like pypto's system tests (894 tests in 60 files, a
+// few files holding the long kernels), learned with noise (what a test took last time is not what it takes
+// now, +-20%) and 5% of tests new (no duration: the median). The split by learned duration against pypto's
+// split by counting files, by the slowest shard over the mean of the real durations.
+void shard_balance_report() {
+  std::printf("\ntests split across shards (issue 33): 894 tests in 60 files, 20 seeds; slowest shard / mean shard by the real durations\n");
+  for (int shards : {2, 4, 8}) {
+    std::vector<double> by_duration, by_files;
+    for (unsigned seed = 1; seed <= 20; ++seed) {
+      std::mt19937 rng(seed);
+      std::lognormal_distribution<double> short_s(std::log(2.0), 0.7), long_s(std::log(90.0), 0.6);
+      std::normal_distribution<double> noise(1.0, 0.1);
+      std::uniform_real_distribution<double> u(0, 1);
+      std::vector<std::string> ids;
+      std::map<std::string, double> real, learned;
+      for (int f = 0; f < 60; ++f) {
+        const bool heavy = u(rng) < 0.1;  // 6 of 60 files hold the long kernels
+        for (int t = 0; t < 12 + f % 7; ++t) {
+          ids.push_back("tests/st/d" + std::to_string(f / 8) + "/test_" + std::to_string(f) + ".py::case[" + std::to_string(t) + "]");
+          const double d = heavy && t < 4 ? long_s(rng) : short_s(rng);
+          real[ids.back()] = d;
+          if (u(rng) >= 0.05) learned[ids.back()] = std::max(0.0, d * std::clamp(noise(rng), 0.6, 1.4));
+        }
+      }
+      by_duration.push_back(pto::shard_imbalance(pto::split_by_duration(ids, learned, shards), real));
+      by_files.push_back(pto::shard_imbalance(pto::split_by_file_count(ids, real, shards), real));
+    }
+    std::printf("  %d shards (~%d tests each): by learned duration p50 %.3f worst %.3f | by file count p50 %.3f worst %.3f\n", shards,
+                894 / shards, pct(by_duration, .5), pct(by_duration, 1), pct(by_files, .5), pct(by_files, 1));
+  }
+}
+
 int main() {
+  if (getenv("SPLIT_ONLY")) {
+    shard_balance_report();
+    return 0;
+  }
   if (getenv("CPU_ONLY")) {
     cpu_day_report();
     return 0;
@@ -448,5 +485,6 @@ int main() {
   fair_share_makespans();
   ci_day_report();
   cpu_day_report();
+  shard_balance_report();
   return 0;
 }

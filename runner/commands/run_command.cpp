@@ -17,6 +17,8 @@
 #include "sandbox/run_tree.h"
 #include "sandbox/sandbox_pool.h"
 #include "server/lease_endpoint.h"
+#include "store/test_history_queries.h"
+#include "util/state_paths.h"
 
 namespace fs = std::filesystem;
 
@@ -74,6 +76,11 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
     EngineOptions eo = make_engine_options(loaded->project.root, state_dir, cfg, opts->simulate,
                                            opts->time_scale, InheritedEnv::AllButOurs);
     eo.lead_executor = host->lead_executor.get();
+    // A split step's tests weighed by the test history a daemon kept in this state dir, when there is one.
+    if (std::filesystem::exists(journal_file(state_dir)))
+      eo.test_seconds = [history = TestHistoryQueries(journal_file(state_dir))](const std::vector<std::string>& ids) {
+        return history.learned_seconds(ids);
+      };
     if (const char* trace = std::getenv("PTO_RUNNER_TRACE")) eo.trace_file = trace;
     // Steps whose harness borrows cards itself (task-submit) lease them from this run's queue, as under serve.
     std::unique_ptr<LeaseEndpoint> leases;

@@ -12,7 +12,7 @@ const std::vector<std::string> kJobKeys = {"name",     "needs",    "if",       "
 const std::vector<std::string> kStepKeys = {"name",  "run",     "env",     "if",      "timeout-minutes",
                                             "continue-on-error", "working-directory", "shell", "devices", "cpus", "memory",
                                             "retry", "models",  "expected-minutes", "id", "device-type",
-                                            "queue-timeout-minutes", "run-timeout-minutes", "tests"};
+                                            "queue-timeout-minutes", "run-timeout-minutes", "tests", "split"};
 
 bool valid_job_name(const std::string& s) {
   static const std::regex re("[A-Za-z_][A-Za-z0-9_.-]*");
@@ -178,6 +178,20 @@ StepDef read_step(const YAML::Node& node, const std::string& file, Diagnostics& 
   if (auto v = m.size("memory", 1 << 20)) s.memory = *v, s.memory_loc = loc_of(m.get("memory"));
   if (m.has("retry")) s.retry = read_retry(m.get("retry"), file, diags);
   if (m.has("tests")) s.tests = read_tests_spec(m.get("tests"), file, diags);
+  if (m.has("split")) {
+    YAML::Node node = m.get("split");
+    s.split_loc = loc_of(node);
+    MapReader sp(node, "split", {"shards", "by"}, file, diags);
+    if (sp.is_map()) {
+      if (auto v = sp.integer("shards", 2, 64)) s.split_shards = static_cast<int>(*v);
+      else if (!sp.has("shards")) sp.error_at(node, "missing-key", "split: required key 'shards' is missing");
+      if (auto v = sp.string("by"); v && *v != "duration")
+        sp.error_at(sp.get("by"), "bad-value", "split: 'by' is duration (learned per-test durations), got '" + *v + "'");
+    }
+    // Shards are made of the ids pytest collects: only a pytest step has them.
+    if (s.tests.format != TestsSpec::Format::Pytest)
+      diags.error(file, s.split_loc.line, s.split_loc.col, "bad-value", "step: 'split' needs 'tests: pytest' (its shards are pytest's collected test ids)");
+  }
   return s;
 }
 

@@ -79,6 +79,9 @@ struct StepDef {
   std::optional<int> cpus;
   std::optional<std::uint64_t> memory;
   SourceLoc cpus_loc, memory_loc;
+  /// `split: {shards: N, by: duration}` (tests: pytest only): its tests across N shards by learned durations.
+  int split_shards = 0;
+  SourceLoc split_loc;
   RetryPolicy retry;
   TestsSpec tests;
   SourceLoc loc;

@@ -12,6 +12,7 @@
 #include "daemon/daemon.h"
 #include "report/run_view.h"
 #include "store/learned_durations.h"
+#include "store/test_history_queries.h"
 #include "util/api_paths.h"
 #include "util/secret_mask.h"
 #include "util/state_paths.h"
@@ -137,6 +138,10 @@ Answer Daemon::start_run(EngineOptions eo, const RunSubmission& s, Project proje
   if (!s.sha.empty()) eo.base_env["PTO_RUNNER_SHA"] = s.sha;
   eo.lead_executor = host_->lead_executor.get();
   eo.muted = [this](const std::string& test) { return muted(test); };  // the mutes in force when a test fails
+  // A split step's tests weighed by what the test history learned (one indexed read per test, once per split).
+  eo.test_seconds = [history = TestHistoryQueries(journal_file(state_dir_))](const std::vector<std::string>& ids) {
+    return history.learned_seconds(ids);
+  };
   nlohmann::json request = request_of(s, eo);
   const int priority = request["priority"]["value"];
   const std::string pull_request = request.value("pull_request", "");

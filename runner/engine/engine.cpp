@@ -236,8 +236,14 @@ void RunEngine::advance(std::size_t j) {
   }
   if (!pj.parallel) {
     // GitHub order: one step after another; after a failure only if: failure()/always() steps run.
-    while (active == 0 && jr.next_step < jr.steps.size())
-      if (try_start_step(j, jr.next_step++)) active = 1;
+    while (active == 0 && jr.next_step < jr.steps.size()) {
+      const std::size_t s = jr.next_step++;
+      if (!try_start_step(j, s)) continue;
+      active = 1;
+      // A split step's shards run at once: the others start with the first.
+      while (pj.steps[s].shard && jr.next_step < jr.steps.size() && pj.steps[jr.next_step].collect_step == pj.steps[s].collect_step)
+        try_start_step(j, jr.next_step++);
+    }
   } else {
     // Parallel: every plain step at once (bounded by max-parallel and cards); steps whose if: calls a status
     // function (cleanup, reporting) run after the others, one by one, when their outcome is known.
@@ -245,6 +251,11 @@ void RunEngine::advance(std::size_t j) {
     for (std::size_t s = jr.first_unsettled; s < jr.steps.size(); ++s) {
       if (pj.steps[s].if_has_status_function) continue;
       if (jr.steps[s].state == StepState::Pending) {
+        // A shard waits for its split step's collection.
+        if (pj.steps[s].shard && !is_final(jr.steps[static_cast<std::size_t>(pj.steps[s].collect_step)].state)) {
+          plain_done = false;
+          continue;
+        }
         if (pj.max_parallel > 0 && active >= pj.max_parallel) {
           plain_done = false;
           break;
@@ -278,6 +289,13 @@ bool RunEngine::try_start_step(std::size_t j, std::size_t s) {
   if (jr.cancelled || run_.cancelled || !evaluate_condition_text(ps.if_expr, ctx)) {
     transition(j, s, (jr.cancelled || run_.cancelled) ? StepState::Cancelled : StepState::Skipped);
     return false;
+  }
+  if (ps.shard) {
+    if (std::string why = shard_unrunnable(j, s); !why.empty()) {
+      jr.steps[s].verdict = why;
+      transition(j, s, StepState::Skipped);
+      return false;
+    }
   }
   enqueue(j, s);
   return true;
@@ -514,7 +532,7 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
   // retry runs only the tests not yet passed.
   // `muted_exit`: its non-zero exit is only its muted tests' failures.
   bool rerun_tests = false, muted_exit = false;
-  const bool judge_tests = ps.tests.any() && !cancelled && !o.timed_out && o.error.empty() && !opts_.simulate;
+  const bool judge_tests = ps.tests.any() && ps.kind != StepKind::CollectTests && !cancelled && !o.timed_out && o.error.empty() && !opts_.simulate;
   if (judge_tests) failure = take_tests(j, s, o, rerun_tests, muted_exit);
   if (!failure && !o.ok() && !cancelled && !muted_exit) failure = &record_failure(j, s, o);
   const bool infra = failure && (failure->evidence.cause == FailureCause::Card || failure->evidence.cause == FailureCause::Infra);
@@ -561,6 +579,13 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
   std::string file_error;
   if (o.error.empty() && !flow_.take_step_files(j, s, file_error)) sr.error = file_error;
   if (!o.limit_reached.empty()) sr.error = o.limit_reached;
+  // A split step's collection that ran well: its tests split across its shards (or why they cannot be).
+  if (ps.kind == StepKind::CollectTests && o.ok() && sr.error.empty() && !cancelled && !opts_.simulate)
+    if (std::string e = take_collection(j, s); !e.empty()) {
+      sr.error = e;
+      sr.cause = "code";
+      sr.verdict = "failed: " + e;
+    }
   StepState to;
   // Green by its exit, unless its tests say otherwise ("ran no tests"), or by its tests after a rerun of
   // only those not yet passed (its exit then says how the rerun went).

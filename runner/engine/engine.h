@@ -152,6 +152,11 @@ class RunEngine {
   /// Reads and judges the attempt's reports: the failure they make (null: none); `rerun`: a retry runs only
   /// the tests not yet passed.
   const StepRecord::Failure* take_tests(std::size_t j, std::size_t s, const StepOutcome& o, bool& rerun, bool& exit_accounted);
+  /// A split step's collection ended well: its collected ids read, split across its shards by learned
+  /// durations (testcases/test_split), each shard given its tests and estimate. "" or why it failed.
+  std::string take_collection(std::size_t j, std::size_t s);
+  /// A shard cannot run: its collection did not succeed, or no test fell to it. "" when it can.
+  std::string shard_unrunnable(std::size_t j, std::size_t s) const;
   /// The verdict and cause of a final step from its tests, over the step's own.
   void settle_tests_verdict(std::size_t j, std::size_t s, StepState to);
   /// Its cause and one-line verdict once it is final (after failed attempts).

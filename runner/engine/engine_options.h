@@ -37,6 +37,9 @@ struct EngineOptions {
   /// The mute in force for a test id (testcases/test_mutes), asked when its failure is judged: the host's
   /// (runner.yml's and the API's). Unset: nothing is muted.
   std::function<std::optional<TestMute>(const std::string& id)> muted;
+  /// Learned durations in seconds of test ids (store/test_history_queries), asked once per split step when its
+  /// tests are collected. Unset, or a test absent: unknown (the split counts it at the median).
+  std::function<std::map<std::string, double>(const std::vector<std::string>& ids)> test_seconds;
   /// The run's sandbox user (a daemon's, sandbox/sandbox_pool): every step runs as it, within `limits`, able to
   /// open its own cards' files only (`card_files`, {id} their id). The lead job runs as the daemon, its smoke
   /// check as this user. Unset: steps run as whoever runs pto-runner.

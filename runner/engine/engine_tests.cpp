@@ -10,6 +10,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
+#include <sstream>
 
 #include "config/device_spec.h"
 #include "engine/attempt_facts.h"
@@ -19,6 +21,7 @@
 #include "testcases/pytest_plugin.h"
 #include "testcases/report_files.h"
 #include "testcases/test_mutes.h"
+#include "testcases/test_split.h"
 #include "util/ids.h"
 #include "util/process_env.h"
 
@@ -43,6 +46,7 @@ std::string RunEngine::prepare_tests(std::size_t j, std::size_t s, StepLaunch& l
   const PlanStep& ps = plan_.jobs[j].steps[s];
   StepRecord& sr = run_.jobs[j].steps[s];
   if (!ps.tests.any() || opts_.simulate) return "";
+  if (ps.tests.format != TestsSpec::Format::Pytest) l.env.push_back("PTO_RUNNER_TESTS_DIR=" + report_dir(opts_.run_dir, j, s, sr.attempt));
   // Its own directory, the step's user's, in one only root writes: nothing planted there can redirect it.
   const std::string parent = run_test_reports(opts_.run_dir), dir = report_dir(opts_.run_dir, j, s, sr.attempt);
   std::error_code ec;
@@ -52,21 +56,31 @@ std::string RunEngine::prepare_tests(std::size_t j, std::size_t s, StepLaunch& l
   if (::mkdir(dir.c_str(), 0700) != 0) return "cannot create " + dir + ": " + std::strerror(errno);
   if (opts_.run_as && ::chown(dir.c_str(), opts_.run_as->uid, opts_.run_as->gid) != 0)
     return "cannot hand " + dir + " to " + opts_.run_as->name + ": " + std::strerror(errno);
-  l.env.push_back("PTO_RUNNER_TESTS_DIR=" + dir);
   const std::vector<std::string>& rerun = sr.tests_summary.unresolved;
   if (ps.tests.format == TestsSpec::Format::Pytest) {
     const std::string plugin = run_pytest_plugin(opts_.run_dir);
     if (std::string e = install_pytest_plugin(plugin); !e.empty()) return e;
-    std::string skip;
-    if (sr.tests_rerun) {
+    PytestRole role;
+    role.allow_empty = ps.tests.allow_empty;
+    // A list of ids for the plugin: root's, in the plugin's directory (root's, 0755), readable by the step.
+    auto id_file = [&](const char* what, const auto& ids) -> std::string {
+      const std::string path = plugin + "/" + what + "-" + StepId{j, s}.text() + "-" + std::to_string(sr.attempt);
+      std::ofstream out(path, std::ios::trunc);
+      for (const std::string& id : ids) out << id << "\n";
+      if (!out.flush()) return "";
+      ::chmod(path.c_str(), 0644);
+      return path;
+    };
+    if (ps.kind == StepKind::CollectTests) {
+      role.collect_dir = dir;  // collect only: its ids are written there, nothing runs
+    } else {
+      role.report_dir = dir;
       // What already passed or was skipped is deselected: a pytest call the first attempt never reached runs.
-      skip = plugin + "/done-" + StepId{j, s}.text() + "-" + std::to_string(sr.attempt);
-      std::ofstream out(skip, std::ios::trunc);
-      for (const std::string& id : sr.tests_summary.done) out << id << "\n";
-      if (!out.flush()) return "cannot write " + skip;
-      ::chmod(skip.c_str(), 0644);
+      if (sr.tests_rerun && (role.skip_file = id_file("done", sr.tests_summary.done)).empty()) return "cannot write the rerun's list of tests";
+      // A shard runs only the tests split onto it.
+      if (ps.shard && (role.only_file = id_file("only", sr.shard_tests)).empty()) return "cannot write the shard's list of tests";
     }
-    add_pytest_env(l.env, plugin, dir, skip, ps.tests.allow_empty);
+    add_pytest_env(l.env, plugin, role);
   } else if (sr.tests_rerun) {
     // `rerun: 'CMD {tests}'`: the ids come from the step's own reports; each is one quoted word.
     std::string ids;
@@ -175,6 +189,58 @@ const StepRecord::Failure* RunEngine::take_tests(std::size_t j, std::size_t s, c
   rerun = can_select && ps.retry.reruns_tests(sr.attempt) &&
           static_cast<int>(sr.tests_summary.unresolved.size()) <= ps.retry.max_tests && !sr.tests_summary.unresolved.empty();
   return &sr.failures.back();
+}
+
+std::string RunEngine::take_collection(std::size_t j, std::size_t s) {
+  const PlanStep& ps = plan_.jobs[j].steps[s];
+  StepRecord& sr = run_.jobs[j].steps[s];
+  // Written by the step's pytest processes (collected-PID-N.txt): hostile input, read as reports are.
+  CollectedReports found = collect_reports(report_dir(opts_.run_dir, j, s, sr.attempt), "collected-*.txt", kMaxReportBytes, kMaxReports);
+  if (!found.error.empty()) return "its collected tests were refused: " + found.error;
+  std::vector<std::string> ids;
+  for (const ReportFile& f : found.files) {
+    std::istringstream in(f.text);
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) ids.push_back(line);
+  }
+  if (ids.empty() && !ps.tests.allow_empty) return "collected no tests (no pytest process of it collected a test)";
+  const std::map<std::string, double> learned = opts_.test_seconds ? opts_.test_seconds(ids) : std::map<std::string, double>{};
+  TestShards split = split_by_duration(ids, learned, ps.split_shards);
+  sr.collected = 0;
+  for (const auto& shard : split.tests) sr.collected += static_cast<int>(shard.size());
+  sr.collected_unknown = split.unknown;
+  std::ostringstream line;
+  line << "pto-runner: collected " << sr.collected << " test(s); split into " << ps.split_shards << " shards by learned durations ("
+       << split.unknown << " without one, counted at the median of the others); expected seconds per shard:";
+  for (std::size_t k = 0; k < plan_.jobs[j].steps.size(); ++k) {
+    PlanStep& shard = plan_.jobs[j].steps[k];
+    if (shard.collect_step != static_cast<int>(s) || shard.shard < 1 || shard.shard > ps.split_shards) continue;
+    StepRecord& r = run_.jobs[j].steps[k];
+    const std::size_t i = static_cast<std::size_t>(shard.shard - 1);
+    r.shard_tests = std::move(split.tests[i]);
+    r.shard_expected_seconds = split.expected_seconds[i];
+    line << " " << std::fixed << std::setprecision(1) << r.shard_expected_seconds;
+    // Its estimate for the queue: the sum of its tests' learned durations, once some are known.
+    if (split.unknown < sr.collected) {
+      shard.expected_minutes = std::max(r.shard_expected_seconds, 1.0) / 60;
+      shard.expected_defaulted = false;
+      shard.expected_source = "tests";
+      shard.expected_samples = sr.collected - split.unknown;
+    }
+  }
+  std::ofstream(sr.log_path, std::ios::app) << line.str() << "\n";
+  return "";
+}
+
+std::string RunEngine::shard_unrunnable(std::size_t j, std::size_t s) const {
+  const PlanStep& ps = plan_.jobs[j].steps[s];
+  const StepRecord& collect = run_.jobs[j].steps[static_cast<std::size_t>(ps.collect_step)];
+  if (collect.state != StepState::Succeeded)
+    return "not run: its tests were not collected (" + plan_.jobs[j].steps[static_cast<std::size_t>(ps.collect_step)].name + " " +
+           to_string(collect.state) + ")";
+  if (!opts_.simulate && run_.jobs[j].steps[s].shard_tests.empty())
+    return "not run: no test fell to this shard (" + std::to_string(collect.collected) + " tests in " + std::to_string(ps.shard_count) + " shards)";
+  return "";
 }
 
 void RunEngine::settle_tests_verdict(std::size_t j, std::size_t s, StepState to) {

@@ -76,6 +76,12 @@ struct StepRecord {
   std::map<std::string, std::vector<int>> test_leases;
   /// Those tests whose lease failed by its card's doing: the line that said so.
   std::map<std::string, std::string> test_lease_faults;
+  /// A shard of a split step: the tests its collection split onto it, in collection order, and the sum of
+  /// their learned durations (-1: not split yet). A split step's collection: the tests it found and how many of
+  /// them had no learned duration (-1: not collected yet).
+  std::vector<std::string> shard_tests;
+  double shard_expected_seconds = -1;
+  int collected = -1, collected_unknown = 0;
   // engine bookkeeping
   bool resolved = false;     // its ${{ }} were replaced (once, when it first became runnable)
   std::uint64_t order = 0;   // place in the card queue, kept across retries

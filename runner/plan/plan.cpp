@@ -289,11 +289,39 @@ class Builder {
     job.toolchain = def.toolchain;
 
     std::map<std::string, int> first_by_key;
-    auto add = [&](PlanStep s) {
+    auto add_one = [&](PlanStep s) {
       s.index = static_cast<int>(job.steps.size());
       auto [it, fresh] = first_by_key.emplace(s.key, s.index);
       if (!fresh) s.deduplicated_from = it->second;
       job.steps.push_back(std::move(s));
+    };
+    // A split step becomes its collection and its shards (plan.h, PlanStep::split_shards); the same split step
+    // twice is deduplicated whole, shard by shard.
+    auto add = [&](PlanStep s) {
+      if (s.split_shards < 2) {
+        s.split_shards = 0;
+        add_one(std::move(s));
+        return;
+      }
+      PlanStep collect = s;
+      collect.kind = StepKind::CollectTests;
+      collect.name = s.name + " (collect)";
+      collect.devices = 0, collect.cpus = 0, collect.memory = 0;
+      collect.device_type.clear();
+      collect.expected_minutes = 1, collect.expected_defaulted = true, collect.expected_source.clear();
+      collect.key = s.key + "\ncollect";
+      const int collect_index = static_cast<int>(job.steps.size());
+      add_one(std::move(collect));
+      for (int i = 1; i <= s.split_shards; ++i) {
+        PlanStep shard = s;
+        shard.id.clear();  // steps.ID is the collection's
+        shard.name = s.name + " (shard " + std::to_string(i) + "/" + std::to_string(s.split_shards) + ")";
+        shard.split_shards = 0;
+        shard.shard = i, shard.shard_count = s.split_shards, shard.collect_step = collect_index;
+        if (!s.expected_defaulted) shard.expected_minutes = s.expected_minutes / s.split_shards;
+        shard.key = s.key + "\nshard " + std::to_string(i) + "/" + std::to_string(s.split_shards);
+        add_one(std::move(shard));
+      }
     };
 
     std::set<std::string> earlier_ids;
@@ -361,6 +389,7 @@ class Builder {
         s.continue_on_error = sd.continue_on_error;
         s.retry = sd.retry;
         s.tests = sd.tests;
+          s.split_shards = sd.split_shards;
         s.origin = s.source = where(def.file, sd.loc);
         s.key = step_key({s.run, s.env, s.working_directory, s.shell, s.devices, s.if_expr, "", nullptr, s.device_type});
         check_pool(s.devices, s.device_type, s.name, def.file,
@@ -404,6 +433,7 @@ class Builder {
           s.continue_on_error = sd.continue_on_error;
           s.retry = sd.retry;
           s.tests = sd.tests;
+          s.split_shards = sd.split_shards;
           s.origin = where(def.file, entry_loc);
           s.source = where(mf.file, ex.loc);
           s.model = mf.id;

@@ -16,8 +16,9 @@
 
 namespace pto {
 
-/// What the engine does for a step beyond running its command.
-enum class StepKind { Command, ToolchainSetup };
+/// What the engine does for a step beyond running its command. CollectTests: a split step's collection (its
+/// command run with every pytest process collecting only; engine/engine_tests.cpp splits what it found).
+enum class StepKind { Command, ToolchainSetup, CollectTests };
 
 struct PlanStep {
   int index = 0;  // position in its job
@@ -52,6 +53,12 @@ struct PlanStep {
   bool continue_on_error = false;
   RetryPolicy retry;
   TestsSpec tests;  // where its test cases come from (none: judged as a step only)
+  /// `split: {shards: N}` plans a step as its collection (kind CollectTests, "NAME (collect)", split_shards N,
+  /// no cards) and N shards after it ("NAME (shard I/N)", shard I, collect_step its index), which run at
+  /// once, each the step's command with the step's cards and env on the tests split onto it.
+  int split_shards = 0;
+  int shard = 0, shard_count = 0;
+  int collect_step = -1;
   std::string key;
   std::optional<int> deduplicated_from;  // index of the earlier step with the same key
   std::string origin;  // FILE:LINE:COL of the step in its job file (for model steps: its `models:` entry)

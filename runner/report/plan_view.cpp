@@ -10,7 +10,7 @@ nlohmann::json plan_step_to_json(const PlanJob& job, const PlanStep& s) {
   nlohmann::json j;
   j["index"] = s.index;
   j["name"] = s.name;
-  j["kind"] = s.kind == StepKind::ToolchainSetup ? "toolchain-setup" : "command";
+  j["kind"] = s.kind == StepKind::ToolchainSetup ? "toolchain-setup" : s.kind == StepKind::CollectTests ? "collect-tests" : "command";
   j["run"] = s.run;
   j["shell"] = s.shell;
   j["working_directory"] = s.working_directory;
@@ -19,6 +19,8 @@ nlohmann::json plan_step_to_json(const PlanJob& job, const PlanStep& s) {
   j["devices"] = s.devices;
   j["cpus"] = s.cpus;
   j["memory_bytes"] = s.memory;
+  j["split"] = s.split_shards ? nlohmann::json{{"shards", s.split_shards}, {"by", "duration"}} : nlohmann::json(nullptr);
+  if (s.shard) j["shard"] = {{"index", s.shard}, {"count", s.shard_count}, {"collect_step", s.collect_step}};
   j["device_type"] = s.device_type.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.device_type);
   auto minutes = [](const std::optional<double>& m) { return m ? nlohmann::json(*m) : nlohmann::json(nullptr); };
   j["timeout_minutes"] = minutes(s.timeout_minutes);
@@ -109,6 +111,7 @@ std::string plan_to_text(const Plan& plan) {
         os << "  [" << s.devices << (s.devices == 1 ? " card" : " cards") << (s.device_type.empty() ? "" : " of type " + s.device_type)
            << "]";
       if (s.cpus || s.memory) os << "  [" << host_share_words(s.cpus, s.memory) << "]";
+      if (s.split_shards) os << "  [collects the tests of " << s.split_shards << " shards, split by duration]";
       if (s.kind == StepKind::Command && !s.deduplicated_from) os << "  " << estimate_text(s);
       if (s.deduplicated_from)
         os << "  -- deduplicated: same work as step " << (*s.deduplicated_from + 1) << " ("

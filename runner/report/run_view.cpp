@@ -72,8 +72,44 @@ nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step
   };
   j["failures"] = failures_json(s.failures);
   j["lease_failures"] = failures_json(s.lease_failures);
-  if (ps.tests.any()) j["tests"] = step_tests_json(r, p, job, step);
+  // A split step's collection stands for the step: its shards and their tests summed. Each shard says its part.
+  if (ps.split_shards) j["split"] = split_to_json(r, p, job, step, now);
+  else if (ps.tests.any()) j["tests"] = step_tests_json(r, p, job, step);
+  if (ps.shard)
+    j["shard"] = {{"index", ps.shard},
+                  {"count", ps.shard_count},
+                  {"collect_step", StepId{static_cast<std::size_t>(job), static_cast<std::size_t>(ps.collect_step)}.text()},
+                  {"tests", s.shard_tests.size()},
+                  {"expected_seconds", s.shard_expected_seconds >= 0 ? nlohmann::json(s.shard_expected_seconds) : nlohmann::json(nullptr)},
+                  {"seconds", s.started_at >= 0 && s.finished_at >= 0 ? nlohmann::json(s.finished_at - s.started_at) : nlohmann::json(nullptr)}};
   return j;
+}
+
+nlohmann::json split_to_json(const RunRecord& r, const Plan& p, int job, int step, double now) {
+  const PlanJob& pj = p.jobs[job];
+  const StepRecord& c = r.jobs[job].steps[static_cast<std::size_t>(step)];
+  nlohmann::json shards = nlohmann::json::array();
+  TestsSummary sum;
+  for (std::size_t k = 0; k < pj.steps.size(); ++k) {
+    if (pj.steps[k].collect_step != step || !pj.steps[k].shard) continue;
+    const StepRecord& s = r.jobs[job].steps[k];
+    const TestsSummary& t = s.tests_summary;
+    sum.ran += t.ran, sum.passed += t.passed, sum.failed += t.failed, sum.victims += t.victims, sum.skipped += t.skipped;
+    sum.flaky += t.flaky, sum.recovered += t.recovered, sum.muted += t.muted, sum.rerun += t.rerun;
+    const double seconds = s.started_at < 0 ? -1 : (s.finished_at >= 0 ? s.finished_at : now) - s.started_at;
+    shards.push_back({{"step", StepId{static_cast<std::size_t>(job), k}.text()},
+                      {"index", pj.steps[k].shard},
+                      {"state", to_string(s.state)},
+                      {"tests", s.shard_tests.size()},
+                      {"expected_seconds", s.shard_expected_seconds >= 0 ? nlohmann::json(s.shard_expected_seconds) : nlohmann::json(nullptr)},
+                      {"seconds", seconds >= 0 ? nlohmann::json(seconds) : nlohmann::json(nullptr)}});
+  }
+  return {{"by", "duration"},
+          {"collected", c.collected >= 0 ? nlohmann::json(c.collected) : nlohmann::json(nullptr)},
+          {"without_duration", c.collected_unknown},
+          {"shards", shards},
+          {"tests", {{"ran", sum.ran}, {"passed", sum.passed}, {"failed", sum.failed}, {"victims", sum.victims}, {"skipped", sum.skipped},
+                     {"flaky", sum.flaky}, {"recovered", sum.recovered}, {"muted", sum.muted}, {"rerun", sum.rerun}}}};
 }
 
 nlohmann::json step_tests_json(const RunRecord& r, const Plan& p, int job, int step) {

@@ -14,6 +14,8 @@ nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step
 /// A step with `tests:`: its counts, verdict, the failed tests (each at its last attempt, with the log's link)
 /// and every attempt's cases.
 nlohmann::json step_tests_json(const RunRecord& r, const Plan& p, int job, int step);
+/// A split step's collection (`split:`): its shards (tests, expected and real seconds) and their tests summed.
+nlohmann::json split_to_json(const RunRecord& r, const Plan& p, int job, int step, double now);
 /// A step's estimate as every rendering shows it: null, or {minutes, source ("expected-minutes" | "history"),
 /// samples}.
 nlohmann::json estimate_to_json(double minutes, const std::string& source, int samples);

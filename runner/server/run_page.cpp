@@ -44,8 +44,40 @@ function why(st) {
   if (st.exit_code !== null && st.exit_code !== undefined) return "exit " + st.exit_code;
   return "";
 }
+// A shard of a split step: its tests, what the split expected of it and what it took.
+function shardText(s) {
+  return "shard " + s.index + "/" + s.count + ": " + s.tests + " tests, expected " +
+         (s.expected_seconds === null ? "?" : duration(s.expected_seconds)) + ", took " + (s.seconds === null ? "-" : duration(s.seconds));
+}
+// A split step's collection: its shards, each with its tests, expected and real duration, and their tests summed.
+function splitOf(st) {
+  const sp = st.split;
+  const td = el("td");
+  td.colSpan = 7;
+  const t = sp.tests;
+  td.appendChild(el("div", "split by duration: " + (sp.collected === null ? "not collected yet" : sp.collected + " tests collected (" +
+                 sp.without_duration + " without a learned duration)") + " · " + t.ran + " ran, " + t.passed + " passed" +
+                 (t.failed ? ", " + t.failed + " failed" : "") + (t.victims ? ", " + t.victims + " victims" : ""), "muted"));
+  const table = el("table", null, "shards");
+  table.setAttribute("data-step", st.id);
+  const head = row(["shard", "state", "tests", "expected", "took"]);
+  head.className = "head";
+  table.appendChild(head);
+  for (const s of sp.shards) {
+    const tr = row([s.index + "/" + sp.shards.length, el("span", s.state, "state " + s.state), s.tests,
+                    s.expected_seconds === null ? "?" : duration(s.expected_seconds), s.seconds === null ? "-" : duration(s.seconds)]);
+    tr.setAttribute("data-shard", s.index);
+    table.appendChild(tr);
+  }
+  td.appendChild(table);
+  const tr = el("tr", null, "tests-row");
+  tr.setAttribute("data-step", st.id);
+  tr.appendChild(td);
+  return tr;
+}
 // A step with tests: its failed tests (each at its last attempt) and its muted ones, under its row.
 function testsOf(st) {
+  if (st.split) return splitOf(st);
   const t = st.tests;
   if (!t) return null;
   const last = new Map();
@@ -56,7 +88,7 @@ function testsOf(st) {
                  (t.muted ? ", " + t.muted + " muted" : "") + (t.skipped ? ", " + t.skipped + " skipped" : "");
   const td = el("td");
   td.colSpan = 7;
-  td.appendChild(el("div", "tests: " + counts + (t.error ? " · " + t.error : ""), "muted"));
+  td.appendChild(el("div", "tests: " + counts + (t.error ? " · " + t.error : "") + (st.shard ? " · " + shardText(st.shard) : ""), "muted"));
   if (shown.length) {
     const table = el("table", null, "failed-tests");
     table.setAttribute("data-step", st.id);

@@ -155,4 +155,27 @@ nlohmann::json TestHistoryQueries::test_history(const std::string& id, double si
   }
 }
 
+std::map<std::string, double> TestHistoryQueries::learned_seconds(const std::vector<std::string>& ids) const {
+  std::map<std::string, double> out;
+  try {
+    Db d;
+    open_readonly(d, path_);
+    // One indexed lookup per test (test_results_by_test: test, at): ~750 for pypto's largest step.
+    Stmt s(d.db, "SELECT duration FROM test_results WHERE test = ? AND result = 'passed' ORDER BY at DESC LIMIT ?");
+    std::vector<double> samples;
+    for (const std::string& id : ids) {
+      samples.clear();
+      s.reset().bind(1, id).bind(2, kLearnedTestSamples);
+      while (s.step()) samples.push_back(s.real(0));
+      if (samples.empty()) continue;
+      std::sort(samples.begin(), samples.end());
+      const std::size_t n = samples.size();
+      out[id] = n % 2 ? samples[n / 2] : (samples[n / 2 - 1] + samples[n / 2]) / 2;
+    }
+  } catch (const std::exception&) {
+    return {};  // no history yet (a fresh state dir): every test counts alike
+  }
+  return out;
+}
+
 }  // namespace pto

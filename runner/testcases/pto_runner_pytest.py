@@ -11,7 +11,13 @@
 #
 # PTO_RUNNER_TESTS_SKIP names a file of node ids already passed or skipped in an earlier attempt of the step:
 # those are deselected (a retry runs only what has not passed; a pytest call the first attempt never reached
-# runs whole). A process left with nothing to run, and with PTO_RUNNER_TESTS_ALLOW_EMPTY one that collected
+# runs whole). PTO_RUNNER_TESTS_ONLY names a file of the node ids a shard of a split step runs: every other
+# test is deselected.
+#
+# PTO_RUNNER_TESTS_COLLECT names a directory: the step's command runs with every pytest process collecting
+# only. Each writes the node ids it collected, one per line, to collected-PID-N.txt there, deselects them all
+# and exits 0; no report is written. This is how a split step's tests are collected once, with the step's own
+# command, arguments and environment. A process left with nothing to run, and with PTO_RUNNER_TESTS_ALLOW_EMPTY one that collected
 # nothing, exits 0 instead of pytest's 5: pto-runner counts the tests itself.
 #
 # Written for Debian's pytest 7.2 and later; only public hooks.
@@ -40,9 +46,10 @@ def _body(value):
 
 
 class _Report:
-    def __init__(self, directory, allow_empty, skip):
+    def __init__(self, directory, allow_empty, skip, only):
         self.allow_empty = allow_empty
         self.skip = skip
+        self.only = only
         self.deselected_all = False
         self.cases = {}
         n = 0
@@ -111,28 +118,62 @@ class _Report:
         self.out.close()
 
 
+def _ids(path):
+    with open(path, encoding="utf-8") as f:
+        return {line.rstrip("\n") for line in f if line.strip()}
+
+
+class _Collector:
+    def __init__(self, directory):
+        n = 0
+        while True:
+            path = os.path.join(directory, "collected-%d-%d.txt" % (os.getpid(), n))
+            try:
+                self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+                break
+            except FileExistsError:
+                n += 1
+
+    def write(self, items):
+        os.write(self.fd, "".join(item.nodeid + "\n" for item in items).encode("utf-8"))
+        os.close(self.fd)
+
+
 _report = None
+_collector = None
 
 
 def pytest_configure(config):
-    global _report
-    directory = os.environ.get("PTO_RUNNER_TESTS_DIR")
+    global _report, _collector
     # With pytest-xdist the workers run the tests and report; their controller only relays them.
-    if not directory or _report is not None or (getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput")):
+    if _report is not None or _collector is not None or (getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput")):
         return
-    skip = set()
-    skip_file = os.environ.get("PTO_RUNNER_TESTS_SKIP")
-    if skip_file:
-        with open(skip_file, encoding="utf-8") as f:
-            skip = {line.rstrip("\n") for line in f if line.strip()}
-    _report = _Report(directory, os.environ.get("PTO_RUNNER_TESTS_ALLOW_EMPTY") == "1", skip)
+    collect = os.environ.get("PTO_RUNNER_TESTS_COLLECT")
+    if collect:
+        _collector = _Collector(collect)
+        return
+    directory = os.environ.get("PTO_RUNNER_TESTS_DIR")
+    if not directory:
+        return
+    skip = _ids(os.environ["PTO_RUNNER_TESTS_SKIP"]) if os.environ.get("PTO_RUNNER_TESTS_SKIP") else set()
+    only = _ids(os.environ["PTO_RUNNER_TESTS_ONLY"]) if os.environ.get("PTO_RUNNER_TESTS_ONLY") else None
+    _report = _Report(directory, os.environ.get("PTO_RUNNER_TESTS_ALLOW_EMPTY") == "1", skip, only)
 
 
 def pytest_collection_modifyitems(session, config, items):
-    if _report is None or not _report.skip:
+    if _collector is not None:
+        # Collected, written, and none run: the shards run them.
+        _collector.write(items)
+        if items:
+            config.hook.pytest_deselected(items=list(items))
+            items[:] = []
         return
-    keep = [item for item in items if item.nodeid not in _report.skip]
-    gone = [item for item in items if item.nodeid in _report.skip]
+    if _report is None or (not _report.skip and _report.only is None):
+        return
+    def wanted(item):
+        return item.nodeid not in _report.skip and (_report.only is None or item.nodeid in _report.only)
+    keep = [item for item in items if wanted(item)]
+    gone = [item for item in items if not wanted(item)]
     if gone:
         config.hook.pytest_deselected(items=gone)
         items[:] = keep
@@ -156,6 +197,10 @@ def pytest_runtest_logfinish(nodeid, location):
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
+    if _collector is not None:
+        if session.exitstatus == 5:  # nothing left to run: collected, as asked
+            session.exitstatus = 0
+        return
     if _report is None:
         return
     if session.exitstatus == 5 and (_report.deselected_all or _report.allow_empty):

@@ -48,17 +48,21 @@ void put(std::vector<std::string>& env, const std::string& name, const std::stri
 
 }  // namespace
 
-void add_pytest_env(std::vector<std::string>& env, const std::string& plugin_dir, const std::string& report_dir,
-                    const std::string& skip_file, bool allow_empty) {
+void add_pytest_env(std::vector<std::string>& env, const std::string& plugin_dir, const PytestRole& role) {
   std::string* path = find(env, "PYTHONPATH");
   const std::string old_path = path ? path->substr(11) : "";
   put(env, "PYTHONPATH", old_path.empty() ? plugin_dir : plugin_dir + ":" + old_path);
   std::string* opts = find(env, "PYTEST_ADDOPTS");
   const std::string old_opts = opts ? opts->substr(15) : "";
   put(env, "PYTEST_ADDOPTS", old_opts.empty() ? "-p pto_runner_pytest" : old_opts + " -p pto_runner_pytest");
-  put(env, "PTO_RUNNER_TESTS_DIR", report_dir);
-  if (!skip_file.empty()) put(env, "PTO_RUNNER_TESTS_SKIP", skip_file);
-  if (allow_empty) put(env, "PTO_RUNNER_TESTS_ALLOW_EMPTY", "1");
+  if (!role.collect_dir.empty()) {
+    put(env, "PTO_RUNNER_TESTS_COLLECT", role.collect_dir);
+    return;
+  }
+  put(env, "PTO_RUNNER_TESTS_DIR", role.report_dir);
+  if (!role.skip_file.empty()) put(env, "PTO_RUNNER_TESTS_SKIP", role.skip_file);
+  if (!role.only_file.empty()) put(env, "PTO_RUNNER_TESTS_ONLY", role.only_file);
+  if (role.allow_empty) put(env, "PTO_RUNNER_TESTS_ALLOW_EMPTY", "1");
 }
 
 }  // namespace pto

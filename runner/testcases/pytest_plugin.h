@@ -15,9 +15,16 @@ std::string_view pytest_plugin_source();
 /// unless it is there with the same text. "" or the problem.
 std::string install_pytest_plugin(const std::string& dir);
 
+/// What a step's pytest processes are asked to do: report into `report_dir`, skipping the ids in `skip_file`
+/// (a rerun) and running only those in `only_file` (a shard); or, with `collect_dir`, collect only and write the
+/// ids found there (a split step's collection: no report).
+struct PytestRole {
+  std::string report_dir, skip_file, only_file, collect_dir;
+  bool allow_empty = false;
+};
+
 /// Adds to `env` (NAME=VALUE strings) what a step's pytest processes need: the plugin on PYTHONPATH and in
-/// PYTEST_ADDOPTS, the report directory, and for a rerun the file of ids already done.
-void add_pytest_env(std::vector<std::string>& env, const std::string& plugin_dir, const std::string& report_dir,
-                    const std::string& skip_file, bool allow_empty);
+/// PYTEST_ADDOPTS, and their role.
+void add_pytest_env(std::vector<std::string>& env, const std::string& plugin_dir, const PytestRole& role);
 
 }  // namespace pto
