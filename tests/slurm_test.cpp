@@ -138,6 +138,15 @@ TEST_CASE("slurm: a step's srun asks for its card group's GRES type, its card ty
   CHECK(has("--comment=pto-runner instance=t run=RUN step=model / moe"));
   CHECK(has("--chdir=/srv/run/src"));
   CHECK(argv.back() == "python3 moe.py --ep 2");  // an argv element: no shell line is built from it
+  // Its cpus: and memory: are Slurm's to grant (memory in whole MiB, rounded up); nothing asked, nothing said.
+  CHECK_FALSE(std::any_of(argv.begin(), argv.end(), [](const std::string& a) { return a.rfind("--cpus-per-task", 0) == 0 || a.rfind("--mem", 0) == 0; }));
+  l.limits.cpus = 32;
+  l.limits.memory_max = (64ull << 30) + 1;
+  l.limits.memory_asked = true;
+  argv = pto::slurm_step_argv(cfg, l, "n", "c", "", "n0nce");
+  CHECK(has("--cpus-per-task=32"));
+  CHECK(has("--mem=65537M"));
+  l.limits = {};
   l.devices = 1;
   l.device_type.clear();
   argv = pto::slurm_step_argv(cfg, l, "n", "c", "", "n0nce");
