@@ -74,6 +74,47 @@ Spawned spawn_cli(const std::vector<std::string>& args, const std::map<std::stri
   return s;
 }
 
+Background start_background(const std::vector<std::string>& argv, const fs::path& log) {
+  Background b;
+  b.log = log;
+  pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    int o = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    int in = open("/dev/null", O_RDONLY);
+    dup2(in, 0);
+    dup2(o, 1);
+    dup2(o, 2);
+    std::vector<std::string> copy = argv;
+    std::vector<char*> cargv;
+    for (auto& a : copy) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    execv(cargv[0], cargv.data());
+    _exit(127);
+  }
+  ::setpgid(pid, pid);
+  b.pid = pid;
+  return b;
+}
+
+Background& Background::operator=(Background&& o) noexcept {
+  stop();
+  pid = o.pid;
+  log = std::move(o.log);
+  o.pid = -1;
+  return *this;
+}
+
+void Background::stop() {
+  if (pid <= 0) return;
+  ::kill(-pid, SIGTERM);
+  for (int i = 0; i < 100 && ::waitpid(pid, nullptr, WNOHANG) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ::kill(-pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  pid = -1;
+}
+
 CommandResult wait_cli(Spawned& s) {
   int status = 0;
   waitpid(s.pid, &status, 0);

@@ -70,6 +70,22 @@ bool have(const char* tool);
 inline constexpr const char* kPytest = "/usr/bin/python3 -m pytest -q -p no:cacheprovider";
 bool have_pytest();
 
+/// A program other than pto-runner running in the background for a test (a local HTTP receiver, Prometheus):
+/// its output in `log`, SIGTERM then SIGKILL to its process group when it goes out of scope.
+struct Background {
+  int pid = -1;
+  fs::path log;
+  Background() = default;
+  Background(const Background&) = delete;
+  Background& operator=(const Background&) = delete;
+  Background(Background&& o) noexcept : pid(o.pid), log(std::move(o.log)) { o.pid = -1; }
+  Background& operator=(Background&& o) noexcept;
+  ~Background() { stop(); }
+  void stop();
+};
+/// Starts `argv` (argv[0] a path) in its own process group, its stdout and stderr into `log`.
+Background start_background(const std::vector<std::string>& argv, const fs::path& log);
+
 /// Runs `cmd` with /bin/sh; returns its exit status, and its stdout in `out` when given.
 int sh(const std::string& cmd, std::string* out = nullptr);
 

@@ -32,6 +32,8 @@ void resolve_host_dirs(RunnerConfig& cfg, const std::string& root, const std::st
   auto is_url = [](const std::string& r) { return r.find("://") != std::string::npos || r.find('@') != std::string::npos; };
   if (!cfg.source.repo.empty() && !is_url(cfg.source.repo)) cfg.source.repo = resolve_under_root(root, cfg.source.repo);
   if (!cfg.source.mirror.empty()) cfg.source.mirror = resolve_under_root(root, cfg.source.mirror);
+  for (NotifyReceiver& r : cfg.notify.receivers)
+    if (!r.secret_file.empty()) r.secret_file = resolve_under_root(root, r.secret_file);
 }
 
 std::string apply_device_overrides(RunnerConfig& cfg, const std::string& devices, const std::string& groups) {

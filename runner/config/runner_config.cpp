@@ -523,6 +523,70 @@ static void read_tests(MapReader& m, RunnerConfig& cfg) {
                                       std::to_string(cfg.tests.max_muted) + "): fix the tests, or raise tests.max-muted");
 }
 
+std::string to_string(NotifyChannel c) {
+  return c == NotifyChannel::Feishu ? "feishu" : c == NotifyChannel::Slack ? "slack" : "webhook";
+}
+
+const std::vector<std::string>& notify_event_names() {
+  static const std::vector<std::string> names = {"card-bad",       "card-retired", "card-returned", "main-red",
+                                                 "ran-no-tests",   "new-flaky-test", "queue-stuck", "bisect-done"};
+  return names;
+}
+
+static void read_notify_receiver(const YAML::Node& item, MapReader& m, RunnerConfig& cfg) {
+  MapReader e(item, "notify", {"name", "kind", "url", "secret-file", "events", "refs"}, m.file(), m.diags());
+  if (!e.is_map()) return;
+  NotifyReceiver r;
+  r.line = item.Mark().line + 1;
+  r.col = item.Mark().column + 1;
+  if (auto v = e.string("name", true)) r.name = *v;
+  if (auto v = e.string("kind", true)) {
+    if (*v == "feishu") r.kind = NotifyChannel::Feishu;
+    else if (*v == "slack") r.kind = NotifyChannel::Slack;
+    else if (*v == "webhook") r.kind = NotifyChannel::Webhook;
+    else e.error_at(e.get("kind"), "bad-value", "notify: 'kind' is feishu, slack or webhook, got '" + *v + "'");
+  }
+  if (auto v = e.string("url", true)) {
+    r.url = *v;
+    if (r.url.rfind("https://", 0) != 0 && r.url.rfind("http://", 0) != 0)
+      e.error_at(e.get("url"), "bad-value", "notify: 'url' is an http(s) URL, got '" + (r.url.size() > 40 ? r.url.substr(0, 40) + "..." : r.url) + "'");
+  }
+  if (auto v = e.string("secret-file")) r.secret_file = *v;
+  if (r.kind == NotifyChannel::Feishu && r.secret_file.empty() && e.has("kind"))
+    e.error_at(item, "missing-key", "notify: a feishu receiver needs 'secret-file' (the bot's signing secret: Feishu refuses unsigned messages to a bot with one)");
+  if (auto v = e.strings("events")) {
+    for (const std::string& ev : *v)
+      if (std::find(notify_event_names().begin(), notify_event_names().end(), ev) == notify_event_names().end()) {
+        std::string known;
+        for (const auto& n : notify_event_names()) known += (known.empty() ? "" : ", ") + n;
+        e.error_at(e.get("events"), "bad-value", "notify: no event '" + ev + "' (events: " + known + ")");
+      }
+    r.events = *v;
+  }
+  if (auto v = e.strings("refs")) r.refs = *v;
+  for (const auto& other : cfg.notify.receivers)
+    if (!r.name.empty() && other.name == r.name) e.error_at(e.get("name"), "bad-value", "notify: two receivers are named '" + r.name + "'");
+  if (!r.name.empty() && !r.url.empty()) cfg.notify.receivers.push_back(std::move(r));
+}
+
+static void read_notify(MapReader& m, RunnerConfig& cfg) {
+  YAML::Node node = m.get("notify");
+  YAML::Node list = node;
+  if (node.IsMap()) {  // the long form: {receivers: [...], queue-stuck-minutes, group-seconds}
+    MapReader n(node, "notify", {"receivers", "queue-stuck-minutes", "group-seconds", "retry-max-seconds"}, m.file(), m.diags());
+    if (auto v = n.number("queue-stuck-minutes", 0.01, 100000)) cfg.notify.queue_stuck_minutes = *v;
+    if (auto v = n.number("group-seconds", 0, 3600)) cfg.notify.group_seconds = *v;
+    if (auto v = n.number("retry-max-seconds", 1, 86400)) cfg.notify.retry_max_seconds = *v;
+    list = n.get("receivers");
+    if (!list) return;
+  }
+  if (!list.IsSequence()) {
+    m.error_at(list, "wrong-type", "'notify' expects a list of receivers, e.g. [{name: oncall, kind: feishu, url: URL, secret-file: FILE}]");
+    return;
+  }
+  for (const auto& item : list) read_notify_receiver(item, m, cfg);
+}
+
 static RunnerConfig load_runner_config_unguarded(const std::string& path, const std::string& display, Diagnostics& diags) {
   RunnerConfig cfg;
   cfg.file = display;
@@ -533,7 +597,7 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
               {"devices", "state-dir", "cache-dir", "toolchain-mirror", "listen", "token-file", "health",
                "kill-grace-seconds", "source", "retention", "log-max-mb", "containment",
                "shutdown-timeout-minutes", "executor", "slurm", "env", "env-file", "sandbox", "read-token-file", "tls",
-               "insecure-listen", "max-connections-per-client", "request-timeout-seconds", "max-cards-per-run", "priorities", "supersede", "listen-unix", "submit-group", "tests", "host"},
+               "insecure-listen", "max-connections-per-client", "request-timeout-seconds", "max-cards-per-run", "priorities", "supersede", "listen-unix", "submit-group", "tests", "host", "notify", "main-branch"},
               display, diags);
   if (!m.is_map()) return cfg;
   if (m.has("devices")) read_devices(m, cfg);
@@ -548,6 +612,12 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
   if (m.has("retention")) read_retention(m, cfg);
   if (m.has("tests")) read_tests(m, cfg);
   if (m.has("host")) read_host(m, cfg);
+  if (m.has("notify")) read_notify(m, cfg);
+  if (auto v = m.string("main-branch")) {
+    cfg.main_ref = v->rfind("refs/", 0) == 0 ? *v : "refs/heads/" + *v;
+    if (v->empty() || v->find_first_of(" ~^:?*[\\") != std::string::npos)
+      m.error_at(m.get("main-branch"), "bad-value", "'main-branch' is a branch name like main, got '" + *v + "'");
+  }
   return cfg;
 }
 

@@ -173,6 +173,36 @@ struct PriorityRule {
 /// (`pull-request`, the default, as GitLab's auto-cancel of redundant pipelines), or never (`off`).
 enum class Supersede { PullRequest, Off };
 
+/// Where on-call hears of what happened (runner.yml `notify:`, notify/): each receiver a Feishu custom bot (signed
+/// with its secret), a Slack incoming webhook (blocks) or a plain webhook (a documented JSON body, signed when it
+/// has a secret).
+enum class NotifyChannel { Feishu, Slack, Webhook };
+std::string to_string(NotifyChannel c);
+
+struct NotifyReceiver {
+  std::string name;
+  NotifyChannel kind = NotifyChannel::Webhook;
+  std::string url;          // holds a token for Feishu and Slack: shown as its scheme and host only
+  std::string secret_file;  // feishu: the bot's signing secret (required); webhook: signs the body; "" none
+  std::vector<std::string> events;  // empty: every event
+  std::vector<std::string> refs;    // globs of the refs whose runs it hears of (empty: all); card and queue events always
+  int line = 0, col = 0;            // where runner.yml defines it
+};
+
+struct NotifyConfig {
+  std::vector<NotifyReceiver> receivers;
+  /// `queue-stuck` when the oldest queue entry has waited this long (once until the queue moves again).
+  double queue_stuck_minutes = 60;
+  /// Events of one group (a run's red steps, a card's changes) that come within this many seconds of the first
+  /// are one message.
+  double group_seconds = 5;
+  /// A failed delivery is tried again after 1, 2, 4, ... seconds, at most this many apart.
+  double retry_max_seconds = 300;
+};
+
+/// The events a receiver may ask for (SPEC "On-call hears it first").
+const std::vector<std::string>& notify_event_names();
+
 struct RunnerConfig {
   std::string file;  // empty when no runner.yml was read
   std::vector<int> device_ids = {0, 1, 2, 3, 4, 5, 6, 7};
@@ -246,10 +276,14 @@ struct RunnerConfig {
   SourceConfig source;
   RetentionConfig retention;
   TestsConfig tests;
+  NotifyConfig notify;
+  /// `main-branch`: the ref whose red runs are `main-red` (and whose steps that ran no tests the alerts count).
+  std::string main_ref = "refs/heads/main";
 };
 
 /// YYYY-MM-DD naming a real day.
 bool is_utc_date(const std::string& s);
+
 
 RunnerConfig load_runner_config(const std::string& path, const std::string& display, Diagnostics& diags);
 

@@ -2,6 +2,7 @@
 // daemon each), the sandbox, the tokens, where it listens, the history and the host, the leases, the prober,
 // the read model, the API. Each part says "" or what is wrong, and start_exit_ says how bad.
 #include "daemon/daemon.h"
+#include "notify/notifier.h"
 
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -240,6 +241,11 @@ std::string Daemon::open_history_and_host() {
   history_->recover();
   prune(true);
   host_->set_on_change([this] { view_changed(); });
+  // On-call hears of cards going bad or coming back, and of runs' red steps (daemon_notify.cpp).
+  open_notify();
+  reporter_->set_on_step_final([this](const RunRecord& r, const Plan& p, int job, int step) { notify_step_final(r, p, job, step); });
+  if (host_->pool)
+    host_->pool->set_on_health([this](int card, CardHealth from, CardHealth to, const std::string& why) { notify_card(card, from, to, why); });
   return "";
 }
 

@@ -154,6 +154,15 @@ class Daemon : public HostCommands {
   void publish_mutes();
   void reload_mutes(const TestsConfig& next);
 
+  // Notifications (daemon_notify.cpp): what happens on this host, told to runner.yml's receivers (notify/).
+  void open_notify();
+  void notify_card(int card, CardHealth from, CardHealth to, const std::string& why);
+  void notify_step_final(const RunRecord& r, const Plan& p, int job, int step);
+  /// From the refresh: `queue-stuck` once the oldest entry has waited notify.queue-stuck-minutes, again only
+  /// after the queue moved.
+  void notify_queue(const HostView& v);
+  void reload_notify(const RunnerConfig& next, const std::function<void(const std::string&)>& say);
+
   /// The read model (daemon/daemon_view.cpp): refreshed soon after a change (read_model/model_refresh).
   void view_changed() { if (refresh_) refresh_->changed(); }
   void refresh_view();
@@ -201,6 +210,9 @@ class Daemon : public HostCommands {
   // Stopping: SIGTERM drains (accepted runs go on), SIGINT or a second SIGTERM cancels.
   Shutdown stop_;
   std::unique_ptr<boost::asio::steady_timer> retention_timer_;
+
+  std::unique_ptr<class Notifier> notifier_;  // with runner.yml notify: (else null)
+  bool queue_stuck_told_ = false;
 };
 
 }  // namespace pto

@@ -2,6 +2,7 @@
 // settings and sandbox, the runs, the queue, the leases, the cards) into the model the API renders. When it
 // runs is read_model/model_refresh's to say; what the runs and the queue look like there is describe_runs'.
 #include "daemon/daemon.h"
+#include "notify/notifier.h"
 #include "testcases/test_mutes.h"
 #include "exec/cgroup_tree.h"
 
@@ -28,6 +29,8 @@ void Daemon::refresh_view() {
   // history says when and why.
   for (CardEvent& e : drain_changes(v, drained_seen_, epoch_now())) history_->card_event(std::move(e));
   v.leases = lease_desk_->active_json();
+  notify_queue(v);
+  if (notifier_) v.notify = notifier_->status();
   v.runs_by_result["running"] = static_cast<int>(model_.active.size());
   refresh_->refreshed(host_busy(v));
 }

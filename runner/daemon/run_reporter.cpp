@@ -43,6 +43,7 @@ void RunReporter::on_step_changed(const RunRecord& r, const Plan& p, int job, in
   if (s.started_at >= 0 && s.finished_at >= 0) metrics_.step_seconds.observe(to_string(s.state), s.finished_at - s.started_at);
   if (p.jobs[job].lead) lead_job_ended(r, s);
   if (p.jobs[job].steps[step].tests.any() && !s.tests.empty()) tests_ended(r, p, job, step);
+  if (step_final_) step_final_(r, p, job, step);
 }
 
 void RunReporter::tests_ended(const RunRecord& r, const Plan& p, int job, int step) {

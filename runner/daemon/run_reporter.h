@@ -32,6 +32,8 @@ class RunReporter : public RunObserver, public RunJournal {
   void on_job_finished(const RunRecord& r, const Plan& p, int job) override;
   void on_attempt_failed(const RunRecord& r, const Plan& p, int job, int step, const StepRecord::Failure& f, bool retried) override;
   void on_health_check(const RunRecord& r, int card, const std::string& command, double seconds, const std::string& failure) override;
+  /// Told of every step that became final, after the journal and the metrics (the daemon's notifications).
+  void set_on_step_final(std::function<void(const RunRecord&, const Plan&, int job, int step)> f) { step_final_ = std::move(f); }
 
  private:
   /// An attempt of a step stopped: one event on each card it held (the cards page).
@@ -46,6 +48,7 @@ class RunReporter : public RunObserver, public RunJournal {
   bool learn_durations_;
   std::function<const nlohmann::json*(const std::string&)> request_of_;
   std::function<void()> changed_;
+  std::function<void(const RunRecord&, const Plan&, int, int)> step_final_;
 };
 
 }  // namespace pto

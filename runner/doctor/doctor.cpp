@@ -226,6 +226,46 @@ CheckResult check_token(const RunnerConfig& rc, const std::string& root, const D
   return r;
 }
 
+/// Each notify receiver's secret file: there, a regular file, not empty, readable by root alone (anyone who
+/// reads a Feishu bot's secret can post as pto-runner).
+std::vector<CheckResult> check_notify(const RunnerConfig& rc, const std::string& root) {
+  std::vector<CheckResult> out;
+  for (const NotifyReceiver& n : rc.notify.receivers) {
+    CheckResult r{"notify " + n.name};
+    if (n.secret_file.empty()) {
+      r.detail = to_string(n.kind) + " receiver, no secret-file";
+      out.push_back(r);
+      continue;
+    }
+    const std::string path = resolve_under_root(root, n.secret_file);
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      r.status = CheckStatus::Fail;
+      r.detail = "its secret-file " + path + (::lstat(path.c_str(), &st) != 0 ? " does not exist" : " is not a regular file");
+      r.fix = "write the secret (Feishu: the bot's signing secret) into " + path + ", mode 0600";
+    } else if (st.st_size == 0) {
+      r.status = CheckStatus::Fail;
+      r.detail = "its secret-file " + path + " is empty";
+      r.fix = "write the secret into " + path;
+    } else if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+      r.status = CheckStatus::Fail;
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", st.st_mode & 07777);
+      r.detail = "its secret-file " + path + " can be read by other users (mode " + mode + ")";
+      r.fix = "chmod 0600 " + path + " (and rotate the secret: anyone could have read it)";
+    } else {
+      r.detail = to_string(n.kind) + " receiver; " + path + ": readable by its owner only";
+      if (st.st_uid != 0 && ::geteuid() == 0) {
+        r.status = CheckStatus::Warn;
+        r.detail += ", but owned by uid " + std::to_string(st.st_uid);
+        r.fix = "chown root " + path;
+      }
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
 CheckResult check_python(const Project& p) {
   CheckResult r{"python"};
   if (p.toolchain.kind != ArchiveKind::Whl) {
@@ -358,6 +398,7 @@ DoctorReport run_doctor(const Project& project, const DoctorOptions& opts) {
   out.checks.push_back(check_npu_smi());
   out.checks.push_back(check_env(project));
   out.checks.push_back(check_state_dir(rc));
+  for (CheckResult& r : check_notify(rc, project.root)) out.checks.push_back(std::move(r));
   return out;
 }
 

@@ -101,6 +101,8 @@ class RunEngine {
   bool finished() const { return finished_; }
   ExitCode result() const;
   const RunRecord& record() const { return run_; }
+  /// The run's secrets' masks (what a step printed is masked with them wherever it is shown or sent).
+  const SecretMask& mask() const { return *opts_.mask; }
   const Plan& plan() const { return plan_; }
   /// Seconds since start on the engine clock.
   double now() const;

@@ -50,6 +50,9 @@ struct Metrics {
   int tests_muted = 0;  // mutes in force now
   int tests_flaky = 0;  // tests flaky on some ref within tests.window-days (from the test history)
   bool journal_failing = false;
+  /// Steps with `tests:` that failed "ran no tests", by branch: "main" (runner.yml main-branch), "pull_request",
+  /// "other" (each from 0, so an alert's increase() sees the first one).
+  std::map<std::string, long long> ran_no_tests_by_branch = {{"main", 0}, {"pull_request", 0}, {"other", 0}};
 };
 
 }  // namespace pto

@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "notify/receiver_status.h"
+
 #include "config/runner_config.h"
 
 namespace pto {
@@ -123,6 +125,8 @@ struct HostView {
   std::uint64_t memory = 0, memory_in_use = 0;
   std::vector<QueueView> queue;  // every entry; the JSON shows the first 50 unless asked for all
   double oldest_wait_seconds = 0;
+  /// runner.yml notify's receivers: pending, delivered, failing (notify/notifier).
+  std::vector<ReceiverStatus> notify;
   nlohmann::json leases = nlohmann::json::array();
   std::vector<RunOverview> active;
   std::deque<RunOverview> recent;  // finished runs, newest first (the API's run list)

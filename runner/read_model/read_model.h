@@ -40,6 +40,7 @@ struct ReadModel {
   /// Every mute (runner.yml's, then the API's) and the flip rate's window, as GET /api/v1/tests and /tests show.
   std::vector<TestMute> mutes;
   double tests_window_days = 14;
+
   /// Where finished runs' records are (util/state_paths: run_record), read on a worker.
   std::string state_dir;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();

@@ -360,6 +360,7 @@ bool DevicePool::drain_bad(int card, const std::string& reason) {
   Card& c = it->second;
   c.probes_passed = 0;
   c.drained = true;
+  const CardHealth was = c.health;
   c.health = CardHealth::Bad;
   c.drain_reason = reason;
   c.since = iso_now();
@@ -373,6 +374,7 @@ bool DevicePool::drain_bad(int card, const std::string& reason) {
                      std::to_string(health_.retire_after) + "), back only by a person (devices --undrain " + std::to_string(card) + "); " + reason;
   }
   save_drained();
+  if (on_health_) on_health_(card, was, c.health, c.drain_reason);
   return true;
 }
 
@@ -447,6 +449,7 @@ bool DevicePool::undrain(int card) {
   auto it = cards_.find(card);
   if (it == cards_.end() || !it->second.drained) return false;
   if (it->second.health == CardHealth::Retired) it->second.bad_spells.clear();  // a person's: a new (or mended) card
+  const CardHealth was = it->second.health;
   it->second.drained = false;
   it->second.drain_reason.clear();
   it->second.failures = 0;
@@ -454,6 +457,7 @@ bool DevicePool::undrain(int card) {
   it->second.charges.clear();
   it->second.since = iso_now();
   save_drained();
+  if (on_health_) on_health_(card, was, CardHealth::Good, "");
   return true;
 }
 

@@ -14,6 +14,7 @@
 // a restart) keeps them out too.
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -99,6 +100,9 @@ class DevicePool {
   /// is dropped when free, drained when busy. Returns what changed, one line each.
   std::vector<std::string> reconfigure(const RunnerConfig& cfg);
   bool undrain(int card);
+  /// Told when a card goes bad or retired (drained by its failures, `why` its evidence) and when a drained card
+  /// is back in service (good: its probes passed, or a person's undrain). Called on the pool's thread.
+  void set_on_health(std::function<void(int card, CardHealth from, CardHealth to, const std::string& why)> f) { on_health_ = std::move(f); }
   bool is_drained(int card) const;
   bool has_card(int card) const { return cards_.count(card) > 0; }
   const std::string& lock_dir() const { return lock_dir_; }
@@ -153,6 +157,7 @@ class DevicePool {
   std::string state_file_;
   int drain_after_ = 3;
   HealthConfig health_;
+  std::function<void(int, CardHealth, CardHealth, const std::string&)> on_health_;
   /// Drops charges older than the window; a suspect card with none left is good again.
   void age_charges(Card& c, double now) const;
   int auto_drained() const;

@@ -167,6 +167,19 @@ std::string render_metrics(const HostView& v, const Metrics& m, double uptime_se
   p.sample("pto_runner_tests_muted", {}, m.tests_muted);
   p.family("pto_runner_tests_flaky", "gauge", "Tests that failed and then passed on the same commit within tests.window-days");
   p.sample("pto_runner_tests_flaky", {}, m.tests_flaky);
+  p.family("pto_runner_steps_ran_no_tests_total", "counter",
+           "Steps with tests: that ran no tests, by branch (main: runner.yml main-branch; pull_request; other)");
+  for (const auto& [branch, n] : m.ran_no_tests_by_branch) p.sample("pto_runner_steps_ran_no_tests_total", {{"branch", branch}}, static_cast<double>(n));
+  if (!v.notify.empty()) {
+    p.family("pto_runner_notify_pending", "gauge", "Notifications kept for a receiver and not yet delivered");
+    for (const auto& r : v.notify) p.sample("pto_runner_notify_pending", {{"receiver", r.name}}, static_cast<double>(r.pending));
+    p.family("pto_runner_notify_delivered_total", "counter", "Messages a receiver took, since the daemon started");
+    for (const auto& r : v.notify) p.sample("pto_runner_notify_delivered_total", {{"receiver", r.name}}, static_cast<double>(r.delivered));
+    p.family("pto_runner_notify_failures_total", "counter", "Failed deliveries to a receiver, since the daemon started");
+    for (const auto& r : v.notify) p.sample("pto_runner_notify_failures_total", {{"receiver", r.name}}, static_cast<double>(r.failures));
+    p.family("pto_runner_notify_failing", "gauge", "1 while a receiver's last delivery failed");
+    for (const auto& r : v.notify) p.sample("pto_runner_notify_failing", {{"receiver", r.name}}, r.failing ? 1 : 0);
+  }
   p.family("pto_runner_runs_total", "counter", "Finished runs by result since the daemon started");
   for (const auto& [r, n] : m.runs_by_result) p.sample("pto_runner_runs_total", {{"result", r}}, static_cast<double>(n));
   return p.text();

@@ -139,6 +139,19 @@ nlohmann::json status_to_json(const HostView& v, bool full_queue, double uptime_
   j["runs_by_result"] = v.runs_by_result;
   const SandboxView& sb = v.sandbox;
   j["sandbox"] = {{"active", sb.active}, {"why_not", or_null(sb.why_not)}, {"users", sb.users}, {"lent", sb.lent}, {"waiting", sb.waiting}};
+  // Where on-call is told (runner.yml notify): a receiver that keeps failing is seen here first.
+  j["notify"] = nlohmann::json::array();
+  for (const ReceiverStatus& r : v.notify)
+    j["notify"].push_back({{"name", r.name},
+                           {"kind", r.kind},
+                           {"url", r.url},
+                           {"pending", r.pending},
+                           {"delivered", r.delivered},
+                           {"failures", r.failures},
+                           {"failing", r.failing},
+                           {"failing_since", or_null(r.failing_since)},
+                           {"last_error", or_null(r.last_error)},
+                           {"last_delivered", or_null(r.last_delivered)}});
   return j;
 }
 

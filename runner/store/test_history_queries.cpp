@@ -155,6 +155,18 @@ nlohmann::json TestHistoryQueries::test_history(const std::string& id, double si
   }
 }
 
+bool TestHistoryQueries::flaky_before(const std::string& test, const std::string& ref, double since, const std::string& run) const {
+  try {
+    Db d;
+    open_readonly(d, path_);
+    Stmt s(d.db, "SELECT 1 FROM test_results WHERE test = ? AND at >= ? AND ref = ? AND run != ? AND cause = 'flaky' LIMIT 1");
+    s.bind(1, test).bind(2, since).bind(3, ref).bind(4, run);
+    return s.step();
+  } catch (const std::exception&) {
+    return true;  // unknown: not called new
+  }
+}
+
 std::map<std::string, double> TestHistoryQueries::learned_seconds(const std::vector<std::string>& ids) const {
   std::map<std::string, double> out;
   try {

@@ -20,6 +20,9 @@ class TestHistoryQueries : public TestQueries {
   /// unreadable history answers nothing (the split then counts every test alike).
   std::map<std::string, double> learned_seconds(const std::vector<std::string>& ids) const;
   static constexpr int kLearnedTestSamples = 5;
+  /// Whether `test` was flaky (failed, then passed on the same commit) on `ref` since `since` (epoch seconds)
+  /// in another run than `run`: a flaky test of `run` that was not is a new one (notify: new-flaky-test).
+  bool flaky_before(const std::string& test, const std::string& ref, double since, const std::string& run) const;
 
  private:
   std::string path_;

@@ -1,0 +1,140 @@
+#include "notify/notify_outbox.h"
+
+#include <sqlite3.h>
+
+#include "store/sqlite_stmt.h"
+
+namespace pto {
+
+namespace {
+
+const char* const kSchema[] = {
+    "CREATE TABLE IF NOT EXISTS notify_outbox(id INTEGER PRIMARY KEY AUTOINCREMENT, receiver TEXT NOT NULL, grp TEXT NOT NULL,"
+    " event TEXT NOT NULL, created REAL NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, maybe_sent INTEGER NOT NULL DEFAULT 0,"
+    " delivered REAL, error TEXT)",
+    "CREATE INDEX IF NOT EXISTS notify_outbox_pending ON notify_outbox(receiver, id) WHERE delivered IS NULL",
+};
+
+}  // namespace
+
+std::unique_ptr<NotifyOutbox> NotifyOutbox::open(const std::string& path, std::string& error) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+    error = "cannot open the notification outbox in " + path + ": " + (db ? sqlite3_errmsg(db) : "out of memory");
+    sqlite3_close(db);
+    return nullptr;
+  }
+  std::unique_ptr<NotifyOutbox> o(new NotifyOutbox(db));
+  try {
+    sqlite_exec(db, "PRAGMA busy_timeout=5000");
+    sqlite_exec(db, "PRAGMA journal_mode=WAL");
+    for (const char* sql : kSchema) sqlite_exec(db, sql);
+  } catch (const std::exception& e) {
+    error = "notification outbox in " + path + ": " + e.what();
+    return nullptr;
+  }
+  return o;
+}
+
+NotifyOutbox::~NotifyOutbox() { sqlite3_close(db_); }
+
+template <typename F>
+bool NotifyOutbox::write(F&& f) {
+  try {
+    sqlite_exec(db_, "BEGIN IMMEDIATE");
+    try {
+      f();
+      sqlite_exec(db_, "COMMIT");
+    } catch (...) {
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
+    error_.clear();
+    return true;
+  } catch (const std::exception& e) {
+    error_ = std::string("notification outbox: ") + e.what();
+    return false;
+  }
+}
+
+bool NotifyOutbox::add(const NotifyEvent& event, const std::vector<std::string>& receivers, double now) {
+  if (receivers.empty()) return true;
+  const std::string text = event.json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return write([&] {
+    Stmt s(db_, "INSERT INTO notify_outbox(receiver, grp, event, created) VALUES(?, ?, ?, ?)");
+    for (const std::string& r : receivers) {
+      s.reset().bind(1, r).bind(2, event.group).bind(3, text).bind(4, now);
+      s.step();
+    }
+  });
+}
+
+std::vector<OutboxEntry> NotifyOutbox::pending(const std::string& receiver, int limit) {
+  std::vector<OutboxEntry> out;
+  try {
+    Stmt s(db_, "SELECT id, event, created, attempts, maybe_sent FROM notify_outbox WHERE receiver = ? AND delivered IS NULL ORDER BY id LIMIT ?");
+    s.bind(1, receiver).bind(2, limit);
+    while (s.step()) {
+      OutboxEntry e;
+      e.id = s.integer(0);
+      e.receiver = receiver;
+      nlohmann::json j = nlohmann::json::parse(s.text(1), nullptr, false);
+      if (!j.is_discarded()) e.event = NotifyEvent::from_json(j);
+      e.created = s.real(2);
+      e.attempts = static_cast<int>(s.integer(3));
+      e.maybe_sent = s.integer(4) != 0;
+      out.push_back(std::move(e));
+    }
+    error_.clear();
+  } catch (const std::exception& e) {
+    error_ = std::string("notification outbox: ") + e.what();
+  }
+  return out;
+}
+
+bool NotifyOutbox::sending(const std::vector<long long>& ids) {
+  return write([&] {
+    Stmt s(db_, "UPDATE notify_outbox SET attempts = attempts + 1, maybe_sent = 1 WHERE id = ?");
+    for (long long id : ids) s.reset().bind(1, id).step();
+  });
+}
+
+bool NotifyOutbox::failed(const std::vector<long long>& ids, const std::string& error, bool maybe_sent) {
+  return write([&] {
+    Stmt s(db_, "UPDATE notify_outbox SET maybe_sent = ?, error = ? WHERE id = ?");
+    for (long long id : ids) s.reset().bind(1, maybe_sent ? 1 : 0).bind(2, error).bind(3, id).step();
+  });
+}
+
+bool NotifyOutbox::delivered(const std::vector<long long>& ids, double now) {
+  return write([&] {
+    Stmt s(db_, "UPDATE notify_outbox SET delivered = ?, maybe_sent = 0, error = NULL WHERE id = ?");
+    for (long long id : ids) s.reset().bind(1, now).bind(2, id).step();
+  });
+}
+
+std::map<std::string, long long> NotifyOutbox::pending_counts() {
+  std::map<std::string, long long> out;
+  try {
+    Stmt s(db_, "SELECT receiver, count(*) FROM notify_outbox WHERE delivered IS NULL GROUP BY receiver");
+    while (s.step()) out[s.text(0)] = s.integer(1);
+  } catch (const std::exception& e) {
+    error_ = std::string("notification outbox: ") + e.what();
+  }
+  return out;
+}
+
+bool NotifyOutbox::prune(double before, const std::vector<std::string>& receivers) {
+  return write([&] {
+    Stmt d(db_, "DELETE FROM notify_outbox WHERE delivered IS NOT NULL AND delivered < ?");
+    d.bind(1, before).step();
+    std::string known;
+    for (std::size_t i = 0; i < receivers.size(); ++i) known += i ? ", ?" : "?";
+    const std::string sql = "DELETE FROM notify_outbox WHERE delivered IS NULL" + (known.empty() ? std::string() : " AND receiver NOT IN (" + known + ")");
+    Stmt g(db_, sql.c_str());
+    for (std::size_t i = 0; i < receivers.size(); ++i) g.bind(static_cast<int>(i) + 1, receivers[i]);
+    g.step();
+  });
+}
+
+}  // namespace pto
