@@ -364,7 +364,8 @@ TEST_CASE("packaging: cmake --install into a prefix and cpack's .deb hold the bi
   std::string out;
   REQUIRE(sh("cmake --install " PTO_RUNNER_BUILD_DIR " --prefix " + prefix.string() + " > " + (dir.path() / "install.log").string() + " 2>&1") == 0);
   for (const char* f : {"bin/pto-runner", "bin/pto-task-submit", "bin/task-submit", "lib/systemd/system/pto-runner.service",
-                        "etc/pto-runner/runner.yml", "share/doc/pto-runner/README.md", "share/pto-runner/definitions/jobs"})
+                        "etc/pto-runner/runner.yml", "share/doc/pto-runner/README.md", "share/pto-runner/definitions/jobs",
+                        "share/pto-runner/alerts/pto-runner.rules.yml"})
     CHECK(fs::exists(prefix / f));
   CHECK(fs::is_symlink(prefix / "bin/task-submit"));
   std::string unit = read_file(prefix / "lib/systemd/system/pto-runner.service");

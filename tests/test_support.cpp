@@ -1,6 +1,9 @@
 #include "test_support.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -96,6 +99,19 @@ Background start_background(const std::vector<std::string>& argv, const fs::path
   ::setpgid(pid, pid);
   b.pid = pid;
   return b;
+}
+
+int free_tcp_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof(a);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    throw std::runtime_error("no free port");
+  ::close(fd);
+  return ntohs(a.sin_port);
 }
 
 Background& Background::operator=(Background&& o) noexcept {

@@ -86,6 +86,9 @@ struct Background {
 /// Starts `argv` (argv[0] a path) in its own process group, its stdout and stderr into `log`.
 Background start_background(const std::vector<std::string>& argv, const fs::path& log);
 
+/// A loopback TCP port free a moment ago (for a program that takes its port on the command line).
+int free_tcp_port();
+
 /// Runs `cmd` with /bin/sh; returns its exit status, and its stdout in `out` when given.
 int sh(const std::string& cmd, std::string* out = nullptr);
 
