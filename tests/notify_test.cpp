@@ -61,8 +61,8 @@ std::string text_of(const json& feishu) { return feishu["body"]["content"]["text
 
 }  // namespace
 
-TEST_CASE("notify: Feishu's signature is base64 HMAC-SHA256 keyed by timestamp, newline, secret over nothing; a webhook's body "
-          "is signed with its secret; each kind's message has its documented shape", "[notify]") {
+TEST_CASE("notify: Feishu's signature is base64 HMAC-SHA256 keyed by timestamp, newline, secret over nothing, a webhook's body "
+          "is signed with its secret, each kind's message has its documented shape", "[notify]") {
   // Computed with Python's hmac: base64.b64encode(hmac.new(b"1700000000\nSEC-test-secret", b"", hashlib.sha256).digest())
   CHECK(pto::feishu_sign(1700000000, "SEC-test-secret") == "N/YfEei+5/EskDDCjSL3nvdh2x/Igb36CEA5Cc6MdHk=");
   // hmac.new(b"hook-secret", b'{"a":1}', hashlib.sha256).hexdigest()
@@ -147,8 +147,8 @@ TEST_CASE("notify: runner.yml's receivers are checked where they are written, an
   CHECK(r.out.find("s3cret") == std::string::npos);  // never the secret itself
 }
 
-TEST_CASE("notify: a card turned bad by failures reaches Feishu signed, Slack as blocks and a webhook as its documented body; "
-          "its return reaches those that asked; URLs' tokens and secrets stay out of the status and the log", "[notify][daemon]") {
+TEST_CASE("notify: a card turned bad by failures reaches Feishu signed, Slack as blocks and a webhook as its documented body, "
+          "its return reaches those that asked, URLs' tokens and secrets stay out of the status and the log", "[notify][daemon]") {
   Receiver feishu({"--feishu-secret", "SEC-feishu-1"}), slack, hook({"--webhook-secret", "hook-secret-2"});
   Served s;
   s.devices = "0-3";
@@ -277,7 +277,7 @@ TEST_CASE("notify: a red run on main is one message for all its red steps, 32 vi
 }
 
 TEST_CASE("notify: while the receiver is down events wait in the outbox, the status and metrics say it fails, the daemon is "
-          "SIGKILLed meanwhile; after the restart and the receiver's return each event arrives once and in order; SIGHUP "
+          "SIGKILLed meanwhile, after the restart and the receiver's return each event arrives once and in order, SIGHUP "
           "reloads the receivers", "[notify][daemon]") {
   Receiver hook;
   hook.down(true);
