@@ -3,10 +3,17 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <fstream>
+#include <set>
 #include <random>
 
 #include "bisect/bisection.h"
+#include "served_daemon.h"
+#include "source_repo.h"
+#include "util/api_paths.h"
 
+using namespace pto::test;
+using nlohmann::json;
 using pto::Bisection;
 using pto::BisectSpec;
 using pto::ProbeOutcome;
@@ -134,4 +141,192 @@ TEST_CASE("bisection: a bad commit that passes, a good one that fails, a step mi
   again.restarted();
   CHECK(again.wanted().size() == 2);
   CHECK_FALSE(again.has_run("r0"));
+}
+
+namespace {
+
+// A repository of 40 commits after a first one (the good commit): each writes its number to `n`; commit 23
+// adds `broken`, which makes job t's step `check` fail (`check` is the step's command). Job t needs job build;
+// its step `after` and job `other` are not what a probe of `check` needs: each leaves a mark if it runs.
+struct BisectRepo {
+  SourceRepo repo;
+  std::vector<std::string> shas;  // [0]: the good commit, [i]: commit i
+  BisectRepo(const std::string& check, const std::string& marks, int devices = 0) {
+    repo.write("jobs/build.yml", "name: build\nsteps:\n  - {name: compile, run: 'echo compiled $(cat n)'}\n");
+    repo.write("jobs/t.yml", "name: t\nneeds: [build]\nsteps:\n  - {name: setup, run: 'echo set up'}\n"
+                             "  - name: check\n" + (devices ? "    devices: " + std::to_string(devices) + "\n" : std::string()) +
+                             "    run: |\n      " + check + "\n  - {name: after, run: 'touch " + marks + "/after-$(cat n)'}\n");
+    repo.write("jobs/other.yml", "name: other\nsteps:\n  - {name: o, run: 'touch " + marks + "/other-$(cat n)'}\n");
+    repo.write("n", "0\n");
+    shas.push_back(repo.commit("good"));
+    for (int i = 1; i <= 40; ++i) {
+      repo.write("n", std::to_string(i) + "\n");
+      if (i == 23) repo.write("broken", "1\n");
+      shas.push_back(repo.commit("commit " + std::to_string(i)));
+    }
+  }
+};
+
+struct BisectDaemon {
+  Served served;
+  fs::path marks() const { return served.dir.path() / "marks"; }
+  void start(const std::string& source_repo, const std::string& extra = "") {
+    fs::create_directories(marks());
+    fs::permissions(marks(), fs::perms::all);
+    served.dir.write("runner.yml", "sandbox: off\nsource:\n  repo: " + source_repo + "\n" + extra);
+    served.start();
+  }
+  json wait_bisection(const std::string& id, double seconds) const {
+    json b;
+    REQUIRE(wait_until([&] {
+      b = served.get(pto::api_path::bisection(id));
+      return b["state"] != "running";
+    }, seconds));
+    return b;
+  }
+};
+
+int commit_number(const std::vector<std::string>& shas, const std::string& sha) {
+  return static_cast<int>(std::find(shas.begin(), shas.end(), sha) - shas.begin());
+}
+
+}  // namespace
+
+TEST_CASE("bisect: a step broken at commit 23 of 40 is named by pto-runner bisect with at most ceil(log2 40) + 2 probe runs, "
+          "none of which runs a step or job the probed step does not need", "[bisect][daemon]") {
+  BisectDaemon d;
+  BisectRepo r("if [ -e broken ]; then echo \"broken at $(cat n)\"; exit 1; fi", d.marks().string());
+  d.served.devices = "0-3";
+  d.start(r.repo.path());
+  CommandResult cli = run_cli({"bisect", "--server", d.served.url(), "--good", r.shas[0], "--bad", r.shas[40], "--job", "t", "--step", "check",
+                               "--poll-interval", "0.2"},
+                              {{"PTO_RUNNER_TOKEN", d.served.token}});
+  INFO(cli.out << cli.err);
+  CHECK(cli.exit_code == 0);
+  CHECK(cli.out.find("first bad commit: " + r.shas[23]) != std::string::npos);
+  CHECK(cli.out.find("40 commits") != std::string::npos);
+  const json list = d.served.get(pto::api_path::kBisections)["bisections"];
+  REQUIRE(list.size() == 1);
+  const json b = d.served.get(pto::api_path::bisection(list[0]["id"]));
+  INFO(b.dump(1).substr(0, 5000));
+  CHECK(b["state"] == "found");
+  CHECK(b["culprit"] == r.shas[23]);
+  CHECK(b["runs_used"].get<int>() <= 8);  // ceil(log2 40) + 2
+  // Every probe's run: only job t (the probed step and the steps before it) and the job it needs, at the
+  // lowest priority.
+  int runs = 0;
+  for (const auto& p : b["probes"]) {
+    if (!p["run"].is_string()) continue;
+    ++runs;
+    CHECK(cli.out.find("/runs/" + p["run"].get<std::string>()) != std::string::npos);  // its run linked
+    const json run = d.served.get(pto::api_path::run(p["run"]));
+    std::set<std::string> jobs;
+    for (const auto& j : run["jobs"]) {
+      jobs.insert(j["name"].get<std::string>());
+      if (j["name"] == "t") {
+        REQUIRE(j["steps"].size() == 2);
+        CHECK(j["steps"][1]["name"] == "check");
+      }
+    }
+    CHECK(jobs == std::set<std::string>{"build", "t"});
+    CHECK(run["request"]["priority"]["value"] == -1001);
+    const int at = commit_number(r.shas, p["sha"]);
+    CHECK(p["result"] == (at >= 23 ? "fail" : "pass"));
+  }
+  CHECK(runs == b["runs_used"].get<int>());
+  CHECK(fs::is_empty(d.marks()));  // no `after`, no `other`
+  // The page shows it (headless Chromium, when installed).
+  std::string dom;
+  if (d.served.page_dom(dom, pto::api_path::bisection_page(b["id"]))) {
+    CHECK(dom.find("first bad commit: " + r.shas[23]) != std::string::npos);
+    CHECK(dom.find("data-verdict=\"bad\"") != std::string::npos);
+  }
+}
+
+TEST_CASE("bisect: a step failing half the time from commit 23 on is named at 23 with --repeat auto for each fixed seed, and a "
+          "probe that failed by a card is probed again elsewhere, not counted as bad", "[bisect][daemon]") {
+  // Whether a probe of a broken commit fails is drawn from (seed, commit, how many probes it had before):
+  // fixed by the seed whatever order the probes run in.
+  const std::string flip =
+      "import fcntl, hashlib, os, sys\n"
+      "commit, d = sys.argv[1], os.environ['FLIP_DIR']\n"
+      "with open(os.path.join(d, 'lock'), 'w') as l:\n"
+      "    fcntl.flock(l, fcntl.LOCK_EX)\n"
+      "    p = os.path.join(d, 'count-' + commit)\n"
+      "    n = int(open(p).read()) + 1 if os.path.exists(p) else 1\n"
+      "    open(p, 'w').write(str(n))\n"
+      "h = int(hashlib.sha256(('%s-%s-%d' % (os.environ['FLIP_SEED'], commit, n)).encode()).hexdigest(), 16)\n"
+      "sys.exit(1 if h % 2 == 0 else 0)\n";
+  for (const char* seed : {"7", "11"}) {
+    DYNAMIC_SECTION("seed " << seed) {
+      BisectDaemon d;
+      const fs::path flips = d.served.dir.path() / "flips";
+      fs::create_directories(flips);
+      std::ofstream(flips / "flip.py") << flip;
+      // Card 0 is broken for this step (pypto's 507018): a probe there fails by the card and is retried on
+      // another card by its run; the bisection never counts it against the commit.
+      BisectRepo r("if [ \"$TASK_DEVICE\" = 0 ]; then echo 'device fault: 507018'; exit 1; fi\n"
+                   "      if [ -e broken ]; then python3 " + (flips / "flip.py").string() + " $(cat n); fi",
+                   d.marks().string(), 1);
+      d.served.devices = "0-3";
+      d.start(r.repo.path(), std::string("env: {FLIP_DIR: ") + flips.string() + ", FLIP_SEED: '" + seed + "'}\n"
+                             "health:\n  fault-patterns: [{pattern: '507018', cause: card}]\n  max-auto-drained: 0\n");
+      auto made = d.served.post(pto::api_path::kBisections, {{"good", r.shas[0]}, {"bad", r.shas[40]}, {"job", "t"}, {"step", "check"}, {"repeat", "auto"}});
+      INFO(made.body);
+      REQUIRE(made.status == 201);
+      const json b = d.wait_bisection(json::parse(made.body)["id"], 240);
+      INFO(b.dump(1).substr(0, 6000));
+      REQUIRE(b["state"] == "found");
+      CHECK(b["culprit"] == r.shas[23]);
+      CHECK(b["failure_rate"].get<double>() > 0);
+      CHECK(b["repeats"].get<int>() > 1);
+      int card_faults = 0;
+      for (const auto& p : b["probes"]) {
+        if (p["result"] == "fail") CHECK(commit_number(r.shas, p["sha"]) >= 23);  // never a commit before it
+        if (!p["run"].is_string()) continue;
+        const json run = d.served.get(pto::api_path::run(p["run"]));
+        for (const auto& j : run["jobs"])
+          for (const auto& st : j["steps"])
+            for (const auto& f : st["failures"]) card_faults += f["cause"] == "card";
+      }
+      CHECK(card_faults > 0);  // card 0 failed probes, and they were retried on other cards
+    }
+  }
+}
+
+TEST_CASE("bisect: a bisection goes on after its daemon is SIGKILLed and started again, and still names commit 23; a step that "
+          "an old commit lacks is said, not guessed", "[bisect][daemon]") {
+  BisectDaemon d;
+  BisectRepo r("sleep 0.3; if [ -e broken ]; then exit 1; fi", d.marks().string());
+  d.served.devices = "0-1";
+  d.start(r.repo.path());
+  auto made = d.served.post(pto::api_path::kBisections, {{"good", r.shas[0]}, {"bad", r.shas[40]}, {"job", "t"}, {"step", "check"}});
+  REQUIRE(made.status == 201);
+  const std::string id = json::parse(made.body)["id"];
+  json seen;
+  REQUIRE(wait_until([&] {
+    int done = 0;
+    seen = d.served.get(pto::api_path::bisection(id));
+    for (const auto& p : seen["probes"]) done += p["result"] == "pass" || p["result"] == "fail";
+    return done >= 3;
+  }, 60));
+  INFO(seen.dump().substr(0, 3000));
+  d.served.stop(SIGKILL);
+  d.served.start();
+  const json b = d.wait_bisection(id, 120);
+  INFO(b.dump(1).substr(0, 5000));
+  CHECK(b["state"] == "found");
+  CHECK(b["culprit"] == r.shas[23]);
+
+  // A step of a name the commits do not have: the bisection says so at the first probe.
+  made = d.served.post(pto::api_path::kBisections, {{"good", r.shas[0]}, {"bad", r.shas[40]}, {"job", "t"}, {"step", "no-such-step"}});
+  REQUIRE(made.status == 201);
+  const json missing = d.wait_bisection(json::parse(made.body)["id"], 60);
+  CHECK(missing["state"] == "failed");
+  CHECK(missing["error"].get<std::string>().find("the step 'no-such-step' of job 't' does not exist at") != std::string::npos);
+  // Refused up front: a good commit that is not an ancestor of bad, and a caller without the admin token.
+  auto wrong = d.served.post(pto::api_path::kBisections, {{"good", r.shas[40]}, {"bad", r.shas[0]}, {"job", "t"}});
+  CHECK(wrong.status == 400);
+  CHECK(wrong.body.find("is not an ancestor of bad") != std::string::npos);
+  CHECK(d.served.post(pto::api_path::kBisections, {{"good", r.shas[0]}, {"bad", r.shas[40]}, {"job", "t"}}, "").status == 401);
 }

@@ -87,6 +87,12 @@ std::vector<int> Bisection::wanted() {
   return out;
 }
 
+bool Bisection::is_wanted(int probe) const {
+  if (done() || probe < 0 || probe >= static_cast<int>(probes_.size())) return false;
+  const Probe& p = probes_[static_cast<std::size_t>(probe)];
+  return p.run.empty() && p.result.empty();
+}
+
 void Bisection::started(int probe, const std::string& run) { probes_.at(static_cast<std::size_t>(probe)).run = run; }
 
 bool Bisection::has_run(const std::string& run) const {

@@ -51,6 +51,8 @@ class Bisection {
 
   /// The probes to start now (their ids); each started one is then given its run with started().
   std::vector<int> wanted();
+  /// Whether `probe` still waits to be started.
+  bool is_wanted(int probe) const;
   /// The commit a probe runs.
   const std::string& sha_of(int probe) const { return probes_.at(static_cast<std::size_t>(probe)).sha; }
   void started(int probe, const std::string& run);

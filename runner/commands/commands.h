@@ -18,5 +18,6 @@ void register_devices_command(CLI::App& app, CommonOptions& common, int& exit_co
 void register_import_command(CLI::App& app, CommonOptions& common, int& exit_code);
 void register_doctor_command(CLI::App& app, CommonOptions& common, int& exit_code);
 void register_sandbox_command(CLI::App& app, CommonOptions& common, int& exit_code);
+void register_bisect_command(CLI::App& app, CommonOptions& common, int& exit_code);
 
 }  // namespace pto

@@ -99,7 +99,11 @@ std::string Daemon::start_unguarded() {
   history_->load();
   refresh_view();
   arm_retention_timer();
-  return listen();
+  open_bisections();
+  std::string listening = listen();
+  // Bisections that were running go on, their lost probes run again (daemon_bisect.cpp).
+  if (listening.empty()) boost::asio::post(io_, [this] { resume_bisections(); });
+  return listening;
 }
 
 std::string Daemon::load_settings(Project& project) {

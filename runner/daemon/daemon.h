@@ -36,6 +36,7 @@
 #include "server/host_commands.h"
 #include "server/http_server.h"
 #include "source/git_mirror.h"
+#include "store/bisection_journal.h"
 #include "store/run_history.h"
 
 namespace boost::asio {
@@ -94,6 +95,8 @@ class Daemon : public HostCommands {
   Answer detach_client(const std::string& run, const std::string& client, bool cancel, const Caller& by) override;
   Answer mute_test(const TestMute& mute, const Caller& by) override;
   Answer unmute_test(const std::string& glob, const Caller& by) override;
+  void start_bisection(BisectSpec spec, const Caller& by, Reply reply) override;
+  Answer cancel_bisection(const std::string& id, const Caller& by) override;
 
  private:
   // Starting (daemon.cpp), each part "" or the error (start_exit_ set where it is not 3).
@@ -154,6 +157,18 @@ class Daemon : public HostCommands {
   void publish_mutes();
   void reload_mutes(const TestsConfig& next);
 
+  // Bisections (daemon_bisect.cpp): each probe a run of its commit, made here like any other and judged when
+  // it ends (bisect/probe_verdict); kept in the journal's file (store/bisection_journal) at every change.
+  void open_bisections();
+  void resume_bisections();
+  /// Starts the probes `id` wants now.
+  void pump_bisection(const std::string& id);
+  /// Kept, shown, and when it ended told (bisect-done); then its next probes.
+  void bisection_changed(const std::string& id);
+  /// A finished run that was a bisection's probe: its verdict goes to the bisection. False when it was none.
+  bool probe_finished(HostedRun& run);
+  void notify_bisection(const Bisection& b);
+
   // Notifications (daemon_notify.cpp): what happens on this host, told to runner.yml's receivers (notify/).
   void open_notify();
   void notify_card(int card, CardHealth from, CardHealth to, const std::string& why);
@@ -212,6 +227,16 @@ class Daemon : public HostCommands {
   std::unique_ptr<boost::asio::steady_timer> retention_timer_;
 
   std::unique_ptr<class Notifier> notifier_;  // with runner.yml notify: (else null)
+
+  struct BisectionEntry {
+    std::unique_ptr<Bisection> b;
+    std::string created, finished;
+    std::set<int> submitting;  // probes whose runs are being made (their commits checked out)
+  };
+  std::map<std::string, BisectionEntry> bisections_;
+  std::map<std::string, std::string> probe_runs_;  // a probe's run -> its bisection
+  std::unique_ptr<BisectionJournal> bisection_journal_;
+  int refused_probes_ = 0;  // names for probes whose run could not be made
   bool queue_stuck_told_ = false;
 };
 

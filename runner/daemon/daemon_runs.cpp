@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/daemon.h"
+#include "plan/probe_plan.h"
 #include "report/run_view.h"
 #include "store/learned_durations.h"
 #include "store/test_history_queries.h"
@@ -112,8 +113,12 @@ nlohmann::json Daemon::request_of(const RunSubmission& s, const EngineOptions& e
   if (!s.github.is_null()) request["github"] = s.github;
   if (!s.submitter.is_null()) request["submitter"] = s.submitter;  // who may cancel it besides the admin
   // Its place among other runs (sched/queue_order): the priority of its ref; and which pull request it is.
-  const auto [priority, rule] = cfg_.priority_of(s.ref);
+  // A probe (a bisection's, a control run's) has its own place: below the runs whose questions it answers.
+  const auto [priority, rule] = s.probe ? std::pair<int, std::string>{s.probe->priority, s.probe->purpose} : cfg_.priority_of(s.ref);
   request["priority"] = {{"value", priority}, {"rule", rule.empty() ? nlohmann::json(nullptr) : nlohmann::json(rule)}};
+  if (s.probe)
+    request["probe"] = {{"purpose", s.probe->purpose}, {"job", s.probe->job}, {"step", s.probe->step}, {"tests", s.probe->tests}};
+  if (s.control) request["control"] = true;
   const std::string pull_request = pull_request_of(s);
   if (!pull_request.empty()) request["pull_request"] = pull_request;
   if (mirror_) request["source"] = {{"repo", cfg_.source.repo}, {"worktree", eo.root}};
@@ -127,6 +132,9 @@ Answer Daemon::start_run(EngineOptions eo, const RunSubmission& s, Project proje
   // An attached run is planned with every job of its commit: later clients of its workflow run add theirs.
   Plan plan = build_plan(project, PlanOptions{s.attach.empty() ? s.jobs : std::vector<std::string>{}, ""}, diags);
   if (diags.has_input_errors()) return planning_refusal(diags, s.sha);
+  if (s.probe)  // only what the probed step needs (plan/probe_plan); a step the commit lacks is said so
+    if (std::string missing = keep_for_probe(plan, s.probe->job, s.probe->step, s.probe->tests); !missing.empty())
+      return {Outcome::BadRequest, {{"error", missing}, {"missing", true}, {"sha", s.sha}}};
   apply_learned_durations(plan, history_->journal());
   for (const auto& [k, v] : s.env) eo.base_env[k] = v;  // runner -> request -> job -> step -> cards -> toolchain
   eo.mask = std::make_shared<SecretMask>();
@@ -224,6 +232,7 @@ Answer Daemon::cancel_run(const std::string& id, const Caller& by) {
 
 void Daemon::on_run_finished(HostedRun& run) {
   const std::string id = run.id();
+  probe_finished(run);  // a bisection's probe: its verdict (daemon_bisect.cpp)
   for (auto a = attached_.begin(); a != attached_.end();) a = a->second.run == id ? attached_.erase(a) : std::next(a);
   host_->broker().forget(id);  // its card-time competes with nobody any more
   const RunEngine& e = run.engine();

@@ -77,14 +77,21 @@ std::string RunEngine::prepare_tests(std::size_t j, std::size_t s, StepLaunch& l
       role.report_dir = dir;
       // What already passed or was skipped is deselected: a pytest call the first attempt never reached runs.
       if (sr.tests_rerun && (role.skip_file = id_file("done", sr.tests_summary.done)).empty()) return "cannot write the rerun's list of tests";
-      // A shard runs only the tests split onto it.
-      if (ps.shard && (role.only_file = id_file("only", sr.shard_tests)).empty()) return "cannot write the shard's list of tests";
+      // A shard runs only the tests split onto it; a probe (bisection, control run) only the tests it probes.
+      if (ps.shard || !ps.only_tests.empty()) {
+        std::vector<std::string> only = ps.shard ? sr.shard_tests : ps.only_tests;
+        if (ps.shard && !ps.only_tests.empty())
+          only.erase(std::remove_if(only.begin(), only.end(),
+                                    [&](const std::string& id) { return std::find(ps.only_tests.begin(), ps.only_tests.end(), id) == ps.only_tests.end(); }),
+                     only.end());
+        if ((role.only_file = id_file("only", only)).empty()) return "cannot write the list of tests it runs";
+      }
     }
     add_pytest_env(l.env, plugin, role);
-  } else if (sr.tests_rerun) {
-    // `rerun: 'CMD {tests}'`: the ids come from the step's own reports; each is one quoted word.
+  } else if (sr.tests_rerun || (!ps.only_tests.empty() && !ps.tests.rerun.empty())) {
+    // `rerun: 'CMD {tests}'`: the ids come from the step's own reports (or the probe's); each is one quoted word.
     std::string ids;
-    for (const std::string& id : rerun) ids += (ids.empty() ? "" : " ") + shell_quote(id);
+    for (const std::string& id : sr.tests_rerun ? rerun : ps.only_tests) ids += (ids.empty() ? "" : " ") + shell_quote(id);
     l.command = ps.tests.rerun;
     for (std::size_t p; (p = l.command.find("{tests}")) != std::string::npos;) l.command.replace(p, 7, ids);
   }

@@ -59,6 +59,8 @@ struct PlanStep {
   int split_shards = 0;
   int shard = 0, shard_count = 0;
   int collect_step = -1;
+  /// A probe of one test (bisection, control runs: plan/probe_plan): the step runs only these test ids.
+  std::vector<std::string> only_tests;
   std::string key;
   std::optional<int> deduplicated_from;  // index of the earlier step with the same key
   std::string origin;  // FILE:LINE:COL of the step in its job file (for model steps: its `models:` entry)

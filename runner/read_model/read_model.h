@@ -40,6 +40,9 @@ struct ReadModel {
   /// Every mute (runner.yml's, then the API's) and the flip rate's window, as GET /api/v1/tests and /tests show.
   std::vector<TestMute> mutes;
   double tests_window_days = 14;
+  /// Bisections (daemon/daemon_bisect.cpp), newest first: each its whole record (bisect/bisection's JSON with
+  /// its times), kept current by the daemon at every change.
+  std::vector<nlohmann::json> bisections;
 
   /// Where finished runs' records are (util/state_paths: run_record), read on a worker.
   std::string state_dir;

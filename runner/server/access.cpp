@@ -89,7 +89,8 @@ bool Access::permits(const Caller& c, Action action, int owner_uid) const {
     case Action::SubmitRun: return c.role == Caller::Role::Admin || c.role == Caller::Role::Submitter;
     case Action::CancelRun: return c.role == Caller::Role::Admin || (c.role == Caller::Role::Submitter && owner_uid >= 0 && owner_uid == c.uid);
     case Action::ChangeCard:
-    case Action::MuteTest: return c.role == Caller::Role::Admin;
+    case Action::MuteTest:
+    case Action::Bisect: return c.role == Caller::Role::Admin;
     case Action::Lease: return c.role == Caller::Role::Admin || c.role == Caller::Role::Run;
   }
   return false;
@@ -100,7 +101,9 @@ std::string Access::refusal(const Caller& caller, Action action) const {
   const std::string who = "uid " + std::to_string(caller.uid) + " (" + caller.user + ")";
   if (action == Action::CancelRun) return who + " is a local submitter: it may cancel the runs it submitted, and this one it did not";
   return who + " is a local submitter: it may submit runs, cancel its own and read; not " +
-         (action == Action::ChangeCard ? "drain or return cards" : action == Action::MuteTest ? "mute tests" : "lease cards");
+         (action == Action::ChangeCard ? "drain or return cards" : action == Action::MuteTest ? "mute tests"
+          : action == Action::Bisect                                 ? "start or cancel bisections"
+                                                                     : "lease cards");
 }
 
 std::string Access::refusal(Action action) const {

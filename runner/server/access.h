@@ -33,7 +33,7 @@ struct Caller {
   const std::string& lease_scope() const { return run; }
 };
 
-enum class Action { Read, SubmitRun, CancelRun, ChangeCard, Lease, MuteTest };
+enum class Action { Read, SubmitRun, CancelRun, ChangeCard, Lease, MuteTest, Bisect };
 
 class Access {
  public:

@@ -17,6 +17,7 @@
 #include "server/status_page.h"
 #include "server/tests_page.h"
 #include "testcases/test_mutes.h"
+#include "server/bisection_page.h"
 #include "util/api_paths.h"
 #include "util/ids.h"
 #include "util/json_text.h"
@@ -60,6 +61,12 @@ bool path_is(const std::vector<std::string>& seg, const char* path, std::initial
     ++i;
   }
   return true;
+}
+
+/// A bisection's id as the daemon makes them: "bisect-" and a run id's shape.
+bool is_bisection_id(const std::string& s) {
+  return s.size() > 7 && s.size() < 64 && s.rfind("bisect-", 0) == 0 &&
+         std::all_of(s.begin() + 7, s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-'; });
 }
 
 constexpr auto kStatusReuse = std::chrono::milliseconds(100);  // the rendered JSON, for its uptime field
@@ -141,6 +148,37 @@ void Api::route(const HttpRequest& req, const Caller& caller, HttpServer::Respon
   }
   if (is(api_path::kTests, {"*"})) {
     return read([&] { test(seg[3], req, std::move(respond)); });
+  }
+  if (is(api_path::kBisectionPages, {"*"}) && is_bisection_id(seg[1])) {
+    return read([&] { respond(render_bisection_page()); });
+  }
+  if (is(api_path::kBisections)) {
+    if (post) {
+      if (!allowed(Action::Bisect)) return;
+      BisectSpec spec;
+      if (auto bad = parse_bisection(req.body, spec)) return respond(json_response(400, bad->json()));
+      return commands_.start_bisection(std::move(spec), caller, [respond](Answer a) { respond(to_http(a)); });
+    }
+    return read([&] {
+      nlohmann::json list = nlohmann::json::array();
+      for (const nlohmann::json& b : model_.bisections)
+        list.push_back({{"id", b["id"]}, {"state", b["state"]}, {"spec", b["spec"]}, {"culprit", b["culprit"]}, {"error", b["error"]},
+                        {"runs_used", b["runs_used"]}, {"created", b.value("created", "")}, {"finished", b.value("finished", nlohmann::json())},
+                        {"url", api_path::bisection(b["id"].get<std::string>())}});
+      respond(json_response(200, {{"bisections", list}}));
+    });
+  }
+  if (is(api_path::kBisections, {"*"}) && is_bisection_id(seg[3])) {
+    return read([&] {
+      for (const nlohmann::json& b : model_.bisections)
+        if (b["id"] == seg[3]) return respond(json_response(200, b));
+      respond(not_found("no bisection " + seg[3]));
+    });
+  }
+  if (is(api_path::kBisections, {"*", "cancel"}) && is_bisection_id(seg[3])) {
+    if (!post) return respond(method_not_allowed());
+    if (allowed(Action::Bisect)) respond(to_http(commands_.cancel_bisection(seg[3], caller)));
+    return;
   }
   if (is(api_path::kHealthz)) return respond(get ? HttpResponse{200, "text/plain", "ok\n", {}} : method_not_allowed());
   if (is(api_path::kMetrics)) {

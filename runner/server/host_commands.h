@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bisect/bisection.h"
 #include "config/runner_config.h"
 #include "lease/lease.h"
 #include "server/access.h"
@@ -32,6 +33,9 @@ class HostCommands {
   /// An admin mutes a test id or glob until a date (`POST /api/v1/tests/mute`), or removes its mute.
   virtual Answer mute_test(const TestMute& mute, const Caller& by);
   virtual Answer unmute_test(const std::string& glob, const Caller& by);
+  /// An admin starts a bisection (answered once its commits are known: 201 with its id) or cancels one.
+  virtual void start_bisection(BisectSpec spec, const Caller& by, Reply reply);
+  virtual Answer cancel_bisection(const std::string& id, const Caller& by);
   /// Answered once the cards are granted, or refused (409 never, 504 not in time, 503 stopping).
   virtual void request_lease(LeaseRequest request, const Caller& by, Reply reply) = 0;
   virtual Answer heartbeat_lease(const std::string& id, const Caller& by) = 0;

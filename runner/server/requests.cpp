@@ -16,7 +16,7 @@ std::optional<BodyError> parse_run_submission(const std::string& text, RunSubmis
   if (body.is_discarded()) return refuse("", "the body is not valid JSON");
   if (!body.is_object()) return refuse("", "the body must be a JSON object {\"jobs\": [...], \"ref\", \"sha\", \"env\", \"github\"}");
   for (const auto& [k, v] : body.items())
-    if (k != "jobs" && k != "ref" && k != "sha" && k != "env" && k != "secrets" && k != "github" && k != "attach")
+    if (k != "jobs" && k != "ref" && k != "sha" && k != "env" && k != "secrets" && k != "github" && k != "attach" && k != "control")
       return refuse(k, "unknown field '" + k + "'");
   if (body.contains("attach")) {
     if (!body["attach"].is_string() || !matches(body["attach"].get<std::string>(), "[A-Za-z0-9_./:-]{1,300}"))
@@ -36,6 +36,10 @@ std::optional<BodyError> parse_run_submission(const std::string& text, RunSubmis
     if (body.contains(f) && !body[f].is_string()) return refuse(f, std::string(f) + " must be a string");
   s.ref = body.value("ref", "");
   s.sha = body.value("sha", "");
+  if (body.contains("control")) {
+    if (!body["control"].is_boolean()) return refuse("control", "control is true or false (submit --control)");
+    s.control = body["control"].get<bool>();
+  }
   for (const char* field : {"env", "secrets"}) {
     if (!body.contains(field)) continue;
     const std::string f = field;
@@ -176,6 +180,35 @@ std::optional<BodyError> parse_test_unmute(const std::string& text, std::string&
     if (k != "id") return refuse(k, "unknown field '" + k + "'");
   glob = body["id"].get<std::string>();
   if (!is_test_glob(glob)) return refuse("id", "id is a test id or glob, one line of at most 1000 characters");
+  return std::nullopt;
+}
+
+std::optional<BodyError> parse_bisection(const std::string& text, BisectSpec& s) {
+  nlohmann::json body = nlohmann::json::parse(text.empty() ? "{}" : text, nullptr, false);
+  if (body.is_discarded() || !body.is_object())
+    return refuse("", "the body must be a JSON object {\"good\": SHA, \"bad\": SHA, \"job\": NAME, \"step\", \"test\", \"repeat\"}");
+  for (const auto& [k, v] : body.items())
+    if (k != "good" && k != "bad" && k != "job" && k != "step" && k != "test" && k != "repeat") return refuse(k, "unknown field '" + k + "'");
+  for (const char* f : {"good", "bad", "job", "step", "test"})
+    if (body.contains(f) && !body[f].is_string()) return refuse(f, std::string(f) + " must be a string");
+  s.good = body.value("good", "");
+  s.bad = body.value("bad", "");
+  s.job = body.value("job", "");
+  s.step = body.value("step", "");
+  s.test = body.value("test", "");
+  for (const auto* f : {"good", "bad"}) {
+    const std::string v = body.value(f, "");
+    if (!matches(v, "[0-9a-f]{40}|[0-9a-f]{64}")) return refuse(f, std::string(f) + " must be a full commit id (40 lowercase hex digits)");
+  }
+  if (s.job.empty()) return refuse("job", "job is required: the job whose step to bisect");
+  if (s.good == s.bad) return refuse("bad", "good and bad are the same commit");
+  s.repeat = 1;
+  if (body.contains("repeat")) {
+    const auto& r = body["repeat"];
+    if (r.is_string() && r.get<std::string>() == "auto") s.repeat = 0;
+    else if (r.is_number_integer() && r.get<int>() >= 1 && r.get<int>() <= Bisection::kMaxRepeat) s.repeat = r.get<int>();
+    else return refuse("repeat", "repeat is \"auto\" or a number of probes per commit from 1 to " + std::to_string(Bisection::kMaxRepeat));
+  }
   return std::nullopt;
 }
 

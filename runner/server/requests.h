@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bisect/bisection.h"
 #include "config/runner_config.h"
 #include "lease/lease.h"
 
@@ -22,6 +23,17 @@ struct RunSubmission {
   nlohmann::json github;  // where the submission came from in GitHub Actions, with run_url
   nlohmann::json submitter;  // a local submitter's {uid, user} (server/access), set by the API, never by the body
   std::string attach;        // submit --attach: the workflow run's key (one pto-runner run per workflow run)
+  /// `submit --control`: a red step of this run also runs on its merge base (daemon/daemon_control.cpp).
+  bool control = false;
+  /// A run the daemon makes itself, never from a body: a probe of one step (or of some tests of it) of one job
+  /// (plan/probe_plan), at its own priority, for a bisection or a control run.
+  struct Probe {
+    std::string job, step;
+    std::vector<std::string> tests;
+    int priority = 0;
+    std::string purpose;  // "bisection ID", "control of RUN"
+  };
+  std::optional<Probe> probe;
 };
 
 /// A refused body: the field at fault ("" for the body as a whole) and why.
@@ -39,6 +51,8 @@ std::optional<BodyError> parse_lease_report(const std::string& body, LeaseReport
 /// POST /api/v1/runs/ID/detach: {"client", "cancel"}.
 /// POST /api/v1/tests/mute: {"id": GLOB, "reason": TEXT, "until": "YYYY-MM-DD"} (`today` or later).
 std::optional<BodyError> parse_test_mute(const std::string& body, const std::string& today, TestMute& out);
+/// POST /api/v1/bisections: {"good": SHA, "bad": SHA, "job": NAME, "step": NAME, "test": ID, "repeat": "auto"|N}.
+std::optional<BodyError> parse_bisection(const std::string& body, BisectSpec& out);
 /// POST /api/v1/tests/unmute: {"id": GLOB}.
 std::optional<BodyError> parse_test_unmute(const std::string& body, std::string& glob);
 std::optional<BodyError> parse_detach(const std::string& body, std::string& client, bool& cancel);

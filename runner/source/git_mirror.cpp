@@ -194,6 +194,52 @@ SourceResult GitMirror::checkout(const std::string& sha, const std::string& dir)
   return {};
 }
 
+SourceResult GitMirror::first_parent_path(const std::string& good, const std::string& bad, std::vector<std::string>& path) {
+  path.clear();
+  for (const std::string* sha : {&good, &bad})
+    if (!is_full_sha(*sha)) return {SourceError::BadCommit, "sha '" + *sha + "' is not a full commit id (40 hex digits)"};
+  std::error_code ec;
+  fs::create_directories(fs::path(cfg_.mirror).parent_path(), ec);
+  MirrorLock lock(cfg_.mirror + ".lock", cfg_.lock_timeout_seconds);
+  if (!lock.locked()) return {SourceError::Busy, lock.error()};
+  for (const std::string* sha : {&good, &bad})
+    if (SourceResult r = ensure_commit(*sha); !r.ok()) return r;
+  SyncResult anc = git({"--git-dir=" + cfg_.mirror, "merge-base", "--is-ancestor", good, bad}, 60);
+  if (!anc.outcome.ok()) return {SourceError::BadCommit, "good " + good + " is not an ancestor of bad " + bad};
+  SyncResult list = git({"--git-dir=" + cfg_.mirror, "rev-list", "--first-parent", "--reverse", good + ".." + bad}, 120);
+  if (!list.outcome.ok()) return {SourceError::Failed, "cannot list the commits from " + good + " to " + bad + ": " + last_lines(list.output)};
+  std::istringstream in(list.output);
+  for (std::string line; std::getline(in, line);)
+    if (is_full_sha(line)) path.push_back(line);
+  if (path.empty() || path.back() != bad)
+    return {SourceError::BadCommit, "good " + good + " is not on the first-parent line of bad " + bad};
+  return {};
+}
+
+SourceResult GitMirror::merge_base(const std::string& sha, const std::string& main_ref, std::string& base) {
+  base.clear();
+  if (!is_full_sha(sha)) return {SourceError::BadCommit, "sha '" + sha + "' is not a full commit id (40 hex digits)"};
+  MirrorLock lock(cfg_.mirror + ".lock", cfg_.lock_timeout_seconds);
+  if (!lock.locked()) return {SourceError::Busy, lock.error()};
+  if (SourceResult r = ensure_commit(sha); !r.ok()) return r;
+  SyncResult parents = git({"--git-dir=" + cfg_.mirror, "rev-list", "--parents", "-n", "1", sha}, 60);
+  std::istringstream in(parents.output);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  if (words.size() >= 3) {  // a merge: GitHub's test merge of a pull request into its base, whose first parent is the base
+    base = words[1];
+    return {};
+  }
+  // A pull request's head: where it left the main branch, as the repository has it now.
+  SyncResult fetch = git({"--git-dir=" + cfg_.mirror, "fetch", "--quiet", "origin", "+" + main_ref + ":" + main_ref}, cfg_.fetch_timeout_seconds);
+  if (!fetch.outcome.ok()) return {SourceError::Unreachable, "cannot fetch " + main_ref + " from " + cfg_.repo + ": " + last_lines(fetch.output)};
+  SyncResult mb = git({"--git-dir=" + cfg_.mirror, "merge-base", sha, main_ref}, 60);
+  std::string line = mb.output.substr(0, mb.output.find('\n'));
+  if (!mb.outcome.ok() || !is_full_sha(line)) return {SourceError::BadCommit, sha + " has no merge base with " + main_ref};
+  base = line;
+  return {};
+}
+
 SourceResult GitMirror::update_submodules(const std::string& sha, const std::string& dir, const std::string& base, int depth) {
   if (!fs::exists(fs::path(dir) / ".gitmodules")) return {};
   if (depth >= 8) return {SourceError::BadCommit, "commit " + sha + ": submodules nest deeper than 8 levels"};

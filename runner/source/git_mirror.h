@@ -8,6 +8,7 @@
 // never fetch into one mirror at once; a caller that waits longer than `lock_timeout_seconds` gets an error
 // naming the holder. Every call blocks (git runs to completion): call it off the engine thread.
 #include <string>
+#include <vector>
 
 #include "config/runner_config.h"
 
@@ -38,6 +39,13 @@ class GitMirror {
   SourceResult checkout(const std::string& sha, const std::string& dir);
   /// Removes a worktree made by checkout() (missing is fine).
   void remove(const std::string& dir);
+  /// The first-parent commits after `good` up to `bad` (included), oldest first (`git rev-list --first-parent
+  /// --reverse GOOD..BAD`), both fetched when the mirror lacks them. Empty with BadCommit when `good` is not an
+  /// ancestor of `bad`'s first-parent line.
+  SourceResult first_parent_path(const std::string& good, const std::string& bad, std::vector<std::string>& path);
+  /// The commit a pull request's `sha` was built on: its first parent when it is a merge (GitHub's
+  /// refs/pull/N/merge), else its merge base with `main_ref` (fetched from the repository).
+  SourceResult merge_base(const std::string& sha, const std::string& main_ref, std::string& base);
 
   const SourceConfig& config() const { return cfg_; }
 

@@ -17,11 +17,14 @@ inline constexpr const char* kCards = "/api/v1/cards";
 /// The test history: ?ref=R (flaky, muted, slowest, most failing), /{id} (one test, its id URL-encoded),
 /// /mute and /unmute (admin).
 inline constexpr const char* kTests = "/api/v1/tests";
+/// Bisections (POST admin; GET the list and /{id}; /{id}/cancel admin).
+inline constexpr const char* kBisections = "/api/v1/bisections";
 // The pages a person reads (each draws itself from the JSON above).
 inline constexpr const char* kStatusPage = "/";
 inline constexpr const char* kRunPages = "/runs";
 inline constexpr const char* kCardsPage = "/cards";
 inline constexpr const char* kTestsPage = "/tests";
+inline constexpr const char* kBisectionPages = "/bisections";
 
 inline std::string run(const std::string& id) { return std::string(kRuns) + "/" + id; }
 inline std::string run_cancel(const std::string& id) { return run(id) + "/cancel"; }
@@ -32,6 +35,9 @@ inline std::string run_junit(const std::string& id) { return run(id) + "/junit.x
 inline std::string run_page(const std::string& id) { return std::string(kRunPages) + "/" + id; }
 /// `step` as util/ids writes it (JOB-STEP).
 inline std::string step_log(const std::string& run_id, const std::string& step) { return run(run_id) + "/steps/" + step + "/log"; }
+inline std::string bisection(const std::string& id) { return std::string(kBisections) + "/" + id; }
+inline std::string bisection_cancel(const std::string& id) { return bisection(id) + "/cancel"; }
+inline std::string bisection_page(const std::string& id) { return std::string(kBisectionPages) + "/" + id; }
 inline std::string tests_mute() { return std::string(kTests) + "/mute"; }
 inline std::string tests_unmute() { return std::string(kTests) + "/unmute"; }
 inline std::string lease(const std::string& id) { return std::string(kLeases) + "/" + id; }
