@@ -330,3 +330,56 @@ TEST_CASE("bisect: a bisection goes on after its daemon is SIGKILLed and started
   CHECK(wrong.body.find("is not an ancestor of bad") != std::string::npos);
   CHECK(d.served.post(pto::api_path::kBisections, {{"good", r.shas[0]}, {"bad", r.shas[40]}, {"job", "t"}}, "").status == 401);
 }
+
+TEST_CASE("control runs: a pull request's red step with --control says 'also fails on main' when its merge base fails the same "
+          "way and 'passes on main' when it does not, and the control runs after the pull requests' steps queued before it",
+          "[bisect][daemon]") {
+  Served s;
+  s.devices = "1";  // one card: card 0
+  SourceRepo repo;
+  repo.write("jobs/t.yml", "name: t\nsteps:\n  - {name: check, devices: 1, run: 'sleep 1; if [ -e broken ]; then echo broken; exit 1; fi'}\n");
+  repo.write("jobs/y.yml", "name: y\nsteps:\n  - {name: other, devices: 1, run: 'sleep 0.5'}\n");
+  const std::string c0 = repo.commit("good");
+  const std::string git = "cd " + repo.path() + " && git -c user.name=t -c user.email=t@example.com ";
+  // Pull request b branches from c0 and breaks the step itself; then main breaks too, and pull request a
+  // branches from there (its failure is main's).
+  REQUIRE(sh(git + "checkout -q -b pr-b " + c0) == 0);
+  repo.write("broken", "1\n");
+  const std::string p2 = repo.commit("pr b breaks it");
+  REQUIRE(sh(git + "checkout -q main") == 0);
+  repo.write("broken", "1\n");
+  const std::string b1 = repo.commit("main breaks it");
+  REQUIRE(sh(git + "checkout -q -b pr-a") == 0);
+  repo.write("x", "1\n");
+  const std::string p1 = repo.commit("pr a");
+  REQUIRE(sh(git + "checkout -q main") == 0);
+  s.dir.write("runner.yml", "sandbox: off\nsource:\n  repo: " + repo.path() + "\n");
+  s.start();
+
+  const std::string a = s.submit_run({{"jobs", {"t"}}, {"sha", p1}, {"ref", "refs/pull/1/head"}, {"control", true}});
+  // Two other pull requests' steps queue for the one card while a's step runs.
+  const std::string y1 = s.submit_run({{"jobs", {"y"}}, {"sha", p1}, {"ref", "refs/pull/2/head"}});
+  const std::string y2 = s.submit_run({{"jobs", {"y"}}, {"sha", p1}, {"ref", "refs/pull/3/head"}});
+  const json run = s.wait_run(a, 60);
+  INFO(run.dump(1).substr(0, 4000));
+  const json& step = run["jobs"][0]["steps"][0];
+  CHECK(step["state"] == "failed");
+  REQUIRE(step["control"].is_object());
+  CHECK(step["control"]["base"] == b1);
+  CHECK(step["control"]["result"] == "also-fails");
+  CHECK(step["verdict"].get<std::string>().find("also fails on main at " + b1.substr(0, 12) + ": not this pull request") != std::string::npos);
+  // The control ran after both other pull requests' steps, at its lower priority.
+  const json control = s.wait_run(step["control"]["run"], 30);
+  CHECK(control["request"]["priority"]["value"] == -1000);
+  CHECK(control["request"]["sha"] == b1);
+  const std::string control_start = control["jobs"][0]["steps"][0]["started"];
+  for (const std::string& y : {y1, y2}) CHECK(s.wait_run(y, 30)["jobs"][0]["steps"][0]["started"].get<std::string>() < control_start);
+
+  // submit --control of pull request b: its base (c0) passes.
+  CommandResult sub = run_cli({"submit", "--server", s.url(), "--job", "t", "--sha", p2, "--ref", "refs/pull/4/head", "--control", "--wait",
+                               "--poll-interval", "0.1"},
+                              {{"PTO_RUNNER_TOKEN", s.token}});
+  INFO(sub.out << sub.err);
+  CHECK(sub.exit_code == 1);
+  CHECK(sub.out.find("passes on main at " + c0.substr(0, 12)) != std::string::npos);
+}

@@ -90,6 +90,11 @@ std::string RunFollower::poll(nlohmann::json& run, bool& done) {
       // A step that started and ended between two polls still has its output shown.
       const bool ran = s.contains("started") && s["started"].is_string();
       if (options_.follow && (state == "running" || (changed && ran))) poll_logs(job, s, state != "running", text);
+      // A verdict that grew after the step ended (its control run on main came in) is said again.
+      const std::string verdict = s.contains("verdict") && s["verdict"].is_string() ? s["verdict"].get<std::string>() : "";
+      const bool new_verdict = !changed && !verdict.empty() && last_verdict_[id] != verdict && state != "running";
+      last_verdict_[id] = verdict;
+      if (new_verdict) text += "    " + title_of(job, s) + ": " + verdict + "\n";
       if (!changed) {
         if (state == "running" && !options_.follow && now - last_beat_[id] >= std::chrono::duration<double>(options_.heartbeat_seconds)) {
           last_beat_[id] = now;

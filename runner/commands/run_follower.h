@@ -43,6 +43,7 @@ class RunFollower {
   std::string server_, token_, run_;
   Options options_;
   std::map<std::string, std::string> last_state_;
+  std::map<std::string, std::string> last_verdict_;  // each step's verdict as last shown
   std::map<std::string, std::chrono::steady_clock::time_point> running_since_, last_beat_;
   std::map<std::string, double> expected_wait_;
   std::map<std::string, Tail> tails_;

@@ -53,7 +53,7 @@ nlohmann::json github_context() {
 struct SubmitOptions {
   std::string server, token_file, ref, sha, attach;
   std::vector<std::string> jobs, env, secrets;
-  bool wait = false, follow = false;
+  bool wait = false, follow = false, control = false;
   double poll = 1.0, heartbeat = 300;
   int tail = 40;
 };
@@ -82,6 +82,7 @@ std::string submission_body(const SubmitOptions& o, const std::string& key, nloh
     }
   }
   if (!key.empty()) body["attach"] = key;
+  if (o.control) body["control"] = true;
   return "";
 }
 
@@ -199,6 +200,7 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
   cmd->add_option("--job", o->jobs, "Only these jobs (and the jobs they need)");
   cmd->add_flag("--wait", o->wait, "Follow the run to its end and exit with its result");
   cmd->add_flag("--follow", o->follow, "With --wait: stream running steps' output live, prefixed [job / step]");
+  cmd->add_flag("--control", o->control, "A step that fails also runs on the merge base: its verdict says whether main fails too");
   cmd->add_option("--token-file", o->token_file, "Bearer token file (default: $PTO_RUNNER_TOKEN)");
   cmd->add_option("--ref", o->ref, "Git ref under test (default $GITHUB_REF)");
   cmd->add_option("--sha", o->sha, "Commit under test (default $GITHUB_SHA); required by a daemon with a source");

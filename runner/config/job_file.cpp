@@ -202,7 +202,8 @@ RetryPolicy read_retry(const YAML::Node& node, const std::string& file, Diagnost
   r.given = true;
   // `max` alone retries any failure, as before causes existed.
   r.on = {FailureCause::Code, FailureCause::Flaky, FailureCause::Card, FailureCause::Infra};
-  MapReader m(node, "retry", {"max", "on-exit-codes", "on", "elsewhere", "tests", "max-tests"}, file, diags);
+  MapReader m(node, "retry", {"max", "on-exit-codes", "on", "elsewhere", "tests", "max-tests", "control"}, file, diags);
+  if (auto v = m.boolean("control")) r.control = *v;
   if (!m.is_map()) return r;
   if (auto v = m.string("tests")) {
     if (*v != "failed" && *v != "all") m.error_at(m.get("tests"), "bad-value", "retry: 'tests' is failed (rerun only the failed tests) or all, got '" + *v + "'");

@@ -247,7 +247,10 @@ std::string Daemon::open_history_and_host() {
   host_->set_on_change([this] { view_changed(); });
   // On-call hears of cards going bad or coming back, and of runs' red steps (daemon_notify.cpp).
   open_notify();
-  reporter_->set_on_step_final([this](const RunRecord& r, const Plan& p, int job, int step) { notify_step_final(r, p, job, step); });
+  reporter_->set_on_step_final([this](const RunRecord& r, const Plan& p, int job, int step) {
+    notify_step_final(r, p, job, step);
+    maybe_control(r, p, job, step);
+  });
   if (host_->pool)
     host_->pool->set_on_health([this](int card, CardHealth from, CardHealth to, const std::string& why) { notify_card(card, from, to, why); });
   return "";

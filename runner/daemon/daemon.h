@@ -169,6 +169,21 @@ class Daemon : public HostCommands {
   bool probe_finished(HostedRun& run);
   void notify_bisection(const Bisection& b);
 
+  // Control runs (daemon_control.cpp): a pull request's red step also run on its merge base.
+  struct ControlOf {
+    std::string run;  // the pull request's run
+    std::size_t job = 0, step = 0;
+    std::string job_name, step_name;
+    std::vector<std::string> tests;  // its failed tests (with tests:), only those run on main
+    std::string base;
+  };
+  /// A step of a run ended red: when asked for, its control on the merge base starts and holds the run's end.
+  void maybe_control(const RunRecord& r, const Plan& p, int job, int step);
+  /// A finished run that was a control: its verdict goes to the pull request's step. False when it was none.
+  bool control_finished(HostedRun& control);
+  void finish_control(const ControlOf& c, StepRecord::Control control);
+  void cancel_controls_of(const std::string& run);
+
   // Notifications (daemon_notify.cpp): what happens on this host, told to runner.yml's receivers (notify/).
   void open_notify();
   void notify_card(int card, CardHealth from, CardHealth to, const std::string& why);
@@ -235,6 +250,7 @@ class Daemon : public HostCommands {
   };
   std::map<std::string, BisectionEntry> bisections_;
   std::map<std::string, std::string> probe_runs_;  // a probe's run -> its bisection
+  std::map<std::string, ControlOf> controls_;      // a control run -> what it controls
   std::unique_ptr<BisectionJournal> bisection_journal_;
   int refused_probes_ = 0;  // names for probes whose run could not be made
   bool queue_stuck_told_ = false;

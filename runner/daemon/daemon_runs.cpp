@@ -225,6 +225,7 @@ Answer Daemon::cancel_run(const std::string& id, const Caller& by) {
     return Answer::error(Outcome::NotFound, "no run " + id);
   }
   run->cancel(0);
+  cancel_controls_of(id);  // its end waits for them
   spdlog::info("run {}: cancel requested from {}", id, by.peer);
   refresh_view();
   return {Outcome::Accepted, {{"id", id}, {"state", "cancelling"}}};
@@ -232,7 +233,8 @@ Answer Daemon::cancel_run(const std::string& id, const Caller& by) {
 
 void Daemon::on_run_finished(HostedRun& run) {
   const std::string id = run.id();
-  probe_finished(run);  // a bisection's probe: its verdict (daemon_bisect.cpp)
+  probe_finished(run);    // a bisection's probe: its verdict (daemon_bisect.cpp)
+  control_finished(run);  // a control run: its verdict to the pull request's step (daemon_control.cpp)
   for (auto a = attached_.begin(); a != attached_.end();) a = a->second.run == id ? attached_.erase(a) : std::next(a);
   host_->broker().forget(id);  // its card-time competes with nobody any more
   const RunEngine& e = run.engine();

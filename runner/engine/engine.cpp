@@ -692,8 +692,20 @@ void RunEngine::abort(const std::string& problem) {
   cancel(0);
 }
 
+void RunEngine::release_finish() {
+  if (finish_holds_ > 0) --finish_holds_;
+  boost::asio::post(io_, [this] { maybe_finish_run(); });
+}
+
+void RunEngine::set_control(std::size_t j, std::size_t s, StepRecord::Control control) {
+  StepRecord& sr = run_.jobs[j].steps[s];
+  if (!control.note.empty()) sr.verdict = sr.verdict.empty() ? control.note : sr.verdict + "; " + control.note;
+  sr.control = std::move(control);
+  if (journal_) journal_->step_changed(run_, plan_, static_cast<int>(j), static_cast<int>(s));
+}
+
 void RunEngine::maybe_finish_run() {
-  if (finished_ || !started_) return;
+  if (finished_ || !started_ || finish_holds_ > 0) return;
   for (const auto& j : run_.jobs)
     if (!is_final(j.state)) return;
   if (!health_checks_.empty()) return;  // cards still held by a check; it calls pump() when it ends

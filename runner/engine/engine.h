@@ -101,6 +101,12 @@ class RunEngine {
   bool finished() const { return finished_; }
   ExitCode result() const;
   const RunRecord& record() const { return run_; }
+  /// The run does not end while held (a control run of one of its steps is under way); a release lets it.
+  void hold_finish() { ++finish_holds_; }
+  void release_finish();
+  /// A step's control on the merge base is in: `control.note` joins its verdict ("also fails on main at ...");
+  /// journaled (the step's state does not change).
+  void set_control(std::size_t job, std::size_t step, StepRecord::Control control);
   /// The run's secrets' masks (what a step printed is masked with them wherever it is shown or sent).
   const SecretMask& mask() const { return *opts_.mask; }
   const Plan& plan() const { return plan_; }
@@ -189,6 +195,7 @@ class RunEngine {
   std::map<int, std::uint64_t> health_checks_;  // card -> executor handle of its running health check
   std::map<std::pair<std::size_t, std::size_t>, std::vector<std::uint64_t>> preflights_;  // a step's running preflights
   int health_check_count_ = 0;
+  int finish_holds_ = 0;
   double t0_ = 0;
 };
 

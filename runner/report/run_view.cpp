@@ -70,6 +70,9 @@ nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step
     }
     return out;
   };
+  j["control"] = s.control.base.empty() ? nlohmann::json(nullptr)
+                                         : nlohmann::json{{"base", s.control.base}, {"run", nullable(s.control.run)}, {"result", s.control.result},
+                                                          {"note", s.control.note}};
   j["failures"] = failures_json(s.failures);
   j["lease_failures"] = failures_json(s.lease_failures);
   // A split step's collection stands for the step: its shards and their tests summed. Each shard says its part.

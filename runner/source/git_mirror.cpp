@@ -231,9 +231,12 @@ SourceResult GitMirror::merge_base(const std::string& sha, const std::string& ma
     return {};
   }
   // A pull request's head: where it left the main branch, as the repository has it now.
-  SyncResult fetch = git({"--git-dir=" + cfg_.mirror, "fetch", "--quiet", "origin", "+" + main_ref + ":" + main_ref}, cfg_.fetch_timeout_seconds);
+  // Into a ref of our own (a branch of the mirror may be a worktree's).
+  const std::string ours = "refs/pto-runner/main";
+  SyncResult fetch = git({"--git-dir=" + cfg_.mirror, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", cfg_.repo, "+" + main_ref + ":" + ours},
+                         cfg_.fetch_timeout_seconds);
   if (!fetch.outcome.ok()) return {SourceError::Unreachable, "cannot fetch " + main_ref + " from " + cfg_.repo + ": " + last_lines(fetch.output)};
-  SyncResult mb = git({"--git-dir=" + cfg_.mirror, "merge-base", sha, main_ref}, 60);
+  SyncResult mb = git({"--git-dir=" + cfg_.mirror, "merge-base", sha, ours}, 60);
   std::string line = mb.output.substr(0, mb.output.find('\n'));
   if (!mb.outcome.ok() || !is_full_sha(line)) return {SourceError::BadCommit, sha + " has no merge base with " + main_ref};
   base = line;
