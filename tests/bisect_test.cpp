@@ -294,7 +294,7 @@ TEST_CASE("bisect: a step failing half the time from commit 23 on is named at 23
   }
 }
 
-TEST_CASE("bisect: a bisection goes on after its daemon is SIGKILLed and started again, and still names commit 23; a step that "
+TEST_CASE("bisect: a bisection goes on after its daemon is SIGKILLed and started again, and still names commit 23, a step that "
           "an old commit lacks is said, not guessed", "[bisect][daemon]") {
   BisectDaemon d;
   BisectRepo r("sleep 0.3; if [ -e broken ]; then exit 1; fi", d.marks().string());
