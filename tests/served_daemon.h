@@ -37,7 +37,9 @@ struct Served {
     if (!device_groups.empty()) args.insert(args.end(), {"--device-groups", device_groups});
     args.insert(args.end(), extra.begin(), extra.end());
     proc = spawn_cli(args, env);
-    REQUIRE(wait_until([&] { return read_file(proc.out).find("listening on " + scheme + "://") != std::string::npos; }, 20));
+    const bool up = wait_until([&] { return read_file(proc.out).find("listening on " + scheme + "://") != std::string::npos; }, 20);
+    INFO("the daemon said: " << read_file(proc.out) << read_file(proc.err));
+    REQUIRE(up);
     std::string out = read_file(proc.out);
     const std::string bound = out.substr(out.find("listening on " + scheme + "://") + 16 + scheme.size());  // ADDRESS:PORT
     port = std::stoi(bound.substr(bound.find(':') + 1));
