@@ -157,6 +157,9 @@ class Daemon : public HostCommands {
   void publish_mutes();
   void reload_mutes(const TestsConfig& next);
 
+  /// Who the daemon is when it makes runs itself (a bisection's probes, a control run): the admin, named.
+  static Caller own_caller(const std::string& what);
+
   // Bisections (daemon_bisect.cpp): each probe a run of its commit, made here like any other and judged when
   // it ends (bisect/probe_verdict); kept in the journal's file (store/bisection_journal) at every change.
   void open_bisections();

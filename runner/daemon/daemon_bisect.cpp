@@ -27,14 +27,14 @@ namespace {
 /// request or the main branch.
 constexpr int kProbePriority = -1001;
 
-Caller self_caller(const std::string& what) {
+}  // namespace
+
+Caller Daemon::own_caller(const std::string& what) {
   Caller c;
   c.role = Caller::Role::Admin;
   c.peer = what;
   return c;
 }
-
-}  // namespace
 
 void Daemon::open_bisections() {
   std::string error;
@@ -103,7 +103,7 @@ Answer Daemon::cancel_bisection(const std::string& id, const Caller& by) {
   Bisection& b = *it->second.b;
   if (b.done()) return Answer{Outcome::Ok, {{"id", id}, {"state", to_string(b.state())}}};
   for (const std::string& run : b.stop(BisectState::Cancelled, "cancelled by " + (by.peer.empty() ? std::string("an admin") : by.peer)))
-    cancel_run(run, self_caller("bisection " + id));
+    cancel_run(run, own_caller("bisection " + id));
   spdlog::info("bisection {} cancelled by {}", id, by.peer);
   bisection_changed(id);
   return Answer{Outcome::Accepted, {{"id", id}, {"state", "cancelled"}}};
@@ -123,14 +123,14 @@ void Daemon::pump_bisection(const std::string& id) {
     s.ref = "refs/pto-runner/bisect/" + id;
     s.probe = RunSubmission::Probe{spec.job, spec.step, spec.test.empty() ? std::vector<std::string>{} : std::vector<std::string>{spec.test},
                                    kProbePriority, "bisection " + id};
-    submit_run(std::move(s), self_caller("bisection " + id), [this, id, probe](Answer a) {
+    submit_run(std::move(s), own_caller("bisection " + id), [this, id, probe](Answer a) {
       auto found = bisections_.find(id);
       if (found == bisections_.end()) return;
       found->second.submitting.erase(probe);
       Bisection& b = *found->second.b;
       const std::string run = a.outcome == Outcome::Created ? a.body.value("id", "") : "";
       if (b.done() || !b.is_wanted(probe)) {
-        if (!run.empty()) cancel_run(run, self_caller("bisection " + id));
+        if (!run.empty()) cancel_run(run, own_caller("bisection " + id));
         return;
       }
       std::vector<std::string> unneeded;
@@ -145,7 +145,7 @@ void Daemon::pump_bisection(const std::string& id) {
         const std::string why = a.body.value("error", "the run could not be made");
         unneeded = b.finished(name, a.outcome == Outcome::BadRequest ? ProbeOutcome::Missing : ProbeOutcome::Inconclusive, why);
       }
-      for (const std::string& r : unneeded) cancel_run(r, self_caller("bisection " + id));
+      for (const std::string& r : unneeded) cancel_run(r, own_caller("bisection " + id));
       bisection_changed(id);
     });
   }
@@ -165,7 +165,7 @@ bool Daemon::probe_finished(HostedRun& run) {
     v = {ProbeOutcome::Inconclusive, "its run was cancelled" + (e.record().cancel_reason.empty() ? "" : ": " + e.record().cancel_reason)};
   spdlog::info("bisection {}: {} at {}: {} ({})", id, run.id(), b.json()["commits"].empty() ? "" : run.request().value("sha", "").substr(0, 12),
                to_string(v.outcome), v.detail);
-  for (const std::string& r : b.finished(run.id(), v.outcome, v.detail)) cancel_run(r, self_caller("bisection " + id));
+  for (const std::string& r : b.finished(run.id(), v.outcome, v.detail)) cancel_run(r, own_caller("bisection " + id));
   bisection_changed(id);
   return true;
 }

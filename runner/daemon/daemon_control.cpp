@@ -21,13 +21,6 @@ namespace {
 /// probes are below this).
 constexpr int kControlPriority = -1000;
 
-Caller control_caller(const std::string& run) {
-  Caller c;
-  c.role = Caller::Role::Admin;
-  c.peer = "control of " + run;
-  return c;
-}
-
 /// The name a step has in every commit's plan: a shard's is its split step's.
 std::string step_name_of(const PlanStep& ps) {
   if (!ps.shard) return ps.name;
@@ -64,7 +57,7 @@ void Daemon::maybe_control(const RunRecord& r, const Plan& p, int job, int step)
       s.sha = c.base;
       s.ref = "refs/pto-runner/control/" + c.run;
       s.probe = RunSubmission::Probe{c.job_name, c.step_name, c.tests, kControlPriority, "control of " + c.run};
-      submit_run(std::move(s), control_caller(c.run), [this, c](Answer a) {
+      submit_run(std::move(s), own_caller("control of " + c.run), [this, c](Answer a) {
         if (a.outcome != Outcome::Created)
           return finish_control(c, {c.base, "", "unknown", "no control on main at " + c.base.substr(0, 12) + ": " + a.body.value("error", "refused")});
         const std::string control = a.body.value("id", "");
@@ -104,7 +97,7 @@ void Daemon::cancel_controls_of(const std::string& run) {
   std::vector<std::string> ids;
   for (const auto& [id, c] : controls_)
     if (c.run == run) ids.push_back(id);
-  for (const std::string& id : ids) cancel_run(id, control_caller(run));
+  for (const std::string& id : ids) cancel_run(id, own_caller("control of " + run));
 }
 
 }  // namespace pto

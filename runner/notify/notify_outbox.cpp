@@ -2,7 +2,7 @@
 
 #include <sqlite3.h>
 
-#include "store/sqlite_stmt.h"
+#include "store/side_table.h"
 
 namespace pto {
 
@@ -18,46 +18,15 @@ const char* const kSchema[] = {
 }  // namespace
 
 std::unique_ptr<NotifyOutbox> NotifyOutbox::open(const std::string& path, std::string& error) {
-  sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
-    error = "cannot open the notification outbox in " + path + ": " + (db ? sqlite3_errmsg(db) : "out of memory");
-    sqlite3_close(db);
-    return nullptr;
-  }
-  std::unique_ptr<NotifyOutbox> o(new NotifyOutbox(db));
-  try {
-    sqlite_exec(db, "PRAGMA busy_timeout=5000");
-    sqlite_exec(db, "PRAGMA journal_mode=WAL");
-    // As the journal: a commit survives the daemon's death (SIGKILL, a crash), not the host's power loss, and
-    // costs no fsync on the engine thread.
-    sqlite_exec(db, "PRAGMA synchronous=NORMAL");
-    for (const char* sql : kSchema) sqlite_exec(db, sql);
-  } catch (const std::exception& e) {
-    error = "notification outbox in " + path + ": " + e.what();
-    return nullptr;
-  }
-  return o;
+  sqlite3* db = open_side_connection(path, "the notification outbox", {std::begin(kSchema), std::end(kSchema)}, error);
+  return db ? std::unique_ptr<NotifyOutbox>(new NotifyOutbox(db)) : nullptr;
 }
 
 NotifyOutbox::~NotifyOutbox() { sqlite3_close(db_); }
 
 template <typename F>
 bool NotifyOutbox::write(F&& f) {
-  try {
-    sqlite_exec(db_, "BEGIN IMMEDIATE");
-    try {
-      f();
-      sqlite_exec(db_, "COMMIT");
-    } catch (...) {
-      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-      throw;
-    }
-    error_.clear();
-    return true;
-  } catch (const std::exception& e) {
-    error_ = std::string("notification outbox: ") + e.what();
-    return false;
-  }
+  return side_transaction(db_, error_, "notification outbox", std::forward<F>(f));
 }
 
 bool NotifyOutbox::add(const NotifyEvent& event, const std::vector<std::string>& receivers, double now) {

@@ -70,6 +70,10 @@ function splitOf(st) {
     table.appendChild(tr);
   }
   td.appendChild(table);
+  return underRow(st, td);
+}
+// A row under a step's own: what its tests (or its shards) say.
+function underRow(st, td) {
   const tr = el("tr", null, "tests-row");
   tr.setAttribute("data-step", st.id);
   tr.appendChild(td);
@@ -106,10 +110,7 @@ function testsOf(st) {
     }
     td.appendChild(table);
   }
-  const tr = el("tr", null, "tests-row");
-  tr.setAttribute("data-step", st.id);
-  tr.appendChild(td);
-  return tr;
+  return underRow(st, td);
 }
 function drawWaterfall(run) {
   const list = steps(run);

@@ -2,27 +2,15 @@
 
 #include <sqlite3.h>
 
-#include "store/sqlite_stmt.h"
+#include "store/side_table.h"
 
 namespace pto {
 
 std::unique_ptr<BisectionJournal> BisectionJournal::open(const std::string& path, std::string& error) {
-  sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
-    error = "cannot open the bisections in " + path + ": " + (db ? sqlite3_errmsg(db) : "out of memory");
-    sqlite3_close(db);
-    return nullptr;
-  }
-  std::unique_ptr<BisectionJournal> j(new BisectionJournal(db));
-  try {
-    sqlite_exec(db, "PRAGMA busy_timeout=5000");
-    sqlite_exec(db, "PRAGMA synchronous=NORMAL");
-    sqlite_exec(db, "CREATE TABLE IF NOT EXISTS bisections(id TEXT PRIMARY KEY, created REAL NOT NULL, state TEXT NOT NULL, record TEXT NOT NULL)");
-  } catch (const std::exception& e) {
-    error = "bisections in " + path + ": " + e.what();
-    return nullptr;
-  }
-  return j;
+  sqlite3* db = open_side_connection(
+      path, "the bisections", {"CREATE TABLE IF NOT EXISTS bisections(id TEXT PRIMARY KEY, created REAL NOT NULL, state TEXT NOT NULL, record TEXT NOT NULL)"},
+      error);
+  return db ? std::unique_ptr<BisectionJournal>(new BisectionJournal(db)) : nullptr;
 }
 
 BisectionJournal::~BisectionJournal() { sqlite3_close(db_); }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 
+#include "store/side_table.h"
 #include "store/sqlite_stmt.h"
 #include "util/json_text.h"
 
@@ -43,46 +44,17 @@ int outcome_of(const TestCase& c) {
 }  // namespace
 
 std::unique_ptr<TestHistory> TestHistory::open(const std::string& path, std::string& error) {
-  sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
-    error = "cannot open the test history in " + path + ": " + (db ? sqlite3_errmsg(db) : "out of memory");
-    sqlite3_close(db);
-    return nullptr;
-  }
-  std::unique_ptr<TestHistory> h(new TestHistory(db));
-  try {
-    sqlite_exec(db, "PRAGMA busy_timeout=5000");
-    sqlite_exec(db, "PRAGMA synchronous=NORMAL");
-    // A step's 750 rows land all over the by-test indexes of a year's history: a page cache that holds their
-    // upper levels keeps a step's write from reading pages back (bench/bench_test_history).
-    sqlite_exec(db, "PRAGMA cache_size=-32768");
-    for (const char* sql : kSchema) sqlite_exec(db, sql);
-  } catch (const std::exception& e) {
-    error = "test history in " + path + ": " + e.what();
-    return nullptr;
-  }
-  return h;
+  // A step's 750 rows land all over the by-test indexes of a year's history: a page cache that holds their
+  // upper levels keeps a step's write from reading pages back (bench/bench_test_history).
+  sqlite3* db = open_side_connection(path, "the test history", {std::begin(kSchema), std::end(kSchema)}, error, {"PRAGMA cache_size=-32768"});
+  return db ? std::unique_ptr<TestHistory>(new TestHistory(db)) : nullptr;
 }
 
 TestHistory::~TestHistory() { sqlite3_close(db_); }
 
 template <typename F>
 bool TestHistory::write(F&& f) {
-  try {
-    sqlite_exec(db_, "BEGIN IMMEDIATE");
-    try {
-      f();
-      sqlite_exec(db_, "COMMIT");
-    } catch (...) {
-      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-      throw;
-    }
-    error_.clear();
-    return true;
-  } catch (const std::exception& e) {
-    error_ = e.what();
-    return false;
-  }
+  return side_transaction(db_, error_, "", std::forward<F>(f));
 }
 
 bool TestHistory::record(const StepTests& st) {

@@ -1,0 +1,60 @@
+#pragma once
+// What every store that keeps its own tables in the journal's SQLite file shares (the test history, the
+// notification outbox, the bisections): its own connection (busy timeout 5 s, WAL, synchronous=NORMAL: a
+// commit survives the daemon's death, not the host's power loss, and costs no fsync), its schema made when
+// missing, and writes in one transaction that never throw. Header-only: small, and used by three stores.
+#include <sqlite3.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "store/sqlite_stmt.h"
+
+namespace pto {
+
+/// A connection to `path` with `schema` run on it (and `pragmas` first); null with `error` naming `what`.
+inline sqlite3* open_side_connection(const std::string& path, const std::string& what, const std::vector<const char*>& schema,
+                                     std::string& error, const std::vector<const char*>& pragmas = {}) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+    error = "cannot open " + what + " in " + path + ": " + (db ? sqlite3_errmsg(db) : "out of memory");
+    sqlite3_close(db);
+    return nullptr;
+  }
+  try {
+    sqlite_exec(db, "PRAGMA busy_timeout=5000");
+    sqlite_exec(db, "PRAGMA journal_mode=WAL");
+    sqlite_exec(db, "PRAGMA synchronous=NORMAL");
+    for (const char* sql : pragmas) sqlite_exec(db, sql);
+    for (const char* sql : schema) sqlite_exec(db, sql);
+  } catch (const std::exception& e) {
+    error = what + " in " + path + ": " + e.what();
+    sqlite3_close(db);
+    return nullptr;
+  }
+  return db;
+}
+
+/// Runs `f` (which may throw) in one BEGIN IMMEDIATE .. COMMIT, rolled back when it throws. False with
+/// `error` set ("" after a success).
+template <typename F>
+bool side_transaction(sqlite3* db, std::string& error, const std::string& what, F&& f) {
+  try {
+    sqlite_exec(db, "BEGIN IMMEDIATE");
+    try {
+      f();
+      sqlite_exec(db, "COMMIT");
+    } catch (...) {
+      sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
+    error.clear();
+    return true;
+  } catch (const std::exception& e) {
+    error = what.empty() ? std::string(e.what()) : what + ": " + e.what();
+    return false;
+  }
+}
+
+}  // namespace pto
