@@ -1,0 +1,267 @@
+#include "engine/run_state_json.h"
+
+namespace pto {
+
+namespace {
+
+using nlohmann::json;
+
+template <typename T>
+T get(const json& j, const char* key, T fallback) {
+  if (!j.is_object() || !j.contains(key)) return fallback;
+  try {
+    return j.at(key).get<T>();
+  } catch (const json::exception&) {
+    return fallback;
+  }
+}
+
+json evidence_json(const FailureEvidence& e) {
+  return {{"cause", to_string(e.cause)}, {"reason", e.reason}, {"matched_line", e.matched_line}, {"pattern", e.pattern}, {"cards", e.cards}};
+}
+
+FailureEvidence evidence_from(const json& j) {
+  FailureEvidence e;
+  e.cause = failure_cause_named(get<std::string>(j, "cause", "code")).value_or(FailureCause::Code);
+  e.reason = get<std::string>(j, "reason", "");
+  e.matched_line = get<std::string>(j, "matched_line", "");
+  e.pattern = get<std::string>(j, "pattern", "");
+  e.cards = get<std::vector<int>>(j, "cards", {});
+  return e;
+}
+
+json failure_json(const StepRecord::Failure& f) {
+  return {{"attempt", f.attempt}, {"cards", f.cards}, {"evidence", evidence_json(f.evidence)}, {"card_notes", f.card_notes}, {"lease", f.lease}};
+}
+
+StepRecord::Failure failure_from(const json& j) {
+  StepRecord::Failure f;
+  f.attempt = get<int>(j, "attempt", 0);
+  f.cards = get<std::vector<int>>(j, "cards", {});
+  f.evidence = evidence_from(j.is_object() && j.contains("evidence") ? j["evidence"] : json::object());
+  f.card_notes = get<std::vector<std::string>>(j, "card_notes", {});
+  f.lease = get<std::string>(j, "lease", "");
+  return f;
+}
+
+json case_json(const TestCase& c) {
+  return {{"id", c.id},
+          {"result", to_string(c.result)},
+          {"duration", c.duration},
+          {"cards", c.cards},
+          {"attempt", c.attempt},
+          {"cause", c.cause ? json(to_string(*c.cause)) : json(nullptr)},
+          {"message", c.message},
+          {"output", c.output},
+          {"file", c.file},
+          {"line", c.line},
+          {"process", c.process},
+          {"victim_of", c.victim_of},
+          {"card_fault", c.card_fault},
+          {"muted", c.muted}};
+}
+
+TestCase case_from(const json& j) {
+  TestCase c;
+  c.id = get<std::string>(j, "id", "");
+  c.result = test_result_named(get<std::string>(j, "result", "passed")).value_or(TestResult::Passed);
+  c.duration = get<double>(j, "duration", 0);
+  c.cards = get<std::vector<int>>(j, "cards", {});
+  c.attempt = get<int>(j, "attempt", 1);
+  if (j.is_object() && j.contains("cause") && j["cause"].is_string()) c.cause = failure_cause_named(j["cause"].get<std::string>());
+  c.message = get<std::string>(j, "message", "");
+  c.output = get<std::string>(j, "output", "");
+  c.file = get<std::string>(j, "file", "");
+  c.line = get<int>(j, "line", 0);
+  c.process = get<int>(j, "process", 0);
+  c.victim_of = get<std::string>(j, "victim_of", "");
+  c.card_fault = get<std::string>(j, "card_fault", "");
+  c.muted = get<std::string>(j, "muted", "");
+  return c;
+}
+
+StepState step_state_named(const std::string& s) {
+  for (StepState st : {StepState::Pending, StepState::Waiting, StepState::Running, StepState::Succeeded, StepState::Failed, StepState::TimedOut,
+                       StepState::Cancelled, StepState::Skipped, StepState::Deduplicated, StepState::Interrupted})
+    if (to_string(st) == s) return st;
+  return StepState::Pending;
+}
+
+JobState job_state_named(const std::string& s) {
+  for (JobState st : {JobState::Pending, JobState::Running, JobState::Succeeded, JobState::Failed, JobState::Cancelled, JobState::Skipped})
+    if (to_string(st) == s) return st;
+  return JobState::Pending;
+}
+
+}  // namespace
+
+json step_state_json(const StepRecord& s) {
+  json intervals = json::array(), failures = json::array(), lease_failures = json::array(), tests = json::array();
+  for (const Interval& i : s.intervals) intervals.push_back({{"start", i.start}, {"end", i.end}, {"cards", i.cards}, {"attempt", i.attempt}});
+  for (const auto& f : s.failures) failures.push_back(failure_json(f));
+  for (const auto& f : s.lease_failures) lease_failures.push_back(failure_json(f));
+  for (const TestCase& c : s.tests) tests.push_back(case_json(c));
+  return {{"state", to_string(s.state)},
+          {"attempt", s.attempt},
+          {"cards", s.cards},
+          {"node", s.node},
+          {"executor_job", s.executor_job},
+          {"created", s.created},
+          {"runnable", s.runnable},
+          {"started", s.started},
+          {"finished", s.finished},
+          {"runnable_at", s.runnable_at},
+          {"started_at", s.started_at},
+          {"finished_at", s.finished_at},
+          {"queued_at", s.queued_at},
+          {"exit_code", s.exit_code},
+          {"signal", s.signal},
+          {"timed_out", s.timed_out},
+          {"wait_reason", s.wait_reason},
+          {"error", s.error},
+          {"log_path", s.log_path},
+          {"intervals", intervals},
+          {"failures", failures},
+          {"lease_failures", lease_failures},
+          {"leased", s.leased},
+          {"lease_markers", s.lease_markers},
+          {"charged", s.charged},
+          {"cause", s.cause},
+          {"verdict", s.verdict},
+          {"avoid", s.avoid},
+          {"outputs", s.outputs},
+          {"summary", s.summary},
+          {"tests", tests},
+          {"tests_error", s.tests_error},
+          {"tests_rerun", s.tests_rerun},
+          {"test_leases", s.test_leases},
+          {"test_lease_faults", s.test_lease_faults},
+          {"control", {{"base", s.control.base}, {"run", s.control.run}, {"result", s.control.result}, {"note", s.control.note}}},
+          {"shard_tests", s.shard_tests},
+          {"shard_expected_seconds", s.shard_expected_seconds},
+          {"collected", s.collected},
+          {"collected_unknown", s.collected_unknown},
+          {"resolved", s.resolved},
+          {"order", s.order}};
+}
+
+StepRecord step_state_from_json(const json& j) {
+  StepRecord s;
+  s.state = step_state_named(get<std::string>(j, "state", "pending"));
+  s.attempt = get<int>(j, "attempt", 0);
+  s.cards = get<std::vector<int>>(j, "cards", {});
+  s.node = get<std::string>(j, "node", "");
+  s.executor_job = get<std::string>(j, "executor_job", "");
+  s.created = get<std::string>(j, "created", "");
+  s.runnable = get<std::string>(j, "runnable", "");
+  s.started = get<std::string>(j, "started", "");
+  s.finished = get<std::string>(j, "finished", "");
+  s.runnable_at = get<double>(j, "runnable_at", -1);
+  s.started_at = get<double>(j, "started_at", -1);
+  s.finished_at = get<double>(j, "finished_at", -1);
+  s.queued_at = get<double>(j, "queued_at", -1);
+  s.exit_code = get<int>(j, "exit_code", -1);
+  s.signal = get<int>(j, "signal", 0);
+  s.timed_out = get<bool>(j, "timed_out", false);
+  s.wait_reason = get<std::string>(j, "wait_reason", "");
+  s.error = get<std::string>(j, "error", "");
+  s.log_path = get<std::string>(j, "log_path", "");
+  for (const auto& i : get<json>(j, "intervals", json::array()))
+    s.intervals.push_back({get<double>(i, "start", 0), get<double>(i, "end", 0), get<std::vector<int>>(i, "cards", {}), get<int>(i, "attempt", 1)});
+  for (const auto& f : get<json>(j, "failures", json::array())) s.failures.push_back(failure_from(f));
+  for (const auto& f : get<json>(j, "lease_failures", json::array())) s.lease_failures.push_back(failure_from(f));
+  s.leased = get<std::vector<int>>(j, "leased", {});
+  s.lease_markers = get<std::string>(j, "lease_markers", "");
+  s.charged = get<std::vector<int>>(j, "charged", {});
+  s.cause = get<std::string>(j, "cause", "");
+  s.verdict = get<std::string>(j, "verdict", "");
+  s.avoid = get<std::vector<int>>(j, "avoid", {});
+  s.outputs = get<std::map<std::string, std::string>>(j, "outputs", {});
+  s.summary = get<std::string>(j, "summary", "");
+  for (const auto& c : get<json>(j, "tests", json::array())) s.tests.push_back(case_from(c));
+  if (!s.tests.empty()) s.tests_summary = summarize_tests(s.tests);  // derived: its flaky marks are set again
+  s.tests_error = get<std::string>(j, "tests_error", "");
+  s.tests_rerun = get<bool>(j, "tests_rerun", false);
+  s.test_leases = get<std::map<std::string, std::vector<int>>>(j, "test_leases", {});
+  s.test_lease_faults = get<std::map<std::string, std::string>>(j, "test_lease_faults", {});
+  const json control = get<json>(j, "control", json::object());
+  s.control = {get<std::string>(control, "base", ""), get<std::string>(control, "run", ""), get<std::string>(control, "result", ""),
+               get<std::string>(control, "note", "")};
+  s.shard_tests = get<std::vector<std::string>>(j, "shard_tests", {});
+  s.shard_expected_seconds = get<double>(j, "shard_expected_seconds", -1);
+  s.collected = get<int>(j, "collected", -1);
+  s.collected_unknown = get<int>(j, "collected_unknown", 0);
+  s.resolved = get<bool>(j, "resolved", false);
+  s.order = get<std::uint64_t>(j, "order", 0);
+  return s;
+}
+
+json run_state_json(const RunRecord& r) {
+  json jobs = json::array();
+  for (const JobRecord& jr : r.jobs) {
+    json steps = json::array();
+    for (const StepRecord& s : jr.steps) steps.push_back(step_state_json(s));
+    jobs.push_back({{"state", to_string(jr.state)},
+                    {"started", jr.started},
+                    {"finished", jr.finished},
+                    {"started_at", jr.started_at},
+                    {"finished_at", jr.finished_at},
+                    {"failed", jr.failed},
+                    {"cancelled", jr.cancelled},
+                    {"timed_out", jr.timed_out},
+                    {"reason", jr.reason},
+                    {"next_step", jr.next_step},
+                    {"first_unsettled", jr.first_unsettled},
+                    {"file_env", jr.file_env},
+                    {"path_prepend", jr.path_prepend},
+                    {"outputs", jr.outputs},
+                    {"steps", steps}});
+  }
+  return {{"id", r.id},
+          {"created", r.created},
+          {"finished", r.finished},
+          {"cancelled", r.cancelled},
+          {"cancel_signal", r.cancel_signal},
+          {"cancel_reason", r.cancel_reason},
+          {"superseded_by", r.superseded_by},
+          {"infrastructure_failure", r.infrastructure_failure},
+          {"infrastructure_problems", r.infrastructure_problems},
+          {"toolchain_env", r.toolchain_env},
+          {"jobs", jobs}};
+}
+
+RunRecord run_state_from_json(const json& j) {
+  RunRecord r;
+  r.id = get<std::string>(j, "id", "");
+  r.created = get<std::string>(j, "created", "");
+  r.finished = get<std::string>(j, "finished", "");
+  r.cancelled = get<bool>(j, "cancelled", false);
+  r.cancel_signal = get<int>(j, "cancel_signal", 0);
+  r.cancel_reason = get<std::string>(j, "cancel_reason", "");
+  r.superseded_by = get<std::string>(j, "superseded_by", "");
+  r.infrastructure_failure = get<bool>(j, "infrastructure_failure", false);
+  r.infrastructure_problems = get<std::vector<std::string>>(j, "infrastructure_problems", {});
+  r.toolchain_env = get<std::map<std::string, std::string>>(j, "toolchain_env", {});
+  for (const auto& jj : get<json>(j, "jobs", json::array())) {
+    JobRecord jr;
+    jr.state = job_state_named(get<std::string>(jj, "state", "pending"));
+    jr.started = get<std::string>(jj, "started", "");
+    jr.finished = get<std::string>(jj, "finished", "");
+    jr.started_at = get<double>(jj, "started_at", -1);
+    jr.finished_at = get<double>(jj, "finished_at", -1);
+    jr.failed = get<bool>(jj, "failed", false);
+    jr.cancelled = get<bool>(jj, "cancelled", false);
+    jr.timed_out = get<bool>(jj, "timed_out", false);
+    jr.reason = get<std::string>(jj, "reason", "");
+    jr.next_step = get<std::size_t>(jj, "next_step", 0);
+    jr.first_unsettled = get<std::size_t>(jj, "first_unsettled", 0);
+    jr.file_env = get<std::map<std::string, std::string>>(jj, "file_env", {});
+    jr.path_prepend = get<std::vector<std::string>>(jj, "path_prepend", {});
+    jr.outputs = get<std::map<std::string, std::string>>(jj, "outputs", {});
+    for (const auto& s : get<json>(jj, "steps", json::array())) jr.steps.push_back(step_state_from_json(s));
+    r.jobs.push_back(std::move(jr));
+  }
+  return r;
+}
+
+}  // namespace pto

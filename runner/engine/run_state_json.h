@@ -1,0 +1,19 @@
+#pragma once
+// A run's state as its engine holds it, whole, to JSON and back (SPEC "Nothing lost when the daemon stops"):
+// what a daemon that starts again needs to go on with a run whose steps outlived the last one. Unlike the run's
+// JSON for people (report/run_view), nothing is left out or derived: times since the run's start, queue
+// places, every test case with its captured output, every failure with its evidence, the leases' marks. Pure:
+// `run_state_from_json(run_state_json(r)) == r`, field by field (tests/run_state_json_test.cpp).
+#include <nlohmann/json.hpp>
+
+#include "engine/run_state.h"
+
+namespace pto {
+
+nlohmann::json step_state_json(const StepRecord& s);
+StepRecord step_state_from_json(const nlohmann::json& j);
+nlohmann::json run_state_json(const RunRecord& r);
+/// Whatever a field that is missing or of another type: its default (a record from an older daemon).
+RunRecord run_state_from_json(const nlohmann::json& j);
+
+}  // namespace pto
