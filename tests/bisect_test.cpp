@@ -8,6 +8,7 @@
 #include <random>
 
 #include "bisect/bisection.h"
+#include "bisect/probe_verdict.h"
 #include "served_daemon.h"
 #include "source_repo.h"
 #include "util/api_paths.h"
@@ -382,4 +383,41 @@ TEST_CASE("control runs: a pull request's red step with --control says 'also fai
   INFO(sub.out << sub.err);
   CHECK(sub.exit_code == 1);
   CHECK(sub.out.find("passes on main at " + c0.substr(0, 12)) != std::string::npos);
+}
+
+TEST_CASE("probe verdicts: a split step's shards that had none of the probed tests say nothing, a probed test nobody ran is missing, "
+          "a card's failure says nothing and the code's fails", "[bisect]") {
+  pto::Plan p;
+  pto::PlanJob j;
+  j.name = j.id = "st";
+  pto::PlanStep collect, s1, s2;
+  collect.name = "tests (collect)", collect.split_shards = 2, collect.kind = pto::StepKind::CollectTests;
+  s1.name = "tests (shard 1/2)", s1.shard = 1, s1.shard_count = 2, s1.collect_step = 0;
+  s2.name = "tests (shard 2/2)", s2.shard = 2, s2.shard_count = 2, s2.collect_step = 0;
+  j.steps = {collect, s1, s2};
+  p.jobs = {j};
+  pto::RunRecord r;
+  r.jobs.resize(1);
+  r.jobs[0].steps.resize(3);
+  r.jobs[0].steps[0].state = pto::StepState::Succeeded;
+  r.jobs[0].steps[1].state = pto::StepState::Succeeded;
+  pto::TestCase t;
+  t.id = "a.py::t";
+  r.jobs[0].steps[1].tests = {t};
+  r.jobs[0].steps[2].state = pto::StepState::Skipped;  // none of the probed tests fell to it
+  CHECK(pto::judge_probe(r, p, "st", "").outcome == ProbeOutcome::Pass);
+  CHECK(pto::judge_probe(r, p, "st", "a.py::t").outcome == ProbeOutcome::Pass);
+  CHECK(pto::judge_probe(r, p, "st", "a.py::gone").outcome == ProbeOutcome::Missing);
+  r.jobs[0].steps[1].tests[0].result = pto::TestResult::Failed;
+  r.jobs[0].steps[1].tests[0].cause = pto::FailureCause::Code;
+  r.jobs[0].steps[1].state = pto::StepState::Failed;
+  CHECK(pto::judge_probe(r, p, "st", "a.py::t").outcome == ProbeOutcome::Fail);
+  r.jobs[0].steps[1].cause = "card";
+  CHECK(pto::judge_probe(r, p, "st", "").outcome == ProbeOutcome::Inconclusive);
+  r.jobs[0].steps[1].cause = "code";
+  CHECK(pto::judge_probe(r, p, "st", "").outcome == ProbeOutcome::Fail);
+  // The collection failed: the shards were skipped for that, and the step fails.
+  r.jobs[0].steps[0].state = pto::StepState::Failed;
+  r.jobs[0].steps[1].state = pto::StepState::Skipped;
+  CHECK(pto::judge_probe(r, p, "st", "").outcome == ProbeOutcome::Fail);
 }

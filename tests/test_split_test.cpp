@@ -194,3 +194,31 @@ TEST_CASE("test split: a real pytest suite of 40 uneven tests in 4 shards: colle
     CHECK(dom.find("data-shard=\"4\"") != std::string::npos);
   }
 }
+
+TEST_CASE("test split: what the step's own -k and -m leave out is not collected, and a shard with no test is skipped", "[tests][daemon]") {
+  if (!have_pytest()) FAIL("python3-pytest is not installed (scripts/install-deps.sh installs it)");
+  Served s;
+  s.devices = "0-3";
+  fs::create_directories(s.dir.path() / "suite");
+  std::ofstream(s.dir.path() / "suite" / "test_few.py") << "import pytest\n\n"
+                                                         "@pytest.mark.parametrize('n', range(3))\n"
+                                                         "def test_keep(n):\n    pass\n\n"
+                                                         "def test_slow_one():\n    pass\n\n"
+                                                         "@pytest.mark.hardware\n"
+                                                         "def test_marked():\n    pass\n";
+  write_project(s.dir, {{"st.yml", std::string("name: st\nsteps:\n  - name: few\n    tests: pytest\n"
+                                               "    split: {shards: 4}\n    run: ") + kPytest + " -k 'not slow' -m 'not hardware' suite\n"}});
+  s.start();
+  const json run = s.wait_run(s.submit_run(), 60);
+  INFO(run.dump(1).substr(0, 6000));
+  CHECK(run["state"] == "succeeded");
+  const json& steps = run["jobs"][0]["steps"];
+  CHECK(steps[0]["split"]["collected"] == 3);  // test_keep[0..2]; not test_slow_one, not test_marked
+  int ran = 0, skipped = 0;
+  for (int i = 1; i <= 4; ++i) {
+    if (steps[i]["state"] == "skipped") ++skipped;
+    else ran += steps[i]["tests"]["ran"].get<int>();
+  }
+  CHECK(ran == 3);
+  CHECK(skipped == 1);  // 3 tests in 4 shards
+}

@@ -54,23 +54,27 @@ ProbeVerdict of_test(const StepRecord& s, const std::string& test, const std::st
 
 ProbeVerdict judge_probe(const RunRecord& r, const Plan& p, const std::string& job, const std::string& test) {
   ProbeVerdict out{ProbeOutcome::Pass, ""};
-  bool any = false;
+  bool any = false, test_seen = false;
+  auto rank = [](ProbeOutcome o) { return o == ProbeOutcome::Fail ? 3 : o == ProbeOutcome::Missing ? 2 : o == ProbeOutcome::Inconclusive ? 1 : 0; };
   for (std::size_t j = 0; j < p.jobs.size(); ++j) {
     if (p.jobs[j].name != job) continue;
     for (std::size_t s : probed_steps(p.jobs[j])) {
       any = true;
-      const std::string name = step_label(p.jobs[j], p.jobs[j].steps[s]);
+      const PlanStep& ps = p.jobs[j].steps[s];
+      const std::string name = step_label(p.jobs[j], ps);
       const StepRecord& rec = r.jobs[j].steps[s];
-      // A split step's collection holds no tests: a test is judged by the shard that ran it.
-      if (!test.empty() && p.jobs[j].steps[s].split_shards && rec.state == StepState::Succeeded) continue;
-      ProbeVerdict v = test.empty() || p.jobs[j].steps[s].split_shards ? of_step(rec, name) : of_test(rec, test, name);
-      if (v.outcome == ProbeOutcome::Missing && p.jobs[j].steps[s].shard) continue;  // another shard ran it
-      const int rank = [](ProbeOutcome o) { return o == ProbeOutcome::Fail ? 3 : o == ProbeOutcome::Missing ? 2 : o == ProbeOutcome::Inconclusive ? 1 : 0; }(v.outcome);
-      const int have = out.outcome == ProbeOutcome::Fail ? 3 : out.outcome == ProbeOutcome::Missing ? 2 : out.outcome == ProbeOutcome::Inconclusive ? 1 : 0;
-      if (rank > have || out.detail.empty()) out = v;
+      // A shard skipped because none of the (probed) tests fell to it said nothing; a split step's collection
+      // holds no tests: a test is judged by the shard that ran it.
+      if (ps.shard && rec.state == StepState::Skipped && r.jobs[j].steps[static_cast<std::size_t>(ps.collect_step)].state == StepState::Succeeded) continue;
+      if (!test.empty() && ps.split_shards && rec.state == StepState::Succeeded) continue;
+      ProbeVerdict v = test.empty() || ps.split_shards ? of_step(rec, name) : of_test(rec, test, name);
+      if (!test.empty() && !ps.split_shards && v.outcome != ProbeOutcome::Missing) test_seen = true;
+      if (v.outcome == ProbeOutcome::Missing && ps.shard) continue;  // another shard ran it
+      if (rank(v.outcome) > rank(out.outcome) || out.detail.empty()) out = v;
     }
   }
   if (!any) return {ProbeOutcome::Missing, "no job '" + job + "' in the run"};
+  if (!test.empty() && !test_seen && out.outcome == ProbeOutcome::Pass) return {ProbeOutcome::Missing, test + " is not among the tests the step ran"};
   if (out.outcome == ProbeOutcome::Pass && r.infrastructure_failure)
     return {ProbeOutcome::Inconclusive, "the host failed the run: " + (r.infrastructure_problems.empty() ? std::string() : r.infrastructure_problems.front())};
   return out;

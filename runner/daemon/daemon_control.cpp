@@ -48,10 +48,13 @@ void Daemon::maybe_control(const RunRecord& r, const Plan& p, int job, int step)
   run->engine().hold_finish();  // its end waits for the control's verdict
   ControlOf c{r.id, j, st, p.jobs[job].name, step_name_of(ps), ps.tests.any() ? s.tests_summary.unresolved : std::vector<std::string>{}, ""};
   spdlog::info("run {}: {} failed: a control run on the merge base of {}", r.id, step_label(p.jobs[job], ps), sha.substr(0, 12));
-  boost::asio::post(*git_workers_, [this, c, sha]() mutable {
-    SourceResult got = mirror_->merge_base(sha, cfg_.main_ref, c.base);
+  const bool test_merge = ref.size() > 6 && ref.compare(ref.size() - 6, 6, "/merge") == 0 && ref.rfind("refs/pull/", 0) == 0;
+  boost::asio::post(*git_workers_, [this, c, sha, test_merge]() mutable {
+    SourceResult got = mirror_->merge_base(sha, cfg_.main_ref, test_merge, c.base);
     boost::asio::post(io_, [this, c, got]() mutable {
       if (!got.ok()) return finish_control(c, {"-", "", "unknown", "no control on main: " + got.message});
+      if (HostedRun* pr = find_run(c.run); !pr || pr->engine().record().cancelled)
+        return finish_control(c, {c.base, "", "unknown", "no control on main: the run was cancelled"});
       RunSubmission s;
       s.jobs = {c.job_name};
       s.sha = c.base;
@@ -62,6 +65,8 @@ void Daemon::maybe_control(const RunRecord& r, const Plan& p, int job, int step)
           return finish_control(c, {c.base, "", "unknown", "no control on main at " + c.base.substr(0, 12) + ": " + a.body.value("error", "refused")});
         const std::string control = a.body.value("id", "");
         controls_[control] = c;
+        // Its run was cancelled while the control was being made: not waited for.
+        if (HostedRun* pr = find_run(c.run); !pr || pr->engine().record().cancelled) cancel_run(control, own_caller("control of " + c.run));
         spdlog::info("run {}: control run {} of {} on {}", c.run, control, c.step_name, c.base.substr(0, 12));
       });
     });

@@ -83,6 +83,7 @@ void Daemon::notify_step_final(const RunRecord& r, const Plan& p, int job, int s
   const StepRecord& s = r.jobs[job].steps[step];
   const PlanStep& ps = p.jobs[job].steps[step];
   HostedRun* run = find_run(r.id);
+  if (run && run->request().contains("probe")) return;  // a bisection's probe or a control: its own story, not main's
   const std::string ref = run ? run->request().value("ref", "") : "";
   const bool failed = s.state == StepState::Failed || s.state == StepState::TimedOut;
   const bool no_tests = failed && ps.tests.any() && s.error.rfind("ran no tests", 0) == 0;
@@ -153,7 +154,13 @@ void Daemon::notify_step_final(const RunRecord& r, const Plan& p, int job, int s
 void Daemon::notify_queue(const HostView& v) {
   if (!notifier_) return;
   const double limit = notifier_->queue_stuck_minutes() * 60;
-  if (v.oldest_wait_seconds < limit) {
+  // A bisection's probes and control runs wait below everything by design: they do not make the queue stuck.
+  double oldest = 0;
+  for (const QueueView& q : v.queue) {
+    HostedRun* run = q.run.empty() ? nullptr : find_run(q.run);
+    if (!run || !run->request().contains("probe")) oldest = std::max(oldest, q.wait_seconds);
+  }
+  if (oldest < limit) {
     queue_stuck_told_ = false;
     return;
   }
@@ -163,10 +170,10 @@ void Daemon::notify_queue(const HostView& v) {
   e.kind = "queue-stuck";
   e.group = "queue";
   e.at = epoch_now();
-  e.title = "the queue is stuck: its oldest entry has waited " + std::to_string(static_cast<int>(v.oldest_wait_seconds / 60)) + " min";
+  e.title = "the queue is stuck: its oldest entry has waited " + std::to_string(static_cast<int>(oldest / 60)) + " min";
   for (std::size_t i = 0; i < v.queue.size() && i < 5; ++i) e.lines.push_back(v.queue[i].label + ": " + v.queue[i].reason);
   e.link = url() + "/";
-  e.details = {{"oldest_wait_seconds", v.oldest_wait_seconds}, {"queue_length", v.queue.size()}};
+  e.details = {{"oldest_wait_seconds", oldest}, {"queue_length", v.queue.size()}};
   notifier_->notify(e);
 }
 

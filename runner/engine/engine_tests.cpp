@@ -245,8 +245,13 @@ std::string RunEngine::shard_unrunnable(std::size_t j, std::size_t s) const {
   if (collect.state != StepState::Succeeded)
     return "not run: its tests were not collected (" + plan_.jobs[j].steps[static_cast<std::size_t>(ps.collect_step)].name + " " +
            to_string(collect.state) + ")";
-  if (!opts_.simulate && run_.jobs[j].steps[s].shard_tests.empty())
+  const std::vector<std::string>& mine = run_.jobs[j].steps[s].shard_tests;
+  if (!opts_.simulate && mine.empty())
     return "not run: no test fell to this shard (" + std::to_string(collect.collected) + " tests in " + std::to_string(ps.shard_count) + " shards)";
+  // A probe of some tests (a bisection's, a control run's): a shard that holds none of them has nothing to run.
+  if (!opts_.simulate && !ps.only_tests.empty() &&
+      std::none_of(mine.begin(), mine.end(), [&](const std::string& id) { return std::count(ps.only_tests.begin(), ps.only_tests.end(), id) > 0; }))
+    return "not run: none of the probed tests fell to this shard";
   return "";
 }
 

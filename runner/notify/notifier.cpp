@@ -159,6 +159,8 @@ void Notifier::reconfigure(NotifyConfig cfg) {
       State st = states_.count(r.name) ? states_[r.name] : State{};
       st.shown.name = r.name, st.shown.kind = to_string(r.kind), st.shown.url = shown_url(r.url);
       st.next_try = 0;  // a fixed receiver is tried at once
+      st.failures_in_row = 0;
+      ++st.generation;
       kept[r.name] = std::move(st);
     }
     states_ = std::move(kept);
@@ -220,11 +222,20 @@ double Notifier::pass() {
     {
       std::lock_guard<std::mutex> g(mutex_);
       if (stop_) return now;
-      st = states_[r.name];
+      auto it = states_.find(r.name);
+      if (it == states_.end()) continue;  // removed by a reload meanwhile
+      st = it->second;
     }
+    const int generation = st.generation;
     deliver(r, st, now, wake);
+    // Only what this delivery changed goes back: a reload during it (a new URL, a retry at once) stands.
     std::lock_guard<std::mutex> g(mutex_);
-    if (states_.count(r.name)) states_[r.name] = st;
+    auto it = states_.find(r.name);
+    if (it == states_.end()) continue;
+    State& kept = it->second;
+    kept.shown.delivered = st.shown.delivered, kept.shown.failures = st.shown.failures, kept.shown.last_error = st.shown.last_error;
+    kept.shown.failing = st.shown.failing, kept.shown.failing_since = st.shown.failing_since, kept.shown.last_delivered = st.shown.last_delivered;
+    if (kept.generation == generation) kept.failures_in_row = st.failures_in_row, kept.next_try = st.next_try;
   }
   const std::map<std::string, long long> pending = sender_->pending_counts();
   bool changed = false;
@@ -274,10 +285,14 @@ void Notifier::deliver(const NotifyReceiver& r, State& st, double now, double& w
   PostResult result;
   if (read_secret(r.secret_file, secret, error)) {
     const NotifyMessage m = render_message(r, batch, secret, static_cast<long long>(now), maybe_repeated, host_);
-    sender_->sending(ids);
-    result = post(r.url, m);
-    if (result.ok) {
-      sender_->delivered(ids, epoch_now());
+    if (!sender_->sending(ids)) {
+      error = sender_->error();  // the outbox cannot keep what happens: nothing is sent it could not mark
+    } else if ((result = post(r.url, m)).ok && !sender_->delivered(ids, epoch_now())) {
+      // Taken, but the outbox cannot say so: not sent again at once (it would be, and again), but after a pause.
+      result.ok = false;
+      result.error = "delivered, but the outbox cannot mark it (" + sender_->error() + "): it may come again";
+      error = result.error;
+    } else if (result.ok) {
       st.shown.delivered += 1;
       st.shown.last_delivered = iso_from_epoch(epoch_now());
       if (st.shown.failing) spdlog::info("notify: {} ({}) takes messages again", r.name, shown_url(r.url));
@@ -287,9 +302,10 @@ void Notifier::deliver(const NotifyReceiver& r, State& st, double now, double& w
       st.next_try = 0;
       wake = now;  // more may be waiting
       return;
+    } else {
+      sender_->failed(ids, result.error, result.maybe_sent);
+      error = result.error;
     }
-    sender_->failed(ids, result.error, result.maybe_sent);
-    error = result.error;
   }
   st.shown.failures += 1;
   st.shown.last_error = error;

@@ -48,6 +48,7 @@ class Notifier {
     double next_try = 0;
     ReceiverStatus shown;
     std::string last_shown;  // what status() said at the last pass: a change is told (changed_)
+    int generation = 0;      // bumped by a reload: a delivery that began before it leaves its retry timing alone
   };
   void run();
   /// One pass over the receivers; returns when it next needs to look (seconds since the epoch).

@@ -36,7 +36,7 @@ bool receiver_wants(const NotifyReceiver& receiver, const NotifyEvent& event) {
 std::string shown_url(const std::string& url) {
   const std::size_t scheme = url.find("://");
   if (scheme == std::string::npos) return "(an URL)";
-  const std::size_t path = url.find('/', scheme + 3);
+  const std::size_t path = url.find_first_of("/?#", scheme + 3);  // a path, query or fragment may hold the token
   std::string host = url.substr(0, path);
   if (const std::size_t at = host.find('@', scheme + 3); at != std::string::npos) host = host.substr(0, scheme + 3) + host.substr(at + 1);
   return host + (path == std::string::npos ? "" : "/...");

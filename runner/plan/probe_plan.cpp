@@ -18,7 +18,9 @@ std::string keep_for_probe(Plan& plan, const std::string& job, const std::string
     j.steps.resize(static_cast<std::size_t>(last) + 1);  // later steps are not the probe's
     for (PlanStep& s : j.steps) {
       if (s.deduplicated_from && *s.deduplicated_from > last) s.deduplicated_from.reset();
-      const bool probed = step.empty() ? &s == &j.steps.back() : s.name == step || (s.shard && s.name.rfind(step + " (", 0) == 0);
+      const PlanStep& last_kept = j.steps.back();
+      const bool probed = step.empty() ? (&s == &last_kept || (s.shard && last_kept.shard && s.collect_step == last_kept.collect_step))
+                                       : s.name == step || (s.shard && s.name.rfind(step + " (", 0) == 0);
       if (probed && !tests.empty()) s.only_tests = tests;
     }
     // Its outputs may name steps that are gone: they are not the probe's to compute.

@@ -211,12 +211,15 @@ SourceResult GitMirror::first_parent_path(const std::string& good, const std::st
   std::istringstream in(list.output);
   for (std::string line; std::getline(in, line);)
     if (is_full_sha(line)) path.push_back(line);
-  if (path.empty() || path.back() != bad)
+  // The path must start right after good: a good commit off the first-parent line (a branch merged in) would
+  // silently make its fork point the good end.
+  SyncResult first = path.empty() ? SyncResult{} : git({"--git-dir=" + cfg_.mirror, "rev-parse", path.front() + "^1"}, 60);
+  if (path.empty() || path.back() != bad || first.output.substr(0, first.output.find('\n')) != good)
     return {SourceError::BadCommit, "good " + good + " is not on the first-parent line of bad " + bad};
   return {};
 }
 
-SourceResult GitMirror::merge_base(const std::string& sha, const std::string& main_ref, std::string& base) {
+SourceResult GitMirror::merge_base(const std::string& sha, const std::string& main_ref, bool test_merge, std::string& base) {
   base.clear();
   if (!is_full_sha(sha)) return {SourceError::BadCommit, "sha '" + sha + "' is not a full commit id (40 hex digits)"};
   MirrorLock lock(cfg_.mirror + ".lock", cfg_.lock_timeout_seconds);
@@ -226,7 +229,7 @@ SourceResult GitMirror::merge_base(const std::string& sha, const std::string& ma
   std::istringstream in(parents.output);
   std::vector<std::string> words;
   for (std::string w; in >> w;) words.push_back(w);
-  if (words.size() >= 3) {  // a merge: GitHub's test merge of a pull request into its base, whose first parent is the base
+  if (test_merge && words.size() >= 3) {  // GitHub's test merge of a pull request into its base: its first parent is the base
     base = words[1];
     return {};
   }

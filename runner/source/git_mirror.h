@@ -43,9 +43,10 @@ class GitMirror {
   /// --reverse GOOD..BAD`), both fetched when the mirror lacks them. Empty with BadCommit when `good` is not an
   /// ancestor of `bad`'s first-parent line.
   SourceResult first_parent_path(const std::string& good, const std::string& bad, std::vector<std::string>& path);
-  /// The commit a pull request's `sha` was built on: its first parent when it is a merge (GitHub's
-  /// refs/pull/N/merge), else its merge base with `main_ref` (fetched from the repository).
-  SourceResult merge_base(const std::string& sha, const std::string& main_ref, std::string& base);
+  /// The commit a pull request's `sha` was built on: with `test_merge` (the run's ref is GitHub's
+  /// refs/pull/N/merge) the merge's first parent, else its merge base with `main_ref` (fetched from the
+  /// repository): a head commit that merged main into itself is a merge too, and its first parent is its own.
+  SourceResult merge_base(const std::string& sha, const std::string& main_ref, bool test_merge, std::string& base);
 
   const SourceConfig& config() const { return cfg_; }
 

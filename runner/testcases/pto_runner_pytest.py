@@ -135,8 +135,11 @@ class _Collector:
                 n += 1
 
     def write(self, items):
+        if self.fd is None:
+            return
         os.write(self.fd, "".join(item.nodeid + "\n" for item in items).encode("utf-8"))
         os.close(self.fd)
+        self.fd = None
 
 
 _report = None
@@ -145,12 +148,16 @@ _collector = None
 
 def pytest_configure(config):
     global _report, _collector
-    # With pytest-xdist the workers run the tests and report; their controller only relays them.
-    if _report is not None or _collector is not None or (getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput")):
+    if _report is not None or _collector is not None:
         return
     collect = os.environ.get("PTO_RUNNER_TESTS_COLLECT")
     if collect:
+        # Every process collects (with pytest-xdist the workers do, and the controller, left with nothing to
+        # run, must exit 0 too); the ids they write alike are one.
         _collector = _Collector(collect)
+        return
+    # With pytest-xdist the workers run the tests and report; their controller only relays them.
+    if getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput"):
         return
     directory = os.environ.get("PTO_RUNNER_TESTS_DIR")
     if not directory:
@@ -160,6 +167,9 @@ def pytest_configure(config):
     _report = _Report(directory, os.environ.get("PTO_RUNNER_TESTS_ALLOW_EMPTY") == "1", skip, only)
 
 
+# Last: after -k, -m and --deselect have made their choice, so what is collected (or kept) is what the step's
+# command selects.
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
     if _collector is not None:
         # Collected, written, and none run: the shards run them.
