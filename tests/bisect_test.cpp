@@ -361,6 +361,14 @@ TEST_CASE("control runs: a pull request's red step with --control says 'also fai
   // Two other pull requests' steps queue for the one card while a's step runs.
   const std::string y1 = s.submit_run({{"jobs", {"y"}}, {"sha", p1}, {"ref", "refs/pull/2/head"}});
   const std::string y2 = s.submit_run({{"jobs", {"y"}}, {"sha", p1}, {"ref", "refs/pull/3/head"}});
+  // Once only the control waits (y2 on the card), the queue is not old: the control waits below all by design.
+  json waiting;
+  REQUIRE(wait_until([&] {
+    waiting = s.get(pto::api_path::kStatus);
+    return waiting["queue"].size() == 1 && waiting["queue"][0].value("probe", false);
+  }, 30));
+  CHECK(waiting["queue_oldest_wait_seconds"] == 0);
+  CHECK(waiting["queue"][0]["why"]["priority"] == -1000);
   const json run = s.wait_run(a, 60);
   INFO(run.dump(1).substr(0, 4000));
   const json& step = run["jobs"][0]["steps"][0];

@@ -154,12 +154,7 @@ void Daemon::notify_step_final(const RunRecord& r, const Plan& p, int job, int s
 void Daemon::notify_queue(const HostView& v) {
   if (!notifier_) return;
   const double limit = notifier_->queue_stuck_minutes() * 60;
-  // A bisection's probes and control runs wait below everything by design: they do not make the queue stuck.
-  double oldest = 0;
-  for (const QueueView& q : v.queue) {
-    HostedRun* run = q.run.empty() ? nullptr : find_run(q.run);
-    if (!run || !run->request().contains("probe")) oldest = std::max(oldest, q.wait_seconds);
-  }
+  const double oldest = v.oldest_wait_seconds;  // without a bisection's probes and control runs (model_refresh)
   if (oldest < limit) {
     queue_stuck_told_ = false;
     return;

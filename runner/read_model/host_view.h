@@ -72,6 +72,7 @@ struct QueueView {
   double wait_seconds = 0;
   std::string since;
   std::string run, step, run_url, log_url;
+  bool probe = false;  // a bisection's probe or a control run's step (left out of oldest_wait_seconds)
   StepEstimate estimate;
   std::uint64_t ticket = 0;  // the dispatcher's id of the request (not shown: `position` says more)
   /// When it is expected to start (sched/start_forecast): seconds from the refresh, and as a time; -1/"": none.

@@ -157,7 +157,10 @@ HostOccupancy describe_runs(ReadModel& model, std::vector<QueueEntry> queue, con
       e.run_url = api_path::run(e.run);
       e.log_url = api_path::step_log(e.run, e.step);
     }
-    v.oldest_wait_seconds = std::max(v.oldest_wait_seconds, e.wait_seconds);
+    // A bisection's probes and control runs wait below everything by design: they do not make the queue old.
+    const auto owner = model.active.find(q.share);
+    e.probe = owner != model.active.end() && owner->second.request && owner->second.request->contains("probe");
+    if (!e.probe) v.oldest_wait_seconds = std::max(v.oldest_wait_seconds, e.wait_seconds);
     who.position_of_ticket[q.ticket] = e.position;
     v.queue.push_back(std::move(e));
   }

@@ -127,7 +127,7 @@ std::string render_metrics(const HostView& v, const Metrics& m, double uptime_se
 
   p.family("pto_runner_queue_length", "gauge", "Steps and leases waiting for cards");
   p.sample("pto_runner_queue_length", {}, static_cast<double>(v.queue.size()));
-  p.family("pto_runner_queue_oldest_wait_seconds", "gauge", "How long the longest-waiting entry of the queue has waited");
+  p.family("pto_runner_queue_oldest_wait_seconds", "gauge", "How long the longest-waiting entry of the queue has waited (a bisection's probes and control runs, which wait below everything, left out)");
   p.sample("pto_runner_queue_oldest_wait_seconds", {}, v.oldest_wait_seconds);
 
   int lease_waiting = 0, lease_granted = 0;

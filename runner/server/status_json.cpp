@@ -40,6 +40,7 @@ nlohmann::json queue_entry_json(const QueueView& q) {
   nlohmann::json e = {{"position", q.position}, {"step", q.label}, {"devices", q.devices}, {"reason", q.reason},
                       {"wait_seconds", ms(q.wait_seconds)}, {"since", q.since}};
   e["eta"] = or_null(q.eta);
+  if (q.probe) e["probe"] = true;  // a bisection's probe or a control run: not counted in the oldest wait
   e["eta_seconds"] = q.eta_seconds >= 0 ? nlohmann::json(ms(q.eta_seconds)) : nlohmann::json(nullptr);
   e["why"] = {{"priority", q.priority}, {"priority_rule", or_null(q.priority_rule)},
               {"run_card_seconds", ms(q.run_card_seconds)}, {"fair_share_tag", ms(q.fair_share_tag)}};
