@@ -109,3 +109,35 @@ TEST_CASE("run state: a run's whole state survives JSON and back, and an older o
   CHECK(odd.jobs[0].steps.at(0).cards.empty());
   CHECK(odd.jobs[0].steps.at(0).tests.at(0).result == TestResult::Passed);
 }
+
+#include "exec/launch_json.h"
+#include "util/secret_mask.h"
+
+TEST_CASE("launch: a step's launch and outcome survive JSON and back, its masks with them, not its callbacks", "[engine]") {
+  StepLaunch l;
+  l.label = "j / s";
+  l.command = "echo $SECRET";
+  l.shell = "sh";
+  l.working_directory = "/w";
+  l.env = {"A=1", "SECRET=hunter22"};
+  l.log_path = "/state/runs/R/logs/1-j/1-s.log";
+  l.marker = "R/0/0/1";
+  l.timeout_seconds = 90, l.grace_seconds = 3, l.log_max_bytes = 1 << 20;
+  l.card_files = {"/dev/davinci3"};
+  l.limits = {8192, 64u << 20, 4, true};
+  l.devices = 2, l.device_type = "a5";
+  l.run_as = RunAs{"pto-step3", 1003, 1003, {44}};
+  l.mask = std::make_shared<SecretMask>();
+  l.mask->add("hunter22");
+  l.on_line = [](std::string_view) {};
+  const StepLaunch b = launch_from_json(nlohmann::json::parse(launch_json(l).dump()));
+  CHECK(launch_json(b) == launch_json(l));
+  CHECK(b.run_as->groups == std::vector<gid_t>{44});
+  CHECK(b.limits.memory_asked);
+  REQUIRE(b.mask);
+  CHECK(b.mask->apply("x hunter22 " + base64_encode("hunter22")) == "x *** ***");
+  CHECK_FALSE(b.on_line);
+  StepOutcome o;
+  o.exit_code = 3, o.signal = 0, o.timed_out = true, o.limit_reached = "memory", o.pid = 77, o.survivors = "1 process";
+  CHECK(outcome_json(outcome_from_json(outcome_json(o))) == outcome_json(o));
+}

@@ -65,6 +65,11 @@ void SecretMask::add(const std::string& value) {
   std::sort(values_.begin(), values_.end(), [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
 }
 
+void SecretMask::add_values(const std::vector<std::string>& values) {
+  for (const std::string& v : values) add_one(v);
+  std::sort(values_.begin(), values_.end(), [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+}
+
 std::string SecretMask::apply(std::string_view text) const {
   std::string out(text);
   for (const auto& v : values_)

@@ -21,6 +21,11 @@ class SecretMask {
   /// returns the line as it is to be shown.
   std::string line(std::string_view text);
   bool empty() const { return values_.empty(); }
+  /// Every value it masks (the added ones and their encodings), longest first: to hand a mask to another
+  /// process (a step's supervisor) and back. Secrets: never logged.
+  const std::vector<std::string>& values() const { return values_; }
+  /// Masks these exact values (from values()), without deriving encodings again.
+  void add_values(const std::vector<std::string>& values);
 
  private:
   void add_one(std::string value);
