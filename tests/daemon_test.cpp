@@ -155,6 +155,9 @@ TEST_CASE("serve: mutations need the token, bad requests get 400/404/413 and the
 TEST_CASE("serve: 200 concurrent pollers are all answered, a byte-a-second client blocks nobody", "[daemon]") {
   Served s;
   sleepy_project(s.dir, s.dir.str());
+  // 200 pollers of one user (the test's) at once: more than one client's default share, whose cap has its own
+  // tests (api_access_test.cpp); this one is about the server answering them all.
+  s.dir.write("runner.yml", "max-connections-per-client: 256\n");
   s.start();
   REQUIRE(s.post(api_path::kRuns, {{"jobs", {"slow"}}}).status == 201);
   // A slow client: connects and sends its headers one byte at a time.
