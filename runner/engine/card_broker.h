@@ -80,6 +80,9 @@ class CardBroker {
   /// A run's priority (runner.yml `priorities` by its ref), for every request it makes from now on; when the
   /// run ends, `forget` drops it and its card-time. Brokers that do not order runs (Slurm's) ignore both.
   virtual void set_priority(const std::string& share, int priority) { (void)share, (void)priority; }
+  /// The descriptors of the flocks that hold `cards` for their step (a supervisor keeps them open past the
+  /// daemon: the cards stay the step's); none where the cards are not flocks of this process (Slurm).
+  virtual std::vector<int> lock_fds(const std::vector<int>& cards) const { (void)cards; return {}; }
   virtual void forget(const std::string& share) { (void)share; }
 };
 

@@ -453,6 +453,7 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
   };
   l.devices = ps.devices;
   l.device_type = ps.device_type;
+  if (!cards.empty()) l.hold_fds = broker_.lock_fds(cards);
   if (opts_.run_as && ps.kind != StepKind::ToolchainSetup) {
     // The pull request's code: as the run's own user, in limits it cannot raise, opening its cards only.
     l.run_as = opts_.run_as;

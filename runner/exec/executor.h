@@ -68,6 +68,10 @@ struct StepLaunch {
   /// Such an executor reports why the step still waits, and where it started once it does.
   std::function<void(const std::string& reason)> on_waiting;
   std::function<void(const Placement&)> on_placed;
+  /// Descriptors whoever holds the step keeps open while it runs: its cards' flocks (host/dispatcher). A step's
+  /// supervisor keeps them past the daemon, so its cards stay its own (supervise/); the local executor, in the
+  /// daemon's own process, needs nothing of them.
+  std::vector<int> hold_fds;
   /// Until it returns true, each output line is offered here first, and a line it takes is not logged (the
   /// Slurm executor's placement line). Lines it declines are logged as usual.
   std::function<bool(std::string_view)> take_line;

@@ -329,4 +329,6 @@ void Dispatcher::pump() {
   }
 }
 
+std::vector<int> Dispatcher::lock_fds(const std::vector<int>& cards) const { return pool_.lock_fds(cards); }
+
 }  // namespace pto

@@ -44,6 +44,7 @@ class Dispatcher : public CardBroker {
   std::string charge(int card, const std::string& run, const std::string& what) override;
   std::string failing_elsewhere(int card, const std::string& run) override;
   void set_priority(const std::string& share, int priority) override;
+  std::vector<int> lock_fds(const std::vector<int>& cards) const override;
   void forget(const std::string& share) override;
   void relabel(int card, const std::string& label) override { pool_.relabel(card, label); }
 

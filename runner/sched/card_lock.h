@@ -29,6 +29,9 @@ class CardLock {
   static std::string path_for(const std::string& dir, int card, const std::string& name = kDefaultName);
   static constexpr const char* kDefaultName = "npu-{id}.lock";
 
+  /// The descriptor its flock lives on: one passed to another process (a step's supervisor) keeps the lock as
+  /// long as that process keeps it open, even when this one is gone.
+  int fd() const { return fd_; }
   CardLock(CardLock&& o) noexcept : fd_(o.fd_), card_(o.card_) { o.fd_ = -1; }
   CardLock& operator=(CardLock&& o) noexcept;
   CardLock(const CardLock&) = delete;

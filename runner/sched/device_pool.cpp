@@ -336,6 +336,13 @@ std::vector<std::string> DevicePool::reconfigure(const RunnerConfig& cfg) {
   return changes;
 }
 
+std::vector<int> DevicePool::lock_fds(const std::vector<int>& cards) const {
+  std::vector<int> out;
+  for (int id : cards)
+    if (auto it = cards_.find(id); it != cards_.end() && it->second.lock) out.push_back(it->second.lock->fd());
+  return out;
+}
+
 void DevicePool::drain(int card, const std::string& reason) {
   auto it = cards_.find(card);
   if (it == cards_.end()) return;

@@ -64,6 +64,8 @@ class DevicePool {
   /// is not handed out either.
   bool acquire(const std::vector<int>& cards, const std::string& label, double expected_end, std::string& why);
   void release(const std::vector<int>& cards);
+  /// The descriptors of the flocks this pool holds on `cards` (those it holds).
+  std::vector<int> lock_fds(const std::vector<int>& cards) const;
   /// Says who holds a card now (a health check after the step that held it); the lock stays.
   void relabel(int card, const std::string& label);
 
