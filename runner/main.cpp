@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   pto::register_doctor_command(app, common, exit_code);
   pto::register_sandbox_command(app, common, exit_code);
   pto::register_bisect_command(app, common, exit_code);
+  pto::register_supervise_command(app, common, exit_code);
   // `pto-runner task-submit ...`, or this binary run through a symlink named task-submit: the small
   // pto-task-submit binary beside it does that (a process per batch of test cases must start fast).
   std::string self = argv[0];

@@ -19,5 +19,6 @@ void register_import_command(CLI::App& app, CommonOptions& common, int& exit_cod
 void register_doctor_command(CLI::App& app, CommonOptions& common, int& exit_code);
 void register_sandbox_command(CLI::App& app, CommonOptions& common, int& exit_code);
 void register_bisect_command(CLI::App& app, CommonOptions& common, int& exit_code);
+void register_supervise_command(CLI::App& app, CommonOptions& common, int& exit_code);
 
 }  // namespace pto

@@ -227,6 +227,7 @@ static void read_steps(MapReader& m, RunnerConfig& cfg) {
     if (*v != "local" && *v != "slurm")
       m.error_at(m.get("executor"), "bad-value", "'executor' is local or slurm, got '" + *v + "'");
   }
+  if (auto v = m.boolean("supervise")) cfg.supervise = *v;
   if (auto v = m.number("log-max-mb", 0, 1 << 20)) cfg.log_max_bytes = static_cast<std::uint64_t>(*v * (1 << 20));
 }
 
@@ -595,7 +596,7 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
   if (doc->IsNull()) return cfg;  // an empty runner.yml means "all defaults"
   MapReader m(*doc, "runner.yml",
               {"devices", "state-dir", "cache-dir", "toolchain-mirror", "listen", "token-file", "health",
-               "kill-grace-seconds", "source", "retention", "log-max-mb", "containment",
+               "kill-grace-seconds", "source", "retention", "log-max-mb", "containment", "supervise",
                "shutdown-timeout-minutes", "executor", "slurm", "env", "env-file", "sandbox", "read-token-file", "tls",
                "insecure-listen", "max-connections-per-client", "request-timeout-seconds", "max-cards-per-run", "priorities", "supersede", "listen-unix", "submit-group", "tests", "host", "notify", "main-branch"},
               display, diags);

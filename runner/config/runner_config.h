@@ -260,6 +260,9 @@ struct RunnerConfig {
   Containment containment = Containment::Cgroup;
   /// `executor`: "local" (this host's cards, the embedded default) or "slurm" (device steps are Slurm jobs).
   ExecutorKind executor = ExecutorKind::Local;
+  /// `supervise`: a daemon's steps are held by the host's step supervisor and outlive the daemon (true, the
+  /// default: supervise/); false: they are the daemon's children and end `interrupted` with it.
+  bool supervise = true;
   /// `env` and `env-file` (KEY=VALUE lines, a GitHub runner's .env): the host's environment for every step,
   /// under the job's and the step's own. `env` wins over the file; `env_file` is the file's path as written.
   std::map<std::string, std::string> env;

@@ -2,6 +2,8 @@
 // daemon each), the sandbox, the tokens, where it listens, the history and the host, the leases, the prober,
 // the read model, the API. Each part says "" or what is wrong, and start_exit_ says how bad.
 #include "daemon/daemon.h"
+#include "supervise/supervisor.h"
+#include "util/process_env.h"
 #include "notify/notifier.h"
 
 #include <fcntl.h>
@@ -96,11 +98,18 @@ std::string Daemon::start_unguarded() {
     model_.host.pin_version = pin.ptoas_version;
     model_.host.pin_sha256 = pin.sha256_for(host_arch());
   }
+  std::string listening = listen();
+  if (!listening.empty()) return listening;
+  // What the last daemon left: runs its steps' supervisor still holds go on (daemon_adopt.cpp), the others
+  // are marked interrupted, and what the supervisor held of those is stopped.
+  const std::set<std::string> adopted = adopt_runs();
+  history_->recover(adopted);
+  if (host_->supervised) host_->supervised->let_go_of_unadopted();
+  prune(true);
   history_->load();
   refresh_view();
   arm_retention_timer();
   open_bisections();
-  std::string listening = listen();
   // Bisections that were running go on, their lost probes run again (daemon_bisect.cpp).
   if (listening.empty()) boost::asio::post(io_, [this] { resume_bisections(); });
   return listening;
@@ -239,11 +248,14 @@ std::string Daemon::open_history_and_host() {
   ho.watch_outside = true;     // the status shows a card another program used free as soon as it is
   ho.slurm_instance = slurm_instance_tag(state_dir_);  // it holds the state dir: what the tag left is its own
   ho.cancel_slurm_leftovers = true;
+  if (cfg_.supervise && cfg_.executor == ExecutorKind::Local) {  // Slurm's steps are held by slurmstepd
+    ho.supervise_dir = supervisor_dir(state_dir_);
+    ho.self_exe = self_executable();
+  }
   std::string host_error;
   host_ = wire_host(io_, cfg_, ho, host_error);
   if (!host_) return host_error;
-  history_->recover();
-  prune(true);
+  reporter_->set_keep_engine_state(host_->supervised != nullptr);
   host_->set_on_change([this] { view_changed(); });
   // On-call hears of cards going bad or coming back, and of runs' red steps (daemon_notify.cpp).
   open_notify();
@@ -316,8 +328,24 @@ std::string Daemon::listen() {
   HttpLimits steps_limits = limits;
   steps_limits.max_connections = std::max<std::size_t>(limits.max_connections, 4096);
   steps_limits.max_connections_per_client = std::max<std::size_t>(limits.max_connections_per_client, 1024);
+  // Its port is kept in the state dir and taken again at the next start: the steps a next daemon takes over
+  // (daemon_adopt.cpp) still reach it at the address their environment says. Taken meanwhile: another port.
+  const std::string port_file = state_dir_ + "/steps-endpoint-port";
+  unsigned short port = 0;
+  if (std::FILE* f = std::fopen(port_file.c_str(), "r")) {
+    if (std::fscanf(f, "%hu", &port) != 1) port = 0;
+    std::fclose(f);
+  }
   steps_server_ = std::make_unique<HttpServer>(io_, handler, steps_limits);
-  if (std::string e = steps_server_->listen("127.0.0.1", 0); !e.empty()) return "the steps' own endpoint: " + e;
+  if (std::string e = steps_server_->listen("127.0.0.1", port); !e.empty()) {
+    steps_server_ = std::make_unique<HttpServer>(io_, handler, steps_limits);
+    if (port) spdlog::warn("the steps' own endpoint cannot have port {} again ({}): steps taken over cannot lease cards", port, e);
+    if (std::string e2 = steps_server_->listen("127.0.0.1", 0); !e2.empty()) return "the steps' own endpoint: " + e2;
+  }
+  if (std::FILE* f = std::fopen(port_file.c_str(), "w")) {
+    std::fprintf(f, "%u\n", static_cast<unsigned>(steps_server_->port()));
+    std::fclose(f);
+  }
   lease_site_ = std::make_unique<LeaseSite>(LeaseSite{access_, *leases_, "http://" + steps_server_->bound()});
   return "";
 }

@@ -115,7 +115,17 @@ class Daemon : public HostCommands {
   /// What is journaled of a submission (never env values: they may be secrets).
   nlohmann::json request_of(const RunSubmission& s, const EngineOptions& eo) const;
   /// A run is registered: it begins (its sandbox user and tree), or waits for a user to be given back.
+  /// Its plan (every job of an attached run, only what a probe needs); `missing`: the probed step or test the
+  /// commit lacks.
+  Plan plan_of(const Project& project, const RunSubmission& s, Diagnostics& diags, std::string& missing);
+  /// What the host lends every run's engine: the lead executor, the mutes, the learned test durations.
+  void host_engine_options(EngineOptions& eo);
   void begin_run(HostedRun& run);
+  void run_begun(HostedRun& run);
+  // Taking over the runs an earlier daemon left to its steps' supervisor (daemon_adopt.cpp).
+  static bool adoptable(const nlohmann::json& request);
+  std::set<std::string> adopt_runs();
+  std::string adopt_run(const nlohmann::json& journaled, const nlohmann::json& kept);
   void start_waiting_runs();
   void on_run_finished(HostedRun& run);
   /// The run's user went back: it leaves the host; waiting runs are started.

@@ -103,6 +103,26 @@ void Daemon::submit_run(RunSubmission submission, const Caller& by, Reply reply)
   });
 }
 
+Plan Daemon::plan_of(const Project& project, const RunSubmission& s, Diagnostics& diags, std::string& missing) {
+  // Planned even after load errors (as lint does) so every finding, the pool check's among them, is answered.
+  // An attached run is planned with every job of its commit: later clients of its workflow run add theirs.
+  Plan plan = build_plan(project, PlanOptions{s.attach.empty() ? s.jobs : std::vector<std::string>{}, ""}, diags);
+  if (diags.has_input_errors()) return plan;
+  if (s.probe)  // only what the probed step needs (plan/probe_plan); a step the commit lacks is said so
+    missing = keep_for_probe(plan, s.probe->job, s.probe->step, s.probe->tests);
+  apply_learned_durations(plan, history_->journal());
+  return plan;
+}
+
+void Daemon::host_engine_options(EngineOptions& eo) {
+  eo.lead_executor = host_->lead_executor.get();
+  eo.muted = [this](const std::string& test) { return muted(test); };  // the mutes in force when a test fails
+  // A split step's tests weighed by what the test history learned (one indexed read per test, once per split).
+  eo.test_seconds = [history = TestHistoryQueries(journal_file(state_dir_))](const std::vector<std::string>& ids) {
+    return history.learned_seconds(ids);
+  };
+}
+
 nlohmann::json Daemon::request_of(const RunSubmission& s, const EngineOptions& eo) const {
   // The request is journaled without env values: they may hold secrets.
   nlohmann::json env_names = nlohmann::json::array(), secret_names = nlohmann::json::array();
@@ -128,14 +148,10 @@ nlohmann::json Daemon::request_of(const RunSubmission& s, const EngineOptions& e
 
 Answer Daemon::start_run(EngineOptions eo, const RunSubmission& s, Project project, Diagnostics diags, const std::string& peer) {
   if (stop_.stopping()) return stop_.refusal();
-  // Planned even after load errors (as lint does) so every finding, the pool check's among them, is answered.
-  // An attached run is planned with every job of its commit: later clients of its workflow run add theirs.
-  Plan plan = build_plan(project, PlanOptions{s.attach.empty() ? s.jobs : std::vector<std::string>{}, ""}, diags);
+  std::string missing;
+  Plan plan = plan_of(project, s, diags, missing);
   if (diags.has_input_errors()) return planning_refusal(diags, s.sha);
-  if (s.probe)  // only what the probed step needs (plan/probe_plan); a step the commit lacks is said so
-    if (std::string missing = keep_for_probe(plan, s.probe->job, s.probe->step, s.probe->tests); !missing.empty())
-      return {Outcome::BadRequest, {{"error", missing}, {"missing", true}, {"sha", s.sha}}};
-  apply_learned_durations(plan, history_->journal());
+  if (!missing.empty()) return {Outcome::BadRequest, {{"error", missing}, {"missing", true}, {"sha", s.sha}}};
   for (const auto& [k, v] : s.env) eo.base_env[k] = v;  // runner -> request -> job -> step -> cards -> toolchain
   eo.mask = std::make_shared<SecretMask>();
   for (const auto& [k, v] : s.secrets) {  // the steps' environment only: never journaled, shown or logged
@@ -144,12 +160,7 @@ Answer Daemon::start_run(EngineOptions eo, const RunSubmission& s, Project proje
   }
   if (!s.ref.empty()) eo.base_env["PTO_RUNNER_REF"] = s.ref;
   if (!s.sha.empty()) eo.base_env["PTO_RUNNER_SHA"] = s.sha;
-  eo.lead_executor = host_->lead_executor.get();
-  eo.muted = [this](const std::string& test) { return muted(test); };  // the mutes in force when a test fails
-  // A split step's tests weighed by what the test history learned (one indexed read per test, once per split).
-  eo.test_seconds = [history = TestHistoryQueries(journal_file(state_dir_))](const std::vector<std::string>& ids) {
-    return history.learned_seconds(ids);
-  };
+  host_engine_options(eo);
   nlohmann::json request = request_of(s, eo);
   const int priority = request["priority"]["value"];
   const std::string pull_request = request.value("pull_request", "");
@@ -180,9 +191,14 @@ Answer Daemon::start_run(EngineOptions eo, const RunSubmission& s, Project proje
 }
 
 void Daemon::begin_run(HostedRun& run) {
-  if (run.begin()) return;
+  if (run.begin()) return run_begun(run);
   waiting_for_user_.push_back(run.id());
   spdlog::info("run {} waits: no free sandbox user ({} lent)", run.id(), sandbox_->size());
+}
+
+void Daemon::run_begun(HostedRun& run) {
+  // Its supervisor keeps what a next daemon needs to take it over (daemon_adopt.cpp); never the disk.
+  if (host_->supervised && adoptable(run.request())) host_->supervised->keep_run(run.id(), run.handover());
 }
 
 void Daemon::start_waiting_runs() {
@@ -195,6 +211,7 @@ void Daemon::start_waiting_runs() {
       continue;
     }
     if (!sandbox_->lend_possible() || !next->begin()) break;
+    run_begun(*next);
     waiting_for_user_.pop_front();
   }
   if (!waiting_for_user_.empty()) {
@@ -246,6 +263,7 @@ void Daemon::on_run_finished(HostedRun& run) {
   stop_.run_finished(id);  // a drain lets its client see the end
   spdlog::info("run {} {} (exit {})", id, state, result);
   model_.active.erase(id);
+  if (host_->supervised) host_->supervised->forget_run(id);
   run.give_back([this, id] { run_returned(id); });
   prune(false);
   refresh_view();  // whoever saw the run end reads a status where it has ended (cards free, counts updated)

@@ -33,6 +33,9 @@ class RunReporter : public RunObserver, public RunJournal {
   void on_attempt_failed(const RunRecord& r, const Plan& p, int job, int step, const StepRecord::Failure& f, bool retried) override;
   void on_health_check(const RunRecord& r, int card, const std::string& command, double seconds, const std::string& failure) override;
   /// Told of every step that became final, after the journal and the metrics (the daemon's notifications).
+  /// Each transition also keeps the engine's own state of the run (its steps held by a supervisor outlive this
+  /// daemon; the next one takes the run over from it).
+  void set_keep_engine_state(bool keep) { keep_engine_state_ = keep; }
   void set_on_step_final(std::function<void(const RunRecord&, const Plan&, int job, int step)> f) { step_final_ = std::move(f); }
 
  private:
@@ -46,6 +49,7 @@ class RunReporter : public RunObserver, public RunJournal {
   Metrics& metrics_;
   ToolchainStatus& toolchain_;
   bool learn_durations_;
+  bool keep_engine_state_ = false;
   std::function<const nlohmann::json*(const std::string&)> request_of_;
   std::function<void()> changed_;
   std::function<void(const RunRecord&, const Plan&, int, int)> step_final_;

@@ -69,6 +69,15 @@ class RunEngine {
   /// own $HOME and $TMPDIR in the run's directory (sandbox/run_tree), and hands back files only it owns.
   void run_as(const RunAs& user);
   void start();
+  /// How a running step of an adopted run is found again (the daemon's supervisor, hosting/hosted_run): by
+  /// its marker, holding `cards`; `done` once it ends. Its handle, or 0 when nothing holds it any more.
+  using Reattach = std::function<std::uint64_t(std::size_t job, std::size_t step, const std::string& marker, const std::vector<int>& cards,
+                                               std::function<void(const StepOutcome&)> done)>;
+  /// Instead of start(): goes on with a run an earlier daemon started (SPEC "Nothing lost when the daemon
+  /// stops", engine/engine_adopt.cpp). `saved` is its state as journaled (store/engine_state_journal); running
+  /// steps are reattached, waiting ones queued again, its clock and job timeouts carried on. "" or why the
+  /// state does not fit this plan (then nothing was changed: the caller ends the run as interrupted).
+  std::string adopt(RunRecord saved, const Reattach& reattach);
   /// Cancels everything: nothing new starts, running steps get SIGTERM then SIGKILL. `signal` (SIGINT or
   /// SIGTERM, 0 for an API cancel) decides the exit code; `reason`, when given, is what its jobs and steps
   /// say instead of "the run was cancelled" (and the record's cancel_reason).

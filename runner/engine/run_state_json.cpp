@@ -196,27 +196,30 @@ StepRecord step_state_from_json(const json& j) {
   return s;
 }
 
-json run_state_json(const RunRecord& r) {
+namespace {
+
+json job_head_json(const JobRecord& jr) {
+  return {{"state", to_string(jr.state)},
+          {"started", jr.started},
+          {"finished", jr.finished},
+          {"started_at", jr.started_at},
+          {"finished_at", jr.finished_at},
+          {"failed", jr.failed},
+          {"cancelled", jr.cancelled},
+          {"timed_out", jr.timed_out},
+          {"reason", jr.reason},
+          {"next_step", jr.next_step},
+          {"first_unsettled", jr.first_unsettled},
+          {"file_env", jr.file_env},
+          {"path_prepend", jr.path_prepend},
+          {"outputs", jr.outputs}};
+}
+
+}  // namespace
+
+json run_head_json(const RunRecord& r) {
   json jobs = json::array();
-  for (const JobRecord& jr : r.jobs) {
-    json steps = json::array();
-    for (const StepRecord& s : jr.steps) steps.push_back(step_state_json(s));
-    jobs.push_back({{"state", to_string(jr.state)},
-                    {"started", jr.started},
-                    {"finished", jr.finished},
-                    {"started_at", jr.started_at},
-                    {"finished_at", jr.finished_at},
-                    {"failed", jr.failed},
-                    {"cancelled", jr.cancelled},
-                    {"timed_out", jr.timed_out},
-                    {"reason", jr.reason},
-                    {"next_step", jr.next_step},
-                    {"first_unsettled", jr.first_unsettled},
-                    {"file_env", jr.file_env},
-                    {"path_prepend", jr.path_prepend},
-                    {"outputs", jr.outputs},
-                    {"steps", steps}});
-  }
+  for (const JobRecord& jr : r.jobs) jobs.push_back(job_head_json(jr));
   return {{"id", r.id},
           {"created", r.created},
           {"finished", r.finished},
@@ -228,6 +231,16 @@ json run_state_json(const RunRecord& r) {
           {"infrastructure_problems", r.infrastructure_problems},
           {"toolchain_env", r.toolchain_env},
           {"jobs", jobs}};
+}
+
+json run_state_json(const RunRecord& r) {
+  json j = run_head_json(r);
+  for (std::size_t i = 0; i < r.jobs.size(); ++i) {
+    json steps = json::array();
+    for (const StepRecord& s : r.jobs[i].steps) steps.push_back(step_state_json(s));
+    j["jobs"][i]["steps"] = std::move(steps);
+  }
+  return j;
 }
 
 RunRecord run_state_from_json(const json& j) {

@@ -13,6 +13,9 @@ namespace pto {
 nlohmann::json step_state_json(const StepRecord& s);
 StepRecord step_state_from_json(const nlohmann::json& j);
 nlohmann::json run_state_json(const RunRecord& r);
+/// The run's and its jobs' own fields, without their steps (each step is kept on its own as it changes:
+/// store/engine_state_journal); run_state_json is this with every job's "steps".
+nlohmann::json run_head_json(const RunRecord& r);
 /// Whatever a field that is missing or of another type: its default (a record from an older daemon).
 RunRecord run_state_from_json(const nlohmann::json& j);
 

@@ -329,6 +329,11 @@ void Dispatcher::pump() {
   }
 }
 
+void Dispatcher::adopt(const std::vector<int>& cards, const std::vector<int>& fds, const std::string& label, const std::string& share) {
+  pool_.adopt(cards, fds, label);
+  ledger_.hold(share, cards, steady_seconds());
+}
+
 std::vector<int> Dispatcher::lock_fds(const std::vector<int>& cards) const { return pool_.lock_fds(cards); }
 
 }  // namespace pto

@@ -45,6 +45,9 @@ class Dispatcher : public CardBroker {
   std::string failing_elsewhere(int card, const std::string& run) override;
   void set_priority(const std::string& share, int priority) override;
   std::vector<int> lock_fds(const std::vector<int>& cards) const override;
+  /// A running step of an adopted run holds `cards` (its supervisor kept their flocks, `fds`): held again, its
+  /// card-time its run's (DevicePool::adopt).
+  void adopt(const std::vector<int>& cards, const std::vector<int>& fds, const std::string& label, const std::string& share);
   void forget(const std::string& share) override;
   void relabel(int card, const std::string& label) override { pool_.relabel(card, label); }
 

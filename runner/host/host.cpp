@@ -38,6 +38,13 @@ std::unique_ptr<Host> wire_host(boost::asio::io_context& io, const RunnerConfig&
     h->executor = make_slurm_executor(io, *h->slurm, make_local_executor(io));
     return h;
   }
+  if (!opts.simulate && !opts.supervise_dir.empty()) {
+    auto supervised = SupervisedExecutor::connect(io, opts.supervise_dir, opts.self_exe, cfg.containment == Containment::Sweep, error);
+    if (!supervised) return nullptr;
+    h->supervised = supervised.get();
+    h->executor = std::move(supervised);
+    return h;
+  }
   h->executor = opts.simulate ? make_simulated_executor(io) : make_local_executor(io);
   if (opts.simulate && !opts.simulate_lead) h->lead_executor = make_local_executor(io);
   return h;

@@ -20,6 +20,7 @@
 #include "sched/device_pool.h"
 #include "slurm/slurm_broker.h"
 #include "slurm/slurm_cluster.h"
+#include "supervise/supervised_executor.h"
 #include "util/clock.h"
 #include "read_model/host_view.h"
 
@@ -38,6 +39,10 @@ struct HostOptions {
   /// with the same tag left (a daemon, which holds its state directory).
   std::string slurm_instance;
   bool cancel_slurm_leftovers = false;
+  /// A daemon: its steps are held by the host's supervisor in this directory (supervise/), started with
+  /// `self_exe`; "" runs them as this process's children (`run`, the simulator, `supervise: false`).
+  std::string supervise_dir;
+  std::string self_exe;
 };
 
 /// The answer to an operator's change of a card or a node.
@@ -56,6 +61,7 @@ struct Host {
   std::unique_ptr<SlurmCluster> slurm;             // executor: slurm (else null); before the executor using it
   std::unique_ptr<SlurmBroker> slurm_broker;
   std::unique_ptr<Executor> executor;
+  SupervisedExecutor* supervised = nullptr;  // the executor, when the supervisor holds the steps
   std::unique_ptr<Executor> lead_executor;  // only under simulate without simulate_lead; else null
   /// What steps ask for cards: Slurm's broker with `executor: slurm`, else this host's dispatcher.
   CardBroker& broker() { return slurm_broker ? static_cast<CardBroker&>(*slurm_broker) : *dispatcher; }

@@ -14,21 +14,23 @@
 #include "sandbox/user_lender.h"
 #include "server/access.h"
 #include "util/random_hex.h"
+#include "util/secret_mask.h"
 
 namespace pto {
 
 HostedRun::HostedRun(const RunHosting& host, Plan plan, EngineOptions eo, nlohmann::json request, RunObserver* observer,
-                     RunJournal* journal)
+                     RunJournal* journal, const std::string& run_token)
     : host_(host), id_(eo.run_id), run_dir_(eo.run_dir), request_(std::move(request)), observer_(observer) {
   if (host_.leases) {
     // The run's own token for its steps' `task-submit` calls: their leases are charged to it and die with it;
     // each attempt of a step gets one of its own (step_token), whose leases end with the attempt.
-    const std::string token = random_hex(16);
+    const std::string token = run_token.empty() ? random_hex(16) : run_token;
     host_.leases->access.add_run_token(token, id_);
     eo.base_env["PTO_RUNNER_SERVER"] = host_.leases->url;
     eo.base_env["PTO_RUNNER_LEASE_TOKEN"] = token;
     eo.step_lease_token = [this](std::size_t job, std::size_t step, double seconds_left) { return step_token(job, step, seconds_left); };
   }
+  base_env_ = eo.base_env;
   engine_ = std::make_unique<RunEngine>(EngineSeams{host_.io, host_.clock, host_.broker, host_.executor, this, journal},
                                         std::move(plan), std::move(eo));
   engine_->set_on_finished([this] {
@@ -61,6 +63,39 @@ bool HostedRun::begin() {
                if (!problem.empty()) engine_->abort("the run's directory could not be given to its sandbox user: " + problem);
              });
   return true;
+}
+
+nlohmann::json HostedRun::handover() const {
+  return {{"base_env", base_env_}, {"mask", engine_->mask().values()}, {"user", user_ ? user_->name : ""}};
+}
+
+std::string HostedRun::adopt(RunRecord saved, const std::string& user, const Reattach& reattach) {
+  begun_ = true;
+  if (!user.empty() && host_.users.active()) {
+    std::optional<RunAs> u = host_.users.lend_again(id_, user);
+    if (!u) return "its sandbox user " + user + " cannot be lent to it again";
+    user_ = *u;
+    engine_->run_as(*user_);
+  }
+  return engine_->adopt(std::move(saved), [this, reattach](std::size_t j, std::size_t s, const std::string& marker, const std::vector<int>& cards,
+                                                          std::function<void(const StepOutcome&)> done) -> std::uint64_t {
+    const StepId step{j, s};
+    Reattached r = reattach(step, marker, cards, std::move(done));
+    if (!r.handle) return 0;
+    // Its leases are accepted again; its cards' files are its user's again (the new daemon's sandbox took every
+    // grant back at its start).
+    if (host_.leases && !r.lease_token.empty()) {
+      host_.leases->access.add_step_token(r.lease_token, id_, step);
+      step_tokens_[step] = {r.lease_token, 0};
+    }
+    if (user_) {
+      std::vector<std::string> files;
+      for (int card : cards)
+        for (const std::string& f : host_.cfg.files_of_card(card)) files.push_back(f);
+      if (std::string e = grant_file_access(files, user_->uid); !e.empty()) spdlog::warn("run {}: {}", id_, e);
+    }
+    return r.handle;
+  });
 }
 
 void HostedRun::cancel(int signal, const std::string& reason) {

@@ -67,8 +67,9 @@ struct RunHosting {
 class HostedRun : private RunObserver {
  public:
   /// `observer` and `journal` are the host's (each outlives the run; either may be null). The engine's options
-  /// get the run's lease endpoint and tokens here.
-  HostedRun(const RunHosting& host, Plan plan, EngineOptions eo, nlohmann::json request, RunObserver* observer, RunJournal* journal);
+  /// get the run's lease endpoint and tokens here (`run_token`: the one it had, a run taken over; "" a new one).
+  HostedRun(const RunHosting& host, Plan plan, EngineOptions eo, nlohmann::json request, RunObserver* observer, RunJournal* journal,
+            const std::string& run_token = "");
   ~HostedRun() override;
   HostedRun(const HostedRun&) = delete;
   HostedRun& operator=(const HostedRun&) = delete;
@@ -87,6 +88,20 @@ class HostedRun : private RunObserver {
   /// given back.
   bool begin();
   bool begun() const { return begun_; }
+  /// What a next daemon needs to take this run over and must never be written to disk (its steps' base
+  /// environment with its secrets and lease token, its masks, its user): kept in its steps' supervisor's memory.
+  nlohmann::json handover() const;
+  /// A running step of a run taken over, found again: its handle (0: nothing holds it) and its attempt's lease
+  /// token.
+  struct Reattached {
+    std::uint64_t handle = 0;
+    std::string lease_token;
+  };
+  using Reattach = std::function<Reattached(const StepId& step, const std::string& marker, const std::vector<int>& cards,
+                                            std::function<void(const StepOutcome&)> done)>;
+  /// Instead of begin(): goes on with a run an earlier daemon hosted (daemon/daemon_adopt.cpp), from its
+  /// journaled engine state, as `user` again (its sandbox user's name; "" none). "" or why it cannot.
+  std::string adopt(RunRecord saved, const std::string& user, const Reattach& reattach);
   /// The engine's cancel, supersede and abort, with the run's leases ended too. A run that never began ends at
   /// once.
   void cancel(int signal, const std::string& reason = "");
@@ -130,6 +145,7 @@ class HostedRun : private RunObserver {
 
   RunHosting host_;
   std::string id_, run_dir_;
+  std::map<std::string, std::string> base_env_;  // what every step of it starts from (handover)
   nlohmann::json request_;
   RunObserver* observer_;
   std::unique_ptr<RunEngine> engine_;

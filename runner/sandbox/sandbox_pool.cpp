@@ -71,26 +71,40 @@ SandboxPool::SandboxPool(const SandboxConfig& cfg, std::vector<std::string> shar
   }
 }
 
+bool SandboxPool::lend_index(const std::string& run, std::size_t i) {
+  // Lent by another pto-runner on this host (a foreground run beside the daemon): not this one.
+  std::string error;
+  int fd = open_private_lock_file(lock_dir_ + "/sandbox-" + users_[i].name + ".lock", "sandbox user lock", error);
+  if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (fd >= 0) ::close(fd);
+    return false;
+  }
+  locks_[i] = fd;
+  lent_[run] = i;
+  revoke_file_access(card_files_, users_[i].uid);  // what a daemon killed mid-step left
+  grant_file_access(shared_files_, users_[i].uid);
+  return true;
+}
+
 std::optional<RunAs> SandboxPool::lend(const std::string& run) {
   if (!active()) return std::nullopt;
   if (auto it = lent_.find(run); it != lent_.end()) return users_[it->second];
   std::vector<bool> taken(users_.size(), false);
   for (const auto& [r, i] : lent_) taken[i] = true;
   for (std::size_t i = 0; i < users_.size(); ++i)
-    if (!taken[i]) {
-      // Lent by another pto-runner on this host (a foreground run beside the daemon): the next one.
-      std::string error;
-      int fd = open_private_lock_file(lock_dir_ + "/sandbox-" + users_[i].name + ".lock", "sandbox user lock", error);
-      if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        if (fd >= 0) ::close(fd);
-        continue;
-      }
-      locks_[i] = fd;
-      lent_[run] = i;
-      revoke_file_access(card_files_, users_[i].uid);  // what a daemon killed mid-step left
-      grant_file_access(shared_files_, users_[i].uid);
-      return users_[i];
-    }
+    if (!taken[i] && lend_index(run, i)) return users_[i];
+  return std::nullopt;
+}
+
+std::optional<RunAs> SandboxPool::lend_again(const std::string& run, const std::string& name) {
+  if (!active()) return std::nullopt;
+  if (auto it = lent_.find(run); it != lent_.end()) return users_[it->second].name == name ? std::optional<RunAs>(users_[it->second]) : std::nullopt;
+  for (std::size_t i = 0; i < users_.size(); ++i) {
+    if (users_[i].name != name) continue;
+    for (const auto& [r, lent] : lent_)
+      if (lent == i) return std::nullopt;
+    if (lend_index(run, i)) return users_[i];
+  }
   return std::nullopt;
 }
 

@@ -30,6 +30,8 @@ class SandboxPool : public UserLender {
   const std::string& why() const override { return why_not_; }
   /// A free user for `run`, or nothing when all are lent.
   std::optional<RunAs> lend(const std::string& run) override;
+  /// User `name` for `run` again (a run taken over from an earlier daemon), unless another run has it.
+  std::optional<RunAs> lend_again(const std::string& run, const std::string& name) override;
   /// The user `run` had goes back once its run ended: whatever still runs as it is killed and what it left
   /// (IPC objects, files in world-writable directories: sandbox/user_leftovers) removed, so the next run it is
   /// lent to finds nothing of this one. Returns what was swept, for the log ("" when nothing).
@@ -42,6 +44,8 @@ class SandboxPool : public UserLender {
   const RunAs* of(const std::string& run) const;
 
  private:
+  /// Lends users_[i] to `run` when no other pto-runner on the host has it (its lock).
+  bool lend_index(const std::string& run, std::size_t i);
   std::vector<RunAs> users_;
   std::map<std::string, std::size_t> lent_;  // run -> index into users_
   std::map<std::size_t, int> locks_;          // index -> its flocked lock file

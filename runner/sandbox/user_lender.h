@@ -17,6 +17,9 @@ class UserLender {
   virtual const std::string& why() const = 0;
   /// A free user for `run` (the same one again for the same run), or nothing when all are lent.
   virtual std::optional<RunAs> lend(const std::string& run) = 0;
+  /// User `name` for `run` again (a run taken over from an earlier daemon keeps its user), or nothing when it
+  /// is not one of the users or is lent to another run.
+  virtual std::optional<RunAs> lend_again(const std::string& run, const std::string& name) { (void)name; return lend(run); }
   /// The user `run` had goes back: nothing of it may run or stay behind. What was swept ("" nothing).
   virtual std::string give_back(const std::string& run) = 0;
 };

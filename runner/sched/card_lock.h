@@ -32,6 +32,9 @@ class CardLock {
   /// The descriptor its flock lives on: one passed to another process (a step's supervisor) keeps the lock as
   /// long as that process keeps it open, even when this one is gone.
   int fd() const { return fd_; }
+  /// A descriptor whose flock already holds `card` (one a step's supervisor kept while no daemon ran, passed
+  /// back to the next daemon): the lock is this object's from now on.
+  static CardLock adopt(int fd, int card) { return CardLock(fd, card); }
   CardLock(CardLock&& o) noexcept : fd_(o.fd_), card_(o.card_) { o.fd_ = -1; }
   CardLock& operator=(CardLock&& o) noexcept;
   CardLock(const CardLock&) = delete;

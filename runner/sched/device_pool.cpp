@@ -336,6 +336,28 @@ std::vector<std::string> DevicePool::reconfigure(const RunnerConfig& cfg) {
   return changes;
 }
 
+void DevicePool::adopt(const std::vector<int>& cards, const std::vector<int>& fds, const std::string& label) {
+  const std::string now = iso_now();
+  for (std::size_t i = 0; i < cards.size(); ++i) {
+    auto it = cards_.find(cards[i]);
+    if (it == cards_.end()) {
+      if (i < fds.size()) ::close(fds[i]);
+      continue;
+    }
+    Card& c = it->second;
+    if (i < fds.size()) {
+      c.lock.emplace(CardLock::adopt(fds[i], cards[i]));
+    } else {
+      std::string holder, error;
+      if (auto l = CardLock::try_acquire(lock_dir_, cards[i], label, holder, error, lock_name_)) c.lock.emplace(std::move(*l));
+    }
+    c.holder = label;
+    c.outside_holder.clear();
+    c.since = now;
+    c.held_since = std::chrono::steady_clock::now();
+  }
+}
+
 std::vector<int> DevicePool::lock_fds(const std::vector<int>& cards) const {
   std::vector<int> out;
   for (int id : cards)

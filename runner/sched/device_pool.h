@@ -64,6 +64,10 @@ class DevicePool {
   /// is not handed out either.
   bool acquire(const std::vector<int>& cards, const std::string& label, double expected_end, std::string& why);
   void release(const std::vector<int>& cards);
+  /// Cards a step held while no daemon ran (its supervisor kept their flocks): held again by this pool for
+  /// `label`, on `fds` (one per card, in order; a card without one is locked afresh, or held on trust when
+  /// another process has it: the step that runs on it is ours).
+  void adopt(const std::vector<int>& cards, const std::vector<int>& fds, const std::string& label);
   /// The descriptors of the flocks this pool holds on `cards` (those it holds).
   std::vector<int> lock_fds(const std::vector<int>& cards) const;
   /// Says who holds a card now (a health check after the step that held it); the lock stays.

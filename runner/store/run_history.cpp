@@ -74,6 +74,9 @@ std::string RunHistory::open(bool rebuild_requested) {
     journal_.reset();
     return "the journal " + path + " is damaged (" + bad + ")" + how;
   }
+  // The engine state shares the file; without it runs go on, and are interrupted by a restart as before.
+  engine_state_ = EngineStateJournal::open(path, error);
+  if (!engine_state_) spdlog::error("{}: runs cannot be taken over by the next daemon", error);
   // The test history shares the file; without it runs go on (their records keep their tests).
   tests_ = TestHistory::open(path, error);
   if (tests_) test_mutes_ = TestHistory::open(path, error);
@@ -125,10 +128,10 @@ std::size_t RunHistory::rebuild() {
 // `interrupted` and their processes (found by the run's marker prefix) are killed; its waiting and pending
 // steps become `cancelled`. Runs are not resumed: a resubmission is an explicit decision (GitHub re-run).
 // Cards need nothing: the dead daemon's flocks died with it.
-void RunHistory::recover() {
+void RunHistory::recover(const std::set<std::string>& adopted) {
   for (auto run : journal_->unfinished_runs()) {
     std::string id = run.value("id", "");
-    if (id.empty()) continue;
+    if (id.empty() || adopted.count(id)) continue;
     int killed = 0;
     for (int pid : find_processes_with_mark_prefix(ProcessMarker::run_prefix(id)))
       if (::kill(pid, SIGKILL) == 0) ++killed;
@@ -220,6 +223,19 @@ void RunHistory::step_changed(const std::string& run, int job, int step, const n
   journal_result(journal_->event(run, "step", job, step, data), run);
 }
 
+void RunHistory::engine_state_changed(const std::string& run, const nlohmann::json& head, int job, int step,
+                                      const nlohmann::json& step_state) {
+  if (!engine_state_) return;
+  const bool ok = step_state.is_null() ? engine_state_->save_head(run, head) : engine_state_->save(run, head, job, step, step_state);
+  // A failing write costs the run nothing now, only its take-over by a next daemon (it would end interrupted).
+  if (!ok && !engine_state_failing_) spdlog::error("run {}: its engine state cannot be kept ({}): a restart now would interrupt it", run, engine_state_->error());
+  engine_state_failing_ = !ok;
+}
+
+std::optional<nlohmann::json> RunHistory::engine_state(const std::string& run) {
+  return engine_state_ ? engine_state_->load(run) : std::nullopt;
+}
+
 void RunHistory::job_finished(const std::string& run, int job, const nlohmann::json& data, const nlohmann::json& record) {
   journal_result(journal_->event(run, "job", job, -1, data), run);
   // Each job's end is kept beside the run's logs too, so the history survives a lost journal.
@@ -254,6 +270,7 @@ void RunHistory::record_tests(StepTests step) {
 
 void RunHistory::run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record) {
   write_record(id, record);
+  if (engine_state_) engine_state_->drop(id);  // nothing of it is left to take over
   if (!journal_->run_finished(id, state, result, record)) {
     journal_result(false, "");
     unjournaled_[id] = record;  // journaled when writes work again

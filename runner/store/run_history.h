@@ -11,6 +11,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "config/runner_config.h"
 #include "read_model/read_model.h"
 #include "read_model/card_history.h"
+#include "store/engine_state_journal.h"
 #include "store/journal.h"
 #include "store/test_history.h"
 
@@ -45,7 +47,8 @@ class RunHistory {
   std::string open(bool rebuild);
   /// After a crash: every run the journal never saw finish is marked interrupted (its running steps
   /// interrupted, the rest cancelled) and whatever still carries its marker is killed.
-  void recover();
+  /// Runs in `adopted` (taken over by this daemon: daemon/daemon_adopt.cpp) are left alone.
+  void recover(const std::set<std::string>& adopted = {});
   /// Fills the read model's recent runs and counts, and gives every finished run a run.json (a run older than
   /// run.json, or whose record could not be written, is served from it like the others).
   void load();
@@ -53,6 +56,11 @@ class RunHistory {
   void run_created(const std::string& id, const std::string& created, const nlohmann::json& request, const nlohmann::json& skeleton);
   void step_changed(const std::string& run, int job, int step, const nlohmann::json& data);
   void job_finished(const std::string& run, int job, const nlohmann::json& data, const nlohmann::json& record);
+  /// The engine's own state of a run at step (job, step)'s transition (store/engine_state_journal), for a
+  /// daemon that takes the run over after this one; `step_state` null: only the head changed.
+  void engine_state_changed(const std::string& run, const nlohmann::json& head, int job, int step, const nlohmann::json& step_state);
+  /// A run's engine state as last kept (nothing when none was).
+  std::optional<nlohmann::json> engine_state(const std::string& run);
   void record_duration(const std::string& step_key, double seconds, const std::string& finished);
   /// Something happened on a card: into the journal and the read model's card history.
   void card_event(CardEvent e);
@@ -90,6 +98,8 @@ class RunHistory {
   GitMirror* mirror_;
   std::function<void(const std::string&, const std::string&)> on_write_failed_;
   std::unique_ptr<Journal> journal_;
+  std::unique_ptr<EngineStateJournal> engine_state_;  // null when its tables could not be made (said at open)
+  bool engine_state_failing_ = false;
   // The test history: `tests_` is the writer thread's alone (steps' results, pruning, the flaky count),
   // `test_mutes_` the engine thread's. The writer is joined before either goes.
   std::unique_ptr<TestHistory> tests_, test_mutes_;

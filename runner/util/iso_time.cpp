@@ -23,6 +23,18 @@ std::string iso_from_epoch(double seconds) {
       std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(seconds))));
 }
 
+double epoch_from_iso(const std::string& iso) {
+  std::tm tm{};
+  int ms = 0;
+  char z = 0;
+  const int n = std::sscanf(iso.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3d%c", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+                            &tm.tm_sec, &ms, &z);
+  if (n < 6) return -1;
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return static_cast<double>(timegm(&tm)) + (n >= 7 ? ms / 1000.0 : 0);
+}
+
 std::string iso_now() { return iso_time(std::chrono::system_clock::now()); }
 
 }  // namespace pto

@@ -10,5 +10,7 @@ std::string iso_time(std::chrono::system_clock::time_point t);
 std::string iso_now();
 /// Seconds since the epoch (as the journal keeps card events and test results), as ISO time.
 std::string iso_from_epoch(double seconds);
+/// The other way (what iso_time writes, milliseconds optional); -1 when it is not such a time.
+double epoch_from_iso(const std::string& iso);
 
 }  // namespace pto

@@ -1,0 +1,105 @@
+// Taking over at start the runs an earlier daemon left (SPEC "Nothing lost when the daemon stops"). A run is
+// taken over when its steps' supervisor still keeps what it was handed (HostedRun::handover: its environment
+// and secrets, never on disk) and the journal kept its engine state (store/engine_state_journal): it is
+// planned again from its request and its own worktree, given its sandbox user again, and its engine goes on
+// from that state, its running steps found again in the supervisor by their markers (their cards' flocks
+// handed back), its waiting steps queued again. Every other unfinished run is marked interrupted as before
+// (RunHistory::recover), and what the supervisor held of it is stopped.
+//
+// Not taken over (interrupted, as before): a run that had not begun (it waited for a sandbox user), an
+// attached run (its clients' wanted jobs are not journaled), and a bisection's probes and control runs (the
+// bisection and the control run them again).
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include "daemon/daemon.h"
+#include "engine/run_state_json.h"
+#include "util/secret_mask.h"
+#include "util/state_paths.h"
+
+namespace pto {
+
+bool Daemon::adoptable(const nlohmann::json& request) {
+  return !request.contains("probe") && !request.contains("attach");
+}
+
+std::set<std::string> Daemon::adopt_runs() {
+  std::set<std::string> adopted;
+  SupervisedExecutor* sup = host_->supervised;
+  if (!sup) return adopted;
+  const nlohmann::json& kept = sup->kept_runs();
+  for (const auto& run : history_->journal().unfinished_runs()) {
+    const std::string id = run.value("id", "");
+    if (!kept.contains(id)) continue;
+    if (std::string why = adopt_run(run, kept[id]); !why.empty()) {
+      spdlog::warn("run {} cannot be taken over ({}): it is marked interrupted", id, why);
+      sup->forget_run(id);
+      continue;
+    }
+    adopted.insert(id);
+    spdlog::info("run {} taken over from the last daemon: its steps ran on", id);
+  }
+  return adopted;
+}
+
+std::string Daemon::adopt_run(const nlohmann::json& journaled, const nlohmann::json& kept) {
+  const std::string id = journaled.value("id", "");
+  const nlohmann::json request = journaled.value("request", nlohmann::json::object());
+  if (!adoptable(request)) return "a probe or an attached run";
+  std::optional<nlohmann::json> saved = history_->engine_state(id);
+  if (!saved) return "no engine state was kept";
+
+  EngineOptions eo = make_engine_options(opts_.load.root, state_dir_, cfg_, opts_.simulate, opts_.time_scale, InheritedEnv::AllowList);
+  eo.run_id = id;
+  eo.run_dir = run_dir(state_dir_, id);
+  Diagnostics diags;
+  Project project;
+  if (request.contains("source")) {
+    // Its own commit's definitions, from its own worktree (host settings from this daemon).
+    eo.root = request["source"].value("worktree", "");
+    LoadOptions lo;
+    lo.root = eo.root;
+    lo.host = cfg_;
+    project = load_project(lo, diags);
+  } else {
+    project = load_project(opts_.load, diags);
+  }
+  RunSubmission s;
+  s.jobs = request.value("jobs", std::vector<std::string>{});
+  std::string missing;
+  Plan plan = plan_of(project, s, diags, missing);
+  if (diags.has_input_errors()) return "its definitions do not plan any more";
+
+  eo.base_env = kept.value("base_env", std::map<std::string, std::string>{});
+  eo.mask = std::make_shared<SecretMask>();
+  eo.mask->add_values(kept.value("mask", std::vector<std::string>{}));
+  host_engine_options(eo);
+  const std::string run_token = eo.base_env.count("PTO_RUNNER_LEASE_TOKEN") ? eo.base_env["PTO_RUNNER_LEASE_TOKEN"] : "";
+
+  RunHosting hosting{io_, *host_->clock, host_->broker(), *host_->executor, *sandbox_, cfg_, lease_site_.get(), git_workers_.get()};
+  auto run = std::make_unique<HostedRun>(hosting, std::move(plan), std::move(eo), request, reporter_.get(), reporter_.get(), run_token);
+  HostedRun& r = *run;
+  SupervisedExecutor& sup = *host_->supervised;
+  auto reattach = [this, &r, &sup](const StepId& step, const std::string& marker, const std::vector<int>& cards,
+                                   std::function<void(const StepOutcome&)> done) -> HostedRun::Reattached {
+    HeldStep held;
+    const std::uint64_t handle = sup.adopt(marker, std::move(done), held);
+    if (!handle) return {};
+    // Its cards are held again: a running step's on the flocks its supervisor kept, an ended one's locked
+    // afresh (its supervisor let them go), so nothing else gets them before its end gives them back.
+    const PlanJob& pj = r.engine().plan().jobs[step.job];
+    if (!cards.empty() && host_->dispatcher) host_->dispatcher->adopt(cards, held.lock_fds, step_label(pj, pj.steps[step.step]), r.id());
+    else
+      for (int fd : held.lock_fds) ::close(fd);
+    return {handle, held.lease_token};
+  };
+  if (std::string why = r.adopt(run_state_from_json(*saved), kept.value("user", ""), reattach); !why.empty()) return why;
+  runs_[id] = std::move(run);
+  model_.active[id] = {&r.engine(), &r.request()};
+  r.set_on_finished([this](HostedRun& finished) { on_run_finished(finished); });
+  if (request.contains("priority")) host_->broker().set_priority(id, request["priority"].value("value", 0));
+  return "";
+}
+
+}  // namespace pto

@@ -1,0 +1,80 @@
+#include "store/engine_state_journal.h"
+
+#include <sqlite3.h>
+
+#include "store/side_table.h"
+
+namespace pto {
+
+namespace {
+std::string text_of(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+}  // namespace
+
+std::unique_ptr<EngineStateJournal> EngineStateJournal::open(const std::string& path, std::string& error) {
+  sqlite3* db = open_side_connection(
+      path, "the runs' engine state",
+      {"CREATE TABLE IF NOT EXISTS engine_runs(run TEXT PRIMARY KEY, head TEXT NOT NULL)",
+       "CREATE TABLE IF NOT EXISTS engine_steps(run TEXT NOT NULL, job INTEGER NOT NULL, step INTEGER NOT NULL, state TEXT NOT NULL,"
+       " PRIMARY KEY(run, job, step))"},
+      error);
+  return db ? std::unique_ptr<EngineStateJournal>(new EngineStateJournal(db)) : nullptr;
+}
+
+EngineStateJournal::~EngineStateJournal() { sqlite3_close(db_); }
+
+bool EngineStateJournal::save(const std::string& run, const nlohmann::json& head, int job, int step, const nlohmann::json& step_state) {
+  return side_transaction(db_, error_, "engine state", [&] {
+    Stmt h(db_, "INSERT INTO engine_runs(run, head) VALUES(?, ?) ON CONFLICT(run) DO UPDATE SET head = excluded.head");
+    h.bind(1, run).bind(2, text_of(head));
+    h.step();
+    Stmt s(db_, "INSERT INTO engine_steps(run, job, step, state) VALUES(?, ?, ?, ?) ON CONFLICT(run, job, step) DO UPDATE SET state = excluded.state");
+    s.bind(1, run).bind(2, job).bind(3, step).bind(4, text_of(step_state));
+    s.step();
+  });
+}
+
+bool EngineStateJournal::save_head(const std::string& run, const nlohmann::json& head) {
+  return side_transaction(db_, error_, "engine state", [&] {
+    Stmt h(db_, "INSERT INTO engine_runs(run, head) VALUES(?, ?) ON CONFLICT(run) DO UPDATE SET head = excluded.head");
+    h.bind(1, run).bind(2, text_of(head));
+    h.step();
+  });
+}
+
+std::optional<nlohmann::json> EngineStateJournal::load(const std::string& run) {
+  try {
+    Stmt h(db_, "SELECT head FROM engine_runs WHERE run = ?");
+    h.bind(1, run);
+    if (!h.step()) return std::nullopt;
+    nlohmann::json state = nlohmann::json::parse(h.text(0), nullptr, false);
+    if (!state.is_object() || !state.contains("jobs") || !state["jobs"].is_array()) return std::nullopt;
+    for (auto& job : state["jobs"]) job["steps"] = nlohmann::json::array();
+    Stmt s(db_, "SELECT job, step, state FROM engine_steps WHERE run = ? ORDER BY job, step");
+    s.bind(1, run);
+    while (s.step()) {
+      const auto job = static_cast<std::size_t>(s.integer(0)), step = static_cast<std::size_t>(s.integer(1));
+      if (job >= state["jobs"].size()) continue;
+      auto& steps = state["jobs"][job]["steps"];
+      while (steps.size() <= step) steps.push_back(nullptr);
+      steps[step] = nlohmann::json::parse(s.text(2), nullptr, false);
+    }
+    error_.clear();
+    return state;
+  } catch (const std::exception& e) {
+    error_ = std::string("engine state: ") + e.what();
+    return std::nullopt;
+  }
+}
+
+bool EngineStateJournal::drop(const std::string& run) {
+  return side_transaction(db_, error_, "engine state", [&] {
+    Stmt a(db_, "DELETE FROM engine_runs WHERE run = ?");
+    a.bind(1, run);
+    a.step();
+    Stmt b(db_, "DELETE FROM engine_steps WHERE run = ?");
+    b.bind(1, run);
+    b.step();
+  });
+}
+
+}  // namespace pto

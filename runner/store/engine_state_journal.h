@@ -1,0 +1,41 @@
+#pragma once
+// A run's engine state kept in the journal's SQLite file (its own tables and connection), so a daemon that
+// starts again goes on with a run whose steps outlived the last one (SPEC "Nothing lost when the daemon stops").
+// Written on the engine thread at every step transition: the run's head (its own and its jobs' fields,
+// engine/run_state_json run_head_json) and the one step that changed, so a transition costs one step, not the
+// run. Dropped once the run has finished. Calls never throw (false or nothing, the reason in error()).
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+struct sqlite3;
+
+namespace pto {
+
+class EngineStateJournal {
+ public:
+  static std::unique_ptr<EngineStateJournal> open(const std::string& path, std::string& error);
+  ~EngineStateJournal();
+  EngineStateJournal(const EngineStateJournal&) = delete;
+  EngineStateJournal& operator=(const EngineStateJournal&) = delete;
+
+  /// The run's head and step (job, step) as they are now, in one transaction.
+  bool save(const std::string& run, const nlohmann::json& head, int job, int step, const nlohmann::json& step_state);
+  /// The run's head alone (a job ended, the run's own fields changed).
+  bool save_head(const std::string& run, const nlohmann::json& head);
+  /// The run's whole state (run_state_json's shape): its head with each job's saved steps; nothing when none
+  /// was saved. Steps never saved are absent (the caller fills them in from the plan).
+  std::optional<nlohmann::json> load(const std::string& run);
+  bool drop(const std::string& run);
+  const std::string& error() const { return error_; }
+
+ private:
+  explicit EngineStateJournal(sqlite3* db) : db_(db) {}
+  sqlite3* db_;
+  std::string error_;
+};
+
+}  // namespace pto

@@ -1,0 +1,217 @@
+#include "supervise/supervisor.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio.hpp>
+
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include <spdlog/spdlog.h>
+
+#include "exec/child_reaper.h"
+#include "exec/executor.h"
+#include "exec/launch_json.h"
+#include "supervise/wire.h"
+#include "util/secret_mask.h"
+
+namespace asio = boost::asio;
+using nlohmann::json;
+
+namespace pto {
+
+std::string supervisor_dir(const std::string& state_dir) { return state_dir + "/supervisor"; }
+std::string supervisor_socket(const std::string& dir) { return dir + "/sock"; }
+
+namespace {
+
+void close_all(std::vector<int>& fds) {
+  for (int fd : fds) ::close(fd);
+  fds.clear();
+}
+
+class Supervisor {
+ public:
+  Supervisor(asio::io_context& io, std::string dir)
+      : io_(io), dir_(std::move(dir)), acceptor_(io), linger_(io), reaper_(io), executor_(make_local_executor(io)) {}
+
+  std::string listen() {
+    const std::string path = supervisor_socket(dir_);
+    ::unlink(path.c_str());
+    boost::system::error_code ec;
+    acceptor_.open(asio::local::stream_protocol(), ec);
+    if (!ec) acceptor_.bind(asio::local::stream_protocol::endpoint(path), ec);
+    if (!ec) acceptor_.listen(8, ec);
+    if (ec) return path + ": " + ec.message();
+    ::chmod(path.c_str(), 0600);
+    accept();
+    return "";
+  }
+
+ private:
+  struct Held {
+    std::uint64_t handle = 0;
+    std::string run;
+    std::vector<int> fds;  // its cards' flocks, while it runs
+    std::shared_ptr<SecretMask> mask;
+    std::string lease_token;  // its PTO_RUNNER_LEASE_TOKEN: the next daemon accepts it again for its leases
+    std::optional<StepOutcome> ended;
+  };
+
+  void accept() {
+    acceptor_.async_accept([this](boost::system::error_code ec, asio::local::stream_protocol::socket s) {
+      if (ec) return;
+      // A newer daemon replaces an older one; whatever the older one had not read is told again.
+      conn_ = std::make_unique<asio::local::stream_protocol::socket>(std::move(s));
+      conn_->non_blocking(true);
+      reader_ = std::make_unique<WireReader>();
+      linger_.cancel();
+      greet();
+      read();
+      accept();
+    });
+  }
+
+  void greet() {
+    for (auto& [id, h] : held_) {
+      json m = {{"op", "held"}, {"id", id}, {"run", h.run}, {"lease_token", h.lease_token}};
+      if (h.ended) m["outcome"] = outcome_json(*h.ended), m["mask"] = h.mask ? h.mask->values() : std::vector<std::string>{};
+      send(std::move(m), h.ended ? std::vector<int>{} : h.fds);
+    }
+    send({{"op", "hello"}, {"pid", ::getpid()}, {"runs", runs_}});
+  }
+
+  void send(json m, const std::vector<int>& fds = {}) {
+    if (!conn_) return;
+    if (std::string e = wire_send(conn_->native_handle(), std::move(m), fds); !e.empty()) drop_connection();
+  }
+
+  void read() {
+    auto* c = conn_.get();
+    c->async_wait(asio::socket_base::wait_read, [this, c](boost::system::error_code ec) {
+      if (conn_.get() != c) return;  // replaced meanwhile
+      std::vector<WireMessage> got;
+      const bool open = !ec && reader_->read(c->native_handle(), got);
+      for (auto& m : got) handle(m);
+      if (conn_.get() != c) return;
+      if (!open) return drop_connection();
+      read();
+    });
+  }
+
+  void drop_connection() {
+    conn_.reset();
+    reader_.reset();
+    maybe_exit();
+  }
+
+  void handle(WireMessage& m) {
+    const std::string op = m.body.value("op", "");
+    const std::string id = m.body.value("id", "");
+    if (op == "start") return start(id, m);
+    close_all(m.fds);  // only a start carries descriptors
+    if (op == "cancel") {
+      if (auto it = held_.find(id); it != held_.end() && !it->second.ended) executor_->cancel(it->second.handle);
+    } else if (op == "ack") {
+      if (auto it = held_.find(id); it != held_.end() && it->second.ended) held_.erase(it);
+      maybe_exit();
+    } else if (op == "keep") {
+      runs_[m.body.value("run", "")] = m.body.value("data", json::object());
+    } else if (op == "forget") {
+      runs_.erase(m.body.value("run", ""));
+      maybe_exit();
+    }
+  }
+
+  void start(const std::string& id, WireMessage& m) {
+    if (id.empty() || held_.count(id)) {
+      close_all(m.fds);
+      StepOutcome o;
+      o.error = id.empty() ? "a step with no marker" : "step " + id + " is already held";
+      return send({{"op", "ended"}, {"id", id}, {"outcome", outcome_json(o)}, {"refused", true}});
+    }
+    StepLaunch l = launch_from_json(m.body.value("launch", json::object()));
+    Held& h = held_[id];
+    h.run = m.body.value("run", "");
+    h.fds = std::move(m.fds);
+    h.mask = l.mask;
+    for (const std::string& e : l.env)
+      if (e.rfind("PTO_RUNNER_LEASE_TOKEN=", 0) == 0) h.lease_token = e.substr(23);
+    h.handle = executor_->start(std::move(l), [this, id](const StepOutcome& o) { ended(id, o); });
+  }
+
+  void ended(const std::string& id, const StepOutcome& o) {
+    auto it = held_.find(id);
+    if (it == held_.end()) return;
+    Held& h = it->second;
+    h.ended = o;
+    // Every process of it is gone: its cards are free. The daemon releases them when it reads this, and its
+    // next step may lock them at once, so our copies of the flocks go first.
+    close_all(h.fds);
+    send({{"op", "ended"}, {"id", id}, {"outcome", outcome_json(o)}, {"mask", h.mask ? h.mask->values() : std::vector<std::string>{}}});
+    maybe_exit();
+  }
+
+  void maybe_exit() {
+    if (conn_) return;
+    bool running = false;
+    for (const auto& [id, h] : held_) running = running || !h.ended;
+    if (running) return;
+    if (held_.empty() && runs_.empty()) return io_.stop();
+    // Only ends (and runs' data) no daemon has read: kept a while for the next daemon, then given up.
+    linger_.expires_after(std::chrono::seconds(static_cast<int>(kSupervisorLingerSeconds)));
+    linger_.async_wait([this](boost::system::error_code ec) {
+      if (!ec && !conn_) io_.stop();
+    });
+  }
+
+  asio::io_context& io_;
+  std::string dir_;
+  asio::local::stream_protocol::acceptor acceptor_;
+  asio::steady_timer linger_;
+  OrphanReaper reaper_;
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<asio::local::stream_protocol::socket> conn_;
+  std::unique_ptr<WireReader> reader_;
+  std::map<std::string, Held> held_;  // by the step's marker
+  json runs_ = json::object();        // run id -> what its daemon keeps here
+};
+
+}  // namespace
+
+int run_supervisor(const std::string& dir) {
+  ::umask(077);
+  std::error_code fec;
+  std::filesystem::create_directories(dir, fec);
+  ::chmod(dir.c_str(), 0700);
+  // One supervisor per directory: the lock is held for the process's life.
+  const std::string lock_path = dir + "/supervisor.lock";
+  const int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock < 0) {
+    spdlog::error("supervisor: {}: {}", lock_path, std::strerror(errno));
+    return 1;
+  }
+  if (::flock(lock, LOCK_EX | LOCK_NB) != 0) return 0;  // another one holds this directory's steps
+  // Not the daemon's terminal, signals or process group: a Ctrl-C or a unit's stop of the daemon is not ours.
+  std::signal(SIGINT, SIG_IGN);
+  std::signal(SIGHUP, SIG_IGN);
+  std::signal(SIGPIPE, SIG_IGN);
+  asio::io_context io;
+  Supervisor s(io, dir);
+  if (std::string e = s.listen(); !e.empty()) {
+    spdlog::error("supervisor: cannot listen on {}", e);
+    return 1;
+  }
+  io.run();
+  ::unlink(supervisor_socket(dir).c_str());
+  return 0;
+}
+
+}  // namespace pto

@@ -1,0 +1,168 @@
+// Steps held by the host's supervisor outlive the daemon and are taken over by the next one (supervise/,
+// daemon/daemon_adopt.cpp; SPEC "Nothing lost when the daemon stops"). Real daemons, real SIGKILLs, real
+// flocks; the cards are numbers (no NPU here).
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "served_daemon.h"
+#include "sched/card_lock.h"
+
+using namespace pto::test;
+namespace api_path = pto::api_path;
+
+namespace {
+
+/// A job of `n` one-card steps: each leaves a marker file per run of it (a second one says it ran twice),
+/// prints a start and an end line `seconds` apart, and records its card and times.
+std::string marked_steps(int n, const fs::path& marks, double seconds) {
+  std::ostringstream y;
+  y << "name: twelve\nparallel: true\nsteps:\n";
+  for (int i = 0; i < n; ++i)
+    y << "  - name: s" << i << "\n    devices: 1\n    run: 'echo start " << i << "; echo x >> " << (marks / ("s" + std::to_string(i))).string()
+      << "; s=$(date +%s%N); sleep " << seconds << "; echo \"$TASK_DEVICE $s $(date +%s%N)\" >> " << (marks / "uses").string()
+      << "; echo end " << i << "'\n";
+  return y.str();
+}
+
+struct Use {
+  int card;
+  long long start, end;
+};
+
+std::vector<Use> read_uses(const fs::path& p) {
+  std::vector<Use> out;
+  std::istringstream in(read_file(p));
+  Use u{};
+  while (in >> u.card >> u.start >> u.end) out.push_back(u);
+  return out;
+}
+
+/// Whether two uses of one card overlap in time.
+bool card_shared(const std::vector<Use>& uses) {
+  for (std::size_t i = 0; i < uses.size(); ++i)
+    for (std::size_t j = i + 1; j < uses.size(); ++j)
+      if (uses[i].card == uses[j].card && uses[i].start < uses[j].end && uses[j].start < uses[i].end) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("supervise: a run of 12 one-card steps on 4 cards outlives a SIGKILLed daemon and is taken over by the next one",
+          "[supervise]") {
+  Served s;
+  s.devices = "0,1,2,3";
+  const fs::path marks = s.dir.path() / "marks";
+  fs::create_directories(marks);
+  fs::permissions(marks, fs::perms::all);
+  write_project(s.dir, {{"twelve.yml", marked_steps(12, marks, 1.5)}});
+  s.start();
+  // The run's submitter follows it, started before the kill: it must see the run to its end.
+  Spawned follower = spawn_cli({"submit", "--server", s.url(), "--token-file", (fs::path(s.state()) / "token").string(), "--job", "twelve",
+                                "--wait", "--poll-interval", "0.2"});
+  std::string id;
+  REQUIRE(wait_until([&] {
+    const json runs = s.get(api_path::kRuns)["runs"];
+    if (!runs.empty()) id = runs[0]["id"];
+    return !id.empty();
+  }, 30));
+  // In the middle: the first four run, none of the rest has started.
+  REQUIRE(wait_until([&] { return fs::exists(marks / "s3") && fs::exists(marks / "s0"); }, 30));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const json before = s.get(api_path::run(id));
+  int running = 0;
+  for (const auto& st : before["jobs"][0]["steps"]) running += st["state"] == "running";
+  CHECK(running == 4);
+  s.stop(SIGKILL);
+  s.listen = "127.0.0.1:" + std::to_string(s.port);  // where its clients look for it again
+  // The steps run on while no daemon runs: their supervisor holds them (and their cards' flocks).
+  std::string holder;
+  CHECK(pto::CardLock::held_elsewhere(s.locks(), 0, holder));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  s.start();
+  const json run = s.wait_run(id, 60);
+  INFO(run.dump(2));
+  CHECK(run["state"] == "succeeded");
+  for (int i = 0; i < 12; ++i) {
+    INFO("step s" << i);
+    CHECK(read_file(marks / ("s" + std::to_string(i))) == "x\n");  // ran exactly once
+    const auto log = pto::api_request("GET", s.url(api_path::step_log(id, "1-" + std::to_string(i + 1))));
+    CHECK(log.body.find("start " + std::to_string(i) + "\n") != std::string::npos);
+    CHECK(log.body.find("end " + std::to_string(i) + "\n") != std::string::npos);
+  }
+  const auto uses = read_uses(marks / "uses");
+  CHECK(uses.size() == 12);
+  CHECK_FALSE(card_shared(uses));
+  // The follower lost the server for a moment and carried on to the run's end.
+  CommandResult followed = wait_cli(follower);
+  INFO(followed.out << followed.err);
+  CHECK(followed.exit_code == 0);
+  // After the run nothing of it is held: every card free, no lock left.
+  const json status = s.get(api_path::kStatus);
+  for (const auto& d : status["devices"]) CHECK(d["state"] == "free");
+  CHECK_FALSE(pto::CardLock::held_elsewhere(s.locks(), 0, holder));
+}
+
+TEST_CASE("supervise: a step that ends while no daemon runs keeps its exit status and its whole log for the next one", "[supervise]") {
+  Served s;
+  const fs::path marks = s.dir.path() / "marks";
+  fs::create_directories(marks);
+  fs::permissions(marks, fs::perms::all);
+  write_project(s.dir, {{"brief.yml", "name: brief\nsteps:\n  - name: short\n    devices: 1\n    run: 'echo before; touch " +
+                                          (marks / "started").string() + "; sleep 1; echo after; exit 3'\n  - name: later\n    run: 'echo later'\n"}});
+  s.start();
+  const std::string id = s.submit_run({{"jobs", {"brief"}}});
+  REQUIRE(wait_until([&] { return fs::exists(marks / "started"); }, 30));
+  s.stop(SIGKILL);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));  // it ends meanwhile
+  s.start();
+  const json run = s.wait_run(id, 30);
+  INFO(run.dump(2));
+  CHECK(run["state"] == "failed");
+  const json& step = run["jobs"][0]["steps"][0];
+  CHECK(step["state"] == "failed");
+  CHECK(step["exit_code"] == 3);
+  CHECK(run["jobs"][0]["steps"][1]["state"] == "skipped");
+  const auto log = pto::api_request("GET", s.url(api_path::step_log(id, "1-1")));
+  CHECK(log.body.rfind("before\nafter\n", 0) == 0);
+}
+
+TEST_CASE("supervise: with supervise: false the steps are the daemon's own and a SIGKILL interrupts the run", "[supervise]") {
+  Served s;
+  const fs::path marks = s.dir.path() / "marks";
+  fs::create_directories(marks);
+  fs::permissions(marks, fs::perms::all);
+  s.dir.write("runner.yml", "supervise: false\n");
+  write_project(s.dir, {{"long.yml", "name: long\nsteps:\n  - name: wait\n    run: 'echo $$ > " + (marks / "pid").string() + "; sleep 60'\n"}});
+  s.start();
+  const std::string id = s.submit_run({{"jobs", {"long"}}});
+  REQUIRE(wait_for_content(marks / "pid"));
+  const int pid = std::stoi(read_file(marks / "pid"));
+  s.stop(SIGKILL);
+  s.start();
+  CHECK_FALSE(pid_running(pid));
+  CHECK(s.get(api_path::run(id))["state"] == "interrupted");
+  CHECK_FALSE(fs::exists(fs::path(s.state()) / "supervisor" / "sock"));
+}
+
+TEST_CASE("supervise: the supervisor's socket and lock are root's alone, and it leaves once its daemon stopped with nothing held",
+          "[supervise]") {
+  Served s;
+  write_project(s.dir, {{"q.yml", "name: q\nsteps:\n  - run: 'true'\n"}});
+  s.start();
+  CHECK(s.wait_run(s.submit_run({{"jobs", {"q"}}}))["state"] == "succeeded");
+  const fs::path dir = fs::path(s.state()) / "supervisor";
+  struct stat st {};
+  REQUIRE(::stat(dir.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0700);
+  CHECK(st.st_uid == 0);
+  REQUIRE(::stat((dir / "sock").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0077) == 0);
+  s.stop(SIGTERM);
+  CHECK(wait_until([&] { return !fs::exists(dir / "sock"); }, 10));
+}
