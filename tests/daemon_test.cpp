@@ -250,6 +250,9 @@ TEST_CASE("submit: SIGTERM cancels the remote run and frees its cards", "[daemon
 TEST_CASE("serve: after SIGKILL and restart, history is intact and the old run is interrupted", "[daemon]") {
   Served s;
   sleepy_project(s.dir, s.dir.str());
+  // Its steps the daemon's own children (with supervisors they run on and the run is taken over:
+  // supervise_test.cpp).
+  s.dir.write("runner.yml", "supervise: false\n");
   s.start();
   auto done = s.post(api_path::kRuns, {{"jobs", {"quick"}}});
   std::string first = json::parse(done.body)["id"];
