@@ -6,7 +6,9 @@
 #   silent:  `true N`    - the issue's workload; xargs writes nothing.
 #   output:  `echo N`    - every step prints a line; xargs redirects each command into its own file, as the
 #                          runner writes each step's log, so both pay for creating one file per step.
-# Usage: [CONTAINMENT=cgroup|sweep] [SANDBOX=on] bench/dispatch_overhead.sh [build/pto-runner] [steps] [rounds]
+# Usage: [CONTAINMENT=cgroup|sweep] [SANDBOX=on] [SERVE=on [SUPERVISE=off]] bench/dispatch_overhead.sh [build/pto-runner] [steps] [rounds]
+# (SERVE=on: the same run through a daemon, `submit --wait` timed; its steps held by the host's supervisor,
+# or with SUPERVISE=off the daemon's own children.)
 # (CONTAINMENT writes runner.yml `containment:`; cgroup, the default, falls back to sweep where the host has
 # no writable cgroup v2. SANDBOX=on, as root: every step runs as a sandbox user, within pids-max and
 # memory-max, given its card's file by ACL: the cost of the uid switch and the grant per step.)
@@ -28,7 +30,7 @@ make_project() {  # $1 = dir, $2 = command word
     # Distinct commands so dedupe does not remove them.
     for i in $(seq 1 "$N"); do echo "  - {name: s$i, devices: 1, run: '$2 $i'}"; done
   } > "$1/jobs/many.yml"
-  { echo "containment: ${CONTAINMENT:-cgroup}"; sandbox_yaml "$1"; } > "$1/runner.yml"
+  { echo "containment: ${CONTAINMENT:-cgroup}"; [ "${SUPERVISE:-on}" = off ] && echo "supervise: false"; sandbox_yaml "$1"; } > "$1/runner.yml"
 }
 make_project "$WORK/silent" true
 make_project "$WORK/output" echo
@@ -47,11 +49,26 @@ for round in $(seq 1 "$ROUNDS"); do
     fi
     t1=$(now)
     rm -rf "$WORK/$kind/state" "$WORK/$kind/locks"
-    "$BIN" run --root "$WORK/$kind" --devices 8 --lock-dir "$WORK/$kind/locks" --state-dir "$WORK/$kind/state" \
-      > "$WORK/out.txt"
-    t2=$(now)
-    ok=$(grep -c " succeeded " "$WORK/out.txt" || true)
-    [ "$ok" -ge "$N" ] || { echo "run did not succeed: $ok of $N steps" >&2; exit 1; }
+    if [ "${SERVE:-off}" = on ]; then
+      # The daemon (its steps held by its supervisor unless SUPERVISE=off): timed from the submission to the
+      # run's end, its start left out (bench/daemon_start.sh measures that).
+      "$BIN" serve --root "$WORK/$kind" --listen 127.0.0.1:0 --devices 8 --lock-dir "$WORK/$kind/locks" \
+        --state-dir "$WORK/$kind/state" > "$WORK/serve.out" 2>&1 &
+      spid=$!
+      for _ in $(seq 1 200); do grep -q "listening on" "$WORK/serve.out" && break; sleep 0.05; done
+      port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/serve.out" | head -1)
+      t1=$(now)
+      "$BIN" submit --server "http://127.0.0.1:$port" --token-file "$WORK/$kind/state/token" --wait --poll-interval 0.05 \
+        > "$WORK/out.txt" 2>&1 || { cat "$WORK/out.txt" >&2; kill "$spid"; exit 1; }
+      t2=$(now)
+      kill -TERM "$spid"; wait "$spid" || true
+    else
+      "$BIN" run --root "$WORK/$kind" --devices 8 --lock-dir "$WORK/$kind/locks" --state-dir "$WORK/$kind/state" \
+        > "$WORK/out.txt"
+      t2=$(now)
+      ok=$(grep -c " succeeded " "$WORK/out.txt" || true)
+      [ "$ok" -ge "$N" ] || { echo "run did not succeed: $ok of $N steps" >&2; exit 1; }
+    fi
     echo "$kind $t0 $t1 $t2" >> "$results"
   done
 done
@@ -61,7 +78,8 @@ import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
 n, rounds = int(sys.argv[2]), int(sys.argv[3])
 import os
-print(f"steps={n} cards=8 rounds={rounds} sandbox={os.environ.get('SANDBOX', 'off')} (medians; ratio = median of per-round ratios)")
+print(f"steps={n} cards=8 rounds={rounds} sandbox={os.environ.get('SANDBOX', 'off')} serve={os.environ.get('SERVE', 'off')}"
+      f" supervise={os.environ.get('SUPERVISE', 'on') if os.environ.get('SERVE') == 'on' else 'n/a'} (medians; ratio = median of per-round ratios)")
 for kind, what in (("silent", "`true N`"), ("output", "`echo N`, one file per step on both sides")):
     xs = [float(r[2]) - float(r[1]) for r in rows if r[0] == kind]
     ps = [float(r[3]) - float(r[2]) for r in rows if r[0] == kind]

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "sandbox_users.h"
 #include "served_daemon.h"
 #include "sched/card_lock.h"
 
@@ -165,4 +166,45 @@ TEST_CASE("supervise: the supervisor's socket and lock are root's alone, and it 
   CHECK((st.st_mode & 0077) == 0);
   s.stop(SIGTERM);
   CHECK(wait_until([&] { return !fs::exists(dir / "sock"); }, 10));
+}
+
+TEST_CASE("supervise: a sandboxed step can neither reach its supervisor's socket nor signal it, and its run is taken over "
+          "as the same user",
+          "[supervise][sandbox]") {
+  SKIP_UNLESS_ROOT();
+  Served s;
+  open_to_sandbox(s.dir);
+  SandboxUsers users(s.dir, 1);
+  const fs::path marks = s.dir.path() / "marks";
+  fs::create_directories(marks);
+  ::chmod(marks.c_str(), 01777);
+  const std::string sock = s.state() + "/supervisor/sock";
+  write_project(s.dir, {{"probe.yml", "name: probe\nsteps:\n  - name: try\n    devices: 1\n    run: |\n"
+                                      "      python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"" + sock + "\")' 2>&1 | tail -1 || true\n"
+                                      "      kill -TERM $(cat " + (marks / "supervisor.pid").string() + ") 2>&1 || echo signal refused\n"
+                                      "      echo \"uid $(id -u)\"; touch " + (marks / "started").string() + "\n"
+                                      "      sleep 2\n"
+                                      "      echo \"still uid $(id -u)\"\n"}});
+  s.start();
+  std::string pid;
+  REQUIRE(sh("pgrep -f 'supervise --dir " + s.state() + "/supervisor' | head -1", &pid) == 0);
+  REQUIRE(!pid.empty());
+  std::ofstream(marks / "supervisor.pid") << pid;
+  const std::string id = s.submit_run({{"jobs", {"probe"}}});
+  const bool started = wait_until([&] { return fs::exists(marks / "started"); }, 30);
+  INFO(s.get(api_path::run(id)).dump(2));
+  REQUIRE(started);
+  s.stop(SIGKILL);
+  s.start();
+  const json run = s.wait_run(id, 30);
+  INFO(run.dump(2));
+  CHECK(run["state"] == "succeeded");
+  const std::string log = pto::api_request("GET", s.url(api_path::step_log(id, "1-1"))).body;
+  INFO(log);
+  CHECK(log.find("PermissionError") != std::string::npos);  // the socket's directory is root's alone
+  CHECK(log.find("signal refused") != std::string::npos);
+  const std::string uid = std::to_string(users.uid(0));
+  CHECK(log.find("uid " + uid + "\n") != std::string::npos);
+  CHECK(log.find("still uid " + uid + "\n") != std::string::npos);
+  CHECK(pid_running(std::stoi(pid)));  // the supervisor lives on
 }

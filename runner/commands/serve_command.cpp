@@ -2,6 +2,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <cstdlib>
 #include <functional>
 #include <iostream>
 
@@ -34,7 +35,8 @@ void register_serve_command(CLI::App& app, CommonOptions& common, int& exit_code
   cmd->add_option("--log-level", *log_level, "trace, debug, info (default), warn, error, critical or off");
   cmd->footer("Signals: SIGTERM drains (no new runs or leases, accepted runs go on to their end, at most "
               "shutdown-timeout-minutes, then exit 0); SIGINT or a second SIGTERM cancels every run (exit 130/143); "
-              "SIGHUP reads runner.yml again.\n"
+              "SIGUSR2 hands over (exit 0 at once; running steps go on under their supervisor and the next daemon "
+              "takes their runs over: a restart or an upgrade); SIGHUP reads runner.yml again.\n"
               "Exit codes: 0 after a drain; 130/143 after cancelling; 2 bad host settings (runner.yml, flags, token "
               "file) or the state dir belongs to another daemon; 3 the host: cannot listen, use the lock directory, or "
               "open, check or write the journal (a full disk, a damaged journal: the message names the file).");
@@ -62,8 +64,19 @@ void register_serve_command(CLI::App& app, CommonOptions& common, int& exit_code
     };
     bool got_term = false;
     boost::asio::signal_set signals(io, SIGINT, SIGTERM, SIGHUP);
+    signals.add(SIGUSR2);
     std::function<void(boost::system::error_code, int)> on_signal = [&](boost::system::error_code ec, int sig) {
       if (ec) return;
+      if (sig == SIGUSR2) {
+        // A restart: nothing is stopped or cancelled. Every transition is already journaled and every running
+        // step is its supervisor's, so leaving now is what a crash would leave, and the next daemon takes the
+        // runs over (supervise/, daemon/daemon_adopt.cpp). Without supervisors (supervise: false) their steps
+        // end with this process, as after a crash: the next daemon marks them interrupted.
+        spdlog::warn("SIGUSR2: handing over to the next daemon: running steps go on under their supervisor");
+        spdlog::default_logger()->flush();
+        std::cerr << "pto-runner serve: SIGUSR2: handed over; running steps go on under their supervisor" << std::endl;
+        std::_Exit(0);
+      }
       if (sig == SIGHUP) {
         daemon.reload();
       } else if (sig == SIGTERM && !got_term) {
