@@ -114,8 +114,10 @@ TEST_CASE("supervise: a step that ends while no daemon runs keeps its exit statu
   const fs::path marks = s.dir.path() / "marks";
   fs::create_directories(marks);
   fs::permissions(marks, fs::perms::all);
-  write_project(s.dir, {{"brief.yml", "name: brief\nsteps:\n  - name: short\n    devices: 1\n    run: 'echo before; touch " +
-                                          (marks / "started").string() + "; sleep 1; echo after; exit 3'\n  - name: later\n    run: 'echo later'\n"}});
+  // It masks a value of its own and hands it back as an output: masked after the take-over too.
+  write_project(s.dir, {{"brief.yml", "name: brief\nsteps:\n  - name: short\n    id: short\n    devices: 1\n    run: 'echo before; echo ::add-mask::hidden-4711-value; touch " +
+                                          (marks / "started").string() + "; sleep 1; echo after; echo key=hidden-4711-value >> $GITHUB_OUTPUT; exit 3'\n"
+                                          "  - name: later\n    run: 'echo later'\n"}});
   s.start();
   const std::string id = s.submit_run({{"jobs", {"brief"}}});
   REQUIRE(wait_until([&] { return fs::exists(marks / "started"); }, 30));
@@ -130,7 +132,32 @@ TEST_CASE("supervise: a step that ends while no daemon runs keeps its exit statu
   CHECK(step["exit_code"] == 3);
   CHECK(run["jobs"][0]["steps"][1]["state"] == "skipped");
   const auto log = pto::api_request("GET", s.url(api_path::step_log(id, "1-1")));
-  CHECK(log.body.rfind("before\nafter\n", 0) == 0);
+  CHECK(log.body.rfind("before\n", 0) == 0);
+  CHECK(log.body.find("after\n") != std::string::npos);
+  CHECK(log.body.find("hidden-4711-value") == std::string::npos);
+  CHECK(step["outputs"]["key"] == "***");
+  CHECK(run.dump().find("hidden-4711-value") == std::string::npos);
+}
+
+TEST_CASE("supervise: a step whose daemon never comes back ends at its own timeout, and the next daemon says so", "[supervise]") {
+  Served s;
+  const fs::path marks = s.dir.path() / "marks";
+  fs::create_directories(marks);
+  fs::permissions(marks, fs::perms::all);
+  write_project(s.dir, {{"hang.yml", "name: hang\nsteps:\n  - name: h\n    timeout-minutes: 0.02\n    run: 'echo $$ > " +
+                                         (marks / "pid").string() + "; sleep 120'\n"}});
+  s.start();
+  const std::string id = s.submit_run({{"jobs", {"hang"}}});
+  REQUIRE(wait_for_content(marks / "pid"));
+  const int pid = std::stoi(read_file(marks / "pid"));
+  s.stop(SIGKILL);
+  // No daemon: its supervisor ends it at timeout-minutes (1.2 s) all the same.
+  CHECK(wait_until([&] { return !pid_running(pid); }, 30));
+  s.start();
+  const json run = s.wait_run(id, 30);
+  INFO(run.dump(2));
+  CHECK(run["state"] == "failed");
+  CHECK(run["jobs"][0]["steps"][0]["state"] == "timed_out");
 }
 
 TEST_CASE("supervise: with supervise: false the steps are the daemon's own and a SIGKILL interrupts the run", "[supervise]") {

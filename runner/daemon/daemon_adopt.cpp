@@ -84,7 +84,7 @@ std::string Daemon::adopt_run(const nlohmann::json& journaled, const nlohmann::j
   auto reattach = [this, &r, &sup](const StepId& step, const std::string& marker, const std::vector<int>& cards,
                                    std::function<void(const StepOutcome&)> done) -> HostedRun::Reattached {
     HeldStep held;
-    const std::uint64_t handle = sup.adopt(marker, std::move(done), held);
+    const std::uint64_t handle = sup.adopt(marker, std::move(done), held, r.engine().shared_mask());
     if (!handle) return {};
     // Its cards are held again: a running step's on the flocks its supervisor kept, an ended one's locked
     // afresh (its supervisor let them go), so nothing else gets them before its end gives them back.

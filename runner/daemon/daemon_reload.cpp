@@ -73,6 +73,7 @@ std::string Daemon::reload() {
   restart("source.repo", cfg_.source.repo, next.source.repo);  // both resolved by resolve_host_dirs
   restart("containment", to_string(cfg_.containment), to_string(next.containment));
   restart("executor", to_string(cfg_.executor), to_string(next.executor));
+  restart("supervise", cfg_.supervise ? "true" : "false", next.supervise ? "true" : "false");
   auto sandbox_users = [](const SandboxConfig& c) {
     std::string t = c.enabled ? c.users + "0.." + std::to_string(c.count - 1) + " groups=" : "off";
     for (const auto& g : c.groups) t += g + " ";

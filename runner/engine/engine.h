@@ -118,6 +118,8 @@ class RunEngine {
   void set_control(std::size_t job, std::size_t step, StepRecord::Control control);
   /// The run's secrets' masks (what a step printed is masked with them wherever it is shown or sent).
   const SecretMask& mask() const { return *opts_.mask; }
+  /// The same masks, shared (an executor that hears of values a step masked itself adds them here).
+  std::shared_ptr<SecretMask> shared_mask() const { return opts_.mask; }
   const Plan& plan() const { return plan_; }
   /// Seconds since start on the engine clock.
   double now() const;

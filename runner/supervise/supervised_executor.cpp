@@ -138,6 +138,7 @@ struct SupervisedExecutor::Impl {
           h.lease_token = m.body.value("lease_token", "");
           h.ended = m.body.contains("outcome");
           if (h.ended) h.outcome = outcome_from_json(m.body["outcome"]);
+          h.mask = m.body.value("mask", std::vector<std::string>{});
           h.lock_fds = std::move(m.fds);
           held[h.marker] = std::move(h);
         } else if (op == "hello") {
@@ -184,6 +185,7 @@ struct SupervisedExecutor::Impl {
         h->second.lock_fds.clear();
         h->second.ended = true;
         h->second.outcome = o;
+        h->second.mask = m.body.value("mask", std::vector<std::string>{});
       }
       return;
     }
@@ -277,7 +279,8 @@ const std::map<std::string, HeldStep>& SupervisedExecutor::held() const { return
 const nlohmann::json& SupervisedExecutor::kept_runs() const { return impl_->runs; }
 int SupervisedExecutor::supervisor_pid() const { return impl_->pid; }
 
-std::uint64_t SupervisedExecutor::adopt(const std::string& marker, std::function<void(const StepOutcome&)> done, HeldStep& taken) {
+std::uint64_t SupervisedExecutor::adopt(const std::string& marker, std::function<void(const StepOutcome&)> done, HeldStep& taken,
+                                        std::shared_ptr<SecretMask> mask) {
   Impl& d = *impl_;
   auto h = d.held.find(marker);
   if (h == d.held.end()) return 0;
@@ -285,8 +288,9 @@ std::uint64_t SupervisedExecutor::adopt(const std::string& marker, std::function
   d.held.erase(h);
   const HeldStep& step = taken;
   const std::uint64_t handle = ++d.next;
-  d.steps[handle] = {marker, std::move(done), nullptr};
+  d.steps[handle] = {marker, std::move(done), mask};
   d.by_marker[marker] = handle;
+  if (step.ended && mask) mask->add_values(step.mask);
   if (step.ended) asio::post(d.io, [this, handle, o = step.outcome] { impl_->finish(handle, o); });
   return handle;
 }

@@ -24,6 +24,8 @@ class io_context;
 
 namespace pto {
 
+class SecretMask;
+
 /// A step the supervisor held when this daemon connected: its run, and its end when it ended meanwhile; the
 /// descriptors of its cards' flocks while it still runs (the daemon's pool takes them: host/dispatcher adopt).
 struct HeldStep {
@@ -31,6 +33,7 @@ struct HeldStep {
   std::string lease_token;  // the attempt's own, for its leases (hosting/hosted_run)
   bool ended = false;
   StepOutcome outcome;
+  std::vector<std::string> mask;  // an ended step's masks (what it added itself among them)
   std::vector<int> lock_fds;
 };
 
@@ -53,7 +56,9 @@ class SupervisedExecutor : public Executor {
   /// Takes over a held step: `done` is called once it ends (on a later turn, if it already has). 0 when the
   /// supervisor holds no step `marker`. What was held of it goes to `taken`: the descriptors of its cards'
   /// flocks (a running step's) are the caller's to keep or close.
-  std::uint64_t adopt(const std::string& marker, std::function<void(const StepOutcome&)> done, HeldStep& taken);
+  /// `mask`: its run's masks, which learn what the step masked itself (::add-mask::) when it ends.
+  std::uint64_t adopt(const std::string& marker, std::function<void(const StepOutcome&)> done, HeldStep& taken,
+                      std::shared_ptr<SecretMask> mask);
   /// Held steps nobody adopted (their runs are not going on): killed, and their ends read and dropped.
   void let_go_of_unadopted();
   /// A run's data the next daemon needs and that must not be written to disk (its environment, its secrets):
