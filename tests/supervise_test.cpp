@@ -235,3 +235,39 @@ TEST_CASE("supervise: a sandboxed step can neither reach its supervisor's socket
   CHECK(log.find("still uid " + uid + "\n") != std::string::npos);
   CHECK(pid_running(std::stoi(pid)));  // the supervisor lives on
 }
+
+TEST_CASE("supervise: a step's leased command keeps its card across a daemon's SIGKILL, and no other step gets it meanwhile",
+          "[supervise][lease]") {
+  Served s;
+  s.devices = "0,1";
+  const fs::path marks = s.dir.path() / "marks";
+  fs::create_directories(marks);
+  fs::permissions(marks, fs::perms::all);
+  const std::string m = marks.string();
+  // The harness's step leases one card and runs a 4 s batch on it; the other job needs both cards.
+  write_project(s.dir, {{"harness.yml", "name: harness\nsteps:\n  - name: batch\n    run: task-submit --device-num 1 --run 'echo $TASK_DEVICE > " + m +
+                                            "/card; touch " + m + "/leased; sleep 4; date +%s%N > " + m + "/lease-end'\n"},
+                        {"both.yml", "name: both\nsteps:\n  - name: pair\n    devices: 2\n    run: 'date +%s%N > " + m + "/pair-start'\n"}});
+  s.start();
+  const std::string harness = s.submit_run({{"jobs", {"harness"}}});
+  REQUIRE(wait_until([&] { return fs::exists(marks / "leased"); }, 30));
+  const int card = std::stoi(read_file(marks / "card"));
+  s.stop(SIGKILL);
+  s.listen = "127.0.0.1:" + std::to_string(s.port);
+  // No daemon: the leased card's flock is still held (by the step supervisor) for the command.
+  std::string holder;
+  CHECK(pto::CardLock::held_elsewhere(s.locks(), card, holder));
+  s.start();
+  const std::string both = s.submit_run({{"jobs", {"both"}}});
+  const json h = s.wait_run(harness, 60);
+  INFO(h.dump(2));
+  CHECK(h["state"] == "succeeded");
+  const json b = s.wait_run(both, 60);
+  CHECK(b["state"] == "succeeded");
+  REQUIRE(wait_for_content(marks / "lease-end"));
+  REQUIRE(wait_for_content(marks / "pair-start"));
+  // The pair started only once the leased command was over.
+  CHECK(std::stoll(read_file(marks / "pair-start")) >= std::stoll(read_file(marks / "lease-end")));
+  const std::string log = pto::api_request("GET", s.url(api_path::step_log(harness, "1-1"))).body;
+  CHECK(log.find("lost the daemon") == std::string::npos);
+}

@@ -103,6 +103,7 @@ std::string Daemon::start_unguarded() {
   // What the last daemon left: runs its steps' supervisor still holds go on (daemon_adopt.cpp), the others
   // are marked interrupted, and what the supervisor held of those is stopped.
   const std::set<std::string> adopted = adopt_runs();
+  restore_leases(adopted);
   history_->recover(adopted);
   if (host_->supervised) host_->supervised->let_go_of_unadopted();
   prune(true);
@@ -282,6 +283,7 @@ void Daemon::wire_leases() {
     if (stop_.stopping()) boost::asio::post(io_, [this] { stop_.check(); });
   });
   leases_->set_on_ended([this](const std::string& how, double held) { model_.metrics.lease_seconds.observe(how, held); });
+  hand_leases_to_supervisor();
 }
 
 void Daemon::start_prober() {

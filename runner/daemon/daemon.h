@@ -125,6 +125,8 @@ class Daemon : public HostCommands {
   // Taking over the runs an earlier daemon left to its steps' supervisor (daemon_adopt.cpp).
   static bool adoptable(const nlohmann::json& request);
   std::set<std::string> adopt_runs();
+  void hand_leases_to_supervisor();
+  void restore_leases(const std::set<std::string>& adopted);
   std::string adopt_run(const nlohmann::json& journaled, const nlohmann::json& kept);
   void start_waiting_runs();
   void on_run_finished(HostedRun& run);

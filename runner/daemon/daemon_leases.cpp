@@ -1,14 +1,65 @@
 // The daemon's lease commands (HostCommands: request, heartbeat, end) and what a lease's end tells the host.
 // The book and the desk are lease/; what ties a run's leases to its steps (each attempt's own token, its
 // leases bounded by what its timeouts leave, max-cards-per-run) is the run's (hosting/hosted_run).
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
 
 #include "daemon/daemon.h"
 #include "engine/failure_evidence.h"
+#include "exec/cgroup_tree.h"
+#include "lease/lease_state_json.h"
+#include "util/iso_time.h"
+
+namespace fs = std::filesystem;
 
 namespace pto {
 
+void Daemon::hand_leases_to_supervisor() {
+  SupervisedExecutor* sup = host_->supervised;
+  if (!sup) return;
+  // A granted lease's cards stay its command's when this daemon goes: their flocks are kept by the step
+  // supervisor too, and its command's cgroup is made in the supervisor's tree, which outlives this daemon
+  // (the next one's start clears the trees of dead daemons, never a live supervisor's).
+  lease_desk_->set_on_granted([this, sup](const Lease& l) {
+    if (host_->dispatcher) sup->keep_lease(l.id, lease_state_json(l), host_->dispatcher->lock_fds(l.cards));
+  });
+  leases_->set_cgroup_maker([sup](const std::string& lease) {
+    const std::string own = CgroupTree::instance().root();
+    if (own.empty() || !sup->supervisor_pid()) return CgroupTree::instance().make_child();
+    const std::string tree = fs::path(own).parent_path().string() + "/pto-runner-" + std::to_string(sup->supervisor_pid());
+    ::mkdir(tree.c_str(), 0755);  // the supervisor makes it at its first step; either may be first
+    const std::string path = tree + "/lease-" + lease;
+    return ::mkdir(path.c_str(), 0755) == 0 ? path : CgroupTree::instance().make_child();
+  });
+}
+
+void Daemon::restore_leases(const std::set<std::string>& adopted) {
+  SupervisedExecutor* sup = host_->supervised;
+  if (!sup) return;
+  for (auto& [id, held] : sup->take_held_leases()) {
+    Lease l = lease_state_from_json(held.data);
+    // Only a lease whose run goes on (or an operator's) is granted again; the others' commands are ended by
+    // their runs' recovery, and their cards go back.
+    const bool goes_on = !l.id.empty() && (l.request.run_id.empty() || adopted.count(l.request.run_id));
+    if (!goes_on || !host_->dispatcher) {
+      for (int fd : held.lock_fds) ::close(fd);
+      sup->forget_lease(id);
+      continue;
+    }
+    host_->dispatcher->adopt(l.cards, held.lock_fds, "lease " + l.id + ": " + l.request.label, l.request.run_id.empty() ? l.id : l.request.run_id);
+    const double granted = epoch_from_iso(l.granted);
+    lease_desk_->restore(std::move(l), granted >= 0 ? epoch_now() - granted : 0);
+    spdlog::info("lease {} taken over from the last daemon: its command runs on", id);
+  }
+}
+
 void Daemon::lease_ended(const Lease& l) {
+  if (host_->supervised) host_->supervised->forget_lease(l.id);
   std::optional<FailureEvidence> failed;
   HostedRun* run = find_run(l.request.run_id);
   if (run && !run->engine().finished()) {

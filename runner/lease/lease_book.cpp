@@ -98,7 +98,7 @@ std::string LeaseBook::create(LeaseRequest req, Granted granted, Refused refused
         g.cards = cards;
         g.granted = iso_now();
         g.granted_at = g.last_heartbeat = Clock::now();
-        g.cgroup = CgroupTree::instance().make_child();
+        g.cgroup = make_cgroup_ ? make_cgroup_(id) : CgroupTree::instance().make_child();
         refused_.erase(id);
         timers_->waits.erase(id);
         arm_watchdog();
@@ -119,6 +119,18 @@ std::string LeaseBook::create(LeaseRequest req, Granted granted, Refused refused
       });
   if (on_change_) on_change_();
   return id;
+}
+
+void LeaseBook::restore(Lease lease, double held_seconds) {
+  auto l = std::make_unique<Lease>(std::move(lease));
+  l->state = LeaseState::Granted;
+  l->ticket = 0;
+  l->last_heartbeat = Clock::now();
+  l->granted_at = Clock::now() - to_duration(std::max(0.0, held_seconds));
+  const std::string id = l->id;
+  leases_[id] = std::move(l);
+  arm_watchdog();
+  if (on_change_) on_change_();
 }
 
 bool LeaseBook::heartbeat(const std::string& id) {

@@ -54,6 +54,13 @@ class LeaseBook {
   int cards_of_run(const std::string& run_id) const;
   /// Ends every lease (the daemon is cancelling everything): their commands are killed, their cards freed.
   void end_all(const std::string& why);
+  /// A granted lease an earlier daemon lent (its cards' flocks and its command outlived it under the step
+  /// supervisor): granted again in this book, its heartbeat clock started now, its max-seconds counted from
+  /// its grant (`held_seconds` ago). Its cards must already be held (the caller adopted them).
+  void restore(Lease lease, double held_seconds);
+  /// Where a granted lease's cgroup is made (default: this process's tree; a daemon with a step supervisor
+  /// makes it in the supervisor's, so that the command in it outlives the daemon: daemon_leases.cpp).
+  void set_cgroup_maker(std::function<std::string(const std::string& lease)> f) { make_cgroup_ = std::move(f); }
   /// SIGHUP: a new kill grace for revocations from now on.
   void set_kill_grace(double seconds) { kill_grace_ = seconds; }
 
@@ -89,6 +96,7 @@ class LeaseBook {
   std::unique_ptr<Timers> timers_;
   std::function<void()> on_change_;
   std::function<void(const Lease&)> on_granted_end_;
+  std::function<std::string(const std::string&)> make_cgroup_;
 };
 
 }  // namespace pto

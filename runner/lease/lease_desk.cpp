@@ -60,6 +60,7 @@ void LeaseDesk::request(LeaseRequest lr, const std::string& run, Reply reply) {
       lr,
       [this, reply, cluster_max, cluster_wait](const Lease& l) {
         if (card_access_) card_access_(l, true);
+        if (on_granted_) on_granted_(l);
         nlohmann::json granted = {{w::kId, l.id},
                                   {w::kCards, l.cards},
                                   {w::kMarker, l.marker},
@@ -74,6 +75,12 @@ void LeaseDesk::request(LeaseRequest lr, const std::string& run, Reply reply) {
       },
       [reply](int status, const std::string& why) { reply(Answer::error(static_cast<Outcome>(status), why)); });
   spdlog::debug("lease {} requested{}", id, run.empty() ? "" : " by run " + run);
+}
+
+void LeaseDesk::restore(Lease lease, double held_seconds) {
+  const std::string id = lease.id;
+  book_.restore(std::move(lease), held_seconds);
+  if (const Lease* l = book_.find(id); l && card_access_) card_access_(*l, true);
 }
 
 Answer LeaseDesk::heartbeat(const std::string& id, const std::string& run) {

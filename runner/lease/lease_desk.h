@@ -30,8 +30,14 @@ class LeaseDesk {
   void set_card_access(std::function<void(const Lease&, bool granted)> f) { card_access_ = std::move(f); }
   /// Called when a granted lease has ended (its cards are about to go back): the cards' history.
   void set_on_ended(std::function<void(const Lease&)> f) { on_ended_ = std::move(f); }
+  /// Called when a lease is granted, before its client hears it (the daemon hands its cards' flocks to the
+  /// step supervisor, so they outlive the daemon).
+  void set_on_granted(std::function<void(const Lease&)> f) { on_granted_ = std::move(f); }
+  /// A lease an earlier daemon granted, granted again (LeaseBook::restore) with its user's card files.
+  void restore(Lease lease, double held_seconds);
 
  private:
+  std::function<void(const Lease&)> on_granted_;
   std::function<void(const Lease&)> on_ended_;
   LeaseBook& book_;
   Host& host_;

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <thread>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -89,6 +90,8 @@ struct SupervisedExecutor::Impl {
     if (conn) conn->close();
     for (auto& [marker, h] : held)
       for (int fd : h.lock_fds) ::close(fd);
+    for (auto& [id, l] : leases)
+      for (int fd : l.lock_fds) ::close(fd);
   }
 
   asio::io_context& io;
@@ -99,6 +102,7 @@ struct SupervisedExecutor::Impl {
   std::map<std::uint64_t, Step> steps;          // started or adopted, not yet ended
   std::map<std::string, std::uint64_t> by_marker;
   std::map<std::string, HeldStep> held;         // found at connect, not yet adopted
+  std::map<std::string, HeldLease> leases;      // found at connect, not yet taken
   json runs = json::object();
   int pid = 0;
   std::uint64_t next = 0;
@@ -141,6 +145,8 @@ struct SupervisedExecutor::Impl {
           h.mask = m.body.value("mask", std::vector<std::string>{});
           h.lock_fds = std::move(m.fds);
           held[h.marker] = std::move(h);
+        } else if (op == "lease") {
+          leases[m.body.value("id", "")] = {m.body.value("data", json::object()), std::move(m.fds)};
         } else if (op == "hello") {
           runs = m.body.value("runs", json::object());
           pid = m.body.value("pid", 0);
@@ -315,6 +321,14 @@ void SupervisedExecutor::let_go_of_unadopted() {
 void SupervisedExecutor::keep_run(const std::string& run, const nlohmann::json& data) {
   impl_->send({{"op", "keep"}, {"run", run}, {"data", data}});
 }
+
+void SupervisedExecutor::keep_lease(const std::string& id, const nlohmann::json& data, const std::vector<int>& lock_fds) {
+  impl_->send({{"op", "keep_lease"}, {"id", id}, {"data", data}}, lock_fds);
+}
+
+void SupervisedExecutor::forget_lease(const std::string& id) { impl_->send({{"op", "forget_lease"}, {"id", id}}); }
+
+std::map<std::string, SupervisedExecutor::HeldLease> SupervisedExecutor::take_held_leases() { return std::exchange(impl_->leases, {}); }
 
 void SupervisedExecutor::forget_run(const std::string& run) { impl_->send({{"op", "forget"}, {"run", run}}); }
 

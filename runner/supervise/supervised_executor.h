@@ -65,6 +65,16 @@ class SupervisedExecutor : public Executor {
   /// kept in the supervisor's memory until forget_run.
   void keep_run(const std::string& run, const nlohmann::json& data);
   void forget_run(const std::string& run);
+  /// A granted lease (lease/lease_state_json) and its cards' flocks, kept past this daemon; forgotten at its end.
+  void keep_lease(const std::string& id, const nlohmann::json& data, const std::vector<int>& lock_fds);
+  void forget_lease(const std::string& id);
+  /// The leases the supervisor kept when this daemon connected: their data and flocks (the caller's to keep
+  /// or close), taken once.
+  struct HeldLease {
+    nlohmann::json data;
+    std::vector<int> lock_fds;
+  };
+  std::map<std::string, HeldLease> take_held_leases();
   /// The supervisor's pid (for the status and the tests).
   int supervisor_pid() const;
 

@@ -85,6 +85,7 @@ class Supervisor {
       if (h.ended) m["outcome"] = outcome_json(*h.ended), m["mask"] = h.mask ? h.mask->values() : std::vector<std::string>{};
       send(std::move(m), h.ended ? std::vector<int>{} : h.fds);
     }
+    for (auto& [id, l] : leases_) send({{"op", "lease"}, {"id", id}, {"data", l.data}}, l.fds);
     send({{"op", "hello"}, {"pid", ::getpid()}, {"runs", runs_}});
   }
 
@@ -116,6 +117,14 @@ class Supervisor {
     const std::string op = m.body.value("op", "");
     const std::string id = m.body.value("id", "");
     if (op == "start") return start(id, m);
+    if (op == "keep_lease") {
+      // A granted lease's cards: their flocks kept while its command (the client's, not ours) runs on.
+      Kept& k = leases_[id];
+      close_all(k.fds);
+      k.data = m.body.value("data", json::object());
+      k.fds = std::move(m.fds);
+      return;
+    }
     close_all(m.fds);  // only a start carries descriptors
     if (op == "cancel") {
       if (auto it = held_.find(id); it != held_.end() && !it->second.ended) executor_->cancel(it->second.handle);
@@ -124,6 +133,12 @@ class Supervisor {
       maybe_exit();
     } else if (op == "keep") {
       runs_[m.body.value("run", "")] = m.body.value("data", json::object());
+    } else if (op == "forget_lease") {
+      if (auto it = leases_.find(id); it != leases_.end()) {
+        close_all(it->second.fds);
+        leases_.erase(it);
+      }
+      maybe_exit();
     } else if (op == "forget") {
       runs_.erase(m.body.value("run", ""));
       maybe_exit();
@@ -161,7 +176,7 @@ class Supervisor {
 
   void maybe_exit() {
     if (conn_) return;
-    bool running = false;
+    bool running = !leases_.empty();  // a lease's cards are held for its command until the next daemon
     for (const auto& [id, h] : held_) running = running || !h.ended;
     if (running) return;
     if (held_.empty() && runs_.empty()) return io_.stop();
@@ -181,6 +196,11 @@ class Supervisor {
   std::unique_ptr<asio::local::stream_protocol::socket> conn_;
   std::unique_ptr<WireReader> reader_;
   std::map<std::string, Held> held_;  // by the step's marker
+  struct Kept {
+    json data;
+    std::vector<int> fds;
+  };
+  std::map<std::string, Kept> leases_;  // granted leases by id: their data and their cards' flocks
   json runs_ = json::object();        // run id -> what its daemon keeps here
 };
 

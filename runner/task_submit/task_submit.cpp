@@ -120,6 +120,9 @@ struct Grant {
   std::vector<std::string> srun;  // executor: slurm
 };
 
+/// How long a granted lease's client waits for an unreachable daemon before it stops its command.
+constexpr int kLostDaemonSeconds = 60;
+
 /// Runs the granted command to its end and releases the lease: woken by the command's exit (a pidfd), a
 /// signal, or the next heartbeat or --max-time, so no polling delay lies between the command's end and the
 /// release. Returns task-submit's exit code.
@@ -166,12 +169,13 @@ int supervise(PlainHttpClient& daemon, const std::string& token, const Options& 
       stop_command(pid, g.marker, 3);
       return kKilled;
     }
-    // A daemon gone for longer than it would wait for us has freed the cards (its flocks died with it).
+    // A daemon restarting comes back within seconds and knows the lease again (its cards were kept by the
+    // step supervisor meanwhile); one gone for longer than kLostDaemonSeconds is not coming back for it.
     if (hb.reached) {
       unreachable_since = {};
     } else {
       if (unreachable_since == Clock::time_point{}) unreachable_since = Clock::now();
-      if (Clock::now() - unreachable_since > std::chrono::seconds(10)) {
+      if (Clock::now() - unreachable_since > std::chrono::seconds(kLostDaemonSeconds)) {
         std::cerr << "[task-submit] lost the daemon (" << hb.error << "); stopping the command\n";
         stop_command(pid, g.marker, 3);
         return kKilled;
@@ -187,8 +191,14 @@ int supervise(PlainHttpClient& daemon, const std::string& token, const Options& 
     tap->drain(500);
     report[w::kOutput] = tap->evidence();
   }
-  PlainHttpResult released = daemon.request("DELETE", api_path::lease(id) + "?reason=released+by+its+client", token,
-                                            report.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), 120);
+  const std::string body = report.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  PlainHttpResult released = daemon.request("DELETE", api_path::lease(id) + "?reason=released+by+its+client", token, body, 120);
+  // A daemon restarting right now: the release is said again once it is back (else its heartbeat clock
+  // frees the cards a few seconds after it is).
+  for (const auto lost = Clock::now(); !released.reached && Clock::now() - lost < std::chrono::seconds(kLostDaemonSeconds);) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    released = daemon.request("DELETE", api_path::lease(id) + "?reason=released+by+its+client", token, body, 120);
+  }
   // Killed because the lease was revoked (--kill, its run ended) before the next heartbeat said so: the
   // daemon no longer knows the lease. That is task-submit's "killed" (137), not the command's own end.
   if (WIFSIGNALED(status) && released.reached && released.status == 410) {
