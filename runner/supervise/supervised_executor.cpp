@@ -107,32 +107,64 @@ struct SupervisedExecutor::Impl {
   int pid = 0;
   std::uint64_t next = 0;
 
-  /// Connects (starting the supervisor when none answers) and reads its greeting. "" or why not.
+  /// Connects (starting the supervisor when none answers) and reads its greeting. "" or why not. A supervisor
+  /// that is just leaving (it had nothing left) may take a connection and never greet it: tried again.
   std::string open() {
+    std::string why;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      const int fd = dial_or_start(why);
+      if (fd < 0) continue;
+      if (greet(fd, why)) {
+        conn = std::make_unique<asio::posix::stream_descriptor>(io, fd);
+        read();
+        return "";
+      }
+      ::close(fd);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return why;
+  }
+
+  int dial_or_start(std::string& why) {
     const std::string path = supervisor_socket(dir);
     int fd = dial(path);
-    if (fd < 0) {
-      if (std::string e = spawn_supervisor(dir, self, sweep); !e.empty()) return e;
-      for (int i = 0; i < 250 && fd < 0; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        fd = dial(path);
-      }
-      if (fd < 0) return "the step supervisor did not come up at " + path + " (see " + dir + "/supervisor.log)";
+    // Started again every second while none answers: one that was leaving held the directory's lock, and the
+    // one started meanwhile gave way to it.
+    for (int i = 0; i < 250 && fd < 0; ++i) {
+      if (i % 50 == 0)
+        if (std::string e = spawn_supervisor(dir, self, sweep); !e.empty()) {
+          why = e;
+          return -1;
+        }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      fd = dial(path);
     }
+    if (fd < 0) why = "the step supervisor did not come up at " + path + " (see " + dir + "/supervisor.log)";
+    return fd;
+  }
+
+  /// Its greeting, whole, before anything else: what it holds decides what this daemon adopts.
+  bool greet(int fd, std::string& why) {
+    const std::string path = supervisor_socket(dir);
     reader = std::make_unique<WireReader>();
-    // Its greeting, whole, before anything else: what it holds decides what this daemon adopts.
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (auto& [marker, h] : held)
+      for (int f : h.lock_fds) ::close(f);
+    for (auto& [id, l] : leases)
+      for (int f : l.lock_fds) ::close(f);
+    held.clear();
+    leases.clear();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-    bool greeted = false;
-    while (!greeted) {
+    for (;;) {
       const int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count());
       pollfd p{fd, POLLIN, 0};
       if (left <= 0 || ::poll(&p, 1, left) <= 0) {
-        ::close(fd);
-        return "the step supervisor at " + path + " did not greet";
+        why = "the step supervisor at " + path + " did not greet";
+        return false;
       }
       std::vector<WireMessage> got;
       const bool open = reader->read(fd, got);
+      bool greeted = false;
       for (auto& m : got) {
         const std::string op = m.body.value("op", "");
         if (op == "held") {
@@ -155,14 +187,12 @@ struct SupervisedExecutor::Impl {
           for (int f : m.fds) ::close(f);
         }
       }
-      if (!open && !greeted) {
-        ::close(fd);
-        return "the step supervisor at " + path + " closed the connection";
+      if (greeted) return true;
+      if (!open) {
+        why = "the step supervisor at " + path + " closed the connection";
+        return false;
       }
     }
-    conn = std::make_unique<asio::posix::stream_descriptor>(io, fd);
-    read();
-    return "";
   }
 
   void read() {

@@ -179,12 +179,20 @@ class Supervisor {
     bool running = !leases_.empty();  // a lease's cards are held for its command until the next daemon
     for (const auto& [id, h] : held_) running = running || !h.ended;
     if (running) return;
-    if (held_.empty() && runs_.empty()) return io_.stop();
+    if (held_.empty() && runs_.empty()) return leave();
     // Only ends (and runs' data) no daemon has read: kept a while for the next daemon, then given up.
     linger_.expires_after(std::chrono::seconds(static_cast<int>(kSupervisorLingerSeconds)));
     linger_.async_wait([this](boost::system::error_code ec) {
-      if (!ec && !conn_) io_.stop();
+      if (!ec && !conn_) leave();
     });
+  }
+
+  /// No new daemon may connect from here on (one that dials now fails at once and starts a new supervisor).
+  void leave() {
+    boost::system::error_code ec;
+    acceptor_.close(ec);
+    ::unlink(supervisor_socket(dir_).c_str());
+    io_.stop();
   }
 
   asio::io_context& io_;
