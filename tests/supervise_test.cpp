@@ -103,8 +103,11 @@ TEST_CASE("supervise: a run of 12 one-card steps on 4 cards outlives a SIGKILLed
   CommandResult followed = wait_cli(follower);
   INFO(followed.out << followed.err);
   CHECK(followed.exit_code == 0);
-  // After the run nothing of it is held: every card free, no lock left.
+  // After the run nothing of it is held: every card free, no lock left; the status says what was taken over.
   const json status = s.get(api_path::kStatus);
+  CHECK(status["supervisor"]["taken_over"] == json::array({id}));
+  CHECK(status["supervisor"]["pid"].get<int>() > 0);
+  CHECK(status["supervisor"]["steps"] == 0);
   for (const auto& d : status["devices"]) CHECK(d["state"] == "free");
   CHECK_FALSE(pto::CardLock::held_elsewhere(s.locks(), 0, holder));
 }

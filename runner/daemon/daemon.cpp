@@ -103,6 +103,7 @@ std::string Daemon::start_unguarded() {
   // What the last daemon left: runs its steps' supervisor still holds go on (daemon_adopt.cpp), the others
   // are marked interrupted, and what the supervisor held of those is stopped.
   const std::set<std::string> adopted = adopt_runs();
+  model_.host.supervisor.taken_over.assign(adopted.begin(), adopted.end());
   restore_leases(adopted);
   history_->recover(adopted);
   if (host_->supervised) host_->supervised->let_go_of_unadopted();

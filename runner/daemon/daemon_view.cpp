@@ -13,6 +13,11 @@ void Daemon::refresh_view() {
   HostView& v = model_.host;
   v.draining = stop_.draining();
   v.containment = CgroupTree::instance().available() ? "cgroup" : "process group + sweep";
+  v.supervisor.active = host_->supervised != nullptr;
+  if (host_->supervised) {
+    v.supervisor.pid = host_->supervised->supervisor_pid();
+    v.supervisor.steps = static_cast<int>(host_->supervised->active());
+  }
   v.toolchain = toolchain_;
   v.sandbox.active = sandbox_->active();
   v.sandbox.why_not = sandbox_->why();

@@ -108,8 +108,17 @@ struct SandboxView {
   std::vector<std::string> waiting;  // runs waiting for a free sandbox user
 };
 
+/// The host's step supervisor (supervise/): whether steps outlive this daemon, and what it took over at start.
+struct SupervisorView {
+  bool active = false;  // supervise: true and connected
+  int pid = 0;
+  int steps = 0;        // steps it holds for this daemon now
+  std::vector<std::string> taken_over;  // runs this daemon took over from the last one at its start
+};
+
 struct HostView {
   std::string version, commit, started, containment;
+  SupervisorView supervisor;
   bool simulate = false;
   bool draining = false;  // SIGTERM: no new runs; accepted ones go on
   std::string pin_version, pin_sha256;  // what the definitions ask for, before a lead job ran

@@ -65,6 +65,8 @@ nlohmann::json status_to_json(const HostView& v, bool full_queue, double uptime_
   j["simulate"] = v.simulate;
   j["draining"] = v.draining;
   j["containment"] = v.containment;
+  j["supervisor"] = v.supervisor.active ? nlohmann::json{{"pid", v.supervisor.pid}, {"steps", v.supervisor.steps}, {"taken_over", v.supervisor.taken_over}}
+                                        : nlohmann::json(nullptr);
   nlohmann::json devices = nlohmann::json::array();
   std::map<std::string, int> by_state;
   for (const auto& c : v.cards) {
