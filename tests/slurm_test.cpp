@@ -388,7 +388,7 @@ TEST_CASE("slurm: a daemon killed with SIGKILL mid-run and restarted cancels the
   TestCluster c;
   if (!c.up) return;
   Served s;
-  c.configure(s);
+  c.configure(s, "supervise: false\n");  // srun the daemon's own child (with supervisors: the next test)
   write_project(s.dir, {{"one.yml", "name: one\nsteps:\n  - {name: hold, devices: 1, run: 'sleep 1000 # slurm-sigkill'}\n"},
                         {"two.yml", "name: two\nsteps:\n  - {name: quick, devices: 2, run: 'echo quick on $TASK_DEVICE'}\n"}});
   s.start();
@@ -401,7 +401,7 @@ TEST_CASE("slurm: a daemon killed with SIGKILL mid-run and restarted cancels the
   CHECK(c.our_active_jobs().size() == 1);  // Slurm still runs it: nobody told it otherwise
 
   Served again;
-  c.configure(again);
+  c.configure(again, "supervise: false\n");
   again.state_dir = s.state();
   write_project(again.dir, {{"one.yml", "name: one\nsteps:\n  - {name: hold, devices: 1, run: 'sleep 1000 # slurm-sigkill'}\n"},
                             {"two.yml", "name: two\nsteps:\n  - {name: quick, devices: 2, run: 'echo quick on $TASK_DEVICE'}\n"}});
@@ -413,6 +413,37 @@ TEST_CASE("slurm: a daemon killed with SIGKILL mid-run and restarted cancels the
   REQUIRE(r2.status == 201);
   json done = again.wait_run(json::parse(r2.body)["id"], 60);
   CHECK(done["state"] == "succeeded");
+}
+
+TEST_CASE("slurm: a daemon SIGKILLed while Slurm runs a step is started again and follows that job to its end: the step "
+          "runs once", "[slurm][supervise]") {
+  TestCluster c;
+  if (!c.up) return;
+  Served s;
+  c.configure(s);
+  const fs::path marks = s.dir.path() / "marks";
+  fs::create_directories(marks);
+  fs::permissions(marks, fs::perms::all);
+  write_project(s.dir, {{"one.yml", "name: one\nsteps:\n  - {name: hold, devices: 1, run: 'echo x >> " + (marks / "ran").string() +
+                                        "; echo on $TASK_DEVICE; sleep 3; echo slurm-end'}\n"}});
+  s.start();
+  const std::string id = s.submit_run({{"jobs", {"one"}}});
+  REQUIRE(wait_until([&] { return s.get(api_path::run(id))["jobs"][0]["steps"][0]["state"] == "running"; }, 30));
+  REQUIRE(c.our_active_jobs().size() == 1);
+  const std::string job = c.our_active_jobs()[0].id;
+  s.stop(SIGKILL);
+  CHECK(c.our_active_jobs().size() == 1);  // Slurm runs on, its srun held by the step supervisor
+  s.start();  // the same daemon's directory, state and cluster
+  const json run = s.wait_run(id, 60);
+  INFO(run.dump(2));
+  CHECK(run["state"] == "succeeded");
+  const json& step = run["jobs"][0]["steps"][0];
+  CHECK(step["slurm_job"] == job);
+  CHECK(read_file(marks / "ran") == "x\n");  // once
+  const std::string log = pto::api_request("GET", s.url(api_path::step_log(id, "1-1"))).body;
+  CHECK(log.find("slurm-end") != std::string::npos);
+  CHECK(log.find("pto-runner-placed") == std::string::npos);  // the placement line never reaches the log
+  CHECK(wait_until([&] { return c.our_active_jobs().empty(); }, 20));
 }
 
 TEST_CASE("slurm: a step's task-submit runs its command as a Slurm job on the cards Slurm picks, and cancelling the "

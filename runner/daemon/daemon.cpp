@@ -250,7 +250,7 @@ std::string Daemon::open_history_and_host() {
   ho.watch_outside = true;     // the status shows a card another program used free as soon as it is
   ho.slurm_instance = slurm_instance_tag(state_dir_);  // it holds the state dir: what the tag left is its own
   ho.cancel_slurm_leftovers = true;
-  if (cfg_.supervise && cfg_.executor == ExecutorKind::Local) {  // Slurm's steps are held by slurmstepd
+  if (cfg_.supervise) {  // under Slurm too: srun, whose end is the step's, must outlive this daemon
     ho.supervise_dir = supervisor_dir(state_dir_);
     ho.self_exe = self_executable();
   }

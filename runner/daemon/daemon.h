@@ -126,6 +126,7 @@ class Daemon : public HostCommands {
   static bool adoptable(const nlohmann::json& request);
   std::set<std::string> adopt_runs();
   void hand_leases_to_supervisor();
+  std::set<std::string> kept_slurm_jobs_;  // Slurm jobs of steps taken over at start (their names)
   void restore_leases(const std::set<std::string>& adopted);
   std::string adopt_run(const nlohmann::json& journaled, const nlohmann::json& kept);
   void start_waiting_runs();

@@ -15,6 +15,7 @@
 
 #include "daemon/daemon.h"
 #include "engine/run_state_json.h"
+#include "slurm/slurm_command.h"
 #include "util/secret_mask.h"
 #include "util/state_paths.h"
 
@@ -28,6 +29,7 @@ std::set<std::string> Daemon::adopt_runs() {
   std::set<std::string> adopted;
   SupervisedExecutor* sup = host_->supervised;
   if (!sup) return adopted;
+  kept_slurm_jobs_.clear();
   const nlohmann::json& kept = sup->kept_runs();
   for (const auto& run : history_->journal().unfinished_runs()) {
     const std::string id = run.value("id", "");
@@ -40,6 +42,8 @@ std::set<std::string> Daemon::adopt_runs() {
     adopted.insert(id);
     spdlog::info("run {} taken over from the last daemon: its steps ran on", id);
   }
+  // Under Slurm: what the last daemon left in Slurm and nobody took over is cancelled (as without supervisors).
+  host_->cancel_slurm_leftovers(kept_slurm_jobs_);
   return adopted;
 }
 
@@ -80,18 +84,26 @@ std::string Daemon::adopt_run(const nlohmann::json& journaled, const nlohmann::j
   RunHosting hosting{io_, *host_->clock, host_->broker(), *host_->executor, *sandbox_, cfg_, lease_site_.get(), git_workers_.get()};
   auto run = std::make_unique<HostedRun>(hosting, std::move(plan), std::move(eo), request, reporter_.get(), reporter_.get(), run_token);
   HostedRun& r = *run;
-  SupervisedExecutor& sup = *host_->supervised;
-  auto reattach = [this, &r, &sup](const StepId& step, const std::string& marker, const std::vector<int>& cards,
-                                   std::function<void(const StepOutcome&)> done) -> HostedRun::Reattached {
+  auto reattach = [this, &r](const StepId& step, const std::string& marker, const std::vector<int>& cards,
+                             std::function<void(const StepOutcome&)> done) -> HostedRun::Reattached {
+    const PlanJob& pj = r.engine().plan().jobs[step.job];
+    const StepRecord& sr = r.engine().record().jobs[step.job].steps[step.step];
+    StepLaunch what;
+    what.marker = marker;
+    what.label = step_label(pj, pj.steps[step.step]);
+    what.log_path = sr.log_path;
+    what.grace_seconds = cfg_.kill_grace_seconds;
+    what.devices = pj.steps[step.step].devices;
     HeldStep held;
-    const std::uint64_t handle = sup.adopt(marker, std::move(done), held, r.engine().shared_mask());
+    const std::uint64_t handle = host_->adopt_step(what, {sr.node, cards, sr.executor_job}, r.engine().shared_mask(), std::move(done), held);
     if (!handle) return {};
     // Its cards are held again: a running step's on the flocks its supervisor kept, an ended one's locked
-    // afresh (its supervisor let them go), so nothing else gets them before its end gives them back.
-    const PlanJob& pj = r.engine().plan().jobs[step.job];
-    if (!cards.empty() && host_->dispatcher) host_->dispatcher->adopt(cards, held.lock_fds, step_label(pj, pj.steps[step.step]), r.id());
+    // afresh (its supervisor let them go), so nothing else gets them before its end gives them back. (Under
+    // Slurm, Slurm holds them.)
+    if (!cards.empty() && host_->dispatcher && !host_->cluster_picks_cards()) host_->dispatcher->adopt(cards, held.lock_fds, what.label, r.id());
     else
       for (int fd : held.lock_fds) ::close(fd);
+    if (!sr.executor_job.empty()) kept_slurm_jobs_.insert(job_name_of(marker));
     return {handle, held.lease_token};
   };
   if (std::string why = r.adopt(run_state_from_json(*saved), kept.value("user", ""), reattach); !why.empty()) return why;

@@ -75,6 +75,9 @@ struct StepLaunch {
   /// Until it returns true, each output line is offered here first, and a line it takes is not logged (the
   /// Slurm executor's placement line). Lines it declines are logged as usual.
   std::function<bool(std::string_view)> take_line;
+  /// For an executor in another process (the step supervisor), which cannot call take_line back: lines that
+  /// start with this are taken (not logged) and handed to take_line there. "": none.
+  std::string take_prefix;
 };
 
 struct StepOutcome {

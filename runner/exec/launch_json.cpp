@@ -37,6 +37,7 @@ json launch_json(const StepLaunch& l) {
             {"device_type", l.device_type}};
   if (l.run_as) j["run_as"] = {{"name", l.run_as->name}, {"uid", l.run_as->uid}, {"gid", l.run_as->gid}, {"groups", l.run_as->groups}};
   if (l.mask) j["mask"] = l.mask->values();
+  if (!l.take_prefix.empty()) j["take_prefix"] = l.take_prefix;
   return j;
 }
 
@@ -49,6 +50,7 @@ StepLaunch launch_from_json(const json& j) {
   l.env = get<std::vector<std::string>>(j, "env", {});
   l.log_path = get<std::string>(j, "log_path", "");
   l.marker = get<std::string>(j, "marker", "");
+  l.take_prefix = get<std::string>(j, "take_prefix", "");
   l.timeout_seconds = get<double>(j, "timeout_seconds", 0);
   l.grace_seconds = get<double>(j, "grace_seconds", 10);
   l.log_max_bytes = get<std::uint64_t>(j, "log_max_bytes", 0);

@@ -32,10 +32,20 @@ std::unique_ptr<Host> wire_host(boost::asio::io_context& io, const RunnerConfig&
       return nullptr;
     }
     h->slurm = std::make_unique<SlurmCluster>(io, cfg, opts.slurm_instance);
-    if (opts.cancel_slurm_leftovers)
-      for (const auto& said : h->slurm->cancel_leftovers()) spdlog::warn("slurm: {}", said);
+    // With a step supervisor, srun (and steps without cards) run under it and outlive this process: what an
+    // earlier daemon left is cancelled only once this one has taken over what it can (cancel_slurm_leftovers).
+    std::unique_ptr<Executor> inner;
+    if (!opts.supervise_dir.empty()) {
+      auto supervised = SupervisedExecutor::connect(io, opts.supervise_dir, opts.self_exe, cfg.containment == Containment::Sweep, error);
+      if (!supervised) return nullptr;
+      h->supervised = supervised.get();
+      inner = std::move(supervised);
+    } else {
+      inner = make_local_executor(io);
+      if (opts.cancel_slurm_leftovers) h->cancel_slurm_leftovers({});
+    }
     h->slurm_broker = std::make_unique<SlurmBroker>(io, *h->slurm);
-    h->executor = make_slurm_executor(io, *h->slurm, make_local_executor(io));
+    h->executor = make_slurm_executor(io, *h->slurm, std::move(inner));
     return h;
   }
   if (!opts.simulate && !opts.supervise_dir.empty()) {
@@ -48,6 +58,21 @@ std::unique_ptr<Host> wire_host(boost::asio::io_context& io, const RunnerConfig&
   h->executor = opts.simulate ? make_simulated_executor(io) : make_local_executor(io);
   if (opts.simulate && !opts.simulate_lead) h->lead_executor = make_local_executor(io);
   return h;
+}
+
+void Host::cancel_slurm_leftovers(const std::set<std::string>& keep) {
+  if (!slurm) return;
+  for (const auto& said : slurm->cancel_leftovers(keep)) spdlog::warn("slurm: {}", said);
+}
+
+std::uint64_t Host::adopt_step(const StepLaunch& what, const Placement& where, std::shared_ptr<SecretMask> mask,
+                               std::function<void(const StepOutcome&)> done, HeldStep& taken) {
+  if (!supervised) return 0;
+  ReattachInner reattach = [&](std::function<void(const StepOutcome&)> inner_done, std::function<bool(std::string_view)> take_line) {
+    return supervised->adopt(what.marker, std::move(inner_done), taken, mask, std::move(take_line));
+  };
+  if (slurm) return adopt_slurm_step(*executor, what, where, reattach, std::move(done));
+  return reattach(std::move(done), nullptr);
 }
 
 }  // namespace pto

@@ -9,6 +9,7 @@
 // nodes, a reload, and what a lease needs of the executor. Nothing above it names the pool or Slurm.
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -87,6 +88,14 @@ struct Host {
                                                 double wait_seconds) const;
   /// A granted lease ended, however: under Slurm its job ends with it.
   void lease_ended(const std::string& marker);
+  /// A step an earlier daemon started, held meanwhile by the step supervisor, followed again by this host's
+  /// executor (under Slurm its job too, `where`): `done` once it ends; 0 when nothing holds it. What was held
+  /// of it (its cards' flocks, its lease token) goes to `taken`.
+  std::uint64_t adopt_step(const StepLaunch& what, const Placement& where, std::shared_ptr<SecretMask> mask,
+                           std::function<void(const StepOutcome&)> done, HeldStep& taken);
+  /// executor: slurm — cancels the jobs an earlier daemon of this state dir left, but those named in `keep`
+  /// (job names: slurm/slurm_command job_name_of, of the steps this daemon took over).
+  void cancel_slurm_leftovers(const std::set<std::string>& keep);
 };
 
 /// Wires the host described by `cfg` (directories already resolved). Returns null with `error` set when the

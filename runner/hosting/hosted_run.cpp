@@ -88,7 +88,7 @@ std::string HostedRun::adopt(RunRecord saved, const std::string& user, const Rea
       host_.leases->access.add_step_token(r.lease_token, id_, step);
       step_tokens_[step] = {r.lease_token, 0};
     }
-    if (user_) {
+    if (user_ && host_.cfg.executor != ExecutorKind::Slurm) {  // Slurm's cards are on its nodes
       std::vector<std::string> files;
       for (int card : cards)
         for (const std::string& f : host_.cfg.files_of_card(card)) files.push_back(f);

@@ -182,7 +182,7 @@ SlurmCommandResult SlurmCluster::set_node_drained(const std::string& node, bool 
   return r;
 }
 
-std::vector<std::string> SlurmCluster::cancel_leftovers() {
+std::vector<std::string> SlurmCluster::cancel_leftovers(const std::set<std::string>& keep) {
   std::vector<std::string> said;
   SlurmCommandResult q = run_slurm_command({"squeue", "--json"});
   std::vector<SlurmJob> jobs;
@@ -192,7 +192,7 @@ std::vector<std::string> SlurmCluster::cancel_leftovers() {
     return said;
   }
   for (const auto& j : jobs) {
-    if (!ours(j) || !j.active()) continue;
+    if (!ours(j) || !j.active() || keep.count(j.name)) continue;
     SlurmCommandResult c = run_slurm_command({"scancel", j.id});
     said.push_back("cancelled Slurm job " + j.id + " (" + j.comment.substr(j.comment.find(" run=") + 1) + ", " +
                    j.state + ") left by a previous daemon" + (c.ok() ? "" : ": scancel failed: " + c.why()));

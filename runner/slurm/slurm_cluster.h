@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -83,9 +84,10 @@ class SlurmCluster {
   /// an operator's rare action.
   SlurmCommandResult set_node_drained(const std::string& node, bool drain, const std::string& reason);
 
-  /// At a daemon's start (it holds the state directory, so nothing of this instance can be running): cancels
-  /// every job this instance left in Slurm. Blocking. Returns what it did, for the log.
-  std::vector<std::string> cancel_leftovers();
+  /// At a daemon's start (it holds the state directory, so nothing of this instance can be running but what
+  /// it took over): cancels every job this instance left in Slurm, but those named in `keep`. Blocking.
+  /// Returns what it did, for the log.
+  std::vector<std::string> cancel_leftovers(const std::set<std::string>& keep = {});
 
  private:
   void poll_loop();

@@ -110,10 +110,25 @@ class SlurmStep : public std::enable_shared_from_this<SlurmStep> {
     inner.mask = launch_.mask;
     auto self = shared_from_this();
     inner.take_line = [self](std::string_view line) { return self->take_line(line); };
+    inner.take_prefix = "\036pto-runner-placed " + nonce_ + " ";  // the same line, from a supervisor
     cluster_.watch(name_, launch_.label, [self](const SlurmJob& j) { self->on_update(j); });
     cluster_.note_submitted(name_, group_type, launch_.devices);
     cluster_.poke();
     inner_ = local_.start(std::move(inner), [self](const StepOutcome& o) { self->on_srun_done(o); });
+  }
+
+  /// A step an earlier daemon submitted and Slurm placed at `where`, its srun held meanwhile by the step
+  /// supervisor: followed again (its job watched, its cancel through scancel); `reattach` takes srun's hold.
+  /// False when nothing holds it any more.
+  bool adopt(const Placement& where, const ReattachInner& reattach) {
+    submitted_ = placed_ = true;
+    name_ = job_name_of(launch_.marker);
+    job_ = where.job;
+    auto self = shared_from_this();
+    cluster_.watch(name_, launch_.label, [self](const SlurmJob& j) { self->on_update(j); });
+    inner_ = reattach([self](const StepOutcome& o) { self->on_srun_done(o); }, nullptr);
+    if (!inner_) cluster_.unwatch(name_);
+    return inner_ != 0;
   }
 
   /// Cancelled (or out of time): a placed step gets SIGTERM through Slurm, SIGKILL and scancel after the
@@ -309,6 +324,29 @@ class SlurmExecutor : public Executor {
   }
 
   std::size_t active() const override { return steps_.size() + local_only_.size(); }
+
+  std::uint64_t adopt(const StepLaunch& what, const Placement& where, const ReattachInner& reattach, std::function<void(const StepOutcome&)> done) {
+    const std::uint64_t handle = ++next_;
+    if (where.job.empty()) {  // a step without cards, run on this host
+      const std::uint64_t inner = reattach([this, handle, done = std::move(done)](const StepOutcome& o) {
+        local_only_.erase(handle);
+        done(o);
+      }, nullptr);
+      if (!inner) return 0;
+      local_only_[handle] = inner;
+      return handle;
+    }
+    auto step = std::make_shared<SlurmStep>(io_, cluster_, *local_, what, std::move(done), [this, handle] { ended(handle); });
+    const int devices = std::max<int>(1, static_cast<int>(where.cards.size()));
+    steps_[handle] = {step, devices, true, what.marker};
+    in_flight_ += devices;
+    if (!step->adopt(where, reattach)) {
+      in_flight_ -= devices;
+      steps_.erase(handle);
+      return 0;
+    }
+    return handle;
+  }
   bool places(const StepLaunch& l) const override { return l.devices > 0; }
 
  private:
@@ -419,6 +457,12 @@ std::vector<std::string> slurm_lease_argv(const SlurmCluster& cluster, const std
 
 std::unique_ptr<Executor> make_slurm_executor(asio::io_context& io, SlurmCluster& cluster, std::unique_ptr<Executor> local) {
   return std::make_unique<SlurmExecutor>(io, cluster, std::move(local));
+}
+
+std::uint64_t adopt_slurm_step(Executor& slurm, const StepLaunch& what, const Placement& where, const ReattachInner& reattach,
+                               std::function<void(const StepOutcome&)> done) {
+  auto* e = dynamic_cast<SlurmExecutor*>(&slurm);
+  return e ? e->adopt(what, where, reattach, std::move(done)) : 0;
 }
 
 }  // namespace pto

@@ -5,7 +5,9 @@
 // (`scontrol show job -d`), exports TASK_DEVICE/DEVICE_ID, tells the executor where it runs with one line the
 // log never shows, and execs the step's shell. Timeout and cancel are `scancel` (SIGTERM to the job's steps,
 // SIGKILL and cancel after the grace period). Steps with no cards run on this host (the local executor).
+#include <functional>
 #include <memory>
+#include <string_view>
 
 #include "exec/executor.h"
 #include "slurm/slurm_cluster.h"
@@ -14,6 +16,16 @@ namespace pto {
 
 std::unique_ptr<Executor> make_slurm_executor(boost::asio::io_context& io, SlurmCluster& cluster,
                                               std::unique_ptr<Executor> local);
+
+/// How the step supervisor's hold of a step is taken back (supervise/supervised_executor adopt): the inner
+/// handle, 0 when nothing holds it.
+using ReattachInner = std::function<std::uint64_t(std::function<void(const StepOutcome&)> done, std::function<bool(std::string_view)> take_line)>;
+
+/// A step an earlier daemon started under `slurm` (make_slurm_executor's) and the step supervisor held meanwhile
+/// (its srun, or its process when it had no cards), followed again: its Slurm job `where.job` watched, its
+/// cancel through scancel; `what` says its marker, label, log and grace. Its handle, 0 when nothing holds it.
+std::uint64_t adopt_slurm_step(Executor& slurm, const StepLaunch& what, const Placement& where, const ReattachInner& reattach,
+                               std::function<void(const StepOutcome&)> done);
 
 /// The srun command line of a step (exposed for tests): `group_type` is the GRES type of the card group a
 /// multi-card step asks for ("" = untyped).

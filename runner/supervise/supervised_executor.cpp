@@ -83,6 +83,7 @@ struct SupervisedExecutor::Impl {
     std::string marker;
     std::function<void(const StepOutcome&)> done;
     std::shared_ptr<SecretMask> mask;
+    std::function<bool(std::string_view)> take_line;  // its executor's line, handed back by the supervisor
   };
 
   Impl(asio::io_context& io, std::string dir, std::string self, bool sweep) : io(io), dir(std::move(dir)), self(std::move(self)), sweep(sweep) {}
@@ -210,6 +211,11 @@ struct SupervisedExecutor::Impl {
 
   void on_message(WireMessage& m) {
     for (int f : m.fds) ::close(f);
+    if (m.body.value("op", "") == "line") {
+      if (auto it = by_marker.find(m.body.value("id", "")); it != by_marker.end())
+        if (auto s = steps.find(it->second); s != steps.end() && s->second.take_line) s->second.take_line(m.body.value("text", ""));
+      return;
+    }
     if (m.body.value("op", "") != "ended") return;
     const std::string marker = m.body.value("id", "");
     StepOutcome o = outcome_from_json(m.body.value("outcome", json::object()));
@@ -294,7 +300,7 @@ std::uint64_t SupervisedExecutor::start(StepLaunch launch, std::function<void(co
       return handle;
     }
   const std::string marker = launch.marker;
-  d.steps[handle] = {marker, std::move(done), launch.mask};
+  d.steps[handle] = {marker, std::move(done), launch.mask, launch.take_prefix.empty() ? nullptr : launch.take_line};
   d.by_marker[marker] = handle;
   const std::string run = marker.substr(0, marker.find('/'));
   json m = {{"op", "start"}, {"id", marker}, {"run", run}, {"launch", launch_json(launch)}};
@@ -316,7 +322,7 @@ const nlohmann::json& SupervisedExecutor::kept_runs() const { return impl_->runs
 int SupervisedExecutor::supervisor_pid() const { return impl_->pid; }
 
 std::uint64_t SupervisedExecutor::adopt(const std::string& marker, std::function<void(const StepOutcome&)> done, HeldStep& taken,
-                                        std::shared_ptr<SecretMask> mask) {
+                                        std::shared_ptr<SecretMask> mask, std::function<bool(std::string_view)> take_line) {
   Impl& d = *impl_;
   auto h = d.held.find(marker);
   if (h == d.held.end()) return 0;
@@ -324,7 +330,7 @@ std::uint64_t SupervisedExecutor::adopt(const std::string& marker, std::function
   d.held.erase(h);
   const HeldStep& step = taken;
   const std::uint64_t handle = ++d.next;
-  d.steps[handle] = {marker, std::move(done), mask};
+  d.steps[handle] = {marker, std::move(done), mask, std::move(take_line)};
   d.by_marker[marker] = handle;
   if (step.ended && mask) mask->add_values(step.mask);
   if (step.ended) asio::post(d.io, [this, handle, o = step.outcome] { impl_->finish(handle, o); });
@@ -341,7 +347,7 @@ void SupervisedExecutor::let_go_of_unadopted() {
     }
     // Its run is not going on: it is stopped, and its end read and dropped when it comes.
     const std::uint64_t handle = ++d.next;
-    d.steps[handle] = {marker, [](const StepOutcome&) {}, nullptr};
+    d.steps[handle] = {marker, [](const StepOutcome&) {}, nullptr, nullptr};
     d.by_marker[marker] = handle;
     d.send({{"op", "cancel"}, {"id", marker}});
   }

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -58,7 +59,7 @@ class SupervisedExecutor : public Executor {
   /// flocks (a running step's) are the caller's to keep or close.
   /// `mask`: its run's masks, which learn what the step masked itself (::add-mask::) when it ends.
   std::uint64_t adopt(const std::string& marker, std::function<void(const StepOutcome&)> done, HeldStep& taken,
-                      std::shared_ptr<SecretMask> mask);
+                      std::shared_ptr<SecretMask> mask, std::function<bool(std::string_view)> take_line = nullptr);
   /// Held steps nobody adopted (their runs are not going on): killed, and their ends read and dropped.
   void let_go_of_unadopted();
   /// A run's data the next daemon needs and that must not be written to disk (its environment, its secrets):

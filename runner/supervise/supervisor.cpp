@@ -153,6 +153,12 @@ class Supervisor {
       return send({{"op", "ended"}, {"id", id}, {"outcome", outcome_json(o)}, {"refused", true}});
     }
     StepLaunch l = launch_from_json(m.body.value("launch", json::object()));
+    if (!l.take_prefix.empty())  // its executor's line (Slurm's placement): to the daemon, not the log
+      l.take_line = [this, id, prefix = l.take_prefix](std::string_view line) {
+        if (line.substr(0, prefix.size()) != prefix) return false;
+        send({{"op", "line"}, {"id", id}, {"text", std::string(line)}});
+        return true;
+      };
     Held& h = held_[id];
     h.run = m.body.value("run", "");
     h.fds = std::move(m.fds);
