@@ -166,7 +166,7 @@ TEST_CASE("api access: 600 idle connections of one local user: its extra ones ar
   const fs::path report = theirs.path() / "held.json";
   REQUIRE(sh("setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 " + (theirs.path() / "hold.py").string() + " " +
              std::to_string(s.port) + " 600 " + report.string() + " 1.5 8 >/dev/null 2>&1 &") == 0);
-  REQUIRE(wait_until([&] { return fs::exists(report.string() + ".ready"); }, 30));
+  REQUIRE(wait_for_content(report.string() + ".ready", 30));  // made, then written: its count once it is there
   CHECK(std::stoi(read_file(report.string() + ".ready")) == 600);  // connected (the kernel's backlog), then judged
   // Another user (root) meanwhile: the probe, the status, a whole run whose step leases a card.
   CHECK(pto::api_request("GET", s.url(api_path::kHealthz)).status == 200);

@@ -262,6 +262,13 @@ TEST_CASE("supervise: a step's leased command keeps its card across a daemon's S
   CHECK(pto::CardLock::held_elsewhere(s.locks(), card, holder));
   s.start();
   const std::string both = s.submit_run({{"jobs", {"both"}}});
+  const bool ended = wait_until([&] {
+    auto r = pto::api_request("GET", s.url(api_path::run(harness)));
+    return !r.reached || json::parse(r.body, nullptr, false).value("state", "") != "running";
+  }, 60);
+  INFO("the daemon said: " << read_file(s.proc.out) << read_file(s.proc.err) << "\nthe supervisor said: "
+                             << read_file(fs::path(s.state()) / "supervisor/supervisor.log"));
+  REQUIRE(ended);
   const json h = s.wait_run(harness, 60);
   INFO(h.dump(2));
   CHECK(h["state"] == "succeeded");

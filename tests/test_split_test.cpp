@@ -183,7 +183,11 @@ TEST_CASE("test split: a real pytest suite of 40 uneven tests in 4 shards: colle
       CHECK(*std::max_element(real_first.begin(), real_first.end()) > 1.5 * *std::min_element(real_first.begin(), real_first.end()));
     } else {
       // The history has the durations before the next run is planned: each test's, on any ref.
-      REQUIRE(wait_until([&] { return !s.get(std::string(pto::api_path::kTests) + "/" + pto::url_encode("suite/test_uneven.py::test_case[39]"))["results"].empty(); }, 10));
+      // (404 until the history's writer thread has written the step's results.)
+      REQUIRE(wait_until([&] {
+        const auto r = pto::api_request("GET", s.url(std::string(pto::api_path::kTests) + "/" + pto::url_encode("suite/test_uneven.py::test_case[39]")));
+        return r.status == 200 && !json::parse(r.body)["results"].empty();
+      }, 10));
     }
   }
   // The run page shows the shards with what was expected of them and what they took.

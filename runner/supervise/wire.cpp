@@ -13,6 +13,7 @@ std::string wire_send(int sock, nlohmann::json body, const std::vector<int>& fds
   if (!fds.empty()) body["fds"] = fds.size();
   std::string line = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   std::size_t sent = 0;
+  int waits = 0;
   bool fds_sent = fds.empty();
   while (sent < line.size()) {
     iovec iov{line.data() + sent, line.size() - sent};
@@ -34,8 +35,10 @@ std::string wire_send(int sock, nlohmann::json body, const std::vector<int>& fds
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        // A peer that reads nothing for kWireSendSeconds is as good as gone: neither side may hang on the other.
+        if (++waits > kWireSendSeconds * 10) return "the peer read nothing for " + std::to_string(kWireSendSeconds) + " s";
         pollfd p{sock, POLLOUT, 0};
-        ::poll(&p, 1, 1000);
+        ::poll(&p, 1, 100);
         continue;
       }
       return std::strerror(errno);

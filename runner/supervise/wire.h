@@ -11,12 +11,15 @@
 
 namespace pto {
 
+constexpr int kWireSendSeconds = 10;
+
 struct WireMessage {
   nlohmann::json body;
   std::vector<int> fds;  // received with it (close-on-exec); the receiver owns them
 };
 
-/// Sends `body` as one line with `fds` beside it, whole (blocking while the socket is full). "" or the error.
+/// Sends `body` as one line with `fds` beside it, whole (blocking while the socket is full, at most
+/// kWireSendSeconds). "" or the error.
 std::string wire_send(int sock, nlohmann::json body, const std::vector<int>& fds = {});
 
 /// Reads one socket's messages as they come (its descriptor non-blocking).
