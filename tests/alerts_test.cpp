@@ -110,8 +110,9 @@ TEST_CASE("alerts: the real Prometheus and Alertmanager scraping a daemon: a car
     int n = 0;
     std::istringstream in(read_file(work.path() / "alerts.jsonl"));
     for (std::string line; std::getline(in, line);) {
-      if (line.empty()) continue;
-      const json body = json::parse(line)["body"];
+      const json entry = json::parse(line, nullptr, false);
+      if (!entry.is_object()) continue;  // empty, or the receiver's line half written as we read
+      const json body = entry.value("body", json::object());
       for (const auto& a : body["alerts"])
         n += a["labels"]["alertname"] == "PtoRunnerCardBad" && a["labels"]["card"] == "0" && a["status"] == status &&
              a["labels"]["job"] == "pto-runner";
