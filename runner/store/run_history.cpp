@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -259,7 +260,13 @@ void RunHistory::record_tests(StepTests step) {
   if (!tests_writer_) return;
   const double window = model_.tests_window_days * TestHistory::kDay;
   boost::asio::post(*tests_writer_, [this, window, step = std::move(step)] {
-    const bool ok = tests_->record(step);
+    // Another connection of the journal's file (the journal, the engine state) may hold its write lock past the
+    // busy timeout on a loaded disk: tried again before the step's results are given up (its run keeps them).
+    bool ok = tests_->record(step);
+    for (int again = 0; !ok && again < 3; ++again) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      ok = tests_->record(step);
+    }
     if (ok && tests_failing_) spdlog::info("test history writes work again");
     if (!ok && !tests_failing_) spdlog::error("test history cannot be written: {} (not logged again until writes work)", tests_->error());
     tests_failing_ = !ok;
