@@ -31,8 +31,10 @@ std::set<std::string> Daemon::adopt_runs() {
   if (!sup) return adopted;
   kept_slurm_jobs_.clear();
   const nlohmann::json& kept = sup->kept_runs();
+  std::set<std::string> unfinished;
   for (const auto& run : history_->journal().unfinished_runs()) {
     const std::string id = run.value("id", "");
+    unfinished.insert(id);
     if (!kept.contains(id)) continue;
     if (std::string why = adopt_run(run, kept[id]); !why.empty()) {
       spdlog::warn("run {} cannot be taken over ({}): it is marked interrupted", id, why);
@@ -42,6 +44,9 @@ std::set<std::string> Daemon::adopt_runs() {
     adopted.insert(id);
     spdlog::info("run {} taken over from the last daemon: its steps ran on", id);
   }
+  // What the supervisor keeps of runs that are over (a forget it never heard) goes: its secrets among it.
+  for (const auto& [id, data] : kept.items())
+    if (!unfinished.count(id)) sup->forget_run(id);
   // Under Slurm: what the last daemon left in Slurm and nobody took over is cancelled (as without supervisors).
   host_->cancel_slurm_leftovers(kept_slurm_jobs_);
   return adopted;
@@ -106,7 +111,13 @@ std::string Daemon::adopt_run(const nlohmann::json& journaled, const nlohmann::j
     if (!sr.executor_job.empty()) kept_slurm_jobs_.insert(job_name_of(marker));
     return {handle, held.lease_token};
   };
-  if (std::string why = r.adopt(run_state_from_json(*saved), kept.value("user", ""), reattach); !why.empty()) return why;
+  RunRecord state = run_state_from_json(*saved);
+  // Its jobs' $GITHUB_ENV values were never written to disk: the supervisor kept them with the handover.
+  const nlohmann::json file_env = kept.value("file_env", nlohmann::json::array());
+  for (std::size_t j = 0; j < state.jobs.size() && j < file_env.size(); ++j)
+    if (file_env[j].is_object()) state.jobs[j].file_env = file_env[j].get<std::map<std::string, std::string>>();
+  if (std::string why = r.adopt(std::move(state), kept.value("user", ""), reattach); !why.empty()) return why;
+  r.set_on_handover_changed([this](HostedRun& changed) { host_->supervised->keep_run(changed.id(), changed.handover()); });
   runs_[id] = std::move(run);
   model_.active[id] = {&r.engine(), &r.request()};
   r.set_on_finished([this](HostedRun& finished) { on_run_finished(finished); });

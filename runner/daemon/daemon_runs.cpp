@@ -198,7 +198,9 @@ void Daemon::begin_run(HostedRun& run) {
 
 void Daemon::run_begun(HostedRun& run) {
   // Its supervisor keeps what a next daemon needs to take it over (daemon_adopt.cpp); never the disk.
-  if (host_->supervised && adoptable(run.request())) host_->supervised->keep_run(run.id(), run.handover());
+  if (!host_->supervised || !adoptable(run.request())) return;
+  host_->supervised->keep_run(run.id(), run.handover());
+  run.set_on_handover_changed([this](HostedRun& r) { host_->supervised->keep_run(r.id(), r.handover()); });
 }
 
 void Daemon::start_waiting_runs() {

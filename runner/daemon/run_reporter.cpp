@@ -19,11 +19,15 @@ RunReporter::RunReporter(RunHistory& history, Metrics& metrics, ToolchainStatus&
 
 void RunReporter::step_changed(const RunRecord& r, const Plan& p, int job, int step) {
   history_.step_changed(r.id, job, step, step_to_json(r, p, job, step, 0));
-  if (keep_engine_state_) history_.engine_state_changed(r.id, run_head_json(r), job, step, step_state_json(r.jobs[job].steps[step]));
+  if (keep_engine_state_) history_.engine_state_changed(r.id, run_head_json(r, false), job, step, step_state_json(r.jobs[job].steps[step]));
+}
+
+void RunReporter::run_changed(const RunRecord& r) {
+  if (keep_engine_state_) history_.engine_state_changed(r.id, run_head_json(r, false), -1, -1, nullptr);
 }
 
 void RunReporter::job_finished(const RunRecord& r, const Plan& p, int job) {
-  if (keep_engine_state_) history_.engine_state_changed(r.id, run_head_json(r), job, -1, nullptr);
+  if (keep_engine_state_) history_.engine_state_changed(r.id, run_head_json(r, false), job, -1, nullptr);
   nlohmann::json record = run_to_json(r, p, "running", -1, 0);
   if (const nlohmann::json* request = request_of_(r.id)) record["request"] = *request;
   history_.job_finished(r.id, job, job_to_json(r, p, job, 0, false), record);

@@ -487,6 +487,9 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
       transition(j, s, StepState::Running);
       trace("exec", p.cards);
     };
+    // Its new attempt is kept before it is handed over (no transition says so until it is placed): a daemon
+    // that takes the run over before then submits it again as the next attempt, never under this one's marker.
+    if (journal_) journal_->step_changed(run_, plan_, static_cast<int>(j), static_cast<int>(s));
     sr.handle = exec.start(std::move(l), [this, j, s](const StepOutcome& o) { on_done(j, s, o); });
     return;
   }
@@ -638,6 +641,9 @@ void RunEngine::cancel_job(std::size_t j, const std::string& reason) {
   JobRecord& jr = run_.jobs[j];
   jr.cancelled = true;
   if (jr.reason.empty()) jr.reason = reason;
+  // Kept before anything else happens: its running steps end only later, and a daemon that takes the run
+  // over meanwhile must find the job cancelled (and timed out, if that is why).
+  if (journal_) journal_->run_changed(run_);
   for (std::size_t s = 0; s < jr.steps.size(); ++s) {
     StepRecord& sr = jr.steps[s];
     const PlanStep& ps = plan_.jobs[j].steps[s];
@@ -671,6 +677,7 @@ void RunEngine::cancel(int signal, const std::string& reason) {
   run_.cancelled = true;
   run_.cancel_signal = signal;
   run_.cancel_reason = reason;
+  if (journal_) journal_->run_changed(run_);
   const std::string why = reason.empty() ? "the run was cancelled" : reason;
   for (std::size_t j = 0; j < run_.jobs.size(); ++j) {
     if (run_.jobs[j].state == JobState::Pending) skip_job(j, JobState::Cancelled, why);

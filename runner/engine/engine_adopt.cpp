@@ -5,6 +5,7 @@
 #include <boost/asio/post.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "engine/engine.h"
@@ -30,6 +31,9 @@ std::string RunEngine::adopt(RunRecord saved, const Reattach& reattach) {
   }
   run_ = std::move(saved);
   started_ = true;
+  // Health checks' markers count from a number of this start's own: a check the last daemon left running is
+  // still held by the supervisor (until it is stopped), and a new one must never carry its marker.
+  health_check_count_ = static_cast<int>(std::fmod(epoch_now(), 1e6)) * 1000;
   // Its times count from its start: the engine clock goes on where the last daemon's was.
   const double created = epoch_from_iso(run_.created);
   t0_ = clock_.now() - (created >= 0 ? std::max(0.0, epoch_now() - created) : 0);

@@ -15,6 +15,9 @@ class RunJournal {
   virtual void step_changed(const RunRecord& run, const Plan& plan, int job, int step) = 0;
   /// The job has just ended (its state, reason and outputs are final).
   virtual void job_finished(const RunRecord& run, const Plan& plan, int job) = 0;
+  /// The run's own fields or a job's changed with no step's transition (a cancel, a job's time-out): kept for
+  /// a daemon that takes the run over (nothing for journals that keep only transitions).
+  virtual void run_changed(const RunRecord& run) { (void)run; }
 };
 
 }  // namespace pto

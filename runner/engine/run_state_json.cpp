@@ -198,8 +198,8 @@ StepRecord step_state_from_json(const json& j) {
 
 namespace {
 
-json job_head_json(const JobRecord& jr) {
-  return {{"state", to_string(jr.state)},
+json job_head_json(const JobRecord& jr, bool with_file_env) {
+  json j = {{"state", to_string(jr.state)},
           {"started", jr.started},
           {"finished", jr.finished},
           {"started_at", jr.started_at},
@@ -210,16 +210,17 @@ json job_head_json(const JobRecord& jr) {
           {"reason", jr.reason},
           {"next_step", jr.next_step},
           {"first_unsettled", jr.first_unsettled},
-          {"file_env", jr.file_env},
           {"path_prepend", jr.path_prepend},
           {"outputs", jr.outputs}};
+  if (with_file_env) j["file_env"] = jr.file_env;
+  return j;
 }
 
 }  // namespace
 
-json run_head_json(const RunRecord& r) {
+json run_head_json(const RunRecord& r, bool with_file_env) {
   json jobs = json::array();
-  for (const JobRecord& jr : r.jobs) jobs.push_back(job_head_json(jr));
+  for (const JobRecord& jr : r.jobs) jobs.push_back(job_head_json(jr, with_file_env));
   return {{"id", r.id},
           {"created", r.created},
           {"finished", r.finished},

@@ -15,7 +15,9 @@ StepRecord step_state_from_json(const nlohmann::json& j);
 nlohmann::json run_state_json(const RunRecord& r);
 /// The run's and its jobs' own fields, without their steps (each step is kept on its own as it changes:
 /// store/engine_state_journal); run_state_json is this with every job's "steps".
-nlohmann::json run_head_json(const RunRecord& r);
+/// `with_file_env` false: without each job's $GITHUB_ENV values (they may be secrets: what is written to disk
+/// leaves them out; they go to the step supervisor's memory with the run's handover, HostedRun::handover).
+nlohmann::json run_head_json(const RunRecord& r, bool with_file_env = true);
 /// Whatever a field that is missing or of another type: its default (a record from an older daemon).
 RunRecord run_state_from_json(const nlohmann::json& j);
 

@@ -66,12 +66,23 @@ bool HostedRun::begin() {
 }
 
 nlohmann::json HostedRun::handover() const {
-  return {{"base_env", base_env_}, {"mask", engine_->mask().values()}, {"user", user_ ? user_->name : ""}};
+  nlohmann::json file_env = nlohmann::json::array();
+  for (const JobRecord& j : engine_->record().jobs) file_env.push_back(j.file_env);
+  return {{"base_env", base_env_}, {"mask", engine_->mask().values()}, {"user", user_ ? user_->name : ""}, {"file_env", file_env}};
+}
+
+std::size_t HostedRun::handover_size() const {
+  std::size_t n = engine_->mask().values().size();
+  for (const JobRecord& j : engine_->record().jobs)
+    for (const auto& [k, v] : j.file_env) n += 1 + k.size() + v.size();
+  return n;
 }
 
 std::string HostedRun::adopt(RunRecord saved, const std::string& user, const Reattach& reattach) {
   begun_ = true;
-  if (!user.empty() && host_.users.active()) {
+  // A run that ran as a sandbox user never goes on as this daemon's own user.
+  if (!user.empty() && !host_.users.active()) return "it ran as sandbox user " + user + " and this daemon has no sandbox (" + host_.users.why() + ")";
+  if (!user.empty()) {
     std::optional<RunAs> u = host_.users.lend_again(id_, user);
     if (!u) return "its sandbox user " + user + " cannot be lent to it again";
     user_ = *u;
@@ -205,6 +216,12 @@ void HostedRun::off_thread(std::function<std::string()> work, std::function<void
 }
 
 void HostedRun::on_step_changed(const RunRecord& r, const Plan& p, int job, int step, StepState from) {
+  // A step's end may have added masks or $GITHUB_ENV values: its supervisor's copy of the handover follows.
+  if (on_handover_changed_ && from == StepState::Running)
+    if (const std::size_t size = handover_size(); size != handover_size_) {
+      handover_size_ = size;
+      on_handover_changed_(*this);
+    }
   if (from == StepState::Running && r.jobs[job].steps[step].state != StepState::Running)
     step_stopped(StepId{static_cast<std::size_t>(job), static_cast<std::size_t>(step)});
   if (observer_) observer_->on_step_changed(r, p, job, step, from);

@@ -91,6 +91,8 @@ class HostedRun : private RunObserver {
   /// What a next daemon needs to take this run over and must never be written to disk (its steps' base
   /// environment with its secrets and lease token, its masks, its user): kept in its steps' supervisor's memory.
   nlohmann::json handover() const;
+  /// Called when what handover() says has grown (a step masked a value, or wrote $GITHUB_ENV), after a step's end.
+  void set_on_handover_changed(std::function<void(HostedRun&)> f) { on_handover_changed_ = std::move(f); }
   /// A running step of a run taken over, found again: its handle (0: nothing holds it) and its attempt's lease
   /// token.
   struct Reattached {
@@ -153,6 +155,9 @@ class HostedRun : private RunObserver {
   std::map<StepId, StepToken> step_tokens_;  // of running attempts
   bool begun_ = false, given_back_ = false;
   std::function<void(HostedRun&)> on_finished_;
+  std::function<void(HostedRun&)> on_handover_changed_;
+  std::size_t handover_size_ = 0;  // handover_size() when it was last handed over
+  std::size_t handover_size() const;
 };
 
 }  // namespace pto

@@ -117,7 +117,10 @@ bool CardLock::seen_held(const std::string& dir, int card, const std::string& na
 
 CardLock& CardLock::operator=(CardLock&& o) noexcept {
   if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
+    if (fd_ >= 0) {
+      ::flock(fd_, LOCK_UN);  // see ~CardLock
+      ::close(fd_);
+    }
     fd_ = o.fd_;
     card_ = o.card_;
     o.fd_ = -1;
@@ -129,6 +132,9 @@ CardLock::~CardLock() {
   if (fd_ >= 0) {
     // Leave the file (others may have it open) but blank the holder line before the kernel drops the lock.
     write_holder(fd_, "");
+    // Unlocked, not only closed: a copy of this descriptor may live on in the step supervisor (a lease's, until
+    // it hears the lease ended), and the card must be free for the next grant at once.
+    ::flock(fd_, LOCK_UN);
     ::close(fd_);
   }
 }

@@ -5,7 +5,9 @@
 // missing, and writes in one transaction that never throw. Header-only: small, and used by three stores.
 #include <sqlite3.h>
 
+#include <chrono>
 #include <memory>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -22,18 +24,27 @@ inline sqlite3* open_side_connection(const std::string& path, const std::string&
     sqlite3_close(db);
     return nullptr;
   }
-  try {
-    sqlite_exec(db, "PRAGMA busy_timeout=5000");
-    sqlite_exec(db, "PRAGMA journal_mode=WAL");
-    sqlite_exec(db, "PRAGMA synchronous=NORMAL");
-    for (const char* sql : pragmas) sqlite_exec(db, sql);
-    for (const char* sql : schema) sqlite_exec(db, sql);
-  } catch (const std::exception& e) {
-    error = what + " in " + path + ": " + e.what();
-    sqlite3_close(db);
-    return nullptr;
+  // Another connection of the file (the journal's, another store's) may hold its write lock past the busy
+  // timeout on a loaded disk while this one makes its tables: tried again a few times before giving up.
+  for (int attempt = 0;; ++attempt) {
+    try {
+      sqlite_exec(db, "PRAGMA busy_timeout=5000");
+      sqlite_exec(db, "PRAGMA journal_mode=WAL");
+      sqlite_exec(db, "PRAGMA synchronous=NORMAL");
+      for (const char* sql : pragmas) sqlite_exec(db, sql);
+      for (const char* sql : schema) sqlite_exec(db, sql);
+      return db;
+    } catch (const std::exception& e) {
+      const int code = sqlite3_errcode(db);
+      if ((code == SQLITE_BUSY || code == SQLITE_LOCKED) && attempt < 4) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        continue;
+      }
+      error = what + " in " + path + ": " + e.what();
+      sqlite3_close(db);
+      return nullptr;
+    }
   }
-  return db;
 }
 
 /// Runs `f` (which may throw) in one BEGIN IMMEDIATE .. COMMIT, rolled back when it throws. False with

@@ -115,11 +115,15 @@ struct SupervisedExecutor::Impl {
     for (int attempt = 0; attempt < 3; ++attempt) {
       const int fd = dial_or_start(why);
       if (fd < 0) continue;
-      if (greet(fd, why)) {
+      std::vector<WireMessage> early;
+      if (greet(fd, why, early)) {
         conn = std::make_unique<asio::posix::stream_descriptor>(io, fd);
         read();
+        for (auto& m : early) on_message(m);  // came with the greeting's last bytes (a step's end, a line)
         return "";
       }
+      for (auto& m : early)
+        for (int f : m.fds) ::close(f);
       ::close(fd);
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -145,7 +149,7 @@ struct SupervisedExecutor::Impl {
   }
 
   /// Its greeting, whole, before anything else: what it holds decides what this daemon adopts.
-  bool greet(int fd, std::string& why) {
+  bool greet(int fd, std::string& why, std::vector<WireMessage>& early) {
     const std::string path = supervisor_socket(dir);
     reader = std::make_unique<WireReader>();
     for (auto& [marker, h] : held)
@@ -168,7 +172,9 @@ struct SupervisedExecutor::Impl {
       bool greeted = false;
       for (auto& m : got) {
         const std::string op = m.body.value("op", "");
-        if (op == "held") {
+        if (greeted) {
+          early.push_back(std::move(m));
+        } else if (op == "held") {
           HeldStep h;
           h.marker = m.body.value("id", "");
           h.run = m.body.value("run", "");
@@ -290,7 +296,7 @@ std::unique_ptr<SupervisedExecutor> SupervisedExecutor::connect(asio::io_context
 std::uint64_t SupervisedExecutor::start(StepLaunch launch, std::function<void(const StepOutcome&)> done) {
   Impl& d = *impl_;
   const std::uint64_t handle = ++d.next;
-  if (!d.conn)
+  if (!d.conn) {
     if (std::string e = d.open(); !e.empty()) {
       asio::post(d.io, [done, e] {
         StepOutcome o;
@@ -299,6 +305,13 @@ std::uint64_t SupervisedExecutor::start(StepLaunch launch, std::function<void(co
       });
       return handle;
     }
+    // A connection made again mid-life: what the supervisor still held was ended as lost here already, and
+    // its leases are still this daemon's (our copies of their flocks are not needed).
+    let_go_of_unadopted();
+    for (auto& [id, l] : d.leases)
+      for (int fd : l.lock_fds) ::close(fd);
+    d.leases.clear();
+  }
   const std::string marker = launch.marker;
   d.steps[handle] = {marker, std::move(done), launch.mask, launch.take_prefix.empty() ? nullptr : launch.take_line};
   d.by_marker[marker] = handle;

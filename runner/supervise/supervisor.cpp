@@ -72,9 +72,10 @@ class Supervisor {
       conn_ = std::make_unique<asio::local::stream_protocol::socket>(std::move(s));
       conn_->non_blocking(true);
       reader_ = std::make_unique<WireReader>();
+      ++generation_;
       linger_.cancel();
       greet();
-      read();
+      if (conn_) read();  // a daemon gone already (the greeting could not be sent): the next one is awaited
       accept();
     });
   }
@@ -95,19 +96,27 @@ class Supervisor {
   }
 
   void read() {
-    auto* c = conn_.get();
-    c->async_wait(asio::socket_base::wait_read, [this, c](boost::system::error_code ec) {
-      if (conn_.get() != c) return;  // replaced meanwhile
+    // The connection's generation, not its address: a replacement may be allocated where the old one was.
+    const std::uint64_t gen = generation_;
+    conn_->async_wait(asio::socket_base::wait_read, [this, gen](boost::system::error_code ec) {
+      if (gen != generation_ || !conn_) return;  // replaced or dropped meanwhile
       std::vector<WireMessage> got;
-      const bool open = !ec && reader_->read(c->native_handle(), got);
-      for (auto& m : got) handle(m);
-      if (conn_.get() != c) return;
+      const bool open = !ec && reader_->read(conn_->native_handle(), got);
+      for (auto& m : got) {
+        if (gen != generation_) {  // what a replaced connection still had buffered is not acted on
+          close_all(m.fds);
+          continue;
+        }
+        handle(m);
+      }
+      if (gen != generation_ || !conn_) return;
       if (!open) return drop_connection();
       read();
     });
   }
 
   void drop_connection() {
+    ++generation_;
     conn_.reset();
     reader_.reset();
     maybe_exit();
@@ -209,6 +218,7 @@ class Supervisor {
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<asio::local::stream_protocol::socket> conn_;
   std::unique_ptr<WireReader> reader_;
+  std::uint64_t generation_ = 0;  // of the connection: a new one or a drop makes the old one's reads void
   std::map<std::string, Held> held_;  // by the step's marker
   struct Kept {
     json data;
