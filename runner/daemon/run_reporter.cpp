@@ -19,6 +19,10 @@ RunReporter::RunReporter(RunHistory& history, Metrics& metrics, ToolchainStatus&
 
 void RunReporter::step_changed(const RunRecord& r, const Plan& p, int job, int step) {
   history_.step_changed(r.id, job, step, step_to_json(r, p, job, step, 0));
+  step_updated(r, job, step);
+}
+
+void RunReporter::step_updated(const RunRecord& r, int job, int step) {
   if (keep_engine_state_) history_.engine_state_changed(r.id, run_head_json(r, false), job, step, step_state_json(r.jobs[job].steps[step]));
 }
 

@@ -489,7 +489,7 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
     };
     // Its new attempt is kept before it is handed over (no transition says so until it is placed): a daemon
     // that takes the run over before then submits it again as the next attempt, never under this one's marker.
-    if (journal_) journal_->step_changed(run_, plan_, static_cast<int>(j), static_cast<int>(s));
+    if (journal_) journal_->step_updated(run_, static_cast<int>(j), static_cast<int>(s));
     sr.handle = exec.start(std::move(l), [this, j, s](const StepOutcome& o) { on_done(j, s, o); });
     return;
   }

@@ -18,6 +18,9 @@ class RunJournal {
   /// The run's own fields or a job's changed with no step's transition (a cancel, a job's time-out): kept for
   /// a daemon that takes the run over (nothing for journals that keep only transitions).
   virtual void run_changed(const RunRecord& run) { (void)run; }
+  /// A step's record changed with no transition (a new attempt handed to an executor that places it): kept
+  /// for a daemon that takes the run over; no event.
+  virtual void step_updated(const RunRecord& run, int job, int step) { (void)run, (void)job, (void)step; }
 };
 
 }  // namespace pto
