@@ -167,7 +167,15 @@ void RunHistory::load() {
   model_.cards = CardHistory{};
   for (auto& [card, data] : journal_->card_events(epoch_now() - CardHistory::kWindowSeconds))
     if (auto e = CardEvent::from_json(card, data)) model_.cards.add(std::move(*e));
-  if (tests_) tests_flaky_ = tests_->flaky_since(epoch_now() - model_.tests_window_days * TestHistory::kDay);  // before the writer's first
+  // On the writer's thread, as every use of its connection (a prune at start may be running there now: one
+  // SQLite connection used by two threads at once can leave a transaction open and lock everyone else out).
+  if (tests_ && tests_writer_) {
+    boost::asio::post(*tests_writer_, [this, since = epoch_now() - model_.tests_window_days * TestHistory::kDay] {
+      tests_flaky_ = tests_->flaky_since(since);
+    });
+  } else if (tests_) {
+    tests_flaky_ = tests_->flaky_since(epoch_now() - model_.tests_window_days * TestHistory::kDay);
+  }
   model_.host.recent.clear();
   for (const auto& s : journal_->list_runs(static_cast<int>(kRecentRuns))) {
     if (s.state == "running") continue;

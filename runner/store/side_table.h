@@ -25,7 +25,7 @@ inline sqlite3* open_side_connection(const std::string& path, const std::string&
     return nullptr;
   }
   // Another connection of the file (the journal's, another store's) may hold its write lock past the busy
-  // timeout on a loaded disk while this one makes its tables: tried again a few times before giving up.
+  // timeout on a loaded disk while this one makes its tables: tried once more before giving up.
   for (int attempt = 0;; ++attempt) {
     try {
       sqlite_exec(db, "PRAGMA busy_timeout=5000");
@@ -36,7 +36,7 @@ inline sqlite3* open_side_connection(const std::string& path, const std::string&
       return db;
     } catch (const std::exception& e) {
       const int code = sqlite3_errcode(db);
-      if ((code == SQLITE_BUSY || code == SQLITE_LOCKED) && attempt < 4) {
+      if ((code == SQLITE_BUSY || code == SQLITE_LOCKED) && attempt < 1) {
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
         continue;
       }
