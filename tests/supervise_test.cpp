@@ -31,6 +31,14 @@ std::string marked_steps(int n, const fs::path& marks, double seconds) {
   return y.str();
 }
 
+/// A directory in the test's tree every step may write its marker files to.
+fs::path marks_dir(const Served& s) {
+  const fs::path marks = s.dir.path() / "marks";
+  fs::create_directories(marks);
+  fs::permissions(marks, fs::perms::all);
+  return marks;
+}
+
 struct Use {
   int card;
   long long start, end;
@@ -58,9 +66,7 @@ TEST_CASE("supervise: a run of 12 one-card steps on 4 cards outlives a SIGKILLed
           "[supervise]") {
   Served s;
   s.devices = "0,1,2,3";
-  const fs::path marks = s.dir.path() / "marks";
-  fs::create_directories(marks);
-  fs::permissions(marks, fs::perms::all);
+  const fs::path marks = marks_dir(s);
   write_project(s.dir, {{"twelve.yml", marked_steps(12, marks, 1.5)}});
   s.start();
   // The run's submitter follows it, started before the kill: it must see the run to its end.
@@ -114,9 +120,7 @@ TEST_CASE("supervise: a run of 12 one-card steps on 4 cards outlives a SIGKILLed
 
 TEST_CASE("supervise: a step that ends while no daemon runs keeps its exit status and its whole log for the next one", "[supervise]") {
   Served s;
-  const fs::path marks = s.dir.path() / "marks";
-  fs::create_directories(marks);
-  fs::permissions(marks, fs::perms::all);
+  const fs::path marks = marks_dir(s);
   // It masks a value of its own and hands it back as an output: masked after the take-over too.
   write_project(s.dir, {{"brief.yml", "name: brief\nsteps:\n  - name: short\n    id: short\n    devices: 1\n    run: 'echo before; echo ::add-mask::hidden-4711-value; touch " +
                                           (marks / "started").string() + "; sleep 1; echo after; echo key=hidden-4711-value >> $GITHUB_OUTPUT; exit 3'\n"
@@ -144,9 +148,7 @@ TEST_CASE("supervise: a step that ends while no daemon runs keeps its exit statu
 
 TEST_CASE("supervise: a step whose daemon never comes back ends at its own timeout, and the next daemon says so", "[supervise]") {
   Served s;
-  const fs::path marks = s.dir.path() / "marks";
-  fs::create_directories(marks);
-  fs::permissions(marks, fs::perms::all);
+  const fs::path marks = marks_dir(s);
   write_project(s.dir, {{"hang.yml", "name: hang\nsteps:\n  - name: h\n    timeout-minutes: 0.02\n    run: 'echo $$ > " +
                                          (marks / "pid").string() + "; sleep 120'\n"}});
   s.start();
@@ -165,9 +167,7 @@ TEST_CASE("supervise: a step whose daemon never comes back ends at its own timeo
 
 TEST_CASE("supervise: with supervise: false the steps are the daemon's own and a SIGKILL interrupts the run", "[supervise]") {
   Served s;
-  const fs::path marks = s.dir.path() / "marks";
-  fs::create_directories(marks);
-  fs::permissions(marks, fs::perms::all);
+  const fs::path marks = marks_dir(s);
   s.dir.write("runner.yml", "supervise: false\n");
   write_project(s.dir, {{"long.yml", "name: long\nsteps:\n  - name: wait\n    run: 'echo $$ > " + (marks / "pid").string() + "; sleep 60'\n"}});
   s.start();
@@ -243,9 +243,7 @@ TEST_CASE("supervise: a step's leased command keeps its card across a daemon's S
           "[supervise][lease]") {
   Served s;
   s.devices = "0,1";
-  const fs::path marks = s.dir.path() / "marks";
-  fs::create_directories(marks);
-  fs::permissions(marks, fs::perms::all);
+  const fs::path marks = marks_dir(s);
   const std::string m = marks.string();
   // The harness's step leases one card and runs a 4 s batch on it; the other job needs both cards.
   write_project(s.dir, {{"harness.yml", "name: harness\nsteps:\n  - name: batch\n    run: task-submit --device-num 1 --run 'echo $TASK_DEVICE > " + m +

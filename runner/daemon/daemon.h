@@ -122,6 +122,8 @@ class Daemon : public HostCommands {
   void host_engine_options(EngineOptions& eo);
   void begin_run(HostedRun& run);
   void run_begun(HostedRun& run);
+  /// The run's handover to the step supervisor, now and each time a step's end adds to it (daemon_runs.cpp).
+  void keep_handover(HostedRun& run);
   // Taking over the runs an earlier daemon left to its steps' supervisor (daemon_adopt.cpp).
   static bool adoptable(const nlohmann::json& request);
   std::set<std::string> adopt_runs();

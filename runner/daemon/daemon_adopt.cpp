@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/daemon.h"
+#include "supervise/wire.h"
 #include "engine/run_state_json.h"
 #include "slurm/slurm_command.h"
 #include "util/secret_mask.h"
@@ -107,7 +108,7 @@ std::string Daemon::adopt_run(const nlohmann::json& journaled, const nlohmann::j
     // Slurm, Slurm holds them.)
     if (!cards.empty() && host_->dispatcher && !host_->cluster_picks_cards()) host_->dispatcher->adopt(cards, held.lock_fds, what.label, r.id());
     else
-      for (int fd : held.lock_fds) ::close(fd);
+      close_fds(held.lock_fds);
     if (!sr.executor_job.empty()) kept_slurm_jobs_.insert(job_name_of(marker));
     return {handle, held.lease_token};
   };
@@ -117,7 +118,7 @@ std::string Daemon::adopt_run(const nlohmann::json& journaled, const nlohmann::j
   for (std::size_t j = 0; j < state.jobs.size() && j < file_env.size(); ++j)
     if (file_env[j].is_object()) state.jobs[j].file_env = file_env[j].get<std::map<std::string, std::string>>();
   if (std::string why = r.adopt(std::move(state), kept.value("user", ""), reattach); !why.empty()) return why;
-  r.set_on_handover_changed([this](HostedRun& changed) { host_->supervised->keep_run(changed.id(), changed.handover()); });
+  keep_handover(r);  // what it had is still kept; from here on it follows what its steps add
   runs_[id] = std::move(run);
   model_.active[id] = {&r.engine(), &r.request()};
   r.set_on_finished([this](HostedRun& finished) { on_run_finished(finished); });

@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/daemon.h"
+#include "supervise/wire.h"
 #include "engine/failure_evidence.h"
 #include "exec/cgroup_tree.h"
 #include "lease/lease_state_json.h"
@@ -47,7 +48,7 @@ void Daemon::restore_leases(const std::set<std::string>& adopted) {
     // their runs' recovery, and their cards go back.
     const bool goes_on = !l.id.empty() && (l.request.run_id.empty() || adopted.count(l.request.run_id));
     if (!goes_on || !host_->dispatcher) {
-      for (int fd : held.lock_fds) ::close(fd);
+      close_fds(held.lock_fds);
       sup->forget_lease(id);
       continue;
     }

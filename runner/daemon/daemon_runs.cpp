@@ -198,7 +198,10 @@ void Daemon::begin_run(HostedRun& run) {
 
 void Daemon::run_begun(HostedRun& run) {
   // Its supervisor keeps what a next daemon needs to take it over (daemon_adopt.cpp); never the disk.
-  if (!host_->supervised || !adoptable(run.request())) return;
+  if (host_->supervised && adoptable(run.request())) keep_handover(run);
+}
+
+void Daemon::keep_handover(HostedRun& run) {
   host_->supervised->keep_run(run.id(), run.handover());
   run.set_on_handover_changed([this](HostedRun& r) { host_->supervised->keep_run(r.id(), r.handover()); });
 }

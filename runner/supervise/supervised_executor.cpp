@@ -90,9 +90,9 @@ struct SupervisedExecutor::Impl {
   ~Impl() {
     if (conn) conn->close();
     for (auto& [marker, h] : held)
-      for (int fd : h.lock_fds) ::close(fd);
+      close_fds(h.lock_fds);
     for (auto& [id, l] : leases)
-      for (int fd : l.lock_fds) ::close(fd);
+      close_fds(l.lock_fds);
   }
 
   asio::io_context& io;
@@ -123,7 +123,7 @@ struct SupervisedExecutor::Impl {
         return "";
       }
       for (auto& m : early)
-        for (int f : m.fds) ::close(f);
+        close_fds(m.fds);
       ::close(fd);
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -153,9 +153,9 @@ struct SupervisedExecutor::Impl {
     const std::string path = supervisor_socket(dir);
     reader = std::make_unique<WireReader>();
     for (auto& [marker, h] : held)
-      for (int f : h.lock_fds) ::close(f);
+      close_fds(h.lock_fds);
     for (auto& [id, l] : leases)
-      for (int f : l.lock_fds) ::close(f);
+      close_fds(l.lock_fds);
     held.clear();
     leases.clear();
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -191,7 +191,7 @@ struct SupervisedExecutor::Impl {
           pid = m.body.value("pid", 0);
           greeted = true;
         } else {
-          for (int f : m.fds) ::close(f);
+          close_fds(m.fds);
         }
       }
       if (greeted) return true;
@@ -216,7 +216,7 @@ struct SupervisedExecutor::Impl {
   }
 
   void on_message(WireMessage& m) {
-    for (int f : m.fds) ::close(f);
+    close_fds(m.fds);
     if (m.body.value("op", "") == "line") {
       if (auto it = by_marker.find(m.body.value("id", "")); it != by_marker.end())
         if (auto s = steps.find(it->second); s != steps.end() && s->second.take_line) s->second.take_line(m.body.value("text", ""));
@@ -229,8 +229,7 @@ struct SupervisedExecutor::Impl {
     if (it == by_marker.end()) {
       // A held step not adopted yet: its end waits for adopt() (or let_go_of_unadopted).
       if (auto h = held.find(marker); h != held.end()) {
-        for (int fd : h->second.lock_fds) ::close(fd);  // the supervisor's copies are closed: ours hold nothing
-        h->second.lock_fds.clear();
+        close_fds(h->second.lock_fds);  // the supervisor's copies are closed: ours hold nothing
         h->second.ended = true;
         h->second.outcome = o;
         h->second.mask = m.body.value("mask", std::vector<std::string>{});
@@ -309,7 +308,7 @@ std::uint64_t SupervisedExecutor::start(StepLaunch launch, std::function<void(co
     // its leases are still this daemon's (our copies of their flocks are not needed).
     let_go_of_unadopted();
     for (auto& [id, l] : d.leases)
-      for (int fd : l.lock_fds) ::close(fd);
+      close_fds(l.lock_fds);
     d.leases.clear();
   }
   const std::string marker = launch.marker;
@@ -353,7 +352,7 @@ std::uint64_t SupervisedExecutor::adopt(const std::string& marker, std::function
 void SupervisedExecutor::let_go_of_unadopted() {
   Impl& d = *impl_;
   for (auto& [marker, h] : d.held) {
-    for (int fd : h.lock_fds) ::close(fd);
+    close_fds(h.lock_fds);
     if (h.ended) {
       d.send({{"op", "ack"}, {"id", marker}});
       continue;

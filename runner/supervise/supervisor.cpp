@@ -32,11 +32,6 @@ std::string supervisor_socket(const std::string& dir) { return dir + "/sock"; }
 
 namespace {
 
-void close_all(std::vector<int>& fds) {
-  for (int fd : fds) ::close(fd);
-  fds.clear();
-}
-
 class Supervisor {
  public:
   Supervisor(asio::io_context& io, std::string dir)
@@ -104,7 +99,7 @@ class Supervisor {
       const bool open = !ec && reader_->read(conn_->native_handle(), got);
       for (auto& m : got) {
         if (gen != generation_) {  // what a replaced connection still had buffered is not acted on
-          close_all(m.fds);
+          close_fds(m.fds);
           continue;
         }
         handle(m);
@@ -129,12 +124,12 @@ class Supervisor {
     if (op == "keep_lease") {
       // A granted lease's cards: their flocks kept while its command (the client's, not ours) runs on.
       Kept& k = leases_[id];
-      close_all(k.fds);
+      close_fds(k.fds);
       k.data = m.body.value("data", json::object());
       k.fds = std::move(m.fds);
       return;
     }
-    close_all(m.fds);  // only a start carries descriptors
+    close_fds(m.fds);  // only a start carries descriptors
     if (op == "cancel") {
       if (auto it = held_.find(id); it != held_.end() && !it->second.ended) executor_->cancel(it->second.handle);
     } else if (op == "ack") {
@@ -144,7 +139,7 @@ class Supervisor {
       runs_[m.body.value("run", "")] = m.body.value("data", json::object());
     } else if (op == "forget_lease") {
       if (auto it = leases_.find(id); it != leases_.end()) {
-        close_all(it->second.fds);
+        close_fds(it->second.fds);
         leases_.erase(it);
       }
       maybe_exit();
@@ -156,7 +151,7 @@ class Supervisor {
 
   void start(const std::string& id, WireMessage& m) {
     if (id.empty() || held_.count(id)) {
-      close_all(m.fds);
+      close_fds(m.fds);
       StepOutcome o;
       o.error = id.empty() ? "a step with no marker" : "step " + id + " is already held";
       return send({{"op", "ended"}, {"id", id}, {"outcome", outcome_json(o)}, {"refused", true}});
@@ -184,7 +179,7 @@ class Supervisor {
     h.ended = o;
     // Every process of it is gone: its cards are free. The daemon releases them when it reads this, and its
     // next step may lock them at once, so our copies of the flocks go first.
-    close_all(h.fds);
+    close_fds(h.fds);
     send({{"op", "ended"}, {"id", id}, {"outcome", outcome_json(o)}, {"mask", h.mask ? h.mask->values() : std::vector<std::string>{}}});
     maybe_exit();
   }

@@ -9,6 +9,11 @@
 
 namespace pto {
 
+void close_fds(std::vector<int>& fds) {
+  for (int fd : fds) ::close(fd);
+  fds.clear();
+}
+
 std::string wire_send(int sock, nlohmann::json body, const std::vector<int>& fds) {
   if (!fds.empty()) body["fds"] = fds.size();
   std::string line = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";

@@ -18,6 +18,9 @@ struct WireMessage {
   std::vector<int> fds;  // received with it (close-on-exec); the receiver owns them
 };
 
+/// Closes each descriptor and empties the list (descriptors a message brought, or a step's flocks let go).
+void close_fds(std::vector<int>& fds);
+
 /// Sends `body` as one line with `fds` beside it, whole (blocking while the socket is full, at most
 /// kWireSendSeconds). "" or the error.
 std::string wire_send(int sock, nlohmann::json body, const std::vector<int>& fds = {});
