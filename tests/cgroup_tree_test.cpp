@@ -43,3 +43,34 @@ TEST_CASE("cgroup tree: an emptied step cgroup is handed out again, one with a p
   CHECK(!fs::exists(a));
   tree.recycle(b);
 }
+
+TEST_CASE("cgroup tree: a cgroup killed through cgroup.kill is never handed out again (a process cloned into it would be killed)", "[exec]") {
+  CgroupTree& tree = CgroupTree::instance();
+  if (!tree.available()) {
+    WARN("SKIPPED: no writable cgroup v2 with cgroup.kill here (" << tree.why_not() << ")");
+    return;
+  }
+  std::string a = tree.make_child();
+  REQUIRE(!a.empty());
+  int err = 0;
+  pid_t pid = spawn_process({{"/bin/sleep", "30"}, {"PATH=/usr/bin:/bin"}, "", -1, a}, err);
+  REQUIRE(pid > 0);
+  CgroupTree::signal_all(a, SIGKILL);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WTERMSIG(status) == SIGKILL);
+  REQUIRE(wait_until([&] { return !CgroupTree::populated(a); }, 5));
+  tree.recycle(a, /*known_empty=*/true);
+  CHECK_FALSE(fs::exists(a));  // removed, not kept
+  std::string b = tree.make_child();
+  CHECK(b != a);
+  // The one handed out instead is fresh: a process cloned into it runs to its end. (Cloned into the killed
+  // one, this kernel SIGKILLs it at once: the executor tests' cancelled and timed-out steps showed it.)
+  SpawnSpec cloned{{"/bin/sleep", "0.2"}, {"PATH=/usr/bin:/bin"}, "", -1, b};
+  cloned.fork_into_cgroup = true;
+  pid = spawn_process(cloned, err);
+  REQUIRE(pid > 0);
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));  // a fresh cgroup: the process ran to its end
+  tree.recycle(b);
+}

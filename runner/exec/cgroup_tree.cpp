@@ -161,6 +161,9 @@ int CgroupTree::signal_all(const std::string& cgroup, int sig) {
   auto pids = processes(cgroup);
   if (sig == SIGKILL) {
     write_cgroup_file(cgroup + "/cgroup.kill", "1");
+    CgroupTree& tree = instance();
+    std::lock_guard<std::mutex> g(tree.spare_lock_);
+    tree.killed_.insert(cgroup);
     return static_cast<int>(pids.size());
   }
   for (pid_t p : pids) ::kill(p, sig);
@@ -169,7 +172,15 @@ int CgroupTree::signal_all(const std::string& cgroup, int sig) {
 
 void CgroupTree::recycle(const std::string& cgroup, bool known_empty) {
   if (cgroup.empty()) return;
-  if (known_empty || !populated(cgroup)) {
+  bool was_killed;
+  {
+    std::lock_guard<std::mutex> g(spare_lock_);
+    was_killed = killed_.erase(cgroup) > 0;
+  }
+  // Never one that was killed through cgroup.kill: this kernel (6.18) SIGKILLs every process cloned into it
+  // afterwards (CLONE_INTO_CGROUP, as the spawner and task-submit start theirs: the cgroup's kill count is no
+  // longer its parent's), tests/spawner_test.cpp. Made afresh instead; a kill is the rare end of a step.
+  if (!was_killed && (known_empty || !populated(cgroup))) {
     std::lock_guard<std::mutex> g(spare_lock_);
     // Never twice: one path handed to two holders would let one's end kill the other's processes.
     if (std::find(spare_.begin(), spare_.end(), cgroup) != spare_.end()) return;

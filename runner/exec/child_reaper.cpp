@@ -16,6 +16,7 @@ std::set<pid_t>& registry() {
   static std::set<pid_t> pids;
   return pids;
 }
+int unanswered = 0;  // spawns whose pid is not known yet (exec/spawner)
 }  // namespace
 
 namespace owned_children {
@@ -28,10 +29,13 @@ void remove(pid_t pid) {
   std::lock_guard<std::mutex> g(lock());
   registry().erase(pid);
 }
+void spawning() { ++unanswered; }
+void spawned() { --unanswered; }
 }  // namespace owned_children
 
 int reap_orphans() {
   std::lock_guard<std::mutex> g(owned_children::lock());
+  if (unanswered > 0) return 0;
   int reaped = 0;
   // Our children, from every thread's list (a child belongs to the thread that made it).
   DIR* tasks = ::opendir("/proc/self/task");

@@ -5,7 +5,9 @@
 //
 // The processes pto-runner starts itself are waited for by their owners (the executor, through Boost.Process):
 // they are registered while spawning, under the lock the reaper also takes, and the reaper never waits for a
-// registered pid, so no owner loses its child's exit status.
+// registered pid, so no owner loses its child's exit status. A step the spawner process starts (exec/spawner)
+// is this process's child before its pid comes back: while any such answer is outstanding the reaper waits
+// for no child at all (an orphan is reaped a pass later).
 #include <sys/types.h>
 
 #include <memory>
@@ -22,6 +24,8 @@ namespace owned_children {
 std::mutex& lock();
 void add(pid_t pid);     // with lock() held
 void remove(pid_t pid);  // once its owner has waited for it
+void spawning();         // with lock() held: a child may exist whose pid is not known yet
+void spawned();          // with lock() held: that answer is in (its pid added, if any)
 }  // namespace owned_children
 
 /// Reaps every child that is not registered and has exited; returns how many.

@@ -123,7 +123,10 @@ class Executor {
   virtual bool places(const StepLaunch&) const { return false; }
 };
 
-std::unique_ptr<Executor> make_local_executor(boost::asio::io_context& io);
+/// How the local executor starts processes: through its spawner process (exec/spawner; started with the
+/// first step, in-process when there is none), or in-process (one-off commands: exec/run_sync).
+enum class Spawning { Spawner, InProcess };
+std::unique_ptr<Executor> make_local_executor(boost::asio::io_context& io, Spawning spawning = Spawning::Spawner);
 /// Each step sleeps `simulated_seconds` (already scaled by --time-scale) and succeeds.
 std::unique_ptr<Executor> make_simulated_executor(boost::asio::io_context& io);
 

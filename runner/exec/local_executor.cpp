@@ -27,6 +27,7 @@
 #include "exec/executor.h"
 #include "exec/process_sweep.h"
 #include "exec/spawn_process.h"
+#include "exec/spawner.h"
 #include "util/secret_mask.h"
 
 namespace asio = boost::asio;
@@ -40,7 +41,7 @@ class LocalExecutor;
 
 class StepProcess : public std::enable_shared_from_this<StepProcess> {
  public:
-  StepProcess(asio::io_context& io, asio::thread_pool& sweepers, StepLaunch launch,
+  StepProcess(asio::io_context& io, asio::thread_pool& sweepers, Spawner* spawner, StepLaunch launch,
               std::function<void(const StepOutcome&)> done, std::function<void()> on_finished)
       : io_(io),
         sweepers_(sweepers),
@@ -51,7 +52,8 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
         timeout_(io),
         grace_(io),
         eof_wait_(io),
-        cgroup_wait_(io) {}
+        cgroup_wait_(io),
+        spawner_(spawner) {}
 
   void start() {
     int fds[2];
@@ -84,6 +86,13 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
         cgroup_.clear();
         return fail_to_start("cannot give the step its cards' files: " + e);
       }
+    // Started by the spawner process where there is one (the answer comes on the io_context once the child
+    // exec'd: this thread goes on meanwhile), in-process otherwise.
+    auto self = shared_from_this();
+    if (spawner_ && spawner_->spawn(spec, [self](pid_t pid, int error) { self->started(pid, error); })) {
+      ::close(fds[1]);
+      return;
+    }
     pid_t pid = -1;
     {
       // Registered before the orphan reaper can look: it never waits for a child someone owns.
@@ -92,20 +101,30 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
       if (pid > 0) owned_children::add(pid);
     }
     ::close(fds[1]);
+    started(pid, err);
+  }
+
+  void cancel() { terminate(false); }
+
+ private:
+  void started(pid_t pid, int err) {
     if (pid < 0) {
+      // EPIPE: the spawner went away with this request; whatever it may have started is in the step's cgroup.
+      if (err == EPIPE && !cgroup_.empty()) CgroupTree::signal_all(cgroup_, SIGKILL);
       CgroupTree::instance().recycle(cgroup_);
       cgroup_.clear();
       revoke_cards();
-      return fail_to_start("cannot start " + std::string(exe) + " in '" + launch_.working_directory + "'" +
-                           (launch_.run_as ? " as " + launch_.run_as->name : "") + ": " + std::strerror(err));
+      return fail_to_start("cannot start " + std::string(launch_.shell == "sh" ? "/bin/sh" : "/bin/bash") + " in '" +
+                           launch_.working_directory + "'" + (launch_.run_as ? " as " + launch_.run_as->name : "") + ": " +
+                           std::strerror(err));
     }
-
     process_.emplace(io_.get_executor(), pid);
     pgid_ = process_->id();
     outcome_.pid = pgid_;
     read_output();
     auto self = shared_from_this();
     process_->async_wait([self](bp::error_code, int) { self->on_exit(); });
+    if (cancel_asked_) return terminate(false);  // cancelled while the spawner was starting it
     if (launch_.timeout_seconds > 0) {
       timeout_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
           std::chrono::duration<double>(launch_.timeout_seconds)));
@@ -115,9 +134,6 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
     }
   }
 
-  void cancel() { terminate(false); }
-
- private:
   void fail_to_start(const std::string& why) {
     outcome_.error = why;
     exited_ = swept_ = pipe_eof_ = true;
@@ -207,6 +223,10 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
 
   void terminate(bool timed_out) {
     if (exited_ || terminating_) return;
+    if (!pgid_) {  // not started yet (the spawner has not answered): kill(-0) would be our own group
+      cancel_asked_ = true;
+      return;
+    }
     terminating_ = true;
     (timed_out ? outcome_.timed_out : outcome_.cancelled) = true;
     if (std::FILE* f = log())
@@ -415,11 +435,13 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
   std::uint64_t logged_ = 0, dropped_ = 0;
   std::string tail_;
   bool exited_ = false, swept_ = false, pipe_eof_ = false, terminating_ = false, finished_ = false;
+  bool cancel_asked_ = false;
+  Spawner* spawner_;  // null: spawned in-process
 };
 
 class LocalExecutor : public Executor {
  public:
-  explicit LocalExecutor(asio::io_context& io) : io_(io), sweepers_(2) {}
+  LocalExecutor(asio::io_context& io, Spawning spawning) : io_(io), sweepers_(2), spawning_(spawning) {}
   ~LocalExecutor() override {
     // Never leave a step's processes behind, even when the engine is torn down early.
     for (auto& [id, p] : running_) p->cancel();
@@ -428,7 +450,13 @@ class LocalExecutor : public Executor {
 
   std::uint64_t start(StepLaunch launch, std::function<void(const StepOutcome&)> done) override {
     std::uint64_t id = ++next_;
-    auto p = std::make_shared<StepProcess>(io_, sweepers_, std::move(launch), std::move(done),
+    if (spawning_ == Spawning::Spawner && !spawner_tried_) {
+      // Started with the first step, not before: an executor that never starts one costs no process.
+      spawner_tried_ = true;
+      std::string why;
+      spawner_ = Spawner::start(io_, Spawner::default_program(), why);
+    }
+    auto p = std::make_shared<StepProcess>(io_, sweepers_, spawner_.get(), std::move(launch), std::move(done),
                                            [this, id] { running_.erase(id); });
     running_[id] = p;
     p->start();
@@ -447,10 +475,16 @@ class LocalExecutor : public Executor {
   asio::thread_pool sweepers_;  // /proc scans, off the engine thread
   std::map<std::uint64_t, std::shared_ptr<StepProcess>> running_;
   std::uint64_t next_ = 0;
+  Spawning spawning_;
+  bool spawner_tried_ = false;
+  // Declared last, so gone first: it kills what it started for steps still waiting for their answer.
+  std::unique_ptr<Spawner> spawner_;
 };
 
 }  // namespace
 
-std::unique_ptr<Executor> make_local_executor(asio::io_context& io) { return std::make_unique<LocalExecutor>(io); }
+std::unique_ptr<Executor> make_local_executor(asio::io_context& io, Spawning spawning) {
+  return std::make_unique<LocalExecutor>(io, spawning);
+}
 
 }  // namespace pto

@@ -12,7 +12,7 @@ namespace pto {
 SyncResult run_sync(const std::vector<std::string>& argv, const std::vector<std::string>& env, double timeout_seconds,
                     const std::string& log_path, const std::optional<RunAs>& run_as) {
   boost::asio::io_context io;
-  auto exec = make_local_executor(io);
+  auto exec = make_local_executor(io, Spawning::InProcess);  // one command: a spawner would cost an exec more
   SyncResult r;
   StepLaunch l;
   for (const auto& a : argv) l.command += (l.command.empty() ? "" : " ") + shell_quote(a);

@@ -19,6 +19,48 @@
 
 namespace pto {
 
+int become_step(const StepChild& c) {
+  for (int sig = 1; sig < NSIG; ++sig)
+    if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);
+  if (c.procs_fd >= 0 || c.also_count) {
+    // This child's pid, as text, without the C++ library.
+    pid_t me = ::getpid();
+    char digits[24], text[24];
+    int n = 0;
+    do digits[n++] = static_cast<char>('0' + me % 10), me /= 10;
+    while (me > 0);
+    for (int i = 0; i < n; ++i) text[i] = digits[n - 1 - i];
+    if (c.procs_fd >= 0 && ::write(c.procs_fd, text, static_cast<std::size_t>(n)) != n) return errno ? errno : EIO;
+    for (std::size_t i = 0; i < c.also_count; ++i)
+      if (::write(c.also_fds[i], text, static_cast<std::size_t>(n)) != n) return errno ? errno : EIO;
+  }
+  ::setpgid(0, 0);
+  if (c.max_processes) {
+    rlimit lim{c.max_processes, c.max_processes};
+    ::setrlimit(RLIMIT_NPROC, &lim);
+  }
+  // Root no more: the run's own user, its groups, and nothing a setuid program could give back. (In the
+  // cgroup first: a user cannot move itself there, and cannot leave it.) Raw system calls: glibc's wrappers
+  // would broadcast the change to every thread of the process, and a vfork child shares the daemon's memory.
+  if (c.drop && (::syscall(SYS_setgroups, c.group_count, c.groups) != 0 || ::syscall(SYS_setresgid, c.gid, c.gid, c.gid) != 0 ||
+                 ::syscall(SYS_setresuid, c.uid, c.uid, c.uid) != 0 || ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0))
+    return errno ? errno : EPERM;
+  if (c.out_fd >= 0) {
+    ::dup2(c.null_fd, 0);
+    ::dup2(c.out_fd, 1);
+    ::dup2(c.out_fd, 2);
+    // No lock, socket or journal fd leaks into a step; close-on-exec rather than closed, so that a report
+    // pipe the caller watches (the spawner's) stays open until the exec.
+    ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+  }
+  if (*c.cwd && ::chdir(c.cwd) != 0) return errno;
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::execve(c.argv[0], c.argv, c.envp);
+  return errno;
+}
+
 namespace {
 
 /// Starts `argv` with posix_spawn: a new process group, default signal dispositions, an empty signal mask,
@@ -74,94 +116,45 @@ pid_t spawn_in_cgroup(const std::vector<std::string>& argv, const std::vector<st
   for (const auto& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
   cenv.push_back(nullptr);
   const std::string procs = cgroup + "/cgroup.procs";
-  // Held in memory the vfork child reads (not in registers a vfork could clobber).
-  struct Plan {
-    int procs_fd;
-    int null_fd;
-    uid_t uid;
-    gid_t gid;
-    bool drop;
-  };
   const std::vector<gid_t> groups = run_as ? run_as->groups : std::vector<gid_t>{};
-  auto plan = std::make_unique<Plan>(Plan{cgroup.empty() ? -2 : ::open(procs.c_str(), O_WRONLY | O_CLOEXEC),
-                                          ::open("/dev/null", O_RDONLY | O_CLOEXEC), run_as ? run_as->uid : 0,
-                                          run_as ? run_as->gid : 0, run_as.has_value()});
-  const int& procs_fd = plan->procs_fd;
-  const int& null_fd = plan->null_fd;
-  const uid_t& uid = plan->uid;
-  const gid_t& gid = plan->gid;
-  const bool& drop = plan->drop;
   std::vector<int> also_fds;
   for (const auto& dir : also_join) also_fds.push_back(::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+  // Everything the vfork child reads is in memory (heap), not in registers a vfork could clobber.
+  auto child = std::make_unique<StepChild>();
+  child->argv = cargv.data();
+  child->envp = cenv.data();
+  child->cwd = cwd.c_str();
+  child->out_fd = out_fd;
+  child->null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  child->procs_fd = cgroup.empty() ? -2 : ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+  child->also_fds = also_fds.data();
+  child->also_count = also_fds.size();
+  child->drop = run_as.has_value();
+  child->uid = run_as ? run_as->uid : 0;
+  child->gid = run_as ? run_as->gid : 0;
+  child->groups = groups.data();
+  child->group_count = groups.size();
+  child->max_processes = max_processes;
   auto close_all = [&] {
-    if (procs_fd >= 0) ::close(procs_fd);
-    if (null_fd >= 0) ::close(null_fd);
+    if (child->procs_fd >= 0) ::close(child->procs_fd);
+    if (child->null_fd >= 0) ::close(child->null_fd);
     for (int fd : also_fds)
       if (fd >= 0) ::close(fd);
   };
-  if (procs_fd == -1 || null_fd < 0 || std::count(also_fds.begin(), also_fds.end(), -1)) {
+  if (child->procs_fd == -1 || child->null_fd < 0 || std::count(also_fds.begin(), also_fds.end(), -1)) {
     error = errno;
     close_all();
     return -1;
   }
-  struct Shared {
-    int child_errno = 0;
-    char pid_text[24] = {0};
-  };
-  auto shared = std::make_unique<Shared>();
-  Shared* sh = shared.get();
-  const char* dir = cwd.c_str();
+  auto child_errno = std::make_unique<int>(0);
+  int* reported = child_errno.get();
+  const StepChild* plan = child.get();
   sigset_t all, old;
   sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &old);  // no handler of ours runs in the child
   pid_t pid = ::vfork();
   if (pid == 0) {
-    for (int sig = 1; sig < NSIG; ++sig)
-      if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);
-    // This child's pid, as text, without the C++ library.
-    pid_t me = ::getpid();
-    char digits[24];
-    int n = 0;
-    do digits[n++] = static_cast<char>('0' + me % 10), me /= 10;
-    while (me > 0);
-    for (int i = 0; i < n; ++i) sh->pid_text[i] = digits[n - 1 - i];
-    if (procs_fd >= 0 && ::write(procs_fd, sh->pid_text, static_cast<std::size_t>(n)) != n) {
-      sh->child_errno = errno ? errno : EIO;
-      ::_exit(127);
-    }
-    for (int fd : also_fds)
-      if (::write(fd, sh->pid_text, static_cast<std::size_t>(n)) != n) {
-        sh->child_errno = errno ? errno : EIO;
-        ::_exit(127);
-      }
-    ::setpgid(0, 0);
-    if (max_processes) {
-      rlimit lim{max_processes, max_processes};
-      ::setrlimit(RLIMIT_NPROC, &lim);
-    }
-    // Root no more: the run's own user, its groups, and nothing a setuid program could give back. (In the
-    // cgroup first: a user cannot move itself there, and cannot leave it.) Raw system calls: glibc's wrappers
-    // would broadcast the change to every thread of the process, and this child shares the daemon's memory.
-    if (drop && (::syscall(SYS_setgroups, groups.size(), groups.data()) != 0 || ::syscall(SYS_setresgid, gid, gid, gid) != 0 ||
-                 ::syscall(SYS_setresuid, uid, uid, uid) != 0 || ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)) {
-      sh->child_errno = errno ? errno : EPERM;
-      ::_exit(127);
-    }
-    if (out_fd >= 0) {
-      ::dup2(null_fd, 0);
-      ::dup2(out_fd, 1);
-      ::dup2(out_fd, 2);
-      ::close_range(3, ~0U, 0);  // no lock, socket or journal fd leaks into a step
-    }
-    if (*dir && ::chdir(dir) != 0) {
-      sh->child_errno = errno;
-      ::_exit(127);
-    }
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execve(cargv[0], cargv.data(), cenv.data());
-    sh->child_errno = errno;
+    *reported = become_step(*plan);
     ::_exit(127);
   }
   int fork_errno = errno;
@@ -171,10 +164,10 @@ pid_t spawn_in_cgroup(const std::vector<std::string>& argv, const std::vector<st
     error = fork_errno;
     return -1;
   }
-  if (sh->child_errno) {  // it never exec'd: reap it here, nobody else will
+  if (*reported) {  // it never exec'd: reap it here, nobody else will
     int status = 0;
     ::waitpid(pid, &status, 0);
-    error = sh->child_errno;
+    error = *reported;
     return -1;
   }
   return pid;

@@ -5,6 +5,7 @@
 // client (a lease's command joins the cgroup the daemon made for the lease).
 #include <sys/types.h>
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,5 +39,29 @@ struct SpawnSpec {
 /// The child's pid, or -1 with `error` (an errno) when it could not be started (also when the cgroup could
 /// not be entered: nothing of it ran outside).
 pid_t spawn_process(const SpawnSpec& spec, int& error);
+
+/// What a freshly forked child needs to become a step, all made before the fork (a vfork child may only make
+/// system calls): used by spawn_process's vfork path and by the spawner process (exec/spawner_main).
+struct StepChild {
+  char* const* argv = nullptr;  // argv[0] is a path
+  char* const* envp = nullptr;
+  const char* cwd = "";         // "" keeps the parent's
+  int out_fd = -1;              // stdout and stderr (stdin from null_fd, fds >= 3 closed at exec); -1 inherits
+  int null_fd = -1;
+  int procs_fd = -1;            // a cgroup.procs to write its pid into (-1: already in its cgroup, or none)
+  const int* also_fds = nullptr;  // more cgroup.procs (v1 pids, memory)
+  std::size_t also_count = 0;
+  bool drop = false;            // to uid/gid/groups, with no_new_privs
+  uid_t uid = 0;
+  gid_t gid = 0;
+  const gid_t* groups = nullptr;
+  std::size_t group_count = 0;
+  unsigned long max_processes = 0;  // RLIMIT_NPROC, 0: unchanged
+};
+
+/// In the child: default signal dispositions, its cgroups, a process group of its own, its limit, its user,
+/// its descriptors, its directory, an empty signal mask, then exec. Returns only when something failed: the
+/// errno (the caller reports it and _exits).
+int become_step(const StepChild& child);
 
 }  // namespace pto
