@@ -1,5 +1,6 @@
 #include "exec/cgroup_tree.h"
 
+
 #include <algorithm>
 
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 namespace fs = std::filesystem;
@@ -36,6 +38,18 @@ bool write_cgroup_file(const std::string& path, const std::string& text) {
   ::close(fd);
   return ok;
 }
+
+namespace {
+// Cgroups cgroup.kill was written to: never handed out again (CgroupTree::recycle says why).
+std::mutex& killed_lock() {
+  static std::mutex m;
+  return m;
+}
+std::set<std::string>& killed() {
+  static std::set<std::string> paths;
+  return paths;
+}
+}  // namespace
 
 namespace {
 
@@ -161,9 +175,8 @@ int CgroupTree::signal_all(const std::string& cgroup, int sig) {
   auto pids = processes(cgroup);
   if (sig == SIGKILL) {
     write_cgroup_file(cgroup + "/cgroup.kill", "1");
-    CgroupTree& tree = instance();
-    std::lock_guard<std::mutex> g(tree.spare_lock_);
-    tree.killed_.insert(cgroup);
+    std::lock_guard<std::mutex> g(killed_lock());  // (not instance(): its constructor kills leftovers)
+    killed().insert(cgroup);
     return static_cast<int>(pids.size());
   }
   for (pid_t p : pids) ::kill(p, sig);
@@ -174,8 +187,8 @@ void CgroupTree::recycle(const std::string& cgroup, bool known_empty) {
   if (cgroup.empty()) return;
   bool was_killed;
   {
-    std::lock_guard<std::mutex> g(spare_lock_);
-    was_killed = killed_.erase(cgroup) > 0;
+    std::lock_guard<std::mutex> g(killed_lock());
+    was_killed = killed().erase(cgroup) > 0;
   }
   // Never one that was killed through cgroup.kill: this kernel (6.18) SIGKILLs every process cloned into it
   // afterwards (CLONE_INTO_CGROUP, as the spawner and task-submit start theirs: the cgroup's kill count is no

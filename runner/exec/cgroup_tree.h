@@ -11,7 +11,6 @@
 #include <sys/types.h>
 
 #include <mutex>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -55,7 +54,6 @@ class CgroupTree {
   std::string root_, why_not_;
   std::mutex spare_lock_;
   std::vector<std::string> spare_;  // empty cgroups of finished steps, handed out again by make_child()
-  std::set<std::string> killed_;    // cgroups cgroup.kill was written to: never handed out again (recycle)
 };
 
 }  // namespace pto
