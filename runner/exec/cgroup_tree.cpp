@@ -40,14 +40,15 @@ bool write_cgroup_file(const std::string& path, const std::string& text) {
 }
 
 namespace {
-// Cgroups cgroup.kill was written to: never handed out again (CgroupTree::recycle says why).
+// Cgroups cgroup.kill was written to: never handed out again (CgroupTree::recycle says why). Never destroyed:
+// the tree's own destructor, at exit, kills what is left after function statics made later are gone.
 std::mutex& killed_lock() {
-  static std::mutex m;
-  return m;
+  static auto* m = new std::mutex;
+  return *m;
 }
 std::set<std::string>& killed() {
-  static std::set<std::string> paths;
-  return paths;
+  static auto* paths = new std::set<std::string>;
+  return *paths;
 }
 }  // namespace
 
