@@ -100,6 +100,9 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
     SandboxConfig sandbox_cfg = cfg.sandbox;
     if (opts->simulate) sandbox_cfg.enabled = false;
     SandboxPool sandbox(sandbox_cfg, cfg.shared_files, cfg.all_card_files(), cfg.lock_dir);
+    // Said, as serve says it: runner.yml asks for sandbox users and root's steps run as root instead.
+    if (sandbox_cfg.enabled && ::geteuid() == 0 && !sandbox.active())
+      std::cerr << "pto-runner: NO SANDBOX: the steps run as root: " << sandbox.why() << "\n";
     if (sandbox.active()) {
       for (const std::string& dir : {state_dir, eo.root})
         if (std::string closed = unsearchable_ancestor(dir); !closed.empty()) {

@@ -105,8 +105,11 @@ bool DataFlow::take_step_files(std::size_t j, std::size_t s, std::string& error)
   // The lead job runs as the daemon; every other step as the run's user.
   const uid_t owner = plan_.jobs[j].steps[s].kind == StepKind::ToolchainSetup ? ::geteuid() : files_owner_;
   std::string env_text, path_text, output_text;
-  if (!read_step_file(prefix + ".env", owner, env_text, error) || !read_step_file(prefix + ".path", owner, path_text, error) ||
-      !read_step_file(prefix + ".output", owner, output_text, error))
+  // Most steps write none of the four: then there is nothing to remove after (four path walks a step less).
+  bool found[4] = {false, false, false, false};
+  if (!read_step_file(prefix + ".env", owner, env_text, error, 1 << 20, &found[0]) ||
+      !read_step_file(prefix + ".path", owner, path_text, error, 1 << 20, &found[1]) ||
+      !read_step_file(prefix + ".output", owner, output_text, error, 1 << 20, &found[2]))
     return false;
   NameValues env, outputs;
   if (!parse_name_value_file(env_text, env, error)) {
@@ -126,14 +129,14 @@ bool DataFlow::take_step_files(std::size_t j, std::size_t s, std::string& error)
   // Its summary joins the run's (as GitHub shows every step's under the job); over GitHub's 1 MiB it is left
   // out and said so, without failing the step.
   std::string summary_error;
-  if (!read_step_file(prefix + ".summary", owner, sr.summary, summary_error))
+  if (!read_step_file(prefix + ".summary", owner, sr.summary, summary_error, 1 << 20, &found[3]))
     sr.summary = "*(" + step_label(plan_.jobs[j], plan_.jobs[j].steps[s]) + ": its step summary is left out: " +
                  summary_error + ")*\n";
   else if (mask_)
     sr.summary = mask_->apply(sr.summary);
   // Read, the files are the records' now: what a step wrote there (a secret it printed into $GITHUB_OUTPUT)
   // is not kept beside them unmasked.
-  forget_step_files(j, s);
+  if (found[0] || found[1] || found[2] || found[3]) forget_step_files(j, s);
   return true;
 }
 

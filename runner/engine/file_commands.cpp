@@ -74,10 +74,12 @@ std::vector<std::string> parse_path_file(const std::string& text) {
   return out;
 }
 
-bool read_step_file(const std::string& path, uid_t owner, std::string& text, std::string& error, std::size_t max_bytes) {
+bool read_step_file(const std::string& path, uid_t owner, std::string& text, std::string& error, std::size_t max_bytes,
+                    bool* found) {
   text.clear();
   // Without blocking, and only a regular file: the step may have replaced it with anything.
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+  if (found) *found = fd >= 0 || errno != ENOENT;
   if (fd < 0) {
     if (errno == ENOENT) return true;
     error = errno == ELOOP ? path + " is a symbolic link; it is not followed" : path + ": " + std::strerror(errno);

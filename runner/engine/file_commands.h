@@ -24,6 +24,7 @@ std::vector<std::string> parse_path_file(const std::string& text);
 /// Reads a file a step wrote, at most `max_bytes`, opened without following a link and without blocking;
 /// false (with `error`) when it is a link, not a regular file, not owned by `owner` (the run's sandbox user,
 /// or the daemon), larger or unreadable. A missing file reads as empty.
-bool read_step_file(const std::string& path, uid_t owner, std::string& text, std::string& error, std::size_t max_bytes = 1 << 20);
+bool read_step_file(const std::string& path, uid_t owner, std::string& text, std::string& error, std::size_t max_bytes = 1 << 20,
+                    bool* found = nullptr);
 
 }  // namespace pto

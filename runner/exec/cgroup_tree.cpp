@@ -1,5 +1,7 @@
 #include "exec/cgroup_tree.h"
 
+#include "exec/cgroup_files.h"
+
 
 #include <algorithm>
 
@@ -169,7 +171,7 @@ std::vector<pid_t> CgroupTree::processes(const std::string& cgroup) {
 }
 
 bool CgroupTree::populated(const std::string& cgroup) {
-  return read_cgroup_file(cgroup + "/cgroup.events").find("populated 1") != std::string::npos;
+  return cgroup_files::read(cgroup + "/cgroup.events").find("populated 1") != std::string::npos;
 }
 
 int CgroupTree::signal_all(const std::string& cgroup, int sig) {
@@ -207,7 +209,9 @@ void CgroupTree::recycle(const std::string& cgroup, bool known_empty) {
 }
 
 void CgroupTree::remove(const std::string& cgroup) {
-  if (!cgroup.empty()) ::rmdir(cgroup.c_str());  // fails (EBUSY) while processes remain; they are killed first
+  if (cgroup.empty()) return;
+  cgroup_files::forget(cgroup);
+  ::rmdir(cgroup.c_str());  // fails (EBUSY) while processes remain; they are killed first
 }
 
 }  // namespace pto

@@ -22,7 +22,7 @@ namespace pto {
 int become_step(const StepChild& c) {
   for (int sig = 1; sig < NSIG; ++sig)
     if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);
-  if (c.procs_fd >= 0 || c.also_count) {
+  if (c.procs_fd >= 0) {
     // This child's pid, as text, without the C++ library.
     pid_t me = ::getpid();
     char digits[24], text[24];
@@ -30,10 +30,14 @@ int become_step(const StepChild& c) {
     do digits[n++] = static_cast<char>('0' + me % 10), me /= 10;
     while (me > 0);
     for (int i = 0; i < n; ++i) text[i] = digits[n - 1 - i];
-    if (c.procs_fd >= 0 && ::write(c.procs_fd, text, static_cast<std::size_t>(n)) != n) return errno ? errno : EIO;
-    for (std::size_t i = 0; i < c.also_count; ++i)
-      if (::write(c.also_fds[i], text, static_cast<std::size_t>(n)) != n) return errno ? errno : EIO;
+    if (::write(c.procs_fd, text, static_cast<std::size_t>(n)) != n) return errno ? errno : EIO;
   }
+  // The v1 hierarchies' `tasks` files, given "0": this thread, which is the whole process (a fresh child has
+  // one). Moving the current thread alone skips the kernel's global threadgroup lock, whose writer waits for
+  // every fork and exit in progress on the host; moving a pid through cgroup.procs takes it (bench/README.md,
+  // "The spawner": the sandbox's limits cost 0.13x of dispatch that way).
+  for (std::size_t i = 0; i < c.also_count; ++i)
+    if (::write(c.also_fds[i], "0", 1) != 1) return errno ? errno : EIO;
   ::setpgid(0, 0);
   if (c.max_processes) {
     rlimit lim{c.max_processes, c.max_processes};
@@ -118,7 +122,7 @@ pid_t spawn_in_cgroup(const std::vector<std::string>& argv, const std::vector<st
   const std::string procs = cgroup + "/cgroup.procs";
   const std::vector<gid_t> groups = run_as ? run_as->groups : std::vector<gid_t>{};
   std::vector<int> also_fds;
-  for (const auto& dir : also_join) also_fds.push_back(::open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+  for (const auto& dir : also_join) also_fds.push_back(::open((dir + "/tasks").c_str(), O_WRONLY | O_CLOEXEC));
   // Everything the vfork child reads is in memory (heap), not in registers a vfork could clobber.
   auto child = std::make_unique<StepChild>();
   child->argv = cargv.data();

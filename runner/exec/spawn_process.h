@@ -49,7 +49,7 @@ struct StepChild {
   int out_fd = -1;              // stdout and stderr (stdin from null_fd, fds >= 3 closed at exec); -1 inherits
   int null_fd = -1;
   int procs_fd = -1;            // a cgroup.procs to write its pid into (-1: already in its cgroup, or none)
-  const int* also_fds = nullptr;  // more cgroup.procs (v1 pids, memory)
+  const int* also_fds = nullptr;  // `tasks` of v1 hierarchies' cgroups (pids, memory) it moves itself into
   std::size_t also_count = 0;
   bool drop = false;            // to uid/gid/groups, with no_new_privs
   uid_t uid = 0;

@@ -17,7 +17,7 @@ struct SpawnRequest {
   std::vector<std::string> env;
   std::string cwd;
   // The descriptors that come with it, in this order: the output (when has_out), the cgroup v2 directory
-  // (when has_cgroup; the child is cloned into it), then also_count cgroup.procs files (v1 pids, memory).
+  // (when has_cgroup; the child is cloned into it), then also_count v1 `tasks` files (pids, memory).
   bool has_out = false;
   bool has_cgroup = false;
   std::uint32_t also_count = 0;

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <vector>
 
+#include "exec/cgroup_files.h"
 #include "exec/child_reaper.h"
 #include "exec/spawn_wire.h"
 #include "util/process_env.h"
@@ -200,16 +201,14 @@ bool Spawner::spawn(const SpawnSpec& spec, Done done) {
   req.max_processes = spec.max_processes;
   const std::string bytes = encode_spawn_request(req);
   if (bytes.size() > kMaxRequest) return false;
-  std::vector<int> fds, opened;
+  // The cgroup's directory and the limits' `tasks` through descriptors kept open (exec/cgroup_files):
+  // the kernel gives the spawner its own copies with the message.
+  std::vector<int> fds;
   if (req.has_out) fds.push_back(spec.out_fd);
-  auto open_one = [&](const std::string& path, int flags) {
-    int fd = ::open(path.c_str(), flags | O_CLOEXEC);
-    opened.push_back(fd);
-    fds.push_back(fd);
-    return fd >= 0;
-  };
-  bool ok = !req.has_cgroup || open_one(spec.cgroup, O_RDONLY | O_DIRECTORY);
-  for (const auto& dir : spec.also_join) ok = ok && open_one(dir + "/cgroup.procs", O_WRONLY);
+  bool ok = true;
+  if (req.has_cgroup) fds.push_back(cgroup_files::descriptor(spec.cgroup, O_RDONLY | O_DIRECTORY));
+  for (const auto& dir : spec.also_join) fds.push_back(cgroup_files::descriptor(dir + "/tasks", O_WRONLY));
+  for (int fd : fds) ok = ok && fd >= 0;
   int error = ok ? 0 : errno;
   if (ok) {
     {
@@ -222,8 +221,6 @@ bool Spawner::spawn(const SpawnSpec& spec, Done done) {
       owned_children::spawned();
     }
   }
-  for (int fd : opened)
-    if (fd >= 0) ::close(fd);
   if (!ok) {  // a cgroup that cannot be opened: as spawn_process would say
     asio::post(impl_->io, [done = std::move(done), error] { done(-1, error); });
     return true;

@@ -1,5 +1,7 @@
 #include "exec/step_limits.h"
 
+#include "exec/cgroup_files.h"
+
 #include "exec/cgroup_tree.h"
 
 #include <fcntl.h>
@@ -20,7 +22,7 @@ namespace {
 
 /// The counter `key` in a cgroup's "key value" lines file (pids.events, memory.events, memory.oom_control).
 std::uint64_t counter(const std::string& file, const std::string& key) {
-  std::istringstream in(read_cgroup_file(file));
+  std::istringstream in(cgroup_files::read(file));
   for (std::string k; in >> k;) {
     std::uint64_t v = 0;
     in >> v;
@@ -234,6 +236,7 @@ StepLimits::~StepLimits() {
         continue;
       }
     }
+    cgroup_files::forget(*it);
     ::rmdir(it->c_str());
   }
 }
