@@ -1,11 +1,14 @@
 // The cgroup tree's recycling of step cgroups: entering a freshly made cgroup costs the first process ~1 ms in
 // the kernel, so an emptied one is handed to the next step; one that still holds a process never is.
 #include <catch2/catch.hpp>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <filesystem>
 
+#include "exec/cgroup_files.h"
 #include "exec/cgroup_tree.h"
 #include "exec/spawn_process.h"
 #include "test_support.h"
@@ -73,4 +76,34 @@ TEST_CASE("cgroup tree: a cgroup killed through cgroup.kill is never handed out 
   REQUIRE(::waitpid(pid, &status, 0) == pid);
   CHECK(WIFEXITED(status));  // a fresh cgroup: the process ran to its end
   tree.recycle(b);
+}
+
+TEST_CASE("cgroup files: a kept descriptor follows its cgroup: forgotten when it is removed, opened again when it went away unseen", "[exec]") {
+  CgroupTree& tree = CgroupTree::instance();
+  if (!tree.available()) {
+    WARN("SKIPPED: no writable cgroup v2 with cgroup.kill here (" << tree.why_not() << ")");
+    return;
+  }
+  const std::string a = tree.make_child();
+  REQUIRE(!a.empty());
+  CHECK(cgroup_files::read(a + "/cgroup.events").find("populated 0") != std::string::npos);
+  const int fd = cgroup_files::descriptor(a, O_RDONLY | O_DIRECTORY);
+  REQUIRE(fd >= 0);
+  CHECK(cgroup_files::descriptor(a, O_RDONLY | O_DIRECTORY) == fd);  // kept: the same descriptor again
+  // Removed behind its back and made again at the same path: the dead descriptor is dropped and the file read
+  // through a new one.
+  REQUIRE(::rmdir(a.c_str()) == 0);
+  REQUIRE(::mkdir(a.c_str(), 0755) == 0);
+  int err = 0;
+  pid_t pid = spawn_process({{"/bin/sleep", "30"}, {"PATH=/usr/bin:/bin"}, "", -1, a}, err);
+  REQUIRE(pid > 0);
+  CHECK(CgroupTree::populated(a));
+  CgroupTree::signal_all(a, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  REQUIRE(wait_until([&] { return !CgroupTree::populated(a); }, 5));
+  // Removed through the tree: its descriptors are closed first (a later one for the path is a new one).
+  CgroupTree::remove(a);
+  CHECK_FALSE(fs::exists(a));
+  CHECK(::fcntl(fd, F_GETFD) == -1);  // closed by forget()
+  CHECK(cgroup_files::read(a + "/cgroup.events").empty());
 }

@@ -359,6 +359,26 @@ TEST_CASE("sandbox: a foreground `run` as root lends a sandbox user too, never o
   CHECK(s.wait_run(held, 60)["state"] == "succeeded");
 }
 
+TEST_CASE("sandbox: a foreground `run` as root without runner.yml's sandbox users says NO SANDBOX and runs as root", "[sandbox]") {
+  SKIP_UNLESS_ROOT();
+  TempDir d;
+  d.write("runner.yml", "sandbox:\n  users: ptsbnobody-\n  count: 2\n");
+  write_project(d, {{"a.yml", "name: a\nsteps:\n  - run: echo \"uid $(id -u)\"\n"}});
+  CommandResult r = run_cli({"--root", d.str(), "run", "--lock-dir", (d.path() / "locks").string(), "--state-dir",
+                             (d.path() / "state").string(), "--devices", "1"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.find("NO SANDBOX: the steps run as root") != std::string::npos);
+  CHECK(r.err.find("do not exist") != std::string::npos);  // and why
+  CHECK(r.out.find("uid 0") != std::string::npos);
+  // `sandbox: off` is asked for, not missing: nothing said.
+  d.write("runner.yml", "sandbox: off\n");
+  r = run_cli({"--root", d.str(), "run", "--lock-dir", (d.path() / "locks").string(), "--state-dir",
+               (d.path() / "state").string(), "--devices", "1"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.find("NO SANDBOX") == std::string::npos);
+}
+
 TEST_CASE("sandbox: without sandbox users the daemon says so at start, in the status and on the page", "[sandbox]") {
   Served s;
   s.dir.write("runner.yml", "sandbox:\n  users: ptsbnobody-\n  count: 2\n");

@@ -366,7 +366,7 @@ TEST_CASE("packaging: cmake --install into a prefix and cpack's .deb hold the bi
   const fs::path prefix = dir.path() / "prefix";
   std::string out;
   REQUIRE(sh("cmake --install " PTO_RUNNER_BUILD_DIR " --prefix " + prefix.string() + " > " + (dir.path() / "install.log").string() + " 2>&1") == 0);
-  for (const char* f : {"bin/pto-runner", "bin/pto-task-submit", "bin/task-submit", "lib/systemd/system/pto-runner.service",
+  for (const char* f : {"bin/pto-runner", "bin/pto-task-submit", "bin/task-submit", "bin/pto-spawner", "lib/systemd/system/pto-runner.service",
                         "etc/pto-runner/runner.yml", "share/doc/pto-runner/README.md", "share/pto-runner/definitions/jobs",
                         "share/pto-runner/alerts/pto-runner.rules.yml"})
     CHECK(fs::exists(prefix / f));
@@ -406,7 +406,7 @@ TEST_CASE("packaging: cmake --install into a prefix and cpack's .deb hold the bi
   deb.erase(deb.find('\n'));
   std::string listing, info;
   REQUIRE(sh("dpkg -c " + deb, &listing) == 0);
-  for (const char* f : {"./usr/bin/pto-runner", "./usr/bin/pto-task-submit", "./usr/bin/task-submit",
+  for (const char* f : {"./usr/bin/pto-runner", "./usr/bin/pto-task-submit", "./usr/bin/task-submit", "./usr/bin/pto-spawner",
                         "./usr/lib/systemd/system/pto-runner.service", "./etc/pto-runner/runner.yml"})
     CHECK(listing.find(f) != std::string::npos);
   std::string deb_unit;
