@@ -159,24 +159,61 @@ TEST_CASE("spawner: gone, its requests fail with EPIPE or are refused, and the e
   CHECK(why.find("/nonexistent/pto-spawner") != std::string::npos);
 }
 
-TEST_CASE("spawner: the orphan reaper leaves children alone while an answer is outstanding", "[exec][spawner]") {
-  pid_t orphan = ::fork();
-  if (orphan == 0) ::_exit(0);
-  REQUIRE(orphan > 0);
-  // Exited, unregistered: what the reaper reaps, unless a spawned child's pid may not be registered yet.
-  REQUIRE(wait_until([&] { return read_file("/proc/" + std::to_string(orphan) + "/stat").find(") Z") != std::string::npos; }, 10));
+TEST_CASE("spawner: a spawner too far behind to take a request leaves that one to the runner, and answers every one it took", "[exec][spawner]") {
+  boost::asio::io_context io;
+  std::string why;
+  auto s = Spawner::start(io, spawner_program(), why);
+  REQUIRE(s);
+  // Stopped, it reads nothing: its socket fills with requests of 1 MiB each until a send finds no room.
+  REQUIRE(::kill(s->pid(), SIGSTOP) == 0);
+  SpawnSpec spec{{"/bin/true"}, {}, "", -1};
+  for (int i = 0; i < 8; ++i) spec.env.push_back("BIG" + std::to_string(i) + "=" + std::string(120 << 10, 'x'));  // under exec's 128 KiB a string
+  int sent = 0, answered = 0, started = 0;
+  while (sent < 64 && s->spawn(spec, [&](pid_t pid, int error) {
+    ++answered;
+    if (pid > 0 && !error) {
+      ++started;
+      ::waitpid(pid, nullptr, 0);
+      owned_children::remove(pid);
+    }
+  }))
+    ++sent;
+  CHECK(sent < 64);      // one was not taken (after waiting for room)
+  CHECK(s->alive());     // which is not the spawner gone: the next request goes to it again
+  REQUIRE(::kill(s->pid(), SIGCONT) == 0);
+  io.run();              // every request it took is answered: none is left waiting
+  CHECK(answered == sent);
+  CHECK(started == sent);
+}
+
+TEST_CASE("spawner: while an answer is outstanding the orphan reaper leaves the children started since, and reaps older orphans", "[exec][spawner]") {
+  auto zombie = [](pid_t p) {
+    return read_file("/proc/" + std::to_string(p) + "/stat").find(") Z") != std::string::npos;
+  };
+  pid_t old_orphan = ::fork();
+  if (old_orphan == 0) ::_exit(0);
+  REQUIRE(old_orphan > 0);
+  REQUIRE(wait_until([&] { return zombie(old_orphan); }, 10));
+  ::usleep(50 * 1000);  // older than the request by more than the clocks' tick
+  std::uint64_t token;
   {
     std::lock_guard<std::mutex> g(owned_children::lock());
-    owned_children::spawning();
+    token = owned_children::spawning();
   }
-  CHECK(reap_orphans() == 0);
-  CHECK(::kill(orphan, 0) == 0);  // still there, a zombie
+  // Started after the request: it could be that request's step, its pid not registered yet.
+  pid_t young = ::fork();
+  if (young == 0) ::_exit(0);
+  REQUIRE(young > 0);
+  REQUIRE(wait_until([&] { return zombie(young); }, 10));
+  CHECK(reap_orphans() >= 1);
+  CHECK(::waitpid(old_orphan, nullptr, WNOHANG) == -1);  // reaped already: under a steady stream of spawns too
+  CHECK(::kill(young, 0) == 0);                          // still there, a zombie
   {
     std::lock_guard<std::mutex> g(owned_children::lock());
-    owned_children::spawned();
+    owned_children::spawned(token);
   }
   CHECK(reap_orphans() >= 1);
-  CHECK(::waitpid(orphan, nullptr, WNOHANG) == -1);  // reaped by the reaper
+  CHECK(::waitpid(young, nullptr, WNOHANG) == -1);
 }
 
 TEST_CASE("spawner: its wire reads back what was written and refuses a cut request", "[exec][spawner]") {

@@ -11,8 +11,6 @@ namespace pto::cgroup_files {
 
 namespace {
 
-constexpr std::size_t kMaxKept = 512;  // past it all are closed: a bound on descriptors, not a cache policy
-
 struct Kept {
   std::mutex mu;
   std::map<std::pair<std::string, int>, int> fds;  // (path, flags) -> descriptor
@@ -29,10 +27,6 @@ int open_kept(Kept& k, const std::string& path, int flags) {
   if (it != k.fds.end()) return it->second;
   int fd = ::open(path.c_str(), flags | O_CLOEXEC);
   if (fd < 0) return -1;
-  if (k.fds.size() >= kMaxKept) {
-    for (auto& [p, f] : k.fds) ::close(f);
-    k.fds.clear();
-  }
   k.fds.emplace(std::move(key), fd);
   return fd;
 }

@@ -3,7 +3,9 @@
 // event counters, the cgroup directory and cgroup.procs the spawner is given): a path walk through cgroupfs
 // per step and file was the largest share of the runner's own system time per step (bench/README.md, "The
 // spawner"). Cgroups are recycled (exec/cgroup_tree, exec/step_limits), so the same few paths come back.
-// A cgroup removed is forgotten here first; a descriptor that stopped working is opened again once.
+// A cgroup removed is forgotten here first (CgroupTree::remove, StepLimits: every path that removes a cgroup
+// pto-runner made), so what is kept is bounded by the cgroups that exist: nothing is closed under a caller
+// that was handed a descriptor. A descriptor that stopped working is opened again once.
 #include <string>
 
 namespace pto::cgroup_files {

@@ -3,11 +3,15 @@
 #include <dirent.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <fstream>
 #include <set>
+#include <sstream>
+#include <string>
 
 namespace pto {
 
@@ -16,7 +20,32 @@ std::set<pid_t>& registry() {
   static std::set<pid_t> pids;
   return pids;
 }
-int unanswered = 0;  // spawns whose pid is not known yet (exec/spawner)
+// When each spawn whose pid is not known yet was asked for (exec/spawner), in clock ticks since boot: the
+// clock of a process's start time in /proc/<pid>/stat.
+std::multiset<std::uint64_t>& unanswered() {
+  static std::multiset<std::uint64_t> asked;
+  return asked;
+}
+
+std::uint64_t boot_ticks_now() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_BOOTTIME, &ts);
+  const std::uint64_t hz = static_cast<std::uint64_t>(::sysconf(_SC_CLK_TCK));
+  return static_cast<std::uint64_t>(ts.tv_sec) * hz + static_cast<std::uint64_t>(ts.tv_nsec) * hz / 1000000000ull;
+}
+
+/// A process's start time (field 22 of /proc/<pid>/stat, ticks since boot); 0 when it cannot be read.
+std::uint64_t start_ticks(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::size_t close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(text.substr(close + 1));
+  std::string f;
+  for (int i = 3; i <= 22 && fields >> f; ++i)
+    if (i == 22) return std::strtoull(f.c_str(), nullptr, 10);
+  return 0;
+}
 }  // namespace
 
 namespace owned_children {
@@ -29,13 +58,22 @@ void remove(pid_t pid) {
   std::lock_guard<std::mutex> g(lock());
   registry().erase(pid);
 }
-void spawning() { ++unanswered; }
-void spawned() { --unanswered; }
+std::uint64_t spawning() {
+  const std::uint64_t now = boot_ticks_now();
+  unanswered().insert(now);
+  return now;
+}
+void spawned(std::uint64_t token) {
+  auto it = unanswered().find(token);
+  if (it != unanswered().end()) unanswered().erase(it);
+}
 }  // namespace owned_children
 
 int reap_orphans() {
   std::lock_guard<std::mutex> g(owned_children::lock());
-  if (unanswered > 0) return 0;
+  // A child started since the oldest outstanding spawn may be that spawn's step: left to a later pass (one
+  // tick of slack for the clocks' rounding).
+  const std::uint64_t oldest = unanswered().empty() ? 0 : *unanswered().begin();
   int reaped = 0;
   // Our children, from every thread's list (a child belongs to the thread that made it).
   DIR* tasks = ::opendir("/proc/self/task");
@@ -49,6 +87,7 @@ int reap_orphans() {
   ::closedir(tasks);
   for (pid_t p : children) {
     if (registry().count(p)) continue;
+    if (oldest && start_ticks(p) + 1 >= oldest) continue;
     int status = 0;
     if (::waitpid(p, &status, WNOHANG) == p) ++reaped;
   }

@@ -6,10 +6,11 @@
 // The processes pto-runner starts itself are waited for by their owners (the executor, through Boost.Process):
 // they are registered while spawning, under the lock the reaper also takes, and the reaper never waits for a
 // registered pid, so no owner loses its child's exit status. A step the spawner process starts (exec/spawner)
-// is this process's child before its pid comes back: while any such answer is outstanding the reaper waits
-// for no child at all (an orphan is reaped a pass later).
+// is this process's child before its pid comes back: while such an answer is outstanding the reaper leaves
+// every child started since the oldest one was asked for (by its start time in /proc) to the next pass.
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 
@@ -24,8 +25,10 @@ namespace owned_children {
 std::mutex& lock();
 void add(pid_t pid);     // with lock() held
 void remove(pid_t pid);  // once its owner has waited for it
-void spawning();         // with lock() held: a child may exist whose pid is not known yet
-void spawned();          // with lock() held: that answer is in (its pid added, if any)
+/// With lock() held: a child may exist from now on whose pid is not known yet (the spawner's answer is
+/// outstanding). The token is for spawned(), once that answer is in (its pid added, if any).
+std::uint64_t spawning();
+void spawned(std::uint64_t token);
 }  // namespace owned_children
 
 /// Reaps every child that is not registered and has exited; returns how many.

@@ -103,7 +103,8 @@ int send_message(int sock, std::string_view bytes, const std::vector<int>& fds) 
   return n < 0 ? errno : 0;
 }
 
-ssize_t receive_message(int sock, char* buf, std::size_t cap, std::vector<int>& fds) {
+ssize_t receive_message(int sock, char* buf, std::size_t cap, std::vector<int>& fds, int& cut) {
+  cut = 0;
   iovec iov{buf, cap};
   msghdr msg{};
   msg.msg_iov = &iov;
@@ -125,11 +126,9 @@ ssize_t receive_message(int sock, char* buf, std::size_t cap, std::vector<int>& 
       }
     }
   if (n < 0) return -1;
-  // A message longer than `cap`, or descriptors cut off: not one this side can read whole.
-  if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
-    errno = EMSGSIZE;
-    return -1;
-  }
+  // A message longer than `cap`, or descriptors cut off (this process at its descriptor limit).
+  if (msg.msg_flags & MSG_TRUNC) cut = EMSGSIZE;
+  else if (msg.msg_flags & MSG_CTRUNC) cut = EMFILE;
   return n;
 }
 

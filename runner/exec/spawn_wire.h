@@ -45,7 +45,8 @@ bool decode_spawn_request(std::string_view bytes, SpawnRequest& r);
 /// Sends `bytes` with `fds` as one message; the errno, or 0.
 int send_message(int sock, std::string_view bytes, const std::vector<int>& fds);
 /// Receives one message into `buf` (at most `cap` bytes) and its descriptors (close-on-exec, the caller's to
-/// close, also on failure): the byte count, 0 at the peer's end, -1 with errno (EMSGSIZE: longer than `cap`).
-ssize_t receive_message(int sock, char* buf, std::size_t cap, std::vector<int>& fds);
+/// close): the byte count, 0 at the peer's end, -1 with errno. `cut` says why a message was not received
+/// whole (0 when it was): EMSGSIZE, longer than `cap`; EMFILE, its descriptors did not all fit.
+ssize_t receive_message(int sock, char* buf, std::size_t cap, std::vector<int>& fds, int& cut);
 
 }  // namespace pto

@@ -29,25 +29,29 @@ constexpr std::size_t kMaxRequest = 8 << 20;  // the spawner reads up to this (e
 constexpr int kSendBuffer = 16 << 20;         // a request of kMaxRequest fits whole, with room for replies in flight
 }  // namespace
 
-struct Spawner::Impl {
+struct Spawner::Impl : std::enable_shared_from_this<Spawner::Impl> {
   Impl(asio::io_context& io, int sock, pid_t pid) : io(io), socket(io, sock), pid(pid) {}
   asio::io_context& io;
   asio::posix::stream_descriptor socket;
   pid_t pid;
-  bool gone = false;
+  bool gone = false;     // the spawner's end closed (or a send found it gone): nothing more is sent
   bool reading = false;
   std::uint64_t next_id = 0;
-  std::map<std::uint64_t, Done> waiting;
+  struct Waiting {
+    Done done;
+    std::uint64_t token;  // owned_children::spawning()'s
+  };
+  std::map<std::uint64_t, Waiting> waiting;
 
   /// One reply, taken into account: the pid registered as an owned child before the orphan reaper can look
   /// again, or a child that never exec'd reaped here.
-  static void settle(const SpawnReply& r, pid_t& pid, int& error) {
+  static void settle(const SpawnReply& r, std::uint64_t token, pid_t& pid, int& error) {
     pid = r.pid;
     error = r.error;
     {
       std::lock_guard<std::mutex> g(owned_children::lock());
       if (pid > 0 && !error) owned_children::add(pid);
-      owned_children::spawned();
+      owned_children::spawned(token);
     }
     if (pid > 0 && error) {
       ::waitpid(pid, nullptr, 0);  // it is exiting (its report came before its _exit)
@@ -55,27 +59,32 @@ struct Spawner::Impl {
     }
   }
 
+  /// Answers are read while any is outstanding, also after a send found the spawner gone (what it answered
+  /// before is still in the socket); nothing is armed while idle, so that io.run() may return.
   void read_replies() {
-    if (reading || waiting.empty() || gone) return;  // nothing armed while idle: io.run() may return
+    if (reading || waiting.empty()) return;
     reading = true;
-    socket.async_wait(asio::posix::stream_descriptor::wait_read, [this](boost::system::error_code ec) {
-      if (ec == asio::error::operation_aborted) return;  // ~Spawner closed the socket: `this` may be gone
-      reading = false;
+    // Weak: a handler already queued when ~Spawner closes the socket is not cancelled by the close.
+    std::weak_ptr<Impl> weak = shared_from_this();
+    socket.async_wait(asio::posix::stream_descriptor::wait_read, [weak](boost::system::error_code ec) {
+      auto self = weak.lock();
+      if (!self || ec == asio::error::operation_aborted) return;
+      self->reading = false;
       for (;;) {
         SpawnReply r;
-        ssize_t n = ::recv(socket.native_handle(), &r, sizeof r, MSG_DONTWAIT);
+        ssize_t n = ::recv(self->socket.native_handle(), &r, sizeof r, MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) break;
-        if (n != static_cast<ssize_t>(sizeof r)) return lost();
-        auto it = waiting.find(r.id);
-        if (it == waiting.end()) continue;
-        Done done = std::move(it->second);
-        waiting.erase(it);
+        if (n != static_cast<ssize_t>(sizeof r)) return self->lost();
+        auto it = self->waiting.find(r.id);
+        if (it == self->waiting.end()) continue;
+        Waiting w = std::move(it->second);
+        self->waiting.erase(it);
         pid_t pid;
         int error;
-        settle(r, pid, error);
-        done(pid, error);
+        settle(r, w.token, pid, error);
+        w.done(pid, error);
       }
-      read_replies();
+      self->read_replies();
     });
   }
 
@@ -84,17 +93,30 @@ struct Spawner::Impl {
     gone = true;
     auto unanswered = std::move(waiting);
     waiting.clear();
-    for (auto& [id, done] : unanswered) {
+    for (auto& [id, w] : unanswered) {
       {
         std::lock_guard<std::mutex> g(owned_children::lock());
-        owned_children::spawned();
+        owned_children::spawned(w.token);
       }
-      done(-1, EPIPE);
+      w.done(-1, EPIPE);
+    }
+  }
+
+  /// Sends one request whole. The socket is non-blocking (asio made it so): while the spawner is behind and
+  /// its socket full, this waits for room, at most 5 s. The errno, or 0.
+  int send(std::string_view bytes, const std::vector<int>& fds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    for (;;) {
+      int error = send_message(socket.native_handle(), bytes, fds);
+      if (error != EAGAIN) return error;
+      if (std::chrono::steady_clock::now() > deadline) return EAGAIN;
+      pollfd p{socket.native_handle(), POLLOUT, 0};
+      ::poll(&p, 1, 100);
     }
   }
 };
 
-Spawner::Spawner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Spawner::Spawner(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 std::string Spawner::default_program() {
   std::string exe = self_executable();
@@ -146,7 +168,7 @@ std::unique_ptr<Spawner> Spawner::start(asio::io_context& io, const std::string&
     why = program + ": " + std::strerror(error);
     return nullptr;
   }
-  return std::unique_ptr<Spawner>(new Spawner(std::make_unique<Impl>(io, pair[0], pid)));
+  return std::unique_ptr<Spawner>(new Spawner(std::make_shared<Impl>(io, pair[0], pid)));
 }
 
 Spawner::~Spawner() {
@@ -154,15 +176,18 @@ Spawner::~Spawner() {
   // Requests its owners no longer wait for: what was started is killed and reaped (their owners were
   // cancelled with the executor), for at most 2 s.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (!impl_->gone && !impl_->waiting.empty() && std::chrono::steady_clock::now() < deadline) {
+  while (!impl_->waiting.empty() && std::chrono::steady_clock::now() < deadline) {
     pollfd p{sock, POLLIN, 0};
     if (::poll(&p, 1, 100) <= 0) continue;
     SpawnReply r;
-    if (::recv(sock, &r, sizeof r, 0) != static_cast<ssize_t>(sizeof r)) break;
-    if (!impl_->waiting.erase(r.id)) continue;
+    if (::recv(sock, &r, sizeof r, MSG_DONTWAIT) != static_cast<ssize_t>(sizeof r)) break;
+    auto it = impl_->waiting.find(r.id);
+    if (it == impl_->waiting.end()) continue;
+    const std::uint64_t token = it->second.token;
+    impl_->waiting.erase(it);
     pid_t pid;
     int error;
-    Impl::settle(r, pid, error);
+    Impl::settle(r, token, pid, error);
     if (pid > 0) {
       ::kill(-pid, SIGKILL);
       ::kill(pid, SIGKILL);
@@ -170,10 +195,11 @@ Spawner::~Spawner() {
       owned_children::remove(pid);
     }
   }
-  for (std::size_t i = 0; i < impl_->waiting.size(); ++i) {
+  for (auto& [id, w] : impl_->waiting) {
     std::lock_guard<std::mutex> g(owned_children::lock());
-    owned_children::spawned();
+    owned_children::spawned(w.token);
   }
+  impl_->waiting.clear();
   impl_->socket.close();  // the spawner leaves at its end of the socket
   ::waitpid(impl_->pid, nullptr, 0);
   owned_children::remove(impl_->pid);
@@ -210,27 +236,27 @@ bool Spawner::spawn(const SpawnSpec& spec, Done done) {
   for (const auto& dir : spec.also_join) fds.push_back(cgroup_files::descriptor(dir + "/tasks", O_WRONLY));
   for (int fd : fds) ok = ok && fd >= 0;
   int error = ok ? 0 : errno;
-  if (ok) {
-    {
-      std::lock_guard<std::mutex> g(owned_children::lock());
-      owned_children::spawning();  // the orphan reaper waits for no child until the answer is in
-    }
-    error = send_message(impl_->socket.native_handle(), bytes, fds);
-    if (error) {
-      std::lock_guard<std::mutex> g(owned_children::lock());
-      owned_children::spawned();
-    }
-  }
   if (!ok) {  // a cgroup that cannot be opened: as spawn_process would say
     asio::post(impl_->io, [done = std::move(done), error] { done(-1, error); });
     return true;
   }
+  std::uint64_t token;
+  {
+    std::lock_guard<std::mutex> g(owned_children::lock());
+    token = owned_children::spawning();  // children started from now on wait for this answer to be reaped
+  }
+  error = impl_->send(bytes, fds);
   if (error) {
-    if (error == EMSGSIZE || error == ENOBUFS) return false;  // this one only: too large for a message
-    impl_->gone = true;  // EPIPE, ECONNRESET: the spawner is gone
+    {
+      std::lock_guard<std::mutex> g(owned_children::lock());
+      owned_children::spawned(token);
+    }
+    // Not sent: this one is spawned in-process. The spawner is gone only when its end is (EPIPE and the
+    // like); too large, out of memory or 5 s behind is this request's trouble alone.
+    if (error == EPIPE || error == ECONNRESET || error == ENOTCONN) impl_->gone = true;
     return false;
   }
-  impl_->waiting.emplace(req.id, std::move(done));
+  impl_->waiting.emplace(req.id, Impl::Waiting{std::move(done), token});
   impl_->read_replies();
   return true;
 }

@@ -41,8 +41,8 @@ class Spawner {
   struct Impl;
 
  private:
-  explicit Spawner(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  explicit Spawner(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;  // shared with its pending read's handler (weakly)
 };
 
 }  // namespace pto

@@ -136,17 +136,22 @@ int main() {
       reply(s.id, s.pid, n == static_cast<ssize_t>(sizeof error) ? (error ? error : EIO) : 0);
     }
     if (!polled[0].revents) continue;
-    ssize_t n = pto::receive_message(kSocket, request_buf, sizeof request_buf, fds);
+    int cut = 0;
+    ssize_t n = pto::receive_message(kSocket, request_buf, sizeof request_buf, fds, cut);
     if (n == 0) return 0;  // the runner closed its end
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return 1;
+    }
     pto::SpawnRequest req;
-    if (n < 0 || !pto::decode_spawn_request(std::string_view(request_buf, static_cast<std::size_t>(n)), req) ||
+    if (cut || !pto::decode_spawn_request(std::string_view(request_buf, static_cast<std::size_t>(n)), req) ||
         fds.size() != req.fd_count()) {
-      if (n < 0 && errno != EMSGSIZE) return 1;
+      // Answered all the same (its step is not started), so that the runner never waits for it.
       close_all(fds);
       if (n >= 8) {
         std::uint64_t id;
         std::memcpy(&id, request_buf, sizeof id);
-        reply(id, -1, EINVAL);
+        reply(id, -1, cut ? cut : EINVAL);
       }
       continue;
     }
