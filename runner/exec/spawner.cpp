@@ -134,8 +134,11 @@ std::unique_ptr<Spawner> Spawner::start(asio::io_context& io, const std::string&
     return nullptr;
   }
   // Root may go past wmem_max (SO_SNDBUFFORCE); anyone else gets what the host allows and sends less whole.
-  if (::setsockopt(pair[0], SOL_SOCKET, SO_SNDBUFFORCE, &kSendBuffer, sizeof kSendBuffer) != 0)
-    ::setsockopt(pair[0], SOL_SOCKET, SO_SNDBUF, &kSendBuffer, sizeof kSendBuffer);
+  // The spawner's end too: its answers (one small message each, ~1 KiB of buffer) must not block it while
+  // the runner is still sending a burst of requests and not yet reading.
+  for (int end : pair)
+    if (::setsockopt(end, SOL_SOCKET, SO_SNDBUFFORCE, &kSendBuffer, sizeof kSendBuffer) != 0)
+      ::setsockopt(end, SOL_SOCKET, SO_SNDBUF, &kSendBuffer, sizeof kSendBuffer);
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t attr;
   posix_spawn_file_actions_init(&fa);
