@@ -17,12 +17,16 @@ using namespace pto;
 using namespace pto::test;
 namespace fs = std::filesystem;
 
+// Each case needs a writable cgroup v2 with cgroup.kill; without one it says so and passes nothing.
+#define SKIP_WITHOUT_CGROUPS(tree)                                                            \
+  if (!(tree).available()) {                                                                  \
+    WARN("SKIPPED: no writable cgroup v2 with cgroup.kill here (" << (tree).why_not() << ")"); \
+    return;                                                                                   \
+  }
+
 TEST_CASE("cgroup tree: an emptied step cgroup is handed out again, one with a process left in it never is", "[exec]") {
   CgroupTree& tree = CgroupTree::instance();
-  if (!tree.available()) {
-    WARN("SKIPPED: no writable cgroup v2 with cgroup.kill here (" << tree.why_not() << ")");
-    return;
-  }
+  SKIP_WITHOUT_CGROUPS(tree);
   std::string a = tree.make_child();
   REQUIRE(!a.empty());
   tree.recycle(a);
@@ -49,10 +53,7 @@ TEST_CASE("cgroup tree: an emptied step cgroup is handed out again, one with a p
 
 TEST_CASE("cgroup tree: a cgroup killed through cgroup.kill is never handed out again (a process cloned into it would be killed)", "[exec]") {
   CgroupTree& tree = CgroupTree::instance();
-  if (!tree.available()) {
-    WARN("SKIPPED: no writable cgroup v2 with cgroup.kill here (" << tree.why_not() << ")");
-    return;
-  }
+  SKIP_WITHOUT_CGROUPS(tree);
   std::string a = tree.make_child();
   REQUIRE(!a.empty());
   int err = 0;
@@ -80,10 +81,7 @@ TEST_CASE("cgroup tree: a cgroup killed through cgroup.kill is never handed out 
 
 TEST_CASE("cgroup files: a kept descriptor follows its cgroup: forgotten when it is removed, opened again when it went away unseen", "[exec]") {
   CgroupTree& tree = CgroupTree::instance();
-  if (!tree.available()) {
-    WARN("SKIPPED: no writable cgroup v2 with cgroup.kill here (" << tree.why_not() << ")");
-    return;
-  }
+  SKIP_WITHOUT_CGROUPS(tree);
   const std::string a = tree.make_child();
   REQUIRE(!a.empty());
   CHECK(cgroup_files::read(a + "/cgroup.events").find("populated 0") != std::string::npos);

@@ -50,6 +50,17 @@ Ran run_step(const std::string& command, double timeout = 0, const std::string& 
 
 bool alive(int pid) { return ::kill(pid, 0) == 0; }
 
+/// `sleep 1000`, its log in `t`, ended by SIGTERM within a second's grace.
+StepLaunch sleeping_step(const TempDir& t, const std::string& name) {
+  StepLaunch l;
+  l.command = "sleep 1000";
+  l.env = {"PATH=/usr/bin:/bin"};
+  l.log_path = (t.path() / "log").string();
+  l.marker = name + "-" + std::to_string(getpid());
+  l.grace_seconds = 1;
+  return l;
+}
+
 }  // namespace
 
 TEST_CASE("executor: output goes to the log and the console, env is exactly what was given", "[exec]") {
@@ -104,18 +115,31 @@ TEST_CASE("executor: cancel stops a running step", "[exec]") {
   TempDir t;
   boost::asio::io_context io;
   auto ex = make_local_executor(io);
-  StepLaunch l;
-  l.command = "sleep 1000";
-  l.env = {"PATH=/usr/bin:/bin"};
-  l.log_path = (t.path() / "log").string();
-  l.marker = "cancel-" + std::to_string(getpid());
-  l.grace_seconds = 1;
   StepOutcome got;
-  auto id = ex->start(l, [&](const StepOutcome& o) { got = o; });
+  auto id = ex->start(sleeping_step(t, "cancel"), [&](const StepOutcome& o) { got = o; });
   boost::asio::steady_timer timer(io, std::chrono::milliseconds(100));
   timer.async_wait([&](auto) { ex->cancel(id); });
   io.run();
   CHECK(got.cancelled);
   CHECK(got.signal == SIGTERM);
   CHECK(ex->active() == 0);
+}
+
+TEST_CASE("executor: a step cancelled before the spawner answered is stopped once it started, and nothing else is signalled", "[exec][spawner]") {
+  TempDir t;
+  boost::asio::io_context io;
+  auto ex = make_local_executor(io);
+  StepOutcome got;
+  bool done = false;
+  // A SIGTERM to this process's own group (kill(-0), the pid not known yet) would end the test run itself.
+  auto id = ex->start(sleeping_step(t, "spawner-cancel"), [&](const StepOutcome& o) {
+    got = o;
+    done = true;
+  });
+  ex->cancel(id);  // at once: the spawner has not answered
+  io.run();
+  REQUIRE(done);
+  CHECK(got.cancelled);
+  CHECK(got.signal == SIGTERM);
+  CHECK(got.pid > 0);
 }

@@ -1,6 +1,6 @@
 // The spawner process (exec/spawner, exec/spawner_main): steps it starts are this process's own children,
-// in their cgroup and as their user, answered once exec'd; failures are errnos and leave no child; a cancel
-// that comes before the answer is kept for it; the executor goes on in-process when the spawner is gone.
+// in their cgroup and as their user, answered once exec'd; failures are errnos and leave no child; the executor
+// goes on in-process when the spawner is gone. (A cancel that comes before the answer: executor_test.cpp.)
 #include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <signal.h>
@@ -43,15 +43,19 @@ struct Answer {
   bool got = false;
   pid_t pid = -1;
   int error = 0;
+  /// The spawner's callback that fills this in.
+  Spawner::Done into() {
+    return [this](pid_t p, int e) {
+      got = true;
+      pid = p;
+      error = e;
+    };
+  }
 };
 
 Answer spawn_and_wait(boost::asio::io_context& io, Spawner& s, const SpawnSpec& spec) {
   Answer a;
-  REQUIRE(s.spawn(spec, [&](pid_t pid, int error) {
-    a.got = true;
-    a.pid = pid;
-    a.error = error;
-  }));
+  REQUIRE(s.spawn(spec, a.into()));
   io.restart();
   io.run();  // returns once answered: nothing is armed while no request is outstanding
   REQUIRE(a.got);
@@ -109,31 +113,6 @@ TEST_CASE("spawner: a program that cannot start is an errno and leaves no child 
   CHECK(after == before);  // the children that never exec'd were reaped, not left as zombies
 }
 
-TEST_CASE("spawner: a step cancelled before the spawner answered is stopped once it started, and nothing else is signalled", "[exec][spawner]") {
-  TempDir t;
-  boost::asio::io_context io;
-  auto ex = make_local_executor(io);
-  StepLaunch l;
-  l.command = "sleep 1000";
-  l.env = {"PATH=/usr/bin:/bin"};
-  l.log_path = (t.path() / "log").string();
-  l.marker = "spawner-cancel-" + std::to_string(getpid());
-  l.grace_seconds = 1;
-  StepOutcome got;
-  bool done = false;
-  // A SIGTERM to this process's own group (kill(-0), the pid not known yet) would end the test run itself.
-  auto id = ex->start(l, [&](const StepOutcome& o) {
-    got = o;
-    done = true;
-  });
-  ex->cancel(id);  // at once: the spawner has not answered
-  io.run();
-  REQUIRE(done);
-  CHECK(got.cancelled);
-  CHECK(got.signal == SIGTERM);
-  CHECK(got.pid > 0);
-}
-
 TEST_CASE("spawner: gone, its requests fail with EPIPE or are refused, and the executor starts steps in-process", "[exec][spawner]") {
   boost::asio::io_context io;
   std::string why;
@@ -142,11 +121,7 @@ TEST_CASE("spawner: gone, its requests fail with EPIPE or are refused, and the e
   REQUIRE(::kill(s->pid(), SIGKILL) == 0);
   REQUIRE(::waitpid(s->pid(), nullptr, 0) == s->pid());
   Answer a;
-  bool sent = s->spawn(SpawnSpec{{"/bin/true"}, {}, "", -1}, [&](pid_t pid, int error) {
-    a.got = true;
-    a.pid = pid;
-    a.error = error;
-  });
+  bool sent = s->spawn(SpawnSpec{{"/bin/true"}, {}, "", -1}, a.into());
   if (sent) {
     io.run();
     CHECK(a.got);

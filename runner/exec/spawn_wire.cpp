@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "util/fd_passing.h"
+
 namespace pto {
 
 namespace {
@@ -87,16 +89,8 @@ int send_message(int sock, std::string_view bytes, const std::vector<int>& fds) 
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
-  if (!fds.empty()) {
-    msg.msg_control = control.data();
-    msg.msg_controllen = control.size();
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
-  }
+  std::vector<char> control;
+  attach_fds(msg, control, fds);
   ssize_t n;
   do n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
   while (n < 0 && errno == EINTR);
@@ -116,16 +110,8 @@ ssize_t receive_message(int sock, char* buf, std::size_t cap, std::vector<int>& 
   do n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
   while (n < 0 && errno == EINTR);
   fds.clear();
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); n >= 0 && c; c = CMSG_NXTHDR(&msg, c))
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-      std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (std::size_t i = 0; i < count; ++i) {
-        int fd;
-        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-        fds.push_back(fd);
-      }
-    }
   if (n < 0) return -1;
+  collect_fds(msg, fds);
   // A message longer than `cap`, or descriptors cut off (this process at its descriptor limit).
   if (msg.msg_flags & MSG_TRUNC) cut = EMSGSIZE;
   else if (msg.msg_flags & MSG_CTRUNC) cut = EMFILE;

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "util/fd_passing.h"
+
 namespace pto {
 
 void close_fds(std::vector<int>& fds) {
@@ -26,16 +28,7 @@ std::string wire_send(int sock, nlohmann::json body, const std::vector<int>& fds
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
     std::vector<char> control;
-    if (!fds_sent) {
-      control.assign(CMSG_SPACE(sizeof(int) * fds.size()), 0);
-      msg.msg_control = control.data();
-      msg.msg_controllen = control.size();
-      cmsghdr* c = CMSG_FIRSTHDR(&msg);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-      std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
-    }
+    if (!fds_sent) attach_fds(msg, control, fds);
     const ssize_t n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -75,15 +68,9 @@ bool WireReader::read(int sock, std::vector<WireMessage>& out) {
       if (errno != EAGAIN && errno != EWOULDBLOCK) open = false;
       break;
     }
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
-      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-        const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (std::size_t i = 0; i < count; ++i) {
-          int fd;
-          std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-          fds_.push_back(fd);
-        }
-      }
+    std::vector<int> came;
+    collect_fds(msg, came);
+    fds_.insert(fds_.end(), came.begin(), came.end());
     if (n == 0) {
       open = false;
       break;
