@@ -51,6 +51,34 @@ TEST_CASE("cgroup tree: an emptied step cgroup is handed out again, one with a p
   tree.recycle(b);
 }
 
+TEST_CASE("cgroup tree: a lease's cgroup in another tree (a supervisor's) is handed out again only under that tree, and a name taken there is skipped", "[exec]") {
+  CgroupTree& tree = CgroupTree::instance();
+  SKIP_WITHOUT_CGROUPS(tree);
+  // A sibling of this process's tree, as a step supervisor's is.
+  const std::string other = fs::path(tree.root()).parent_path().string() + "/pto-runner-test-" + std::to_string(::getpid());
+  REQUIRE(::mkdir(other.c_str(), 0755) == 0);
+  std::string a = tree.make_child(other, "lease");
+  REQUIRE(!a.empty());
+  CHECK(fs::path(a).parent_path() == other);
+  CHECK(fs::path(a).filename().string().rfind("lease-", 0) == 0);
+  tree.recycle(a);
+  const std::string own = tree.make_child();  // this tree's own: never the other tree's spare one
+  CHECK(fs::path(own).parent_path() == tree.root());
+  CHECK(own != a);
+  CHECK(tree.make_child(other, "lease") == a);  // under its own tree: handed on
+  // The next names there taken already (an earlier daemon's): skipped, not failed.
+  const std::string next = fs::path(a).filename().string();
+  const int n = std::stoi(next.substr(next.find('-') + 1));
+  for (int i = 1; i <= 3; ++i) ::mkdir((other + "/lease-" + std::to_string(n + i)).c_str(), 0755);
+  std::string b = tree.make_child(other, "lease");
+  CHECK(!b.empty());
+  CHECK(b != a);
+  CHECK(fs::path(b).parent_path() == other);
+  for (const auto& c : fs::directory_iterator(other)) CgroupTree::remove(c.path().string());
+  ::rmdir(other.c_str());
+  tree.recycle(own);
+}
+
 TEST_CASE("cgroup tree: a cgroup killed through cgroup.kill is never handed out again (a process cloned into it would be killed)", "[exec]") {
   CgroupTree& tree = CgroupTree::instance();
   SKIP_WITHOUT_CGROUPS(tree);

@@ -236,6 +236,7 @@ std::string Daemon::open_history_and_host() {
   history_ = std::make_unique<RunHistory>(state_dir_, model_, *git_workers_, mirror_.get(),
                                           [this](const std::string& run, const std::string& why) { stop_run_for_journal(run, why); });
   if (std::string e = history_->open(opts_.rebuild_journal); !e.empty()) return e;
+  history_->batch_card_events(io_);
   open_tests();
   reporter_ = std::make_unique<RunReporter>(
       *history_, model_.metrics, toolchain_, !opts_.simulate,

@@ -82,6 +82,9 @@ class Daemon : public HostCommands {
   /// retention, kill grace, log cap), logging each difference; a file with errors keeps the old settings.
   /// Returns what it logged (for the tests).
   std::string reload();
+  /// SIGUSR2, just before the process leaves as a crash would: what this daemon keeps for a moment before
+  /// writing or handing it (the cards' history, the leases not yet with the step supervisor) goes now.
+  void hand_over();
 
   // HostCommands: what the API may ask, already checked for its caller (server/access).
   void submit_run(RunSubmission submission, const Caller& by, Reply reply) override;

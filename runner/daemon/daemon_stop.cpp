@@ -1,6 +1,6 @@
 // Stopping the daemon (docs/operators.md): SIGTERM drains (accepted runs go on to their end,
-// their clients read the end), SIGINT or a second SIGTERM cancels everything; and retention, which runs at
-// start, after each run and hourly.
+// their clients read the end), SIGINT or a second SIGTERM cancels everything, SIGUSR2 hands over; and
+// retention, which runs at start, after each run and hourly.
 #include <signal.h>
 
 #include <boost/asio/io_context.hpp>
@@ -59,6 +59,10 @@ bool Daemon::quiet() const {
   // lease's command would otherwise outlive the daemon's flock on its card).
   // A finished run stays until it is given back (its tree returned to root, its user to the pool).
   return runs_.empty() && preparing_.empty() && leases_->granted_count() == 0 && leases_->active().empty();
+}
+
+void Daemon::hand_over() {
+  if (history_) history_->flush();
 }
 
 void Daemon::close() {

@@ -145,18 +145,25 @@ CgroupTree::~CgroupTree() {
   ::rmdir(root_.c_str());
 }
 
-std::string CgroupTree::make_child() {
+std::string CgroupTree::make_child(const std::string& parent, const char* kind) {
   if (root_.empty()) return "";
+  const std::string& dir = parent.empty() ? root_ : parent;
   {
     std::lock_guard<std::mutex> g(spare_lock_);
-    if (!spare_.empty()) {
-      std::string path = std::move(spare_.back());
-      spare_.pop_back();
+    for (auto it = spare_.rbegin(); it != spare_.rend(); ++it) {
+      if (it->compare(0, dir.size(), dir) != 0 || it->find('/', dir.size() + 1) != std::string::npos || (*it)[dir.size()] != '/') continue;
+      std::string path = std::move(*it);
+      spare_.erase(std::next(it).base());
       return path;
     }
   }
-  std::string path = root_ + "/step-" + std::to_string(++g_next_child);
-  return ::mkdir(path.c_str(), 0755) == 0 ? path : "";
+  // Another tree's names may be taken already (an earlier daemon's spare ones in a supervisor's tree).
+  for (int tries = 0; tries < 1000; ++tries) {
+    std::string path = dir + "/" + kind + "-" + std::to_string(++g_next_child);
+    if (::mkdir(path.c_str(), 0755) == 0) return path;
+    if (errno != EEXIST) break;
+  }
+  return "";
 }
 
 bool CgroupTree::add_process(const std::string& cgroup, pid_t pid) {

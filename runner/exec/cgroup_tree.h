@@ -31,10 +31,12 @@ class CgroupTree {
   const std::string& why_not() const { return why_not_; }
   const std::string& root() const { return root_; }
 
-  /// An empty cgroup for one step or lease; "" when none can be made. A step's cgroup given back with
-  /// recycle() is handed out again: the first process to enter a freshly made cgroup pays ~1 ms in the
-  /// kernel (bench/README.md, release latency), one that entered a used cgroup 0.07 ms.
-  std::string make_child();
+  /// An empty cgroup for one step or lease, in this tree or under `parent` (a step supervisor's tree, where a
+  /// lease's command outlives this process), named `kind`-N when made; "" when none can be made. A cgroup
+  /// given back with recycle() is handed out again under the same parent: the first process to enter a freshly
+  /// made cgroup pays ~1 ms in the kernel (bench/README.md, release latency), one that entered a used cgroup
+  /// 0.07 ms.
+  std::string make_child(const std::string& parent = "", const char* kind = "step");
   /// A step's cgroup, its step over: kept for the next step when it is empty (a bounded number of them),
   /// removed otherwise. Only for cgroups nobody outside can still join: a lease's cgroup only once its client
   /// released it itself (it starts one command); a revoked lease's client might still start its command: remove().
@@ -53,7 +55,7 @@ class CgroupTree {
   CgroupTree();
   std::string root_, why_not_;
   std::mutex spare_lock_;
-  std::vector<std::string> spare_;  // empty cgroups of finished steps, handed out again by make_child()
+  std::vector<std::string> spare_;  // empty cgroups of finished steps and leases, handed out again by make_child()
 };
 
 }  // namespace pto

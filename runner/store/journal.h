@@ -74,9 +74,14 @@ class Journal {
   static constexpr int kKeptDurations = 20;
 
   /// What happened on a card (a step or lease that held it, a health check, a drain or return), as
-  /// read_model/card_history holds it; `at` is when it ended (seconds since the epoch). Rows older than
-  /// kCardEventDays go at the first write of each hour.
-  bool card_event(int card, double at, const nlohmann::json& data);
+  /// read_model/card_history holds it: `at` is when it ended (seconds since the epoch), `data` its JSON text.
+  struct CardEventRow {
+    int card = 0;
+    double at = 0;
+    std::string data;
+  };
+  /// Rows in one transaction (all or none). Rows older than kCardEventDays go at the first write of each hour.
+  bool add_card_events(const std::vector<CardEventRow>& rows);
   /// Card events that ended at or after `since`, oldest first.
   std::vector<std::pair<int, nlohmann::json>> card_events(double since) const;
   static constexpr double kCardEventDays = 7;

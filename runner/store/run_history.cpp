@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <cerrno>
 #include <cstring>
@@ -256,11 +257,27 @@ void RunHistory::record_duration(const std::string& step_key, double seconds, co
 }
 
 void RunHistory::card_event(CardEvent e) {
-  journal_result(journal_->card_event(e.card, e.end, e.json()), "");
+  card_rows_.push_back({e.card, e.end, dump_json(e.json())});
   model_.cards.add(std::move(e));
+  if (!card_flush_) return flush();
+  if (card_rows_.size() > 1) return;  // a write is due already
+  card_flush_->expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(kCardEventBatchSeconds)));
+  card_flush_->async_wait([this](boost::system::error_code ec) {
+    if (!ec) flush();
+  });
+}
+
+void RunHistory::batch_card_events(boost::asio::io_context& io) { card_flush_ = std::make_unique<boost::asio::steady_timer>(io); }
+
+void RunHistory::flush() {
+  if (card_rows_.empty()) return;
+  const bool ok = journal_->add_card_events(card_rows_);
+  card_rows_.clear();  // the read model has them; a journal refusing them loses them with the next restart only
+  journal_result(ok, "");
 }
 
 RunHistory::~RunHistory() {
+  flush();
   if (tests_writer_) tests_writer_->join();
 }
 

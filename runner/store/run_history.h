@@ -25,7 +25,10 @@
 #include "store/journal.h"
 #include "store/test_history.h"
 
+#include <boost/asio/steady_timer.hpp>
+
 namespace boost::asio {
+class io_context;
 class thread_pool;
 }
 
@@ -62,8 +65,15 @@ class RunHistory {
   /// A run's engine state as last kept (nothing when none was).
   std::optional<nlohmann::json> engine_state(const std::string& run);
   void record_duration(const std::string& step_key, double seconds, const std::string& finished);
-  /// Something happened on a card: into the journal and the read model's card history.
+  /// Something happened on a card: into the read model's card history now, and into the journal now or, once
+  /// batch_card_events was called, within kCardEventBatchSeconds with the others of that time, in one
+  /// transaction (a commit per lease's end was a tenth of the daemon's work per lease: bench/README.md).
+  /// A SIGKILL loses at most that last moment of the cards' history; a stop or a hand-over writes it (flush).
   void card_event(CardEvent e);
+  void batch_card_events(boost::asio::io_context& io);
+  static constexpr double kCardEventBatchSeconds = 0.1;
+  /// Writes what is waiting (card events) now.
+  void flush();
   void run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record);
   /// A finished step's test cases into the test history, on the history's writer thread (a failing write is
   /// logged while it lasts, and costs the run nothing: the run's own record keeps its tests).
@@ -109,6 +119,8 @@ class RunHistory {
   double tests_pruned_at_ = 0;  // engine thread
   std::unique_ptr<boost::asio::thread_pool> tests_writer_;
   std::map<std::string, nlohmann::json> unjournaled_;  // finished runs the journal could not take yet
+  std::vector<Journal::CardEventRow> card_rows_;         // card events not in the journal yet
+  std::unique_ptr<boost::asio::steady_timer> card_flush_;  // null: each is written at once
   bool journal_failing_ = false, record_failing_ = false;
 };
 
