@@ -514,6 +514,40 @@ TEST_CASE("run: a step's task-submit leases from the run's own queue and SIGINT 
   CHECK(wait_until([&] { return !pid_running(leased); }, 10));
 }
 
+TEST_CASE("leases: a lease's end is in the cards' history after a SIGUSR2 hand-over and after SIGKILL once its batch is written", "[lease]") {
+  Served s;
+  s.devices = "1";
+  write_project(s.dir, {{"idle.yml", "name: idle\nsteps:\n  - run: 'true'\n"}});
+  s.start();
+  auto lease = [&](const std::string& label) {
+    auto r = s.post(api_path::kLeases, {{"devices", 1}, {"label", label}});
+    REQUIRE(r.status == 201);
+    const std::string id = json::parse(r.body)["id"];
+    REQUIRE(pto::api_request("DELETE", s.url(api_path::lease(id)), s.token, "").status == 200);
+    return id;
+  };
+  auto in_history = [&](const std::string& id) {
+    const json cards = s.get(api_path::kCards);
+    UNSCOPED_INFO(cards.dump());
+    for (const auto& e : cards["events"])
+      if (e.value("label", "").find(id) != std::string::npos) return true;
+    return false;
+  };
+  // Ended just before the hand-over: its card event waits for its batch, and the hand-over writes it.
+  const std::string handed = lease("before the hand-over");
+  CHECK(wait_until([&] { return in_history(handed); }, 5));  // the read model has it at its next refresh
+  s.stop(SIGUSR2);
+  s.start();
+  CHECK(in_history(handed));
+  // Ended, then its batch written (within 0.1 s), then SIGKILL: kept too.
+  const std::string killed = lease("before a SIGKILL");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // past RunHistory::kCardEventBatchSeconds
+  s.stop(SIGKILL);
+  s.start();
+  CHECK(in_history(handed));
+  CHECK(in_history(killed));
+}
+
 TEST_CASE("leases: the daemon revokes a lease past its max-seconds even while its client heartbeats, and --list --find --kill work", "[lease]") {
   Served s;
   TaskSubmit ts;
