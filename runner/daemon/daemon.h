@@ -83,7 +83,7 @@ class Daemon : public HostCommands {
   /// Returns what it logged (for the tests).
   std::string reload();
   /// SIGUSR2, just before the process leaves as a crash would: what this daemon keeps for a moment before
-  /// writing or handing it (the cards' history, the leases not yet with the step supervisor) goes now.
+  /// writing it (the cards' history: RunHistory::batch_card_events) is written now.
   void hand_over();
 
   // HostCommands: what the API may ask, already checked for its caller (server/access).
