@@ -20,8 +20,10 @@
 #include "host/host.h"
 #include "served_daemon.h"
 #include "server/lease_endpoint.h"
+#include "store/journal.h"
 #include "test_support.h"
 #include "util/api_paths.h"
+#include "util/state_paths.h"
 
 using namespace pto::test;
 
@@ -539,9 +541,15 @@ TEST_CASE("leases: a lease's end is in the cards' history after a SIGUSR2 hand-o
   s.stop(SIGUSR2);
   s.start();
   CHECK(in_history(handed));
-  // Ended, then its batch written (within 0.1 s), then SIGKILL: kept too.
+  // Ended, then its batch written (the journal has its row), then SIGKILL: kept too.
   const std::string killed = lease("before a SIGKILL");
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // past RunHistory::kCardEventBatchSeconds
+  CHECK(wait_until([&] {
+    auto journal = pto::Journal::open_readonly(pto::journal_file(s.state()));
+    if (journal)
+      for (const auto& [card, data] : journal->card_events(0))
+        if (data.value("label", "").find(killed) != std::string::npos) return true;
+    return false;
+  }, 5));
   s.stop(SIGKILL);
   s.start();
   CHECK(in_history(handed));

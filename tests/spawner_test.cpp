@@ -53,6 +53,13 @@ struct Answer {
   }
 };
 
+/// A spawner started on its own io_context (`s` null when it could not be: `why` says).
+struct Started {
+  boost::asio::io_context io;
+  std::string why;
+  std::unique_ptr<Spawner> s = Spawner::start(io, spawner_program(), why);
+};
+
 Answer spawn_and_wait(boost::asio::io_context& io, Spawner& s, const SpawnSpec& spec) {
   Answer a;
   REQUIRE(s.spawn(spec, a.into()));
@@ -66,16 +73,14 @@ Answer spawn_and_wait(boost::asio::io_context& io, Spawner& s, const SpawnSpec& 
 
 TEST_CASE("spawner: a step it starts is this process's child, in its cgroup, with its output, directory and environment", "[exec][spawner]") {
   TempDir t;
-  boost::asio::io_context io;
-  std::string why;
-  auto s = Spawner::start(io, spawner_program(), why);
-  REQUIRE(s);
+  Started st;
+  REQUIRE(st.s);
   const std::string cgroup = CgroupTree::instance().available() ? CgroupTree::instance().make_child() : "";
   int out = ::open((t.path() / "out").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
   REQUIRE(out >= 0);
   SpawnSpec spec{{"/bin/bash", "-c", "echo ppid=$PPID; echo dir=$PWD; echo v=$V; cat /proc/self/cgroup; ls /proc/self/fd | wc -l"},
                  {"V=given", "PATH=/usr/bin:/bin"}, t.str(), out, cgroup};
-  Answer a = spawn_and_wait(io, *s, spec);
+  Answer a = spawn_and_wait(st.io, *st.s, spec);
   ::close(out);
   REQUIRE(a.error == 0);
   REQUIRE(a.pid > 0);
@@ -98,15 +103,13 @@ TEST_CASE("spawner: a step it starts is this process's child, in its cgroup, wit
 
 TEST_CASE("spawner: a program that cannot start is an errno and leaves no child behind", "[exec][spawner]") {
   TempDir t;
-  boost::asio::io_context io;
-  std::string why;
-  auto s = Spawner::start(io, spawner_program(), why);
-  REQUIRE(s);
+  Started st;
+  REQUIRE(st.s);
   const auto before = my_children();
-  Answer missing = spawn_and_wait(io, *s, SpawnSpec{{"/nonexistent/program"}, {}, "", -1});
+  Answer missing = spawn_and_wait(st.io, *st.s, SpawnSpec{{"/nonexistent/program"}, {}, "", -1});
   CHECK(missing.pid == -1);
   CHECK(missing.error == ENOENT);
-  Answer no_dir = spawn_and_wait(io, *s, SpawnSpec{{"/bin/true"}, {}, (t.path() / "absent").string(), -1});
+  Answer no_dir = spawn_and_wait(st.io, *st.s, SpawnSpec{{"/bin/true"}, {}, (t.path() / "absent").string(), -1});
   CHECK(no_dir.pid == -1);
   CHECK(no_dir.error == ENOENT);
   auto after = my_children();
@@ -114,37 +117,33 @@ TEST_CASE("spawner: a program that cannot start is an errno and leaves no child 
 }
 
 TEST_CASE("spawner: gone, its requests fail with EPIPE or are refused, and the executor starts steps in-process", "[exec][spawner]") {
-  boost::asio::io_context io;
-  std::string why;
-  auto s = Spawner::start(io, spawner_program(), why);
-  REQUIRE(s);
-  REQUIRE(::kill(s->pid(), SIGKILL) == 0);
-  REQUIRE(::waitpid(s->pid(), nullptr, 0) == s->pid());
+  Started st;
+  REQUIRE(st.s);
+  REQUIRE(::kill(st.s->pid(), SIGKILL) == 0);
+  REQUIRE(::waitpid(st.s->pid(), nullptr, 0) == st.s->pid());
   Answer a;
-  bool sent = s->spawn(SpawnSpec{{"/bin/true"}, {}, "", -1}, a.into());
+  bool sent = st.s->spawn(SpawnSpec{{"/bin/true"}, {}, "", -1}, a.into());
   if (sent) {
-    io.run();
+    st.io.run();
     CHECK(a.got);
     CHECK(a.error == EPIPE);
   }
-  CHECK_FALSE(s->alive());
-  CHECK_FALSE(s->spawn(SpawnSpec{{"/bin/true"}, {}, "", -1}, [](pid_t, int) {}));
+  CHECK_FALSE(st.s->alive());
+  CHECK_FALSE(st.s->spawn(SpawnSpec{{"/bin/true"}, {}, "", -1}, [](pid_t, int) {}));
   // No spawner at all (a program that is not there): the executor's steps run anyway.
-  CHECK_FALSE(Spawner::start(io, "/nonexistent/pto-spawner", why));
-  CHECK(why.find("/nonexistent/pto-spawner") != std::string::npos);
+  CHECK_FALSE(Spawner::start(st.io, "/nonexistent/pto-spawner", st.why));
+  CHECK(st.why.find("/nonexistent/pto-spawner") != std::string::npos);
 }
 
 TEST_CASE("spawner: a spawner too far behind to take a request leaves that one to the runner, and answers every one it took", "[exec][spawner]") {
-  boost::asio::io_context io;
-  std::string why;
-  auto s = Spawner::start(io, spawner_program(), why);
-  REQUIRE(s);
+  Started st;
+  REQUIRE(st.s);
   // Stopped, it reads nothing: its socket fills with requests of 1 MiB each until a send finds no room.
-  REQUIRE(::kill(s->pid(), SIGSTOP) == 0);
+  REQUIRE(::kill(st.s->pid(), SIGSTOP) == 0);
   SpawnSpec spec{{"/bin/true"}, {}, "", -1};
   for (int i = 0; i < 8; ++i) spec.env.push_back("BIG" + std::to_string(i) + "=" + std::string(120 << 10, 'x'));  // under exec's 128 KiB a string
   int sent = 0, answered = 0, started = 0;
-  while (sent < 64 && s->spawn(spec, [&](pid_t pid, int error) {
+  while (sent < 64 && st.s->spawn(spec, [&](pid_t pid, int error) {
     ++answered;
     if (pid > 0 && !error) {
       ++started;
@@ -154,9 +153,9 @@ TEST_CASE("spawner: a spawner too far behind to take a request leaves that one t
   }))
     ++sent;
   CHECK(sent < 64);      // one was not taken (after waiting for room)
-  CHECK(s->alive());     // which is not the spawner gone: the next request goes to it again
-  REQUIRE(::kill(s->pid(), SIGCONT) == 0);
-  io.run();              // every request it took is answered: none is left waiting
+  CHECK(st.s->alive());     // which is not the spawner gone: the next request goes to it again
+  REQUIRE(::kill(st.s->pid(), SIGCONT) == 0);
+  st.io.run();              // every request it took is answered: none is left waiting
   CHECK(answered == sent);
   CHECK(started == sent);
 }
