@@ -21,12 +21,12 @@ struct SpawnSpec {
   int out_fd = -1;                // stdout and stderr (stdin from /dev/null, fds >= 3 closed); -1 inherits stdio
   std::string cgroup;             // a cgroup v2 directory to enter before exec; "" for none
   std::vector<std::string> also_join;  // more cgroup directories to enter (v1 pids, memory: exec/step_limits)
-  /// The caller is a small process (the task-submit client): it forks straight into the cgroup with
-  /// clone3(CLONE_INTO_CGROUP) instead of moving the child there. Moving a process between cgroups takes the
-  /// kernel's cgroup threadgroup lock for writing, which waits for an RCU grace period when no migration
+  /// The caller is the task-submit client: the child starts straight in the cgroup (clone3 with
+  /// CLONE_INTO_CGROUP, vfork semantics) instead of being moved there. Moving a process between cgroups takes
+  /// the kernel's cgroup threadgroup lock for writing, which waits for an RCU grace period when no migration
   /// happened just before: 10-25 ms for a client that starts one command, the cost of a lease's grant
-  /// (bench/README.md, task-submit). Forking copies the caller's page tables, cheap only for a small process,
-  /// so the daemon (which migrates often enough to keep that lock warm) moves its children instead.
+  /// (bench/README.md, task-submit). The daemon migrates often enough to keep that lock warm and moves its
+  /// children. Needs glibc's private clone3 wrapper, which only a static link has: elsewhere the child is moved.
   bool fork_into_cgroup = false;
   /// The user it runs as (a run's sandbox user): dropped to after entering the cgroup and before chdir and
   /// exec, with no_new_privs (no setuid program gives anything back). Needs root.
