@@ -36,13 +36,20 @@ echo "ratio (target <= 2x): $(awk "BEGIN{printf \"%.2f\", $t/$x}")x"
 
 # Grant latency on a free card: from the client's start to the command's first instruction (its own
 # `date`), beside the same command started by the shell directly: the difference is task-submit's part
-# (its start, the lease round trip, the daemon's scheduling and flock, the spawn).
-: > g.txt; : > b.txt
+# (its start, the lease round trip, the daemon's scheduling and flock, the spawn). Beside them the same
+# client with --no-device (its start and the spawn, no lease): what is left is the lease's own part, which
+# does not grow with what a process start costs on the machine.
+: > g.txt; : > b.txt; : > n.txt
 for i in $(seq 1 50); do
   t0=$(now); bash -c 'date +%s%N > start'; echo $(( ($(cat start) - t0) / 1000 )) >> b.txt
   t0=$(now); "$WORK/bin/task-submit" --device-num 1 --run 'date +%s%N > start' >/dev/null
   echo $(( ($(cat start) - t0) / 1000 )) >> g.txt
+  t0=$(now); "$WORK/bin/task-submit" --no-device --run 'date +%s%N > start' >/dev/null
+  echo $(( ($(cat start) - t0) / 1000 )) >> n.txt
 done
-g=$(median < g.txt); b=$(median < b.txt)
-echo "lease grant, client start -> command exec, 50 runs: median $(awk "BEGIN{printf \"%.2f\", $g/1000}") ms;" \
-     "the same command from the shell: $(awk "BEGIN{printf \"%.2f\", $b/1000}") ms; task-submit's part: $(awk "BEGIN{printf \"%.2f\", ($g-$b)/1000}") ms"
+g=$(median < g.txt); b=$(median < b.txt); n=$(median < n.txt)
+ms() { awk "BEGIN{printf \"%.2f\", ($1)/1000}"; }
+echo "lease grant, client start -> command exec, 50 runs: median $(ms "$g") ms;" \
+     "the same command from the shell: $(ms "$b") ms; task-submit's part: $(ms "$g-$b") ms"
+echo "  of which the client's start and spawn (task-submit --no-device: $(ms "$n") ms): $(ms "$n-$b") ms;" \
+     "the lease's own (round trip, the daemon's grant, the cgroup): $(ms "$g-$n") ms"
