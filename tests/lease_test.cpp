@@ -111,6 +111,29 @@ TEST_CASE("task-submit: runs the command on leased cards and exits as task-submi
   REQUIRE(wait_until([&] { return s.get(api_path::kStatus)["devices"][0]["state"] == "free"; }, 10));
 }
 
+TEST_CASE("task-submit: a command whose shell cannot be started is refused (126) with the reason, its lease given back, nothing of it left", "[lease]") {
+  Served s;
+  TaskSubmit ts;
+  write_project(s.dir, {{"idle.yml", "name: idle\nsteps:\n  - run: 'true'\n"}});
+  s.start();
+  // An executable `bash` first on PATH that is no program: the exec fails in the child, which shares the
+  // client's memory until its exec (vfork semantics) and leaves its errno there for the client to read.
+  const fs::path fake = ts.dir.path() / "bash";
+  std::ofstream(fake) << "not a program\n";
+  fs::permissions(fake, fs::perms::owner_all | fs::perms::group_read | fs::perms::others_read);
+  CommandResult r = task_submit(s, ts, {"--device", "0", "--run", "echo never"});
+  CHECK(r.exit_code == 126);
+  CHECK(r.err.find("cannot start bash") != std::string::npos);
+  CHECK(r.out.find("never") == std::string::npos);
+  // Given back at once (the client released it, no heartbeat timeout): card 0 free, no lease left.
+  json st = s.get(api_path::kStatus);
+  CHECK(st["leases"].empty());
+  CHECK(st["devices_by_state"].value("busy", 0) == 0);
+  // With a real shell again, the same card is leased and the command runs.
+  fs::remove(fake);
+  CHECK(task_submit(s, ts, {"--device", "0", "--run", "exit 4"}).exit_code == 4);
+}
+
 TEST_CASE("task-submit: the command's stdout and stderr reach the caller unchanged, and a lease whose command names a card fault charges that card", "[lease]") {
   Served s;
   TaskSubmit ts;

@@ -197,9 +197,10 @@ int become_cloned_step(void* arg) {
 /// The child started straight in `cgroup` (clone3 with CLONE_INTO_CGROUP), with vfork semantics: it shares
 /// the caller's memory and the caller waits until it has exec'd (CLONE_VM | CLONE_VFORK), so nothing of the
 /// caller's memory is copied or marked copy-on-write (each page the caller then wrote again was a page fault:
-/// 11 us each on a VM that shadows page tables, ~40 per lease; bench/README.md). It runs on a stack of its
-/// own in the caller's frame (the caller, waiting, does not use it). Returns -1 with `error` ENOSYS or EINVAL where the kernel has no
-/// CLONE_INTO_CGROUP (before 5.7), so the caller can fall back to moving the child.
+/// 11 us each on a VM that shadows page tables, ~25 per lease; bench/README.md). It runs on a stack of its
+/// own in the caller's frame (the caller, waiting, does not use it), and leaves its errno there when the exec
+/// fails. Returns -1 with `error` ENOSYS or EINVAL where the kernel has no clone3 or CLONE_INTO_CGROUP (before
+/// 5.7), or glibc no clone3 wrapper, so the caller can fall back to moving the child.
 pid_t spawn_cloned_into_cgroup(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& cwd,
                                int out_fd, const std::string& cgroup, int& error) {
   if (!__clone3) {
