@@ -179,34 +179,33 @@ pid_t spawn_in_cgroup(const std::vector<std::string>& argv, const std::vector<st
 
 /// glibc's own clone3 wrapper (2.34 and later): runs `fn(arg)` in the child on the stack it is given. Private
 /// to glibc, so only a static link has it (task-submit's, which asks for it: CMakeLists.txt); elsewhere it is
-/// null and the child is moved into its cgroup instead (spawn_in_cgroup).
+/// null and the child is cloned with fork semantics.
 extern "C" int __clone3(clone_args* args, std::size_t size, int (*fn)(void*), void* arg) __attribute__((weak));
 
-/// What the clone3 child reads and reports: in the parent's memory, which the child shares until its exec.
+/// What the clone3 child is given: how to become the command, and where to say why it could not.
 struct ClonedChild {
   StepChild step;
-  int reported = 0;
+  int report_fd = -1;
 };
 
 int become_cloned_step(void* arg) {
-  auto* c = static_cast<ClonedChild*>(arg);
-  c->reported = become_step(c->step);
+  const auto* c = static_cast<const ClonedChild*>(arg);
+  const int failed = become_step(c->step);
+  ssize_t ignored = ::write(c->report_fd, &failed, sizeof failed);
+  (void)ignored;
   return 127;
 }
 
-/// The child started straight in `cgroup` (clone3 with CLONE_INTO_CGROUP), with vfork semantics: it shares
-/// the caller's memory and the caller waits until it has exec'd (CLONE_VM | CLONE_VFORK), so nothing of the
-/// caller's memory is copied or marked copy-on-write (each page the caller then wrote again was a page fault:
-/// 11 us each on a VM that shadows page tables, ~25 per lease; bench/README.md). It runs on a stack of its
-/// own in the caller's frame (the caller, waiting, does not use it), and leaves its errno there when the exec
-/// fails. Returns -1 with `error` ENOSYS or EINVAL where the kernel has no clone3 or CLONE_INTO_CGROUP (before
-/// 5.7), or glibc no clone3 wrapper, so the caller can fall back to moving the child.
+/// The child started straight in `cgroup` (clone3 with CLONE_INTO_CGROUP), set up as posix_spawn would
+/// (become_step) and exec'd; a close-on-exec pipe tells the caller whether the exec happened. With glibc's
+/// clone3 wrapper at hand, with vfork semantics: the child shares the caller's memory, on a stack of its own in
+/// the caller's frame, and the caller waits for its exec (CLONE_VM | CLONE_VFORK), so nothing of the caller is
+/// copied or marked copy-on-write (each page the caller then wrote again was a page fault: 11 us each on a VM
+/// that shadows page tables, ~25 a lease; bench/README.md). Without it, fork semantics. Returns -1 with
+/// `error` ENOSYS or EINVAL where the kernel has no clone3 or CLONE_INTO_CGROUP (before 5.7), so the caller
+/// can fall back to moving the child.
 pid_t spawn_cloned_into_cgroup(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& cwd,
                                int out_fd, const std::string& cgroup, int& error) {
-  if (!__clone3) {
-    error = ENOSYS;
-    return -1;
-  }
   std::vector<char*> cargv, cenv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
@@ -214,43 +213,59 @@ pid_t spawn_cloned_into_cgroup(const std::vector<std::string>& argv, const std::
   cenv.push_back(nullptr);
   int cg_fd = ::open(cgroup.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   int null_fd = out_fd >= 0 ? ::open("/dev/null", O_RDONLY | O_CLOEXEC) : -1;
-  if (cg_fd < 0 || (out_fd >= 0 && null_fd < 0)) {
+  int report[2] = {-1, -1};
+  if (cg_fd < 0 || (out_fd >= 0 && null_fd < 0) || ::pipe2(report, O_CLOEXEC) != 0) {
     error = errno;
-    for (int fd : {cg_fd, null_fd})
+    for (int fd : {cg_fd, null_fd, report[0], report[1]})
       if (fd >= 0) ::close(fd);
     return -1;
   }
-  auto child = std::make_unique<ClonedChild>();
-  child->step.argv = cargv.data();
-  child->step.envp = cenv.data();
-  child->step.cwd = cwd.c_str();
-  child->step.out_fd = out_fd;
-  child->step.null_fd = null_fd;  // procs_fd stays -1: the kernel put it in its cgroup
-  alignas(16) char stack[16 * 1024];  // the child's, in our frame: we wait until its exec
+  ClonedChild child;
+  child.step.argv = cargv.data();
+  child.step.envp = cenv.data();
+  child.step.cwd = cwd.c_str();
+  child.step.out_fd = out_fd;
+  child.step.null_fd = null_fd;  // procs_fd stays -1: the kernel puts it in its cgroup
+  child.report_fd = report[1];
   clone_args args{};
-  args.flags = CLONE_INTO_CGROUP | CLONE_VM | CLONE_VFORK;
+  args.flags = CLONE_INTO_CGROUP;
   args.exit_signal = SIGCHLD;
   args.cgroup = static_cast<std::uint64_t>(cg_fd);
-  args.stack = reinterpret_cast<std::uint64_t>(stack);
-  args.stack_size = sizeof stack;
   sigset_t all, old;
   sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &old);  // no handler of ours runs in the child
-  const int pid = __clone3(&args, sizeof args, become_cloned_step, child.get());
+  long pid;
+  if (__clone3) {
+    alignas(16) char stack[16 * 1024];  // the child's, in our frame: we wait until its exec
+    args.flags |= CLONE_VM | CLONE_VFORK;
+    args.stack = reinterpret_cast<std::uint64_t>(stack);
+    args.stack_size = sizeof stack;
+    pid = __clone3(&args, sizeof args, become_cloned_step, &child);
+  } else {
+    pid = ::syscall(SYS_clone3, &args, sizeof args);
+    if (pid == 0) ::_exit(become_cloned_step(&child));
+  }
   const int clone_errno = errno;
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   ::close(cg_fd);
   if (null_fd >= 0) ::close(null_fd);
+  ::close(report[1]);
   if (pid < 0) {
+    ::close(report[0]);
     error = clone_errno;
     return -1;
   }
-  if (child->reported) {  // it never exec'd: reap it here, nobody else will
-    ::waitpid(pid, nullptr, 0);
-    error = child->reported;
+  int child_errno = 0;
+  ssize_t n;
+  do n = ::read(report[0], &child_errno, sizeof child_errno);
+  while (n < 0 && errno == EINTR);
+  ::close(report[0]);
+  if (n == static_cast<ssize_t>(sizeof child_errno)) {  // it never exec'd: reap it here, nobody else will
+    ::waitpid(static_cast<pid_t>(pid), nullptr, 0);
+    error = child_errno;
     return -1;
   }
-  return pid;
+  return static_cast<pid_t>(pid);
 }
 
 }  // namespace

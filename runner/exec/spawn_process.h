@@ -26,7 +26,8 @@ struct SpawnSpec {
   /// the kernel's cgroup threadgroup lock for writing, which waits for an RCU grace period when no migration
   /// happened just before: 10-25 ms for a client that starts one command, the cost of a lease's grant
   /// (bench/README.md, task-submit). The daemon migrates often enough to keep that lock warm and moves its
-  /// children. Needs glibc's private clone3 wrapper, which only a static link has: elsewhere the child is moved.
+  /// children. Vfork semantics need glibc's private clone3 wrapper, which only a static link has: elsewhere
+  /// the child is cloned with fork semantics (copying the caller's page tables: cheap for a small process).
   bool fork_into_cgroup = false;
   /// The user it runs as (a run's sandbox user): dropped to after entering the cgroup and before chdir and
   /// exec, with no_new_privs (no setuid program gives anything back). Needs root.
