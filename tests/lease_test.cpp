@@ -116,8 +116,8 @@ TEST_CASE("task-submit: a command whose shell cannot be started is refused (126)
   TaskSubmit ts;
   write_project(s.dir, {{"idle.yml", "name: idle\nsteps:\n  - run: 'true'\n"}});
   s.start();
-  // An executable `bash` first on PATH that is no program: the exec fails in the child, which shares the
-  // client's memory until its exec (vfork semantics) and leaves its errno there for the client to read.
+  // An executable `bash` first on PATH that is no program: the exec fails in the child (started with vfork
+  // semantics, the client waiting), which reports its errno on a close-on-exec pipe for the client to read.
   const fs::path fake = ts.dir.path() / "bash";
   std::ofstream(fake) << "not a program\n";
   fs::permissions(fake, fs::perms::owner_all | fs::perms::group_read | fs::perms::others_read);
