@@ -71,13 +71,18 @@ std::string record(const fs::path& file, const std::string& who, const std::stri
   return "s=$(date +%s%N); sleep " + seconds + "; echo \"$TASK_DEVICE $s $(date +%s%N) " + who + "\" >> " + file.string();
 }
 
+/// The daemon started on a project with one idle job: the leases are the only work.
+void start_idle(Served& s) {
+  write_project(s.dir, {{"idle.yml", "name: idle\nsteps:\n  - run: 'true'\n"}});
+  s.start();
+}
+
 }  // namespace
 
 TEST_CASE("task-submit: runs the command on leased cards and exits as task-submit does", "[lease]") {
   Served s;
   TaskSubmit ts;
-  write_project(s.dir, {{"idle.yml", "name: idle\nsteps:\n  - run: 'true'\n"}});
-  s.start();
+  start_idle(s);
   const fs::path out = s.dir.path() / "out";
   CommandResult ok = run_cli({"task-submit", "--device-num", "2", "--run", "echo \"$TASK_DEVICE $TASKQUEUE_TASK_ID {}\" > " + out.string() + "; exit 7"},
                              client_env(s, ts));
@@ -114,8 +119,7 @@ TEST_CASE("task-submit: runs the command on leased cards and exits as task-submi
 TEST_CASE("task-submit: a command whose shell cannot be started is refused (126) with the reason, its lease given back, nothing of it left", "[lease]") {
   Served s;
   TaskSubmit ts;
-  write_project(s.dir, {{"idle.yml", "name: idle\nsteps:\n  - run: 'true'\n"}});
-  s.start();
+  start_idle(s);
   // An executable `bash` first on PATH that is no program: the exec fails in the child (started with vfork
   // semantics, the client waiting), which reports its errno on a close-on-exec pipe for the client to read.
   const fs::path fake = ts.dir.path() / "bash";
@@ -139,8 +143,7 @@ TEST_CASE("task-submit: the command's stdout and stderr reach the caller unchang
   TaskSubmit ts;
   s.devices = "0-3";
   s.dir.write("runner.yml", "health:\n  fault-patterns:\n    - {pattern: '507018', cause: card}\n");
-  write_project(s.dir, {{"idle.yml", "name: idle\nsteps:\n  - run: 'true'\n"}});
-  s.start();
+  start_idle(s);
   // 200,000 lines through the tap, each stream to its own place, in order, none lost.
   CommandResult big = task_submit(s, ts, {"--device", "0", "--run", "seq 200000; echo to-stderr >&2; printf 'no newline'"});
   CHECK(big.exit_code == 0);
@@ -209,8 +212,7 @@ TEST_CASE("leases: a 2-card lease is never starved by 1-card leases submitted af
   TaskSubmit ts;
   s.device_groups = "0,1";
   const fs::path uses = s.dir.path() / "uses";
-  write_project(s.dir, {{"idle.yml", "name: idle\nsteps:\n  - run: 'true'\n"}});
-  s.start();
+  start_idle(s);
   Spawned first = spawn_cli({"task-submit", "--device", "0", "--run", "sleep 1.5"}, client_env(s, ts));
   REQUIRE(wait_until([&] { return s.get(api_path::kStatus)["devices"][0]["state"] == "busy"; }, 10));
   Spawned pair = spawn_cli({"task-submit", "--device-num", "2", "--run", record(uses, "pair", "0.2")}, client_env(s, ts));
@@ -240,8 +242,7 @@ TEST_CASE("leases: a 2-card lease is never starved by 1-card leases submitted af
 TEST_CASE("leases: a killed client's cards come back within seconds and its command is killed", "[lease]") {
   Served s;
   TaskSubmit ts;
-  write_project(s.dir, {{"idle.yml", "name: idle\nsteps:\n  - run: 'true'\n"}});
-  s.start();
+  start_idle(s);
   const fs::path pidfile = s.dir.path() / "cmd.pid";
   Spawned c = spawn_cli({"task-submit", "--device", "1", "--run", "echo $$ > " + pidfile.string() + "; sleep 1000"}, client_env(s, ts));
   REQUIRE(wait_for_content(pidfile, 10));
@@ -319,8 +320,7 @@ TEST_CASE("leases: with devices.lock-name the incumbent's lock files are honoure
   TaskSubmit ts;
   s.devices = "1";
   s.dir.write("runner.yml", "devices:\n  lock-name: npu_device_{id}.lock\n");
-  write_project(s.dir, {{"idle.yml", "name: idle\nsteps:\n  - run: 'true'\n"}});
-  s.start();
+  start_idle(s);
   fs::create_directories(s.locks());
   const std::string lock = s.locks() + "/npu_device_0.lock";
   {
@@ -383,8 +383,7 @@ TEST_CASE("beside the incumbent: a card whose flock another program holds and on
   fs::create_directories(dev);
   for (int i = 0; i < 2; ++i) std::ofstream(dev / ("davinci" + std::to_string(i))) << "";  // stand-ins for /dev/davinciN
   s.dir.write("runner.yml", "devices:\n  lock-name: npu_device_{id}.lock\n  card-files: " + (dev / "davinci{id}").string() + "\n");
-  write_project(s.dir, {{"idle.yml", "name: idle\nsteps:\n  - run: 'true'\n"}});
-  s.start();
+  start_idle(s);
   fs::create_directories(s.locks());
   const std::string lock0 = s.locks() + "/npu_device_0.lock", lock1 = s.locks() + "/npu_device_1.lock";
   // The incumbent's wrapper holding card 0's flock, and a detached leftover of its task with card 1's file open.
@@ -428,8 +427,7 @@ TEST_CASE("beside the incumbent: at idle, with nothing asking for cards, the sta
   fs::create_directories(dev);
   for (int i = 0; i < 3; ++i) std::ofstream(dev / ("davinci" + std::to_string(i))) << "";
   s.dir.write("runner.yml", "devices:\n  lock-name: npu_device_{id}.lock\n  card-files: " + (dev / "davinci{id}").string() + "\n");
-  write_project(s.dir, {{"idle.yml", "name: idle\nsteps:\n  - run: 'true'\n"}});
-  s.start();
+  start_idle(s);
   fs::create_directories(s.locks());
   const std::string lock0 = s.locks() + "/npu_device_0.lock";
   std::ofstream(lock0) << "pid=4242 user=ci\n";
@@ -460,8 +458,7 @@ TEST_CASE("leases: what a leased command started with `setsid env -i` is gone, a
   Served s;
   TaskSubmit ts;
   s.dir.write("runner.yml", "kill-grace-seconds: 1\n");
-  write_project(s.dir, {{"idle.yml", "name: idle\nsteps:\n  - run: 'true'\n"}});
-  s.start();
+  start_idle(s);
   if (s.get(api_path::kStatus)["containment"] != "cgroup") {
     WARN("SKIPPED: no writable cgroup v2 with cgroup.kill here; a lease's escapee that scrubs its environment "
          "is out of the marker sweep's reach (docs/choices.md: Processes)");
@@ -542,8 +539,7 @@ TEST_CASE("run: a step's task-submit leases from the run's own queue and SIGINT 
 TEST_CASE("leases: a lease's end is in the cards' history after a SIGUSR2 hand-over and after SIGKILL once its batch is written", "[lease]") {
   Served s;
   s.devices = "1";
-  write_project(s.dir, {{"idle.yml", "name: idle\nsteps:\n  - run: 'true'\n"}});
-  s.start();
+  start_idle(s);
   auto lease = [&](const std::string& label) {
     auto r = s.post(api_path::kLeases, {{"devices", 1}, {"label", label}});
     REQUIRE(r.status == 201);
@@ -583,8 +579,7 @@ TEST_CASE("leases: the daemon revokes a lease past its max-seconds even while it
   Served s;
   TaskSubmit ts;
   s.devices = "1";
-  write_project(s.dir, {{"idle.yml", "name: idle\nsteps:\n  - run: 'true'\n"}});
-  s.start();
+  start_idle(s);
   // A client that heartbeats but never ends (its own --max-time is not what stops it here).
   auto r = s.post(api_path::kLeases, {{"devices", 1}, {"max-seconds", 1}, {"label", "overstays"}});
   REQUIRE(r.status == 201);
