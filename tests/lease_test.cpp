@@ -213,7 +213,11 @@ TEST_CASE("leases: a 2-card lease is never starved by 1-card leases submitted af
   s.device_groups = "0,1";
   const fs::path uses = s.dir.path() / "uses";
   start_idle(s);
-  Spawned first = spawn_cli({"task-submit", "--device", "0", "--run", "sleep 1.5"}, client_env(s, ts));
+  // Card 0 is held until the test lets go (not for a fixed time: on a slow machine the singles' clients could
+  // take longer to start than a sleep lasts, and the queue would be looked at too late).
+  const fs::path release = s.dir.path() / "release";
+  Spawned first = spawn_cli({"task-submit", "--device", "0", "--run", "while [ ! -e " + release.string() + " ]; do sleep 0.05; done"},
+                            client_env(s, ts));
   REQUIRE(wait_until([&] { return s.get(api_path::kStatus)["devices"][0]["state"] == "busy"; }, 10));
   Spawned pair = spawn_cli({"task-submit", "--device-num", "2", "--run", record(uses, "pair", "0.2")}, client_env(s, ts));
   REQUIRE(wait_until([&] { return s.get(api_path::kStatus)["queue"].size() == 1; }, 10));
@@ -223,9 +227,11 @@ TEST_CASE("leases: a 2-card lease is never starved by 1-card leases submitted af
                                 client_env(s, ts)));
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  REQUIRE(wait_until([&] { return s.get(api_path::kStatus)["queue"].size() == 9; }, 30));  // every single queued behind
   json st = s.get(api_path::kStatus);
   CHECK(st["queue"][0]["reason"].get<std::string>().find("waiting for 2 cards in one group") == 0);
   CHECK(st["devices"][1]["state"] == "reserved");  // the free card waits for the pair, not for a single
+  std::ofstream(release) << "";
   CHECK(wait_cli(first).exit_code == 0);
   CHECK(wait_cli(pair).exit_code == 0);
   for (auto& c : singles) CHECK(wait_cli(c).exit_code == 0);

@@ -19,6 +19,14 @@
 
 namespace pto {
 
+std::vector<char*> exec_strings(const std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  out.reserve(strings.size() + 1);
+  for (const auto& v : strings) out.push_back(const_cast<char*>(v.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
 int become_step(const StepChild& c) {
   for (int sig = 1; sig < NSIG; ++sig)
     if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);
@@ -93,11 +101,7 @@ pid_t spawn_plain(const std::vector<std::string>& argv, const std::vector<std::s
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setpgroup(&attr, 0);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-  std::vector<char*> cargv, cenv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  for (const auto& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
-  cenv.push_back(nullptr);
+  std::vector<char*> cargv = exec_strings(argv), cenv = exec_strings(env);
   pid_t pid = -1;
   error = posix_spawn(&pid, cargv[0], &fa, &attr, cargv.data(), cenv.data());
   posix_spawn_file_actions_destroy(&fa);
@@ -114,11 +118,7 @@ pid_t spawn_in_cgroup(const std::vector<std::string>& argv, const std::vector<st
                       int out_fd, const std::string& cgroup, const std::vector<std::string>& also_join,
                       const std::optional<RunAs>& run_as, unsigned long max_processes, int& error) {
   // Everything the child needs is made before vfork: it may only make system calls.
-  std::vector<char*> cargv, cenv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  for (const auto& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
-  cenv.push_back(nullptr);
+  std::vector<char*> cargv = exec_strings(argv), cenv = exec_strings(env);
   const std::string procs = cgroup + "/cgroup.procs";
   const std::vector<gid_t> groups = run_as ? run_as->groups : std::vector<gid_t>{};
   std::vector<int> also_fds;
@@ -206,11 +206,7 @@ int become_cloned_step(void* arg) {
 /// can fall back to moving the child.
 pid_t spawn_cloned_into_cgroup(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& cwd,
                                int out_fd, const std::string& cgroup, int& error) {
-  std::vector<char*> cargv, cenv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  for (const auto& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
-  cenv.push_back(nullptr);
+  std::vector<char*> cargv = exec_strings(argv), cenv = exec_strings(env);
   int cg_fd = ::open(cgroup.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   int null_fd = out_fd >= 0 ? ::open("/dev/null", O_RDONLY | O_CLOEXEC) : -1;
   int report[2] = {-1, -1};

@@ -60,6 +60,9 @@ struct StepChild {
   unsigned long max_processes = 0;  // RLIMIT_NPROC, 0: unchanged
 };
 
+/// `strings` as execve takes them: their characters (which must outlive the array), then a null.
+std::vector<char*> exec_strings(const std::vector<std::string>& strings);
+
 /// In the child: default signal dispositions, its cgroups, a process group of its own, its limit, its user,
 /// its descriptors, its directory, an empty signal mask, then exec. Returns only when something failed: the
 /// errno (the caller reports it and _exits).

@@ -55,11 +55,7 @@ pid_t launch(const pto::SpawnRequest& req, const std::vector<int>& fds, int null
   std::size_t at = 0;
   const int out_fd = req.has_out ? fds[at++] : -1;
   const int cgroup_fd = req.has_cgroup ? fds[at++] : -1;
-  std::vector<char*> argv, envp;
-  for (const auto& a : req.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (const auto& e : req.env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
+  std::vector<char*> argv = pto::exec_strings(req.argv), envp = pto::exec_strings(req.env);
   pto::StepChild c;
   c.argv = argv.data();
   c.envp = envp.data();

@@ -1,6 +1,7 @@
 #include "slurm/slurm_command.h"
 
 #include "config/device_spec.h"
+#include "exec/spawn_process.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -48,9 +49,7 @@ SlurmCommandResult run_slurm_command(const std::vector<std::string>& argv, doubl
   sigemptyset(&none);
   posix_spawnattr_setsigmask(&at, &none);
   posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
+  std::vector<char*> args = exec_strings(argv);
   pid_t pid = -1;
   int rc;
   {
