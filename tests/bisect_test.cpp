@@ -103,7 +103,8 @@ TEST_CASE("bisection: a step failing half the time from commit 23 on is found wi
 }
 
 TEST_CASE("bisection: a bad commit that passes, a good one that fails, a step missing at a commit and a card that never "
-          "recovers end it with what happened said", "[bisect]") {
+          "recovers end it with what happened said, a probe whose run could not be made is asked again with no run linked",
+          "[bisect]") {
   const auto path = commits(8);
   {
     Bisection b("b", BisectSpec{"g000", path.back(), "j", "s", "", 2}, path);
@@ -134,6 +135,27 @@ TEST_CASE("bisection: a bad commit that passes, a good one that fails, a step mi
       for (int p : b.wanted()) b.started(p, "r" + std::to_string(++n)), b.finished("r" + std::to_string(n), ProbeOutcome::Inconclusive, "card 3");
     }
     CHECK(b.error().find("could not be judged: 3 probes failed by a card or the host") != std::string::npos);
+  }
+  {
+    // A probe whose run the host could not make (a mirror that could not fetch): asked again, shown with no run
+    // to link (no 404 behind it), and not counted as a run used.
+    Bisection b("b", BisectSpec{"g000", path.back(), "j", "s", "", 1}, path);
+    const std::vector<int> first = b.wanted();
+    REQUIRE(first.size() == 2);
+    b.refused(first[0], ProbeOutcome::Inconclusive, "the source mirror is busy");
+    CHECK_FALSE(b.is_wanted(first[0]));
+    CHECK(b.wanted().size() == 2);  // the other first probe, and the refused one's commit again
+    const json refused = b.json()["probes"][static_cast<std::size_t>(first[0])];
+    CHECK(refused["run"].is_null());
+    CHECK(refused["result"] == "inconclusive");
+    CHECK(refused["detail"] == "the source mirror is busy");
+    CHECK(b.runs_used() == 0);
+    const Bisection back = Bisection::from_json(b.json());
+    CHECK(back.json() == b.json());
+    // Refused with a missing step: ended, said.
+    b.refused(b.wanted().back(), ProbeOutcome::Missing, "no step 's' in job 'j'");
+    CHECK(b.state() == pto::BisectState::Failed);
+    CHECK(b.error().find("does not exist at") != std::string::npos);
   }
   // A restart loses the probes that were running: they are run again.
   Bisection b("b", BisectSpec{"g000", path.back(), "j", "s", "", 1}, path);

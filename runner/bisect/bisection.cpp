@@ -131,10 +131,19 @@ void Bisection::fail(const std::string& why) {
 std::vector<std::string> Bisection::finished(const std::string& run, ProbeOutcome outcome, const std::string& detail) {
   auto it = std::find_if(probes_.begin(), probes_.end(), [&](const Probe& p) { return p.run == run && p.result.empty(); });
   if (it == probes_.end() || done()) return {};
-  it->result = to_string(outcome);
-  it->detail = detail;
-  const int index = it->index;
-  const std::string phase = it->phase;
+  return judged(*it, outcome, detail);
+}
+
+std::vector<std::string> Bisection::refused(int probe, ProbeOutcome outcome, const std::string& detail) {
+  if (!is_wanted(probe)) return {};
+  return judged(probes_.at(static_cast<std::size_t>(probe)), outcome, detail);
+}
+
+std::vector<std::string> Bisection::judged(Probe& probe, ProbeOutcome outcome, const std::string& detail) {
+  probe.result = to_string(outcome);
+  probe.detail = detail;
+  const int index = probe.index;
+  const std::string phase = probe.phase;
   if (outcome == ProbeOutcome::Missing) {
     fail((spec_.test.empty() ? "the step '" + spec_.step + "' of job '" + spec_.job + "'" : "the test " + spec_.test) +
          " does not exist at " + short_sha(commit(index)) + (detail.empty() ? "" : " (" + detail + ")") + ": not guessed");
@@ -250,7 +259,7 @@ std::optional<std::string> Bisection::culprit() const {
 
 int Bisection::runs_used() const {
   return static_cast<int>(std::count_if(probes_.begin(), probes_.end(), [](const Probe& p) {
-    return p.result == "pass" || p.result == "fail" || p.result == "inconclusive" || p.result == "missing";
+    return !p.run.empty() && (p.result == "pass" || p.result == "fail" || p.result == "inconclusive" || p.result == "missing");
   }));
 }
 

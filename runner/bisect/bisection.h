@@ -58,6 +58,9 @@ class Bisection {
   void started(int probe, const std::string& run);
   /// A probe's run ended. Returns the runs of probes no longer needed (the verdict is in): cancel them.
   std::vector<std::string> finished(const std::string& run, ProbeOutcome outcome, const std::string& detail);
+  /// A wanted probe whose run could not be made (its commit lacks the step: Missing; the host could not
+  /// fetch it: Inconclusive): judged as finished() would, with no run to link. Returns the runs to cancel.
+  std::vector<std::string> refused(int probe, ProbeOutcome outcome, const std::string& detail);
   /// Whether `run` is one of this bisection's probes still running.
   bool has_run(const std::string& run) const;
   /// Ends it (a person's cancel, or the host could not make a probe): the runs still going, to cancel.
@@ -71,7 +74,7 @@ class Bisection {
   const BisectSpec& spec() const { return spec_; }
   std::optional<std::string> culprit() const;
   const std::string& error() const { return error_; }
-  int runs_used() const;  // probes that ran to an outcome (inconclusive ones included)
+  int runs_used() const;  // probes whose run ran to an outcome (inconclusive ones included; refused ones had none)
 
   /// Everything, for the journal and the API (GET /api/v1/bisections/{id}).
   nlohmann::json json() const;
@@ -95,6 +98,8 @@ class Bisection {
   /// Moves on from whatever has a verdict now; returns runs no longer needed.
   std::vector<std::string> advance();
   std::vector<std::string> unneeded(int index, const std::string& phase);
+  /// `probe` has its outcome: what follows from it (`probe` is not used after new probes are asked for).
+  std::vector<std::string> judged(Probe& probe, ProbeOutcome outcome, const std::string& detail);
   void fail(const std::string& why);
 
   std::string id_;

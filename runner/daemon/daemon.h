@@ -273,7 +273,6 @@ class Daemon : public HostCommands {
   std::map<std::string, std::string> probe_runs_;  // a probe's run -> its bisection
   std::map<std::string, ControlOf> controls_;      // a control run -> what it controls
   std::unique_ptr<BisectionJournal> bisection_journal_;
-  int refused_probes_ = 0;  // names for probes whose run could not be made
   bool queue_stuck_told_ = false;
 };
 

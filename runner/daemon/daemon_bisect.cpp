@@ -139,11 +139,10 @@ void Daemon::pump_bisection(const std::string& id) {
         probe_runs_[run] = id;
       } else {
         // Its commit's definitions do not load or lack the step: said, not guessed. The host failing it (a
-        // mirror that cannot fetch) says nothing of the commit.
-        const std::string name = "refused-" + std::to_string(++refused_probes_);
-        b.started(probe, name);
+        // mirror that cannot fetch) says nothing of the commit. Either way there is no run to link.
         const std::string why = a.body.value("error", "the run could not be made");
-        unneeded = b.finished(name, a.outcome == Outcome::BadRequest ? ProbeOutcome::Missing : ProbeOutcome::Inconclusive, why);
+        spdlog::warn("bisection {}: no run for {}: {}", id, b.sha_of(probe).substr(0, 12), why);
+        unneeded = b.refused(probe, a.outcome == Outcome::BadRequest ? ProbeOutcome::Missing : ProbeOutcome::Inconclusive, why);
       }
       for (const std::string& r : unneeded) cancel_run(r, own_caller("bisection " + id));
       bisection_changed(id);
