@@ -75,7 +75,7 @@ TEST_CASE("queue: on 8 cards a 4-step run submitted 1 s after a 200-step run end
   INFO(places);
   // A place is the order now; the forecast plays fair share forward, so by the time cards free the big run has
   // used more and another run's later place may start first (seen when main's both steps were still queued).
-  // Within one run, later places start no sooner.
+  // Within one run of steps asking the same (one card each, here), later places start no sooner.
   double last_eta = 0;
   std::map<std::string, double> last_eta_of_run;
   for (const auto& q : st["queue"]) {
