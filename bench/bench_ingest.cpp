@@ -73,11 +73,11 @@ double baseline(const fs::path& dir) {
 
 double ingest(const fs::path& dir, const HealthConfig& health) {
   auto t0 = std::chrono::steady_clock::now();
-  CollectedReports found = collect_reports(dir.string(), "*.xml", 64u << 20, 1000);
+  CollectedReports found = collect_reports(dir.string(), "*.xml", 64u << 20, 1000, 256u << 20);
   if (!found.error.empty()) std::abort();
   std::vector<TestCase> cases;
   for (std::size_t i = 0; i < found.files.size(); ++i) {
-    ParsedReport r = parse_junit(found.files[i], static_cast<int>(i), true);
+    ParsedReport r = parse_junit(read_report(found.files[i]), static_cast<int>(i), true);
     if (!r.error.empty()) std::abort();
     for (auto& c : r.cases) cases.push_back(std::move(c));
   }

@@ -5,7 +5,7 @@ PACKAGES=(cmake g++ make libboost1.81-dev libboost-filesystem1.81-dev libyaml-cp
   libcli11-dev libspdlog-dev catch2 libssl-dev libcurl4-openssl-dev libarchive-dev libsqlite3-dev
   python3 python3-venv util-linux procps curl wrk git
   prometheus chromium dpkg-dev slurm-wlm munge adduser libacl1-dev acl openssl mkdocs
-  libpugixml-dev python3-pytest prometheus-alertmanager)
+  libpugixml-dev python3-pytest prometheus-alertmanager systemd)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -73,7 +73,9 @@ struct Harness {
   /// One job file, or several: {"a.yml": "...", "b.yml": "..."}.
   explicit Harness(const std::string& job, const std::string& runner_yml = "", bool executor_places = false)
       : Harness(Jobs{{"j.yml", job}}, runner_yml, executor_places) {}
-  Harness(const Jobs& jobs, const std::string& runner_yml = "", bool executor_places = false) {
+  /// `tune`: changes the engine's options before it starts (e.g. an offload the test runs by hand).
+  Harness(const Jobs& jobs, const std::string& runner_yml = "", bool executor_places = false,
+          const std::function<void(EngineOptions&)>& tune = nullptr) {
     executor.places_steps = executor_places;
     observer.journal = &journal;
     write_project(dir, jobs);
@@ -87,6 +89,7 @@ struct Harness {
     INFO(first);
     REQUIRE_FALSE(d.has_input_errors());
     EngineOptions eo = make_engine_options(project.root, (dir.path() / "state").string(), project.runner, false, 1, InheritedEnv::AllButOurs);
+    if (tune) tune(eo);
     engine = std::make_unique<RunEngine>(EngineSeams{io, clock, broker, executor, &observer, &journal}, std::move(plan), std::move(eo));
     engine->start();
     settle();
@@ -433,6 +436,34 @@ TEST_CASE("engine (fake clock): a malformed $GITHUB_OUTPUT fails the step, journ
   h.settle();
   CHECK(h.state(0, 0) == StepState::Failed);
   CHECK(h.engine->record().jobs[0].steps[0].error.find("$GITHUB_OUTPUT") == 0);
+  CHECK(h.journaled(0) == Events{"0 waiting", "0 running", "0 failed", "job failed"});
+}
+
+TEST_CASE("engine (fake clock): a step's reports are read through the offload, off the engine's thread: meanwhile the step "
+          "runs on with its end kept for a take-over, then it is judged by them", "[engine][tests]") {
+  std::vector<std::pair<std::function<void()>, std::function<void()>>> offloaded;
+  Harness h(Jobs{{"j.yml", "name: j\nsteps:\n  - {name: s, tests: {junit: 'r.xml'}, retry: {max: 0}, run: 'x'}\n"}}, "", false, [&](EngineOptions& eo) {
+    eo.offload = [&](std::function<void()> work, std::function<void()> then) { offloaded.emplace_back(std::move(work), std::move(then)); };
+  });
+  h.dir.write("r.xml", "<testsuite><testcase classname='c' name='passes'/><testcase classname='c' name='fails'>"
+                       "<failure message='boom'/></testcase></testsuite>");
+  h.executor.finish(1, 1);
+  h.settle();
+  REQUIRE(offloaded.size() == 1);
+  // Not judged yet: running, its end kept (journaled with the step, so a next daemon reads the reports again).
+  const StepRecord& sr = h.engine->record().jobs[0].steps[0];
+  CHECK(h.state(0, 0) == StepState::Running);
+  REQUIRE(sr.ended.has_value());
+  CHECK(sr.ended->exit_code == 1);
+  CHECK(sr.tests.empty());
+  CHECK_FALSE(h.engine->finished());
+  offloaded[0].first();   // the read, wherever the host runs it
+  offloaded[0].second();  // and its answer, on the engine's thread
+  h.settle();
+  CHECK(h.state(0, 0) == StepState::Failed);
+  CHECK_FALSE(sr.ended.has_value());
+  REQUIRE(sr.tests.size() == 2);
+  CHECK(sr.tests_summary.failed == 1);
   CHECK(h.journaled(0) == Events{"0 waiting", "0 running", "0 failed", "job failed"});
 }
 

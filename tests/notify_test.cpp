@@ -332,3 +332,93 @@ TEST_CASE("notify: while the receiver is down events wait in the outbox, the sta
   }, 10));
   CHECK((read_file(s.proc.err) + read_file(s.proc.out)).find("notify changed: hook-renamed") != std::string::npos);
 }
+
+namespace {
+
+/// A receiver that accepts and never answers, or answers a byte a second (tests/fixtures/bad_receiver.py).
+struct BadReceiver {
+  TempDir dir;
+  Background proc;
+  int port = 0;
+  explicit BadReceiver(const std::string& mode) {
+    proc = start_background({"/usr/bin/python3", (source_dir() / "tests/fixtures/bad_receiver.py").string(), "--mode", mode, "--port-file",
+                             (dir.path() / "port").string(), "--count-file", (dir.path() / "count").string()},
+                            dir.path() / "stderr");
+    REQUIRE(wait_until([&] { return fs::exists(dir.path() / "port"); }, 20));
+    port = std::stoi(read_file(dir.path() / "port"));
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port) + "/hook"; }
+  int connections() const {
+    const std::string n = read_file(dir.path() / "count");
+    return n.empty() ? 0 : std::stoi(n);
+  }
+};
+
+const json* receiver_in(const json& status, const std::string& name) {
+  for (const json& r : status["notify"])
+    if (r["name"] == name) return &r;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("notify: three broken receivers (never answers, drips, answers 503) listed first hold up only themselves: the healthy "
+          "one has each message while the hung ones are still on their first attempt, their backlog stays at max-pending, and "
+          "nothing is lost for the healthy one across a SIGKILL", "[notify][daemon]") {
+  BadReceiver hang("hang"), drip("drip");
+  Receiver failing, healthy;
+  failing.down(true);
+  Served s;
+  s.dir.write("runner.yml", "sandbox: off\nnotify:\n  group-seconds: 0.1\n  retry-max-seconds: 1\n  receivers:\n"
+                            "    - {name: hang, kind: webhook, url: '" + hang.url() + "', max-pending: 3}\n"
+                            "    - {name: drip, kind: webhook, url: '" + drip.url() + "', max-pending: 3}\n"
+                            "    - {name: failing, kind: webhook, url: '" + failing.url("/hook") + "', max-pending: 3}\n"
+                            "    - {name: healthy, kind: webhook, url: '" + healthy.url("/hook") + "'}\n");
+  write_project(s.dir, {{"red.yml", "name: red\nsteps:\n  - {name: fails, run: 'exit 1'}\n"}});
+  s.start();
+  auto runs_told = [&] {
+    std::set<std::string> runs;
+    for (const json& r : healthy.requests())
+      for (const json& e : r["body"]["events"]) runs.insert(e["details"]["run"].get<std::string>());
+    return runs;
+  };
+  std::vector<std::string> ids = {s.submit_run({{"jobs", {"red"}}, {"ref", "refs/heads/main"}})};
+  s.wait_run(ids.back());
+  REQUIRE(wait_until([&] { return runs_told().count(ids.back()) == 1; }, 30));
+  // The healthy one has it while the receivers ahead of it are still in their first delivery (each gives up
+  // only after 10 s): one sender did not walk them in turn.
+  json st = s.get(pto::api_path::kStatus);
+  INFO(st["notify"].dump(2));
+  CHECK(hang.connections() >= 1);
+  CHECK(drip.connections() >= 1);
+  CHECK((*receiver_in(st, "hang"))["failures"] == 0);
+  CHECK((*receiver_in(st, "drip"))["failures"] == 0);
+
+  // More red runs, a SIGKILL in the middle: the broken receivers' backlogs stay at 3, the oldest dropped and
+  // counted; the healthy one is told of every run once.
+  for (int i = 0; i < 3; ++i) {
+    ids.push_back(s.submit_run({{"jobs", {"red"}}, {"ref", "refs/heads/main"}}));
+    s.wait_run(ids.back());
+  }
+  s.stop(SIGKILL);
+  s.start();
+  for (int i = 0; i < 3; ++i) {
+    ids.push_back(s.submit_run({{"jobs", {"red"}}, {"ref", "refs/heads/main"}}));
+    s.wait_run(ids.back());
+  }
+  REQUIRE(wait_until([&] { return runs_told().size() == ids.size(); }, 30));
+  CHECK(runs_told() == std::set<std::string>(ids.begin(), ids.end()));
+  REQUIRE(wait_until([&] {
+    st = s.get(pto::api_path::kStatus);
+    return (*receiver_in(st, "failing"))["dropped"].get<int>() >= 1;
+  }, 20));
+  INFO(st["notify"].dump(2));
+  for (const char* name : {"hang", "drip", "failing"}) {
+    INFO(name);
+    CHECK((*receiver_in(st, name))["pending"].get<int>() <= 3);
+  }
+  // Dropped since this daemon started: 3 more events for a backlog that was full already.
+  CHECK((*receiver_in(st, "failing"))["dropped"] == 3);
+  CHECK(pto::api_request("GET", s.url("/metrics")).body.find("pto_runner_notify_dropped_total{receiver=\"failing\"} 3") != std::string::npos);
+  CHECK((*receiver_in(st, "healthy"))["pending"] == 0);
+}

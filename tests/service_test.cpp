@@ -367,14 +367,32 @@ TEST_CASE("packaging: cmake --install into a prefix and cpack's .deb hold the bi
   std::string out;
   REQUIRE(sh("cmake --install " PTO_RUNNER_BUILD_DIR " --prefix " + prefix.string() + " > " + (dir.path() / "install.log").string() + " 2>&1") == 0);
   for (const char* f : {"bin/pto-runner", "bin/pto-task-submit", "bin/task-submit", "bin/pto-spawner", "lib/systemd/system/pto-runner.service",
-                        "etc/pto-runner/runner.yml", "share/doc/pto-runner/README.md", "share/pto-runner/definitions/jobs",
+                        "lib/systemd/system/pto-runner.socket", "lib/systemd/system/pto-runner-steps.socket", "etc/pto-runner/runner.yml", "share/doc/pto-runner/README.md", "share/pto-runner/definitions/jobs",
                         "share/pto-runner/alerts/pto-runner.rules.yml"})
     CHECK(fs::exists(prefix / f));
   CHECK(fs::is_symlink(prefix / "bin/task-submit"));
   std::string unit = read_file(prefix / "lib/systemd/system/pto-runner.service");
   for (const char* line : {"KillMode=process", "USR2", "Delegate=yes", "StateDirectory=pto-runner", "User=root", "ExecReload=",
-                           "SuccessExitStatus=130 143"})
+                           "SuccessExitStatus=130 143", "Requires=pto-runner.socket pto-runner-steps.socket"})
     CHECK(unit.find(line) != std::string::npos);
+  // The sockets systemd holds across restarts are where the installed runner.yml says the daemon listens.
+  const std::string yml = read_file(prefix / "etc/pto-runner/runner.yml");
+  const std::string api_socket = read_file(prefix / "lib/systemd/system/pto-runner.socket");
+  const std::string steps_socket = read_file(prefix / "lib/systemd/system/pto-runner-steps.socket");
+  for (const char* a : {"127.0.0.1:8787", "/run/pto-runner/api.sock"}) {
+    CHECK(api_socket.find(std::string("ListenStream=") + a) != std::string::npos);
+    CHECK(yml.find(a) != std::string::npos);
+  }
+  CHECK(steps_socket.find("ListenStream=127.0.0.1:8788") != std::string::npos);
+  CHECK(steps_socket.find("FileDescriptorName=steps") != std::string::npos);
+  CHECK(yml.find("steps-listen: 127.0.0.1:8788") != std::string::npos);
+  if (have("systemd-analyze")) {  // systemd's own reading of the three units
+    std::string verify;
+    const int rc = sh("cd " + (prefix / "lib/systemd/system").string() + " && systemd-analyze verify --man=no ./pto-runner.socket "
+                      "./pto-runner-steps.socket 2>&1", &verify);
+    INFO(verify);
+    CHECK(rc == 0);
+  }
   // The unit runs the binary and reads the config where this install put them.
   CHECK(unit.find("ExecStart=" + (prefix / "bin/pto-runner").string() + " serve --root " +
                   (prefix / "share/pto-runner/definitions").string() + " --config " +
@@ -442,7 +460,7 @@ TEST_CASE("packaging: cmake --install into a prefix and cpack's .deb hold the bi
   const fs::path state = dir.path() / "state";
   REQUIRE(sh("chmod 755 " + dir.str()) == 0);
   const std::string serve = "/usr/bin/pto-runner serve --root /usr/share/pto-runner/definitions "
-                            "--config /etc/pto-runner/runner.yml --listen 127.0.0.1:0 --state-dir " + state.string() +
+                            "--config /etc/pto-runner/runner.yml --listen 127.0.0.1:0 --steps-listen 127.0.0.1:0 --state-dir " + state.string() +
                             " --lock-dir " + (state / "locks").string();
   int pid = fork();
   if (pid == 0) {

@@ -279,3 +279,40 @@ TEST_CASE("supervise: a step's leased command keeps its card across a daemon's S
   const std::string log = pto::api_request("GET", s.url(api_path::step_log(harness, "1-1"))).body;
   CHECK(log.find("lost the daemon") == std::string::npos);
 }
+
+TEST_CASE("supervise: 12 task-submit clients waiting for cards while 12 one-card steps hold the 4 cards, the daemon SIGKILLed "
+          "twice and handed over once meanwhile: every leased command runs once, no card is held twice at once, the run succeeds",
+          "[supervise][lease]") {
+  Served s;
+  s.devices = "0,1,2,3";
+  const fs::path marks = marks_dir(s);
+  const std::string m = marks.string();
+  // The harness's way: steps that hold no card lease one per batch through task-submit.
+  std::string job = marked_steps(12, marks, 1.5);
+  for (int i = 0; i < 12; ++i)
+    job += "  - name: lease" + std::to_string(i) + "\n    run: |\n      task-submit --device-num 1 --timeout 120 --run 'echo x >> " + m + "/l" +
+           std::to_string(i) + "; s=$(date +%s%N); sleep 1; echo \"$TASK_DEVICE $s $(date +%s%N)\" >> " + m + "/uses'\n";
+  write_project(s.dir, {{"twelve.yml", job}});
+  s.start();
+  const std::string id = s.submit_run({{"jobs", {"twelve"}}});
+  s.listen = "127.0.0.1:" + std::to_string(s.port);
+  REQUIRE(wait_until([&] { return fs::exists(marks / "s0"); }, 30));
+  // While they wait: killed, killed again, handed over.
+  for (int sig : {SIGKILL, SIGKILL, SIGUSR2}) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    s.stop(sig);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    s.start();
+  }
+  const json run = s.wait_run(id, 120);
+  INFO(run.dump(2) << "\nthe daemon said: " << read_file(s.proc.err));
+  CHECK(run["state"] == "succeeded");
+  for (int i = 0; i < 12; ++i) {
+    INFO("lease " << i);
+    CHECK(read_file(marks / ("l" + std::to_string(i))) == "x\n");  // ran exactly once
+    CHECK(read_file(marks / ("s" + std::to_string(i))) == "x\n");
+  }
+  const auto uses = read_uses(marks / "uses");
+  CHECK(uses.size() == 24);
+  CHECK_FALSE(card_shared(uses));
+}

@@ -9,6 +9,7 @@
 
 #include <fstream>
 #include <set>
+#include <sstream>
 
 #include "config/job_file.h"
 #include "sandbox_users.h"
@@ -172,7 +173,7 @@ TEST_CASE("test results: JUnit reports are read as hostile input: a malformed on
   auto found = pto::collect_reports(t.str(), "r/*.xml", 1 << 20, 10);
   REQUIRE(found.error.empty());
   REQUIRE(found.files.size() == 1);
-  auto parsed = pto::parse_junit(found.files[0], 0, false);
+  auto parsed = pto::parse_junit(pto::read_report(found.files[0]), 0, false);
   REQUIRE(parsed.error.empty());
   REQUIRE(parsed.cases.size() == 3);
   CHECK(parsed.cases[0].id == "unit::adds");
@@ -182,12 +183,12 @@ TEST_CASE("test results: JUnit reports are read as hostile input: a malformed on
   CHECK(parsed.cases[1].message == "boom");
   CHECK(parsed.cases[2].result == TestResult::Skipped);
   t.write("bad/a.xml", "<testsuite>\n  <testcase name='x'>\n  </testsuit>\n");
-  auto bad = pto::parse_junit(pto::collect_reports(t.str(), "bad/a.xml", 1 << 20, 10).files.at(0), 0, false);
+  auto bad = pto::parse_junit(pto::read_report(pto::collect_reports(t.str(), "bad/a.xml", 1 << 20, 10).files.at(0)), 0, false);
   CHECK(bad.error.rfind("bad/a.xml:3:", 0) == 0);
   // A billion laughs: the DOCTYPE is skipped, its entities stay unexpanded text.
   t.write("dtd/a.xml", "<?xml version='1.0'?><!DOCTYPE t [<!ENTITY a 'aaaaaaaaaa'><!ENTITY b '&a;&a;&a;&a;&a;&a;&a;&a;'>]>"
                        "<testsuite><testcase name='x'><failure message='&b;'/></testcase></testsuite>");
-  auto dtd = pto::parse_junit(pto::collect_reports(t.str(), "dtd/a.xml", 1 << 20, 10).files.at(0), 0, false);
+  auto dtd = pto::parse_junit(pto::read_report(pto::collect_reports(t.str(), "dtd/a.xml", 1 << 20, 10).files.at(0)), 0, false);
   CHECK(dtd.error.empty());
   REQUIRE(dtd.cases.size() == 1);
   CHECK(dtd.cases[0].message.find("aaaaaaaaaa") == std::string::npos);
@@ -201,6 +202,13 @@ TEST_CASE("test results: JUnit reports are read as hostile input: a malformed on
   REQUIRE(sh("mkfifo " + (t.path() / "r/fifo.xml").string()) == 0);
   CHECK(pto::collect_reports(t.str(), "r/*.xml", 1 << 20, 10).error == "r/fifo.xml is a FIFO, not a report file");
   CHECK(pto::collect_reports(t.str(), "r/ok.xml", 10, 10).error.find("a report may hold at most 10") != std::string::npos);
+  // Capped in all too, before a byte is read: two reports under the per-file cap, over the total.
+  t.write("two/a.xml", std::string(600, ' '));
+  t.write("two/b.xml", std::string(600, ' '));
+  auto over = pto::collect_reports(t.str(), "two/*.xml", 1000, 10, 1000);
+  CHECK(over.error == "the reports hold more than 1000 bytes in all (two/b.xml passes it; runner.yml tests.max-report-bytes)");
+  CHECK(over.files.empty());
+  CHECK(pto::collect_reports(t.str(), "two/*.xml", 1000, 10, 1200).files.size() == 2);
   // The plugin's report of a process that died mid-test: read to its last case, the test it died in an error.
   pto::ReportFile cut{"p.xml", "<?xml version=\"1.0\"?>\n<testsuites>\n<testsuite name=\"pytest\">\n<pto-started name=\"t.py::a\"/>\n"
                                "<testcase classname=\"t.py\" name=\"a\" time=\"1\"></testcase>\n<pto-started name=\"t.py::b\"/>\n<testc"};
@@ -361,8 +369,8 @@ TEST_CASE("test results: a step whose pytest collects no test is red 'ran no tes
   CHECK(fs_["verdict"].get<std::string>().find("1 flaky") != std::string::npos);
 }
 
-TEST_CASE("test results: a JUnit step (ctest --output-junit) reports, a malformed or linked report fails the step as infra naming "
-          "the file and line, and the daemon goes on", "[tests][daemon]") {
+TEST_CASE("test results: a JUnit step (ctest --output-junit) reports, a malformed or linked report fails the step as its own "
+          "(cause code, report refused) naming the file and line, and the daemon goes on", "[tests][daemon]") {
   Served s;
   const std::string ctest_dir = (s.dir.path() / "ct").string();
   fs::create_directories(ctest_dir);
@@ -381,13 +389,49 @@ TEST_CASE("test results: a JUnit step (ctest --output-junit) reports, a malforme
   CHECK(results == std::map<std::string, std::string>{{"adds::adds", "passed"}, {"breaks::breaks", "failed"}});
   json bad = s.wait_run(s.submit_run({{"jobs", {"bad"}}}), 60);
   CHECK(step_of(bad)["state"] == "failed");
-  CHECK(step_of(bad)["cause"] == "infra");
+  CHECK(step_of(bad)["cause"] == "code");  // a pull request's report never counts as the host's failure
+  CHECK(step_of(bad)["verdict"].get<std::string>().find("report refused: out/r.xml:2:11") != std::string::npos);
   CHECK(step_of(bad)["tests"]["error"] == "out/r.xml:2:11: not a JUnit XML report (Start-end tags mismatch)");
   CHECK(step_of(bad)["attempt"] == 1);  // a report that cannot be read would be refused again
   json link = s.wait_run(s.submit_run({{"jobs", {"link"}}}), 60);
   CHECK(step_of(link)["state"] == "failed");
   CHECK(step_of(link)["tests"]["error"] == "out2/r.xml is a symbolic link: reports are read without following links");
+  CHECK(step_of(link)["cause"] == "code");
   CHECK(pto::api_request("GET", s.url(pto::api_path::kHealthz)).status == 200);
+  // No infra failure counted for on-call's alert: neither refusal was the host's.
+  CHECK(pto::api_request("GET", s.url(pto::api_path::kMetrics)).body.find("pto_runner_failures_total{cause=\"infra\"} 1") == std::string::npos);
+}
+
+TEST_CASE("test results: junit.xml out of the API is XML 1.0 whatever the tests' names and messages hold (ESC, control "
+          "characters, a CDATA end, bytes that are not UTF-8)", "[tests][daemon]") {
+  Served s;
+  // The step's report carries them raw; pugixml reads them (it does not judge characters), so they reach the run.
+  write_project(s.dir, {{"odd.yml", "name: odd\nsteps:\n  - tests: {junit: 'out/*.xml'}\n    run: |\n"
+                                    "      mkdir -p out\n"
+                                    "      printf '<testsuite><testcase classname=\"c\" name=\"esc\\033name ]]> \\377x\">"
+                                    "<failure message=\"bell \\007 nul-adjacent \\001 ]]&gt; \\376\\377 end\">trace \\033[31m ]]&gt;</failure>"
+                                    "</testcase><testcase classname=\"c\" name=\"plain\"/></testsuite>' > out/r.xml\n"
+                                    "      exit 1\n"}});
+  s.start();
+  const std::string id = s.submit_run({{"jobs", {"odd"}}});
+  const json run = s.wait_run(id, 60);
+  INFO(run.dump(2));
+  REQUIRE(step_of(run)["tests"]["cases"].size() == 2);
+  const auto junit = pto::api_request("GET", s.url(pto::api_path::run_junit(id)));
+  REQUIRE(junit.status == 200);
+  const fs::path saved = s.dir.path() / "junit.xml";
+  std::ofstream(saved, std::ios::binary) << junit.body;
+  // A strict parser (expat, through Python's xml.etree) reads the whole report.
+  std::string parsed;
+  CHECK(sh("/usr/bin/python3 -c 'import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); "
+           "print(len(r.findall(\".//testcase\")), r.find(\".//failure\").get(\"message\"))' " + saved.string() + " 2>&1",
+           &parsed) == 0);
+  INFO(parsed);
+  CHECK(parsed.rfind("2 bell \xEF\xBF\xBD nul-adjacent \xEF\xBF\xBD ]]> \xEF\xBF\xBD\xEF\xBF\xBD end", 0) == 0);
+  CHECK(junit.body.find("&#27;") == std::string::npos);
+  CHECK(junit.body.find('\x1b') == std::string::npos);
+  // The run's JSON keeps them as the report said (as JSON escapes), for the pages to show as text.
+  CHECK(run.dump().find("esc\\u001bname ]]>") != std::string::npos);
 }
 
 TEST_CASE("test results: a card a test leases through task-submit (PYTEST_CURRENT_TEST) is that test's, so a fault on it makes the "
@@ -454,4 +498,45 @@ TEST_CASE("test results: under the sandbox, a step's pytest reports as the run's
   CHECK(step_of(link)["state"] == "failed");
   CHECK(step_of(link)["tests"]["error"] == "pytest-1-0.xml is a symbolic link: reports are read without following links");
   CHECK(link.dump().find("root-only-content") == std::string::npos);
+}
+
+namespace {
+
+/// The daemon's peak resident memory so far (VmHWM), in KiB.
+long peak_rss_kib(int pid) {
+  std::istringstream in(read_file("/proc/" + std::to_string(pid) + "/status"));
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("test results: a step's 2 GiB of sparse reports, each under the per-file cap, are refused whole before a byte is "
+          "read: the step fails as its own (code, report refused), the daemon's peak memory barely moves, /healthz answers "
+          "throughout", "[tests][daemon]") {
+  Served s;
+  write_project(s.dir, {{"big.yml", "name: big\nsteps:\n  - tests: {junit: 'out/*.xml'}\n    run: |\n"
+                                    "      mkdir -p out\n"
+                                    "      for i in $(seq 1 32); do truncate -s 63M out/r$i.xml; done\n"}});
+  s.start();
+  const long before = peak_rss_kib(s.proc.pid);
+  REQUIRE(before > 0);
+  const std::string id = s.submit_run({{"jobs", {"big"}}});
+  int answered = 0, asked = 0;
+  json run;
+  REQUIRE(wait_until([&] {
+    ++asked;
+    answered += pto::api_request("GET", s.url(pto::api_path::kHealthz), "", "", 5).status == 200;
+    run = s.get(pto::api_path::run(id));
+    return run["state"] != "running";
+  }, 60));
+  INFO(run.dump(2));
+  CHECK(answered == asked);
+  CHECK(step_of(run)["state"] == "failed");
+  CHECK(step_of(run)["cause"] == "code");
+  CHECK(step_of(run)["verdict"].get<std::string>().find("report refused: the reports hold more than 268435456 bytes in all") !=
+        std::string::npos);
+  // Nothing of them was read into the daemon: its peak grew by far less than one report.
+  CHECK(peak_rss_kib(s.proc.pid) - before < 100 * 1024);
 }

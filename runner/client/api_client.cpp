@@ -1,12 +1,18 @@
 #include "client/api_client.h"
+#include "client/listener_check.h"
 #include "util/api_paths.h"
 #include "util/token_file.h"
 
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 
 namespace pto {
@@ -28,6 +34,67 @@ size_t header_line(char* data, size_t size, size_t n, void* user) {
   }
   return size * n;
 }
+constexpr long kConnectSeconds = 10;
+
+/// The connection is made here rather than by libcurl, so that its listener is checked before libcurl sends
+/// a byte on it (libcurl's external-socket hooks: it is handed a connected socket).
+struct CheckedDial {
+  std::string refused;  // why the listener was refused
+  int connect_errno = 0;
+};
+
+/// libcurl (7.88) connects a Unix socket again whatever its callbacks say: there the listener is checked on a
+/// connection of its own first (client/listener_check also makes sure nobody else can change what the path
+/// leads to meanwhile), and libcurl gets a fresh socket to connect.
+curl_socket_t open_unix_checked(CheckedDial& dial, curl_sockaddr* a) {
+  const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (probe < 0 || ::connect(probe, &a->addr, a->addrlen) != 0) {
+    dial.connect_errno = errno;
+    if (probe >= 0) ::close(probe);
+    return CURL_SOCKET_BAD;
+  }
+  dial.refused = check_listener(probe, kConnectSeconds);
+  ::close(probe);
+  if (!dial.refused.empty()) return CURL_SOCKET_BAD;
+  return ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+}
+
+curl_socket_t open_checked(void* user, curlsocktype, curl_sockaddr* a) {
+  if (a->family == AF_UNIX) return open_unix_checked(*static_cast<CheckedDial*>(user), a);
+  const int fd = ::socket(a->family, a->socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->protocol);
+  if (fd < 0) {
+    static_cast<CheckedDial*>(user)->connect_errno = errno;
+    return CURL_SOCKET_BAD;
+  }
+  int rc = ::connect(fd, &a->addr, a->addrlen);
+  if (rc != 0 && errno == EINPROGRESS) {
+    pollfd p{fd, POLLOUT, 0};
+    int err = 0;
+    socklen_t len = sizeof err;
+    const bool ready = ::poll(&p, 1, static_cast<int>(kConnectSeconds * 1000)) == 1;
+    if (ready && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) rc = 0;
+    else errno = ready ? err : ETIMEDOUT;
+  }
+  if (rc != 0) {
+    static_cast<CheckedDial*>(user)->connect_errno = errno;
+    ::close(fd);
+    return CURL_SOCKET_BAD;
+  }
+  if (std::string e = check_listener(fd, kConnectSeconds); !e.empty()) {
+    static_cast<CheckedDial*>(user)->refused = e;
+    ::close(fd);
+    return CURL_SOCKET_BAD;
+  }
+  return fd;
+}
+
+/// A TCP socket open_checked connected and checked; a Unix one libcurl connects itself.
+int already_connected(void*, curl_socket_t fd, curlsocktype) {
+  sockaddr_storage peer{};
+  socklen_t len = sizeof peer;
+  return ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) == 0 ? CURL_SOCKOPT_ALREADY_CONNECTED : CURL_SOCKOPT_OK;
+}
+
 }  // namespace
 
 ApiResponse api_request(const std::string& method, const std::string& url_given, const std::string& token,
@@ -77,15 +144,25 @@ ApiResponse api_request(const std::string& method, const std::string& url_given,
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, header_line);
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &r.headers);
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, 10L);
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, kConnectSeconds);
+  CheckedDial dial;
+  curl_easy_setopt(curl, CURLOPT_OPENSOCKETFUNCTION, open_checked);
+  curl_easy_setopt(curl, CURLOPT_OPENSOCKETDATA, &dial);
+  curl_easy_setopt(curl, CURLOPT_SOCKOPTFUNCTION, already_connected);
   curl_easy_setopt(curl, CURLOPT_TIMEOUT, timeout_seconds);
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   CURLcode rc = curl_easy_perform(curl);
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &r.status);
   curl_slist_free_all(headers);
   curl_easy_cleanup(curl);
+  if (!dial.refused.empty()) {
+    r.wrong_listener = true;
+    r.error = dial.refused;
+    return r;
+  }
   if (rc != CURLE_OK) {
-    r.error = "cannot reach " + url_given + ": " + (errbuf[0] ? errbuf : curl_easy_strerror(rc));
+    r.error = "cannot reach " + url_given + ": " +
+              (dial.connect_errno ? std::strerror(dial.connect_errno) : errbuf[0] ? errbuf : curl_easy_strerror(rc));
     return r;
   }
   r.reached = true;

@@ -12,6 +12,9 @@ struct ApiResponse {
   long status = 0;
   std::string body;
   std::string error;
+  /// The listener on the daemon's address is another user's (client/listener_check): nothing was sent, and
+  /// asking again will not help (the caller exits 3, saying `error`).
+  bool wrong_listener = false;
   std::map<std::string, std::string> headers;  // names in lower case
   std::string header(const std::string& lower_name) const {
     auto it = headers.find(lower_name);
@@ -19,6 +22,9 @@ struct ApiResponse {
   }
 };
 
+/// One request on a connection of its own. Before anything is sent, the listener is checked
+/// (client/listener_check): a loopback or Unix-socket listener of another user gets nothing, and the answer says
+/// so (`wrong_listener`).
 ApiResponse api_request(const std::string& method, const std::string& url, const std::string& token = "",
                         const std::string& body = "", long timeout_seconds = 30);
 

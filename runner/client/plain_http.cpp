@@ -1,4 +1,5 @@
 #include "client/plain_http.h"
+#include "client/listener_check.h"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -12,6 +13,11 @@ namespace pto {
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = boost::asio::ip::tcp;
+
+/// The connection leads to another user's listener: nothing may be sent on it.
+struct WrongListener : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 struct PlainHttpClient::Impl {
   std::string base, host, port, hostport, error;
@@ -30,6 +36,11 @@ struct PlainHttpClient::Impl {
     } else {
       tcp::resolver resolver(io);
       stream->connect(resolver.resolve(host, port));
+    }
+    const double wait = std::chrono::duration<double>(deadline).count();
+    if (std::string e = check_listener(stream->socket().native_handle(), std::min(wait, 10.0)); !e.empty()) {
+      stream.reset();
+      throw WrongListener(e);
     }
   }
 };
@@ -102,6 +113,10 @@ PlainHttpResult PlainHttpClient::request(const std::string& method, const std::s
         r.headers[name] = std::string(f.value());
       }
       if (!res.keep_alive()) i.stream.reset();
+      return r;
+    } catch (const WrongListener& e) {
+      r.wrong_listener = true;
+      r.error = e.what();
       return r;
     } catch (const std::exception& e) {
       i.stream.reset();

@@ -13,6 +13,7 @@ namespace pto {
 
 struct PlainHttpResult {
   bool reached = false;  // false: no connection, or it broke before an answer
+  bool wrong_listener = false;  // another user's listener has the address (client/listener_check): nothing sent
   int status = 0;
   std::string body, error;
   std::map<std::string, std::string> headers;  // lower-case names

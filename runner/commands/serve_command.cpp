@@ -21,6 +21,9 @@ void register_serve_command(CLI::App& app, CommonOptions& common, int& exit_code
   auto log_level = std::make_shared<std::string>("info");
   auto* cmd = app.add_subcommand("serve", "The daemon: accept runs over HTTP, execute them, serve status");
   cmd->add_option("--listen", o->listen, "ADDRESS:PORT (default runner.yml listen, else 127.0.0.1:8787)");
+  cmd->add_option("--steps-listen", o->steps_listen,
+                  "Loopback ADDRESS:PORT where the steps reach the daemon (default runner.yml steps-listen, else "
+                  "127.0.0.1:0: a port kept across restarts)");
   add_device_options(*cmd, common);
   cmd->add_option("--token-file", o->token_file, "Bearer token for POST endpoints (default runner.yml token-file, else "
                                                  "a token generated in the state dir)");

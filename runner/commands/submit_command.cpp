@@ -167,6 +167,11 @@ std::optional<nlohmann::json> follow_run(const SubmitOptions& o, ActionsOutput& 
     }
     // Reads carry the token too: a daemon beyond loopback answers no read without one (the admin token reads).
     ApiResponse g = api_request("GET", server + api_path::run(id), token);
+    if (g.wrong_listener) {  // another user's listener has the daemon's address: it is not coming back there
+      std::cerr << "pto-runner submit: " << g.error << "\n";
+      exit_code = to_int(ExitCode::Infrastructure);
+      return std::nullopt;
+    }
     if (!g.reached || g.status != 200) {
       if (!unreachable) unreachable_since = std::chrono::steady_clock::now();
       unreachable = true;

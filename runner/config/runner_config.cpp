@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <regex>
 
+#include <boost/asio/ip/address.hpp>
+
 #include "config/device_spec.h"
 #include "config/yaml_map.h"
 
@@ -191,6 +193,19 @@ static void read_service(MapReader& m, RunnerConfig& cfg) {
     if (colon == std::string::npos || colon + 1 == v->size() ||
         v->find_first_not_of("0123456789", colon + 1) != std::string::npos)
       m.error_at(m.get("listen"), "bad-value", "'listen' must be ADDRESS:PORT, e.g. 127.0.0.1:8787; got '" + *v + "'");
+  }
+  if (auto v = m.string("steps-listen")) {
+    boost::system::error_code ec;
+    const auto colon = v->rfind(':');
+    const std::string address = colon == std::string::npos ? "" : v->substr(0, colon);
+    const auto parsed = boost::asio::ip::make_address(address, ec);
+    if (colon == std::string::npos || colon + 1 == v->size() || v->size() - colon > 6 ||
+        v->find_first_not_of("0123456789", colon + 1) != std::string::npos || std::stol(v->substr(colon + 1)) > 65535 || ec ||
+        !parsed.is_loopback())
+      m.error_at(m.get("steps-listen"), "bad-value",
+                 "'steps-listen' must be a loopback ADDRESS:PORT, e.g. 127.0.0.1:8788 (port 0: any, kept across restarts); got '" + *v + "'");
+    else
+      cfg.steps_listen = *v;
   }
   if (auto v = m.string("token-file")) cfg.token_file = *v;
   if (auto v = m.string("read-token-file")) cfg.read_token_file = *v;
@@ -492,7 +507,8 @@ nlohmann::json TestMute::json() const {
 }
 
 static void read_tests(MapReader& m, RunnerConfig& cfg) {
-  MapReader t(m.get("tests"), "tests", {"mute", "max-muted", "window-days", "retention-days"}, m.file(), m.diags());
+  MapReader t(m.get("tests"), "tests", {"mute", "max-muted", "window-days", "retention-days", "max-report-bytes"}, m.file(), m.diags());
+  if (auto v = t.size("max-report-bytes", 1024)) cfg.tests.max_report_bytes = *v;
   if (!t.is_map()) return;
   if (auto v = t.integer("max-muted", 0, 10000)) cfg.tests.max_muted = static_cast<int>(*v);
   if (auto v = t.number("window-days", 1, 3650)) cfg.tests.window_days = *v;
@@ -535,7 +551,7 @@ const std::vector<std::string>& notify_event_names() {
 }
 
 static void read_notify_receiver(const YAML::Node& item, MapReader& m, RunnerConfig& cfg) {
-  MapReader e(item, "notify", {"name", "kind", "url", "secret-file", "events", "refs"}, m.file(), m.diags());
+  MapReader e(item, "notify", {"name", "kind", "url", "secret-file", "events", "refs", "max-pending"}, m.file(), m.diags());
   if (!e.is_map()) return;
   NotifyReceiver r;
   r.line = item.Mark().line + 1;
@@ -565,6 +581,7 @@ static void read_notify_receiver(const YAML::Node& item, MapReader& m, RunnerCon
     r.events = *v;
   }
   if (auto v = e.strings("refs")) r.refs = *v;
+  if (auto v = e.integer("max-pending", 1, 1000000)) r.max_pending = static_cast<int>(*v);
   for (const auto& other : cfg.notify.receivers)
     if (!r.name.empty() && other.name == r.name) e.error_at(e.get("name"), "bad-value", "notify: two receivers are named '" + r.name + "'");
   if (!r.name.empty() && !r.url.empty()) cfg.notify.receivers.push_back(std::move(r));
@@ -595,7 +612,7 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
   if (!doc) return cfg;
   if (doc->IsNull()) return cfg;  // an empty runner.yml means "all defaults"
   MapReader m(*doc, "runner.yml",
-              {"devices", "state-dir", "cache-dir", "toolchain-mirror", "listen", "token-file", "health",
+              {"devices", "state-dir", "cache-dir", "toolchain-mirror", "listen", "steps-listen", "token-file", "health",
                "kill-grace-seconds", "source", "retention", "log-max-mb", "containment", "supervise",
                "shutdown-timeout-minutes", "executor", "slurm", "env", "env-file", "sandbox", "read-token-file", "tls",
                "insecure-listen", "max-connections-per-client", "request-timeout-seconds", "max-cards-per-run", "priorities", "supersede", "listen-unix", "submit-group", "tests", "host", "notify", "main-branch"},

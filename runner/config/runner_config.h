@@ -108,6 +108,9 @@ struct TestsConfig {
   int max_muted = 20;         // mutes in force at once (runner.yml's and the API's together)
   double window_days = 14;    // the flip rate of a test on a ref is over this many days
   double retention_days = 30; // test history older than this is pruned
+  /// `max-report-bytes`: a step's test reports in all (each file is capped at 64 MiB too); more is refused
+  /// before anything is read, the step red ("report refused").
+  std::uint64_t max_report_bytes = 256ull << 20;
 };
 
 /// `slurm:` — with `executor: slurm`, each device step is one Slurm job (`srun`), and Slurm picks the node and
@@ -186,6 +189,9 @@ struct NotifyReceiver {
   std::string secret_file;  // feishu: the bot's signing secret (required); webhook: signs the body; "" none
   std::vector<std::string> events;  // empty: every event
   std::vector<std::string> refs;    // globs of the refs whose runs it hears of (empty: all); card and queue events always
+  /// Its undelivered messages kept at most (a receiver that is down for days): past it the oldest are dropped,
+  /// counted in the status and the metrics.
+  int max_pending = 1000;
   int line = 0, col = 0;            // where runner.yml defines it
 };
 
@@ -231,6 +237,10 @@ struct RunnerConfig {
   std::string cache_dir = "~/.cache/pto-runner";
   std::string toolchain_mirror;
   std::string listen = "127.0.0.1:8787";
+  /// `steps-listen`: where the run's steps reach the daemon (their task-submit calls), always loopback plain
+  /// HTTP. Port 0 (the default): any free port, taken again at each start (`<state-dir>/steps-endpoint-port`);
+  /// a fixed port where a systemd socket unit holds it (packaging/pto-runner-steps.socket).
+  std::string steps_listen = "127.0.0.1:0";
   /// `listen-unix`: the API on this Unix socket too; `submit-group`: its members are local submitters there
   /// (server/local_socket, server/access). Neither by default.
   std::string listen_unix;

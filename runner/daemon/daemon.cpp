@@ -24,6 +24,7 @@
 #include "exec/cgroup_tree.h"
 #include "host/card_prober.h"
 #include "sandbox/run_tree.h"
+#include "server/inherited_listeners.h"
 #include "server/local_socket.h"
 #include "store/state_dir_lock.h"
 #include "util/build_commit.h"
@@ -203,6 +204,16 @@ std::string Daemon::read_tokens(const Project& project) {
     start_exit_ = 2;
     return "bad listen address '" + listen + "' (want ADDRESS:PORT)";
   }
+  if (!opts_.steps_listen.empty()) {
+    std::string a;
+    unsigned short p = 0;
+    boost::system::error_code ec;
+    if (!split_listen(opts_.steps_listen, a, p) || !boost::asio::ip::make_address(a, ec).is_loopback() || ec) {
+      start_exit_ = 2;
+      return "bad --steps-listen '" + opts_.steps_listen + "' (want a loopback ADDRESS:PORT)";
+    }
+    cfg_.steps_listen = opts_.steps_listen;
+  }
   boost::system::error_code addr_ec;
   const auto addr = boost::asio::ip::make_address(listen_address_, addr_ec);
   loopback_ = !addr_ec && addr.is_loopback();
@@ -314,10 +325,19 @@ std::string Daemon::listen() {
   limits.max_connections_per_client = static_cast<std::size_t>(cfg_.max_connections_per_client);
   limits.read_timeout_seconds = cfg_.request_timeout_seconds;
   auto handler = [this](const HttpRequest& r, HttpServer::Respond respond) { api_->handle(r, std::move(respond)); };
+  // Sockets that stayed bound while no daemon ran (server/inherited_listeners): systemd's, else the ones the
+  // step supervisor kept of the last daemon. Bound here only where none was given.
+  InheritedListeners given;
+  std::vector<std::string> problems;
+  given.take_from_systemd(problems);
+  if (host_->supervised)
+    for (auto& [name, fd] : host_->supervised->take_listeners()) given.add({fd, name});
+  for (const auto& p : problems) spdlog::warn("{}", p);
   server_ = std::make_unique<HttpServer>(io_, handler, limits);
-  if (std::string e = server_->listen(listen_address_, listen_port_, tls_); !e.empty()) return e;
+  if (std::string e = server_->listen(listen_address_, listen_port_, tls_, given.take_tcp(listen_address_, listen_port_, "api")); !e.empty())
+    return e;
   if (!cfg_.listen_unix.empty()) {
-    if (std::string e = open_local_socket(*server_, access_, cfg_); !e.empty()) {
+    if (std::string e = open_local_socket(*server_, access_, cfg_, given.take_unix(cfg_.listen_unix)); !e.empty()) {
       start_exit_ = 2;
       return e;
     }
@@ -332,23 +352,39 @@ std::string Daemon::listen() {
   HttpLimits steps_limits = limits;
   steps_limits.max_connections = std::max<std::size_t>(limits.max_connections, 4096);
   steps_limits.max_connections_per_client = std::max<std::size_t>(limits.max_connections_per_client, 1024);
-  // Its port is kept in the state dir and taken again at the next start: the steps a next daemon takes over
-  // (daemon_adopt.cpp) still reach it at the address their environment says. Taken meanwhile: another port.
+  std::string steps_address;
+  unsigned short steps_port = 0;
+  split_listen(cfg_.steps_listen, steps_address, steps_port);  // checked when runner.yml was read
+  // With port 0 its port is kept in the state dir and taken again at the next start: the steps a next daemon
+  // takes over (daemon_adopt.cpp) still reach it at the address their environment says. Taken meanwhile (no
+  // supervisor kept it): another port.
   const std::string port_file = state_dir_ + "/steps-endpoint-port";
-  unsigned short port = 0;
-  if (std::FILE* f = std::fopen(port_file.c_str(), "r")) {
+  unsigned short port = steps_port;
+  if (std::FILE* f = steps_port == 0 ? std::fopen(port_file.c_str(), "r") : nullptr) {
     if (std::fscanf(f, "%hu", &port) != 1) port = 0;
     std::fclose(f);
   }
+  int steps_fd = given.take_tcp(steps_address, steps_port, "steps");
   steps_server_ = std::make_unique<HttpServer>(io_, handler, steps_limits);
-  if (std::string e = steps_server_->listen("127.0.0.1", port); !e.empty()) {
+  if (std::string e = steps_server_->listen(steps_address, port, {}, steps_fd); !e.empty()) {
+    if (steps_port != 0) return "the steps' own endpoint (steps-listen): " + e;
     steps_server_ = std::make_unique<HttpServer>(io_, handler, steps_limits);
     if (port) spdlog::warn("the steps' own endpoint cannot have port {} again ({}): steps taken over cannot lease cards", port, e);
-    if (std::string e2 = steps_server_->listen("127.0.0.1", 0); !e2.empty()) return "the steps' own endpoint: " + e2;
+    if (std::string e2 = steps_server_->listen(steps_address, 0); !e2.empty()) return "the steps' own endpoint: " + e2;
   }
   if (std::FILE* f = std::fopen(port_file.c_str(), "w")) {
     std::fprintf(f, "%u\n", static_cast<unsigned>(steps_server_->port()));
     std::fclose(f);
+  }
+  for (const auto& unused : given.close_rest())
+    spdlog::warn("a listening socket given to this daemon is bound to {}, where runner.yml no longer listens: closed", unused);
+  // Copies outlive this daemon in its steps' supervisor: while it restarts nothing else can bind its address.
+  if (host_->supervised) {
+    std::vector<std::pair<std::string, int>> keep;
+    const std::vector<int> api = server_->listening_fds();
+    for (std::size_t i = 0; i < api.size(); ++i) keep.push_back({i == 0 ? "api" : "unix", api[i]});
+    keep.push_back({"steps", steps_server_->listening_fds().at(0)});
+    host_->supervised->keep_listeners(std::move(keep));
   }
   lease_site_ = std::make_unique<LeaseSite>(LeaseSite{access_, *leases_, "http://" + steps_server_->bound()});
   return "";

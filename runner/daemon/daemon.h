@@ -49,6 +49,7 @@ namespace pto {
 struct DaemonOptions {
   LoadOptions load;
   std::string listen;       // overrides runner.yml
+  std::string steps_listen;  // overrides runner.yml steps-listen
   std::string token_file;   // overrides runner.yml; when neither names one, a token is generated in the state dir
   std::string state_dir;    // overrides runner.yml
   std::string lock_dir;     // overrides runner.yml

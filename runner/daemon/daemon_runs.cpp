@@ -116,6 +116,13 @@ Plan Daemon::plan_of(const Project& project, const RunSubmission& s, Diagnostics
 
 void Daemon::host_engine_options(EngineOptions& eo) {
   eo.lead_executor = host_->lead_executor.get();
+  // A step's test reports are read and parsed on the worker pool, never on this thread (a GET waits on it).
+  eo.offload = [this](std::function<void()> work, std::function<void()> then) {
+    boost::asio::post(*workers_, [this, work = std::move(work), then = std::move(then)]() mutable {
+      work();
+      boost::asio::post(io_, std::move(then));
+    });
+  };
   eo.muted = [this](const std::string& test) { return muted(test); };  // the mutes in force when a test fails
   // A split step's tests weighed by what the test history learned (one indexed read per test, once per split).
   eo.test_seconds = [history = TestHistoryQueries(journal_file(state_dir_))](const std::vector<std::string>& ids) {

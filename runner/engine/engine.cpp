@@ -507,9 +507,7 @@ void RunEngine::trace(const char* what, const std::vector<int>& cards) {
 }
 
 void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
-  JobRecord& jr = run_.jobs[j];
-  StepRecord& sr = jr.steps[s];
-  const PlanStep& ps = plan_.jobs[j].steps[s];
+  StepRecord& sr = run_.jobs[j].steps[s];
   sr.handle = 0;
   sr.exit_code = o.exit_code;
   sr.signal = o.signal;
@@ -527,6 +525,34 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
     run_.infrastructure_failure = true;
     run_.infrastructure_problems.push_back(label(j, s) + ": " + o.survivors);
   }
+  judge_attempt_end(j, s, o);
+}
+
+void RunEngine::judge_attempt_end(std::size_t j, std::size_t s, const StepOutcome& o) {
+  JobRecord& jr = run_.jobs[j];
+  StepRecord& sr = jr.steps[s];
+  const PlanStep& ps = plan_.jobs[j].steps[s];
+  const bool cancelled = o.cancelled || (jr.cancelled && !o.timed_out) || run_.cancelled;
+  const bool judge_tests = ps.tests.any() && ps.kind != StepKind::CollectTests && !cancelled && !o.timed_out && o.error.empty() && !opts_.simulate;
+  if (!judge_tests || !opts_.offload) {
+    finish_attempt(j, s, o, judge_tests, judge_tests ? read_junit_reports(report_query(j, s)) : ParsedReports{});
+    return;
+  }
+  // Its reports are read elsewhere (a pull request's may be hundreds of MiB): the engine goes on meanwhile, the
+  // step still running to everyone. Its end is kept first, so a daemon that takes the run over before they are
+  // read reads them again (engine/engine_adopt.cpp) instead of finding the step's processes lost.
+  sr.ended = o;
+  if (journal_) journal_->step_updated(run_, static_cast<int>(j), static_cast<int>(s));
+  auto read = std::make_shared<ParsedReports>();
+  opts_.offload([read, q = report_query(j, s)] { *read = read_junit_reports(q); },
+                [this, j, s, o, read] { finish_attempt(j, s, o, true, std::move(*read)); });
+}
+
+void RunEngine::finish_attempt(std::size_t j, std::size_t s, const StepOutcome& o, bool judge_tests, ParsedReports reports) {
+  JobRecord& jr = run_.jobs[j];
+  StepRecord& sr = jr.steps[s];
+  const PlanStep& ps = plan_.jobs[j].steps[s];
+  sr.ended.reset();
   // Cards the executor placed the step on (Slurm) were never the broker's to give back.
   std::vector<int> cards = sr.executor_job.empty() ? sr.cards : std::vector<int>{};
   const bool cancelled = o.cancelled || (jr.cancelled && !o.timed_out) || run_.cancelled;
@@ -536,8 +562,8 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
   // retry runs only the tests not yet passed.
   // `muted_exit`: its non-zero exit is only its muted tests' failures.
   bool rerun_tests = false, muted_exit = false;
-  const bool judge_tests = ps.tests.any() && ps.kind != StepKind::CollectTests && !cancelled && !o.timed_out && o.error.empty() && !opts_.simulate;
-  if (judge_tests) failure = take_tests(j, s, o, rerun_tests, muted_exit);
+  judge_tests = judge_tests && !cancelled;  // cancelled while its reports were read: not judged
+  if (judge_tests) failure = take_tests(j, s, o, std::move(reports), rerun_tests, muted_exit);
   if (!failure && !o.ok() && !cancelled && !muted_exit) failure = &record_failure(j, s, o);
   const bool infra = failure && (failure->evidence.cause == FailureCause::Card || failure->evidence.cause == FailureCause::Infra);
   const bool retriable = failure && !rerun_tests && sr.tests_error.empty() && sr.error.empty() && o.error.empty() && o.limit_reached.empty() &&

@@ -22,6 +22,7 @@
 #include "engine/run_state.h"
 #include "exec/executor.h"
 #include "plan/plan.h"
+#include "testcases/junit_reader.h"
 #include "util/clock.h"
 #include "util/exit_code.h"
 
@@ -142,7 +143,12 @@ class RunEngine {
   void wait_timed_out(std::size_t job, std::size_t step, double limit_minutes);
   /// `preflighted`: health.preflight passed on `cards` (or there is none to run).
   void launch(std::size_t job, std::size_t step, const std::vector<int>& cards, bool preflighted = false);
+  /// An attempt's processes ended: its end recorded, then judged (finish_attempt), its reports read first when
+  /// it has `tests:` (off the engine's thread where EngineOptions::offload says).
   void on_done(std::size_t job, std::size_t step, const StepOutcome& o);
+  void judge_attempt_end(std::size_t job, std::size_t step, const StepOutcome& o);
+  /// The rest of an attempt's end once its reports (if any) are read: retry, rerun or its final state.
+  void finish_attempt(std::size_t job, std::size_t step, const StepOutcome& o, bool judge_tests, ParsedReports reports);
   void fail_fast(std::size_t job);
   void finish_job(std::size_t job);
   void cancel_job(std::size_t job, const std::string& reason);
@@ -168,9 +174,12 @@ class RunEngine {
   /// A step with `tests:` (engine/engine_tests.cpp): the attempt's report directory, the plugin and, for a
   /// rerun, what it selects. "" or why it cannot start.
   std::string prepare_tests(std::size_t j, std::size_t s, StepLaunch& l);
-  /// Reads and judges the attempt's reports: the failure they make (null: none); `rerun`: a retry runs only
-  /// the tests not yet passed.
-  const StepRecord::Failure* take_tests(std::size_t j, std::size_t s, const StepOutcome& o, bool& rerun, bool& exit_accounted);
+  /// Where the attempt's reports are and how much of them may be read.
+  ReportQuery report_query(std::size_t j, std::size_t s) const;
+  /// Judges the attempt's reports: the failure they make (null: none); `rerun`: a retry runs only the tests
+  /// not yet passed.
+  const StepRecord::Failure* take_tests(std::size_t j, std::size_t s, const StepOutcome& o, ParsedReports reports, bool& rerun,
+                                        bool& exit_accounted);
   /// A split step's collection ended well: its collected ids read, split across its shards by learned
   /// durations (testcases/test_split), each shard given its tests and estimate. "" or why it failed.
   std::string take_collection(std::size_t j, std::size_t s);

@@ -64,6 +64,10 @@ std::string RunEngine::adopt(RunRecord saved, const Reattach& reattach) {
       flow_.resolve_step(j, s);  // its text as it ran (a retry runs it again)
       if (sr.state == StepState::Waiting) requeue.emplace_back(j, s);
       if (sr.state != StepState::Running) continue;
+      if (sr.ended) {  // it had ended and its reports were being read: they are read again
+        boost::asio::post(io_, [this, j, s, o = *sr.ended] { judge_attempt_end(j, s, o); });
+        continue;
+      }
       const std::string marker = ProcessMarker::for_step(run_.id, j, s, sr.attempt).text();
       sr.handle = reattach(j, s, marker, sr.cards, [this, j, s](const StepOutcome& o) { on_done(j, s, o); });
       if (!sr.handle)

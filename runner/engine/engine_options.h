@@ -34,6 +34,12 @@ struct EngineOptions {
   std::string self_exe;                         // for the lead job's `pto-runner toolchain setup`
   std::string toolchain_args;                   // its host settings (--cache-dir, --mirror); --root is `root`
   HealthConfig health;
+  /// A step's test reports in all (runner.yml tests.max-report-bytes).
+  std::size_t max_report_bytes = 256u << 20;
+  /// Where blocking reads of a step's files (its test reports) run: `work` elsewhere, then `then` back on the
+  /// engine's thread. A daemon's worker pool, so a step's reports never stall the engine or a GET. Unset: both
+  /// at once, here (`run` in the foreground, the engine's unit tests).
+  std::function<void(std::function<void()> work, std::function<void()> then)> offload;
   /// The mute in force for a test id (testcases/test_mutes), asked when its failure is judged: the host's
   /// (runner.yml's and the API's). Unset: nothing is muted.
   std::function<std::optional<TestMute>(const std::string& id)> muted;

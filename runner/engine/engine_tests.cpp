@@ -98,25 +98,29 @@ std::string RunEngine::prepare_tests(std::size_t j, std::size_t s, StepLaunch& l
   return "";
 }
 
-const StepRecord::Failure* RunEngine::take_tests(std::size_t j, std::size_t s, const StepOutcome& o, bool& rerun, bool& exit_accounted) {
+ReportQuery RunEngine::report_query(std::size_t j, std::size_t s) const {
+  const PlanStep& ps = plan_.jobs[j].steps[s];
+  const StepRecord& sr = run_.jobs[j].steps[s];
+  // Its reports, read beneath a directory the step cannot replace: the attempt's own, or the worktree.
+  ReportQuery q;
+  q.from_plugin = ps.tests.format == TestsSpec::Format::Pytest;
+  q.base = q.from_plugin ? report_dir(opts_.run_dir, j, s, sr.attempt) : opts_.root;
+  q.pattern = q.from_plugin ? "*.xml" : (ps.working_directory.empty() ? "" : ps.working_directory + "/") + ps.tests.path;
+  q.max_bytes = kMaxReportBytes;
+  q.max_files = kMaxReports;
+  q.max_total_bytes = opts_.max_report_bytes;
+  return q;
+}
+
+const StepRecord::Failure* RunEngine::take_tests(std::size_t j, std::size_t s, const StepOutcome& o, ParsedReports reports, bool& rerun,
+                                                 bool& exit_accounted) {
   const PlanStep& ps = plan_.jobs[j].steps[s];
   StepRecord& sr = run_.jobs[j].steps[s];
   rerun = false;
   exit_accounted = false;
   sr.tests_error.clear();
-  // Its reports, read beneath a directory the step cannot replace: the attempt's own, or the worktree.
-  CollectedReports found = ps.tests.format == TestsSpec::Format::Pytest
-                               ? collect_reports(report_dir(opts_.run_dir, j, s, sr.attempt), "*.xml", kMaxReportBytes, kMaxReports)
-                               : collect_reports(opts_.root, (ps.working_directory.empty() ? "" : ps.working_directory + "/") + ps.tests.path,
-                                                 kMaxReportBytes, kMaxReports);
-  std::vector<TestCase> cases;
-  std::string error = found.error;
-  for (std::size_t i = 0; i < found.files.size() && error.empty(); ++i) {
-    ParsedReport r = parse_junit(found.files[i], static_cast<int>(i), ps.tests.format == TestsSpec::Format::Pytest);
-    error = r.error;
-    for (TestCase& c : r.cases) cases.push_back(std::move(c));
-  }
-  found.files.clear();
+  std::vector<TestCase> cases = std::move(reports.cases);
+  const std::string error = std::move(reports.error);
   auto fail = [&](FailureEvidence ev) -> const StepRecord::Failure* {
     ev.cards = ev.cause == FailureCause::Code ? std::vector<int>{} : ev.cards;
     std::vector<std::string> notes = charge_cards(sr, ev);
@@ -124,11 +128,13 @@ const StepRecord::Failure* RunEngine::take_tests(std::size_t j, std::size_t s, c
     return &sr.failures.back();
   };
   if (!error.empty()) {
-    // A report that cannot be trusted: the host's failure to judge the step, never a crash; its cases are dropped.
+    // A report that cannot be trusted (a link, a FIFO, too big, too many, malformed): the step's own doing, as
+    // a pull request's code wrote it, never a crash; its cases are dropped. Not the host's: a pull request must
+    // not raise infra failures, page on-call or mark a card bad through its reports (SPEC, fifth stage).
     sr.tests_error = error;
     FailureEvidence ev;
-    ev.cause = FailureCause::Infra;
-    ev.reason = "a test report was refused: " + error;
+    ev.cause = FailureCause::Code;
+    ev.reason = "report refused: " + error;
     return fail(ev);
   }
   std::map<std::string, std::vector<int>> cards_of = device_lines(attempt_log(sr.log_path));
@@ -205,8 +211,8 @@ std::string RunEngine::take_collection(std::size_t j, std::size_t s) {
   CollectedReports found = collect_reports(report_dir(opts_.run_dir, j, s, sr.attempt), "collected-*.txt", kMaxReportBytes, kMaxReports);
   if (!found.error.empty()) return "its collected tests were refused: " + found.error;
   std::vector<std::string> ids;
-  for (const ReportFile& f : found.files) {
-    std::istringstream in(f.text);
+  for (FoundReport& f : found.files) {
+    std::istringstream in(read_report(f).text);
     for (std::string line; std::getline(in, line);)
       if (!line.empty()) ids.push_back(line);
   }

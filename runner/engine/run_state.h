@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/failure_evidence.h"
+#include "exec/executor.h"
 #include "plan/plan.h"
 #include "testcases/test_verdict.h"
 
@@ -94,6 +95,9 @@ struct StepRecord {
   std::uint64_t ticket = 0;  // current queue ticket while waiting
   std::uint64_t held = 0;    // the granted request's ticket while it holds CPUs or memory (given back at its end)
   std::uint64_t handle = 0;  // executor handle while running
+  /// Its processes ended and its reports are being read (off the engine's thread): how they ended, kept so a
+  /// daemon that takes the run over meanwhile judges that end again rather than calling the step lost.
+  std::optional<StepOutcome> ended;
 };
 
 struct JobRecord {

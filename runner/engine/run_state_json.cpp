@@ -1,4 +1,5 @@
 #include "engine/run_state_json.h"
+#include "exec/launch_json.h"
 
 namespace pto {
 
@@ -142,7 +143,8 @@ json step_state_json(const StepRecord& s) {
           {"collected", s.collected},
           {"collected_unknown", s.collected_unknown},
           {"resolved", s.resolved},
-          {"order", s.order}};
+          {"order", s.order},
+          {"ended", s.ended ? outcome_json(*s.ended) : json()}};
 }
 
 StepRecord step_state_from_json(const json& j) {
@@ -193,6 +195,7 @@ StepRecord step_state_from_json(const json& j) {
   s.collected_unknown = get<int>(j, "collected_unknown", 0);
   s.resolved = get<bool>(j, "resolved", false);
   s.order = get<std::uint64_t>(j, "order", 0);
+  if (j.contains("ended") && j["ended"].is_object()) s.ended = outcome_from_json(j["ended"]);
   return s;
 }
 

@@ -4,6 +4,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <thread>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -35,7 +38,12 @@ std::size_t keep_body(char* data, std::size_t size, std::size_t n, void* out) {
   return size * n;
 }
 
-PostResult post(const std::string& url, const NotifyMessage& m) {
+/// libcurl asks this while a transfer goes on: a sender told to stop ends its transfer at once.
+int abort_when_stopping(void* stopping, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  return static_cast<const std::atomic<bool>*>(stopping)->load() ? 1 : 0;
+}
+
+PostResult post(const std::string& url, const NotifyMessage& m, const std::atomic<bool>& stopping) {
   PostResult r;
   CURL* curl = curl_easy_init();
   if (!curl) {
@@ -55,6 +63,9 @@ PostResult post(const std::string& url, const NotifyMessage& m) {
   curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, keep_body);
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &answer);
+  curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, abort_when_stopping);
+  curl_easy_setopt(curl, CURLOPT_XFERINFODATA, const_cast<std::atomic<bool>*>(&stopping));
   const CURLcode rc = curl_easy_perform(curl);
   long status = 0;
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
@@ -106,176 +117,133 @@ bool read_secret(const std::string& path, std::string& secret, std::string& erro
 
 }  // namespace
 
-Notifier::Notifier(std::string journal, NotifyConfig cfg, std::string host, std::function<void()> changed)
-    : journal_(std::move(journal)), host_(std::move(host)), changed_(std::move(changed)), cfg_(std::move(cfg)) {}
+/// One receiver's sender: its thread, its own outbox connection, its retry timing and what the status shows.
+/// Everything but the thread's locals is guarded by `m`.
+struct Notifier::Sender {
+  Sender(NotifyReceiver r, NotifyConfig c, std::unique_ptr<NotifyOutbox> o, const std::string& host, std::function<void()> changed)
+      : receiver(std::move(r)), cfg(std::move(c)), outbox(std::move(o)), host(host), changed(std::move(changed)) {
+    shown = {receiver.name, to_string(receiver.kind), shown_url(receiver.url)};
+  }
+  ~Sender() { stop_and_join(); }
 
-Notifier::~Notifier() {
-  {
-    std::lock_guard<std::mutex> g(mutex_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
-
-std::string Notifier::start() {
-  std::string error;
-  adder_ = NotifyOutbox::open(journal_, error);
-  if (adder_) sender_ = NotifyOutbox::open(journal_, error);
-  if (!adder_ || !sender_) return error;
-  {
-    std::lock_guard<std::mutex> g(mutex_);
-    for (const NotifyReceiver& r : cfg_.receivers) states_[r.name].shown = {r.name, to_string(r.kind), shown_url(r.url)};
-  }
-  thread_ = std::thread([this] { run(); });
-  return "";
-}
-
-bool Notifier::notify(const NotifyEvent& e) {
-  std::vector<std::string> to;
-  {
-    std::lock_guard<std::mutex> g(mutex_);
-    for (const NotifyReceiver& r : cfg_.receivers)
-      if (receiver_wants(r, e)) to.push_back(r.name);
-  }
-  if (to.empty() || !adder_) return true;
-  if (!adder_->add(e, to, epoch_now())) {
-    spdlog::error("notification '{}' not kept: {}", e.title, adder_->error());
-    return false;
-  }
-  {
-    std::lock_guard<std::mutex> g(mutex_);
-    poked_ = true;
-  }
-  cv_.notify_all();
-  return true;
-}
-
-void Notifier::reconfigure(NotifyConfig cfg) {
-  {
-    std::lock_guard<std::mutex> g(mutex_);
-    std::map<std::string, State> kept;
-    for (const NotifyReceiver& r : cfg.receivers) {
-      State st = states_.count(r.name) ? states_[r.name] : State{};
-      st.shown.name = r.name, st.shown.kind = to_string(r.kind), st.shown.url = shown_url(r.url);
-      st.next_try = 0;  // a fixed receiver is tried at once
-      st.failures_in_row = 0;
-      ++st.generation;
-      kept[r.name] = std::move(st);
+  void start() { thread = std::thread([this] { run(); }); }
+  void poke() {
+    {
+      std::lock_guard<std::mutex> g(m);
+      poked = true;
     }
-    states_ = std::move(kept);
-    cfg_ = std::move(cfg);
-    poked_ = true;
+    cv.notify_all();
   }
-  cv_.notify_all();
-}
+  void stop() {
+    {
+      std::lock_guard<std::mutex> g(m);
+      stopping = true;
+    }
+    aborting = true;  // a transfer under way ends now (a hung receiver must not hold up a stop)
+    cv.notify_all();
+  }
+  void stop_and_join() {
+    stop();
+    if (thread.joinable()) thread.join();
+  }
+  /// A reload: its new settings; tried again at once.
+  void reconfigure(const NotifyReceiver& r, const NotifyConfig& c) {
+    {
+      std::lock_guard<std::mutex> g(m);
+      receiver = r;
+      cfg = c;
+      shown.kind = to_string(r.kind), shown.url = shown_url(r.url);
+      next_try = 0;
+      failures_in_row = 0;
+      ++generation;
+      poked = true;
+    }
+    cv.notify_all();
+  }
+  ReceiverStatus status() const {
+    std::lock_guard<std::mutex> g(m);
+    return shown;
+  }
+  void count_dropped(long long n) {
+    std::lock_guard<std::mutex> g(m);
+    shown.dropped += n;
+  }
 
-std::vector<ReceiverStatus> Notifier::status() const {
-  std::lock_guard<std::mutex> g(mutex_);
-  std::vector<ReceiverStatus> out;
-  for (const NotifyReceiver& r : cfg_.receivers)
-    if (auto it = states_.find(r.name); it != states_.end()) out.push_back(it->second.shown);
-  return out;
-}
+  void run();
+  /// Sends its next message if one is due; returns when it must look next (seconds since the epoch).
+  double deliver(double now);
 
-double Notifier::queue_stuck_minutes() const {
-  std::lock_guard<std::mutex> g(mutex_);
-  return cfg_.queue_stuck_minutes;
-}
+  NotifyReceiver receiver;
+  NotifyConfig cfg;
+  std::unique_ptr<NotifyOutbox> outbox;  // this thread's connection
+  std::string host;
+  std::function<void()> changed;
+  mutable std::mutex m;
+  std::condition_variable cv;
+  bool stopping = false, poked = false;
+  int failures_in_row = 0;
+  double next_try = 0;
+  int generation = 0;  // bumped by a reload: a delivery that began before it leaves its retry timing alone
+  ReceiverStatus shown;
+  std::string last_shown;  // what status() said after the last delivery: a change is told (changed)
+  std::atomic<bool> aborting{false};  // stop() was called: libcurl's transfer ends
+  std::atomic<bool> done{false};
+  std::thread thread;
+};
 
-void Notifier::run() {
+void Notifier::Sender::run() {
   double last_prune = 0;
   for (;;) {
     {
-      std::lock_guard<std::mutex> g(mutex_);
-      if (stop_) return;
-      poked_ = false;
+      std::lock_guard<std::mutex> g(m);
+      if (stopping) break;
+      poked = false;
     }
     const double now = epoch_now();
-    if (now - last_prune > 3600) {
-      std::vector<std::string> names;
-      {
-        std::lock_guard<std::mutex> g(mutex_);
-        for (const auto& r : cfg_.receivers) names.push_back(r.name);
-      }
-      sender_->prune(now - 7 * 86400, names);
+    if (now - last_prune > 3600) {  // its own delivered rows, after a week
+      outbox->prune_delivered(now - 7 * 86400);
       last_prune = now;
     }
-    const double wake = pass();
-    std::unique_lock<std::mutex> lock(mutex_);
+    const double wake = deliver(now);
+    const long long pending = outbox->pending_count(receiver.name);
+    bool told = false;
+    {
+      std::lock_guard<std::mutex> g(m);
+      shown.pending = pending;
+      const std::string now_shown = std::to_string(shown.pending) + "/" + std::to_string(shown.delivered) + "/" +
+                                    std::to_string(shown.failures) + "/" + std::to_string(shown.dropped) + "/" + (shown.failing ? "1" : "0");
+      told = now_shown != last_shown;
+      last_shown = now_shown;
+    }
+    if (told && changed) changed();
+    std::unique_lock<std::mutex> lock(m);
     const auto until = std::chrono::system_clock::time_point(
         std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(wake)));
-    cv_.wait_until(lock, until, [this] { return stop_ || poked_; });
+    cv.wait_until(lock, until, [this] { return stopping || poked; });
   }
+  done = true;
 }
 
-double Notifier::pass() {
-  NotifyConfig cfg;
+double Notifier::Sender::deliver(double now) {
+  NotifyReceiver r;
+  NotifyConfig c;
+  int gen = 0;
   {
-    std::lock_guard<std::mutex> g(mutex_);
-    cfg = cfg_;
+    std::lock_guard<std::mutex> g(m);
+    if (next_try > now) return next_try;
+    r = receiver, c = cfg, gen = generation;
   }
-  const double now = epoch_now();
-  double wake = now + 30;  // at least twice a minute: the pending counts for the status
-  for (const NotifyReceiver& r : cfg.receivers) {
-    State st;
-    {
-      std::lock_guard<std::mutex> g(mutex_);
-      if (stop_) return now;
-      auto it = states_.find(r.name);
-      if (it == states_.end()) continue;  // removed by a reload meanwhile
-      st = it->second;
-    }
-    const int generation = st.generation;
-    deliver(r, st, now, wake);
-    // Only what this delivery changed goes back: a reload during it (a new URL, a retry at once) stands.
-    std::lock_guard<std::mutex> g(mutex_);
-    auto it = states_.find(r.name);
-    if (it == states_.end()) continue;
-    State& kept = it->second;
-    kept.shown.delivered = st.shown.delivered, kept.shown.failures = st.shown.failures, kept.shown.last_error = st.shown.last_error;
-    kept.shown.failing = st.shown.failing, kept.shown.failing_since = st.shown.failing_since, kept.shown.last_delivered = st.shown.last_delivered;
-    if (kept.generation == generation) kept.failures_in_row = st.failures_in_row, kept.next_try = st.next_try;
-  }
-  const std::map<std::string, long long> pending = sender_->pending_counts();
-  bool changed = false;
-  {
-    std::lock_guard<std::mutex> g(mutex_);
-    for (auto& [name, st] : states_) {
-      st.shown.pending = pending.count(name) ? pending.at(name) : 0;
-      const std::string now_shown = std::to_string(st.shown.pending) + "/" + std::to_string(st.shown.delivered) + "/" +
-                                    std::to_string(st.shown.failures) + "/" + (st.shown.failing ? "1" : "0");
-      changed = changed || now_shown != st.last_shown;
-      st.last_shown = now_shown;
-    }
-  }
-  if (changed && changed_) changed_();
-  return wake;
-}
-
-void Notifier::deliver(const NotifyReceiver& r, State& st, double now, double& wake) {
-  if (st.next_try > now) {
-    wake = std::min(wake, st.next_try);
-    return;
-  }
-  NotifyConfig cfg;
-  {
-    std::lock_guard<std::mutex> g(mutex_);
-    cfg = cfg_;
-  }
-  const std::vector<OutboxEntry> rows = sender_->pending(r.name, 500);
-  if (rows.empty()) return;
+  double wake = now + 30;  // at least twice a minute: the pending count for the status
+  const std::vector<OutboxEntry> rows = outbox->pending(r.name, 500);
+  if (rows.empty()) return wake;
   // The group's first event waits for the rest of its group (a run's red steps come one by one).
   const OutboxEntry& head = rows.front();
-  if (now < head.created + cfg.group_seconds) {
-    wake = std::min(wake, head.created + cfg.group_seconds);
-    return;
-  }
+  if (now < head.created + c.group_seconds) return std::min(wake, head.created + c.group_seconds);
   std::vector<OutboxEntry> batch;
   // The whole group within its window, also past another group's events in between: messages go in the order
   // of their first events.
   for (const OutboxEntry& e : rows) {
-    if (e.created > head.created + cfg.group_seconds || batch.size() >= 200) break;
+    if (e.created > head.created + c.group_seconds || batch.size() >= 200) break;
     if (e.event.group == head.event.group) batch.push_back(e);
   }
   std::vector<long long> ids;
@@ -284,40 +252,138 @@ void Notifier::deliver(const NotifyReceiver& r, State& st, double now, double& w
   std::string secret, error;
   PostResult result;
   if (read_secret(r.secret_file, secret, error)) {
-    const NotifyMessage m = render_message(r, batch, secret, static_cast<long long>(now), maybe_repeated, host_);
-    if (!sender_->sending(ids)) {
-      error = sender_->error();  // the outbox cannot keep what happens: nothing is sent it could not mark
-    } else if ((result = post(r.url, m)).ok && !sender_->delivered(ids, epoch_now())) {
+    const NotifyMessage msg = render_message(r, batch, secret, static_cast<long long>(now), maybe_repeated, host);
+    if (!outbox->sending(ids)) {
+      error = outbox->error();  // the outbox cannot keep what happens: nothing is sent it could not mark
+    } else if ((result = post(r.url, msg, aborting)).ok && !outbox->delivered(ids, epoch_now())) {
       // Taken, but the outbox cannot say so: not sent again at once (it would be, and again), but after a pause.
       result.ok = false;
-      result.error = "delivered, but the outbox cannot mark it (" + sender_->error() + "): it may come again";
+      result.error = "delivered, but the outbox cannot mark it (" + outbox->error() + "): it may come again";
       error = result.error;
     } else if (result.ok) {
-      st.shown.delivered += 1;
-      st.shown.last_delivered = iso_from_epoch(epoch_now());
-      if (st.shown.failing) spdlog::info("notify: {} ({}) takes messages again", r.name, shown_url(r.url));
-      st.shown.failing = false;
-      st.shown.failing_since.clear();
-      st.failures_in_row = 0;
-      st.next_try = 0;
-      wake = now;  // more may be waiting
-      return;
+      std::lock_guard<std::mutex> g(m);
+      shown.delivered += 1;
+      shown.last_delivered = iso_from_epoch(epoch_now());
+      if (shown.failing) spdlog::info("notify: {} ({}) takes messages again", r.name, shown_url(r.url));
+      shown.failing = false;
+      shown.failing_since.clear();
+      if (generation == gen) failures_in_row = 0, next_try = 0;
+      return now;  // more may be waiting
     } else {
-      sender_->failed(ids, result.error, result.maybe_sent);
+      outbox->failed(ids, result.error, result.maybe_sent);
       error = result.error;
     }
   }
-  st.shown.failures += 1;
-  st.shown.last_error = error;
-  if (!st.shown.failing) {
-    st.shown.failing = true;
-    st.shown.failing_since = iso_from_epoch(now);
+  std::lock_guard<std::mutex> g(m);
+  shown.failures += 1;
+  shown.last_error = error;
+  if (!shown.failing) {
+    shown.failing = true;
+    shown.failing_since = iso_from_epoch(now);
     spdlog::warn("notify: {} ({}) failed: {}; retrying", r.name, shown_url(r.url), error);
   }
-  st.failures_in_row += 1;
-  const double delay = std::min(cfg.retry_max_seconds, std::pow(2.0, std::min(st.failures_in_row - 1, 20)));
-  st.next_try = now + delay;
-  wake = std::min(wake, st.next_try);
+  if (generation != gen) return now;  // reloaded meanwhile: tried again at once, with the new settings
+  failures_in_row += 1;
+  const double delay = std::min(c.retry_max_seconds, std::pow(2.0, std::min(failures_in_row - 1, 20)));
+  next_try = now + delay;
+  return std::min(wake, next_try);
+}
+
+Notifier::Notifier(std::string journal, NotifyConfig cfg, std::string host, std::function<void()> changed)
+    : journal_(std::move(journal)), host_(std::move(host)), changed_(std::move(changed)), cfg_(std::move(cfg)) {}
+
+Notifier::~Notifier() {
+  std::lock_guard<std::mutex> g(mutex_);
+  for (auto& [name, s] : senders_) s->stop();
+  for (auto& s : retired_) s->stop();
+  senders_.clear();  // each joins its thread: at most one delivery's timeout (10 s)
+  retired_.clear();
+}
+
+std::string Notifier::add_sender(const NotifyReceiver& r) {
+  std::string error;
+  auto outbox = NotifyOutbox::open(journal_, error);
+  if (!outbox) return error;
+  auto s = std::make_unique<Sender>(r, cfg_, std::move(outbox), host_, changed_);
+  s->start();
+  senders_[r.name] = std::move(s);
+  return "";
+}
+
+std::string Notifier::start() {
+  std::string error;
+  adder_ = NotifyOutbox::open(journal_, error);
+  if (!adder_) return error;
+  std::vector<std::string> names;
+  for (const NotifyReceiver& r : cfg_.receivers) names.push_back(r.name);
+  adder_->drop_unconfigured(names);  // what receivers no longer configured had left
+  std::lock_guard<std::mutex> g(mutex_);
+  for (const NotifyReceiver& r : cfg_.receivers)
+    if (std::string e = add_sender(r); !e.empty()) return e;
+  return "";
+}
+
+bool Notifier::notify(const NotifyEvent& e) {
+  std::vector<std::pair<std::string, int>> to;
+  {
+    std::lock_guard<std::mutex> g(mutex_);
+    for (const NotifyReceiver& r : cfg_.receivers)
+      if (receiver_wants(r, e)) to.push_back({r.name, r.max_pending});
+  }
+  if (to.empty() || !adder_) return true;
+  std::map<std::string, long long> dropped;
+  if (!adder_->add(e, to, epoch_now(), dropped)) {
+    spdlog::error("notification '{}' not kept: {}", e.title, adder_->error());
+    return false;
+  }
+  std::lock_guard<std::mutex> g(mutex_);
+  for (const auto& [name, n] : dropped) {
+    spdlog::warn("notify: {} has more than its max-pending undelivered messages: its {} oldest dropped", name, n);
+    if (auto it = senders_.find(name); it != senders_.end()) it->second->count_dropped(n);
+  }
+  for (const auto& [name, max] : to)
+    if (auto it = senders_.find(name); it != senders_.end()) it->second->poke();
+  return true;
+}
+
+void Notifier::reconfigure(NotifyConfig cfg) {
+  std::lock_guard<std::mutex> g(mutex_);
+  // Senders that finished their last delivery since an earlier reload are joined now (never waited for here).
+  retired_.erase(std::remove_if(retired_.begin(), retired_.end(), [](const std::unique_ptr<Sender>& s) { return s->done.load(); }),
+                 retired_.end());
+  std::map<std::string, std::unique_ptr<Sender>> kept;
+  cfg_ = std::move(cfg);
+  for (const NotifyReceiver& r : cfg_.receivers) {
+    if (auto it = senders_.find(r.name); it != senders_.end()) {
+      it->second->reconfigure(r, cfg_);
+      kept[r.name] = std::move(it->second);
+      senders_.erase(it);
+    }
+  }
+  for (auto& [name, s] : senders_) {  // removed: stops after what it is sending now
+    s->stop();
+    retired_.push_back(std::move(s));
+  }
+  senders_ = std::move(kept);
+  for (const NotifyReceiver& r : cfg_.receivers)
+    if (!senders_.count(r.name))
+      if (std::string e = add_sender(r); !e.empty()) spdlog::error("notify: {}: {}", r.name, e);
+  std::vector<std::string> names;
+  for (const NotifyReceiver& r : cfg_.receivers) names.push_back(r.name);
+  if (adder_) adder_->drop_unconfigured(names);  // pending events of removed receivers go
+}
+
+std::vector<ReceiverStatus> Notifier::status() const {
+  std::lock_guard<std::mutex> g(mutex_);
+  std::vector<ReceiverStatus> out;
+  for (const NotifyReceiver& r : cfg_.receivers)
+    if (auto it = senders_.find(r.name); it != senders_.end()) out.push_back(it->second->status());
+  return out;
+}
+
+double Notifier::queue_stuck_minutes() const {
+  std::lock_guard<std::mutex> g(mutex_);
+  return cfg_.queue_stuck_minutes;
 }
 
 }  // namespace pto

@@ -29,16 +29,34 @@ bool NotifyOutbox::write(F&& f) {
   return side_transaction(db_, error_, "notification outbox", std::forward<F>(f));
 }
 
-bool NotifyOutbox::add(const NotifyEvent& event, const std::vector<std::string>& receivers, double now) {
+bool NotifyOutbox::add(const NotifyEvent& event, const std::vector<std::pair<std::string, int>>& receivers, double now,
+                       std::map<std::string, long long>& dropped) {
   if (receivers.empty()) return true;
   const std::string text = event.json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return write([&] {
     Stmt s(db_, "INSERT INTO notify_outbox(receiver, grp, event, created) VALUES(?, ?, ?, ?)");
-    for (const std::string& r : receivers) {
+    // A receiver's backlog is bounded: past its max-pending the oldest undelivered rows go.
+    Stmt cap(db_, "DELETE FROM notify_outbox WHERE receiver = ?1 AND delivered IS NULL AND id <= (SELECT id FROM notify_outbox "
+                  "WHERE receiver = ?1 AND delivered IS NULL ORDER BY id DESC LIMIT 1 OFFSET ?2)");
+    for (const auto& [r, max_pending] : receivers) {
       s.reset().bind(1, r).bind(2, event.group).bind(3, text).bind(4, now);
       s.step();
+      cap.reset().bind(1, r).bind(2, max_pending);
+      cap.step();
+      if (const int n = sqlite3_changes(db_); n > 0) dropped[r] += n;
     }
   });
+}
+
+long long NotifyOutbox::pending_count(const std::string& receiver) {
+  try {
+    Stmt s(db_, "SELECT count(*) FROM notify_outbox WHERE receiver = ? AND delivered IS NULL");
+    s.bind(1, receiver);
+    return s.step() ? s.integer(0) : 0;
+  } catch (const std::exception& e) {
+    error_ = std::string("notification outbox: ") + e.what();
+    return 0;
+  }
 }
 
 std::vector<OutboxEntry> NotifyOutbox::pending(const std::string& receiver, int limit) {
@@ -85,21 +103,15 @@ bool NotifyOutbox::delivered(const std::vector<long long>& ids, double now) {
   });
 }
 
-std::map<std::string, long long> NotifyOutbox::pending_counts() {
-  std::map<std::string, long long> out;
-  try {
-    Stmt s(db_, "SELECT receiver, count(*) FROM notify_outbox WHERE delivered IS NULL GROUP BY receiver");
-    while (s.step()) out[s.text(0)] = s.integer(1);
-  } catch (const std::exception& e) {
-    error_ = std::string("notification outbox: ") + e.what();
-  }
-  return out;
-}
-
-bool NotifyOutbox::prune(double before, const std::vector<std::string>& receivers) {
+bool NotifyOutbox::prune_delivered(double before) {
   return write([&] {
     Stmt d(db_, "DELETE FROM notify_outbox WHERE delivered IS NOT NULL AND delivered < ?");
     d.bind(1, before).step();
+  });
+}
+
+bool NotifyOutbox::drop_unconfigured(const std::vector<std::string>& receivers) {
+  return write([&] {
     std::string known;
     for (std::size_t i = 0; i < receivers.size(); ++i) known += i ? ", ?" : "?";
     const std::string sql = "DELETE FROM notify_outbox WHERE delivered IS NULL" + (known.empty() ? std::string() : " AND receiver NOT IN (" + known + ")");

@@ -2,6 +2,7 @@
 
 #include <pugixml.hpp>
 
+#include <cstdint>
 #include <map>
 #include <sstream>
 #include <vector>
@@ -10,8 +11,44 @@ namespace pto {
 
 namespace {
 
+/// `text` as XML 1.0 may carry it: what a test named or printed is a pull request's (any bytes). Characters
+/// XML 1.0 forbids (C0 controls but tab, LF and CR; U+FFFE, U+FFFF; surrogates) and bytes that are not UTF-8
+/// become U+FFFD. Never a character reference: `&#27;` is as forbidden as the character (XML 1.0, 4.1 WFC
+/// Legal Character), and a strict parser rejects the whole report for it.
+std::string xml_text(const std::string& text) {
+  static const std::string kReplacement = "\xEF\xBF\xBD";
+  std::string out;
+  out.reserve(text.size());
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const std::size_t n = text.size();
+  for (std::size_t i = 0; i < n;) {
+    const unsigned char c = p[i];
+    if (c < 0x80) {
+      if (c >= 0x20 || c == '\t' || c == '\n' || c == '\r') out += static_cast<char>(c);
+      else out += kReplacement;
+      ++i;
+      continue;
+    }
+    // A UTF-8 sequence: its length from the lead byte, then every continuation byte and the code point checked.
+    std::size_t len = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 0;
+    if (c >= 0xF5) len = 0;
+    std::uint32_t cp = len == 2 ? c & 0x1F : len == 3 ? c & 0x0F : c & 0x07;
+    bool ok = len != 0 && i + len <= n;
+    for (std::size_t k = 1; ok && k < len; ++k) {
+      ok = (p[i + k] & 0xC0) == 0x80;
+      cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    ok = ok && !(len == 3 && cp < 0x800) && !(len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) && !(cp >= 0xD800 && cp <= 0xDFFF) &&
+         cp != 0xFFFE && cp != 0xFFFF;
+    if (ok) out.append(text, i, len);
+    else out += kReplacement;
+    i += ok ? len : 1;
+  }
+  return out;
+}
+
 std::string str(const nlohmann::json& j, const char* key) {
-  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
+  return j.contains(key) && j[key].is_string() ? xml_text(j[key].get<std::string>()) : "";
 }
 
 bool failed(const std::string& result) { return result == "failed" || result == "error" || result == "victim"; }
@@ -35,7 +72,7 @@ std::string junit_report(const nlohmann::json& run) {
   decl.append_attribute("version") = "1.0";
   decl.append_attribute("encoding") = "UTF-8";
   pugi::xml_node suites = doc.append_child("testsuites");
-  suites.append_attribute("name") = ("pto-runner run " + str(run, "id")).c_str();
+  suites.append_attribute("name") = ("pto-runner run " + str(run, "id")).c_str();  // str(): every text made XML 1.0
   int all_tests = 0, all_failures = 0, all_errors = 0, all_skipped = 0;
   for (const auto& job : run.value("jobs", nlohmann::json::array()))
     for (const auto& step : job.value("steps", nlohmann::json::array())) {

@@ -1,5 +1,5 @@
 #include "server/http_server.h"
-#include "server/loopback_peer.h"
+#include "util/socket_owner.h"
 
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -253,21 +253,38 @@ HttpServer::HttpServer(asio::io_context& io, Handler handler, HttpLimits limits)
 
 HttpServer::~HttpServer() { stop(); }
 
-std::string HttpServer::listen(const std::string& address, unsigned short port, const TlsFiles& tls) {
+std::string HttpServer::listen(const std::string& address, unsigned short port, const TlsFiles& tls, int given_fd) {
   beast::error_code ec;
   auto addr = asio::ip::make_address(address, ec);
-  if (ec) return "bad listen address '" + address + "': " + ec.message();
+  if (ec) {
+    if (given_fd >= 0) ::close(given_fd);
+    return "bad listen address '" + address + "': " + ec.message();
+  }
   if (tls.enabled()) {
     auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
     ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 | asio::ssl::context::no_sslv3 |
                      asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1 | asio::ssl::context::single_dh_use);
+    std::string problem;
     ctx->use_certificate_chain_file(tls.cert, ec);
-    if (ec) return "tls: cannot use the certificate " + tls.cert + ": " + ec.message();
-    ctx->use_private_key_file(tls.key, asio::ssl::context::pem, ec);
-    if (ec) return "tls: cannot use the key " + tls.key + ": " + ec.message();
+    if (ec) problem = "tls: cannot use the certificate " + tls.cert + ": " + ec.message();
+    if (problem.empty()) ctx->use_private_key_file(tls.key, asio::ssl::context::pem, ec);
+    if (problem.empty() && ec) problem = "tls: cannot use the key " + tls.key + ": " + ec.message();
+    if (!problem.empty()) {
+      if (given_fd >= 0) ::close(given_fd);
+      return problem;
+    }
     impl_->tls = std::move(ctx);
   }
   tcp::endpoint ep(addr, port);
+  if (given_fd >= 0) {  // bound and listening already (systemd's, or kept by the supervisor across a restart)
+    impl_->acceptor.assign(ep.protocol(), given_fd, ec);
+    if (ec) {
+      ::close(given_fd);
+      return "cannot use the listening socket given for " + address + ":" + std::to_string(port) + ": " + ec.message();
+    }
+    impl_->accept();
+    return "";
+  }
   impl_->acceptor.open(ep.protocol(), ec);
   if (!ec) impl_->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) impl_->acceptor.bind(ep, ec);
@@ -277,22 +294,37 @@ std::string HttpServer::listen(const std::string& address, unsigned short port, 
   return "";
 }
 
-std::string HttpServer::listen_unix(const std::string& path, unsigned mode) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) return "cannot listen on " + path + ": it exists and is not a socket";
-    ::unlink(path.c_str());  // an old daemon's
-  }
+std::string HttpServer::listen_unix(const std::string& path, unsigned mode, int given_fd) {
   beast::error_code ec;
-  unix_socket::endpoint ep(path);
-  impl_->unix_acceptor.open(ep.protocol(), ec);
-  if (!ec) impl_->unix_acceptor.bind(ep, ec);
+  if (given_fd >= 0) {
+    impl_->unix_acceptor.assign(unix_socket(), given_fd, ec);
+    if (ec) {
+      ::close(given_fd);
+      return "cannot use the listening socket given for " + path + ": " + ec.message();
+    }
+  } else {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0) {
+      if (!S_ISSOCK(st.st_mode)) return "cannot listen on " + path + ": it exists and is not a socket";
+      ::unlink(path.c_str());  // an old daemon's
+    }
+    unix_socket::endpoint ep(path);
+    impl_->unix_acceptor.open(ep.protocol(), ec);
+    if (!ec) impl_->unix_acceptor.bind(ep, ec);
+  }
   if (!ec && ::chmod(path.c_str(), mode) != 0) ec = beast::error_code(errno, boost::system::system_category());
-  if (!ec) impl_->unix_acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (!ec && given_fd < 0) impl_->unix_acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return "cannot listen on " + path + ": " + ec.message();
   impl_->unix_path = path;
   impl_->accept_unix();
   return "";
+}
+
+std::vector<int> HttpServer::listening_fds() const {
+  std::vector<int> out;
+  if (impl_->acceptor.is_open()) out.push_back(impl_->acceptor.native_handle());
+  if (impl_->unix_acceptor.is_open()) out.push_back(impl_->unix_acceptor.native_handle());
+  return out;
 }
 
 unsigned short HttpServer::port() const {

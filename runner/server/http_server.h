@@ -74,10 +74,15 @@ class HttpServer {
   ~HttpServer();
   /// Binds and listens. Returns "" or the error. `port` 0 picks a free port (see port()). With `tls`, every
   /// connection is TLS (the certificate and key are read now; an error names the file).
-  std::string listen(const std::string& address, unsigned short port, const TlsFiles& tls = {});
+  /// `given_fd`: a socket already bound there and listening (server/inherited_listeners), used instead of
+  /// binding; the server owns it from then on (closed on failure too).
+  std::string listen(const std::string& address, unsigned short port, const TlsFiles& tls = {}, int given_fd = -1);
   /// Also listens on a Unix socket at `path` (made with `mode`; an old socket file there is replaced, anything
-  /// else refused): each request carries its client's uid and gid.
-  std::string listen_unix(const std::string& path, unsigned mode);
+  /// else refused): each request carries its client's uid and gid. `given_fd` as for listen().
+  std::string listen_unix(const std::string& path, unsigned mode, int given_fd = -1);
+  /// Its listening sockets (TCP, then the Unix one when it has one), still its own: for copies that outlive the
+  /// daemon (the supervisor keeps them across a restart).
+  std::vector<int> listening_fds() const;
   unsigned short port() const;
   /// ADDRESS:PORT it is bound to (a port of 0 resolved).
   std::string bound() const;

@@ -38,25 +38,30 @@ std::set<uid_t> sandbox_uids(const SandboxConfig& sandbox, std::vector<std::pair
 
 }  // namespace
 
-std::string open_local_socket(HttpServer& server, Access& access, const RunnerConfig& cfg) {
+std::string open_local_socket(HttpServer& server, Access& access, const RunnerConfig& cfg, int given_fd) {
   const std::string& path = cfg.listen_unix;
   long gid = -1;
   if (!cfg.submit_group.empty()) {
+    std::string problem;
     group* g = ::getgrnam(cfg.submit_group.c_str());
-    if (!g) return "submit-group: no group '" + cfg.submit_group + "' on this host (groupadd it, and add the Actions runner's user)";
-    gid = static_cast<long>(g->gr_gid);
+    if (!g) problem = "submit-group: no group '" + cfg.submit_group + "' on this host (groupadd it, and add the Actions runner's user)";
+    gid = g ? static_cast<long>(g->gr_gid) : -1;
     std::vector<std::pair<std::string, std::vector<gid_t>>> members;
     std::set<uid_t> never = sandbox_uids(cfg.sandbox, members);
     for (const auto& [name, groups] : members)
       for (gid_t x : groups)
-        if (static_cast<long>(x) == gid)
-          return "submit-group: sandbox user " + name + " is in group " + cfg.submit_group +
-                 ": a pull request's step could submit runs (gpasswd -d " + name + " " + cfg.submit_group + ")";
+        if (g && problem.empty() && static_cast<long>(x) == gid)
+          problem = "submit-group: sandbox user " + name + " is in group " + cfg.submit_group +
+                    ": a pull request's step could submit runs (gpasswd -d " + name + " " + cfg.submit_group + ")";
+    if (!problem.empty()) {
+      if (given_fd >= 0) ::close(given_fd);
+      return problem;
+    }
     access.set_local_submitters(static_cast<gid_t>(gid), std::move(never));
   }
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  if (std::string e = server.listen_unix(path, gid >= 0 ? 0660 : 0600); !e.empty()) return "listen-unix: " + e;
+  if (std::string e = server.listen_unix(path, gid >= 0 ? 0660 : 0600, given_fd); !e.empty()) return "listen-unix: " + e;
   if (gid >= 0 && ::chown(path.c_str(), 0, static_cast<gid_t>(gid)) != 0)
     return "listen-unix: cannot give " + path + " to group " + cfg.submit_group + " (chown needs root)";
   return "";

@@ -177,6 +177,9 @@ std::string render_metrics(const HostView& v, const Metrics& m, double uptime_se
     for (const auto& r : v.notify) p.sample("pto_runner_notify_delivered_total", {{"receiver", r.name}}, static_cast<double>(r.delivered));
     p.family("pto_runner_notify_failures_total", "counter", "Failed deliveries to a receiver, since the daemon started");
     for (const auto& r : v.notify) p.sample("pto_runner_notify_failures_total", {{"receiver", r.name}}, static_cast<double>(r.failures));
+    p.family("pto_runner_notify_dropped_total", "counter",
+             "Notifications dropped unsent past a receiver's max-pending (the oldest first), since the daemon started");
+    for (const auto& r : v.notify) p.sample("pto_runner_notify_dropped_total", {{"receiver", r.name}}, static_cast<double>(r.dropped));
     p.family("pto_runner_notify_failing", "gauge", "1 while a receiver's last delivery failed");
     for (const auto& r : v.notify) p.sample("pto_runner_notify_failing", {{"receiver", r.name}}, r.failing ? 1 : 0);
   }

@@ -149,6 +149,7 @@ nlohmann::json status_to_json(const HostView& v, bool full_queue, double uptime_
                            {"kind", r.kind},
                            {"url", r.url},
                            {"pending", r.pending},
+                           {"dropped", r.dropped},
                            {"delivered", r.delivered},
                            {"failures", r.failures},
                            {"failing", r.failing},

@@ -93,6 +93,7 @@ struct SupervisedExecutor::Impl {
       close_fds(h.lock_fds);
     for (auto& [id, l] : leases)
       close_fds(l.lock_fds);
+    for (auto& [name, fd] : given_listeners) ::close(fd);
   }
 
   asio::io_context& io;
@@ -105,6 +106,8 @@ struct SupervisedExecutor::Impl {
   std::map<std::string, HeldStep> held;         // found at connect, not yet adopted
   std::map<std::string, HeldLease> leases;      // found at connect, not yet taken
   json runs = json::object();
+  std::vector<std::pair<std::string, int>> given_listeners;  // from the greeting, until taken
+  std::vector<std::pair<std::string, int>> kept_listeners;   // ours (not owned), kept by the supervisor
   int pid = 0;
   std::uint64_t next = 0;
 
@@ -158,6 +161,8 @@ struct SupervisedExecutor::Impl {
       close_fds(l.lock_fds);
     held.clear();
     leases.clear();
+    for (auto& [name, fd] : given_listeners) ::close(fd);
+    given_listeners.clear();
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
     for (;;) {
@@ -186,6 +191,10 @@ struct SupervisedExecutor::Impl {
           held[h.marker] = std::move(h);
         } else if (op == "lease") {
           leases[m.body.value("id", "")] = {m.body.value("data", json::object()), std::move(m.fds)};
+        } else if (op == "listeners") {
+          const auto names = m.body.value("names", std::vector<std::string>{});
+          for (std::size_t i = 0; i < m.fds.size(); ++i) given_listeners.push_back({i < names.size() ? names[i] : "", m.fds[i]});
+          m.fds.clear();
         } else if (op == "hello") {
           runs = m.body.value("runs", json::object());
           pid = m.body.value("pid", 0);
@@ -310,6 +319,9 @@ std::uint64_t SupervisedExecutor::start(StepLaunch launch, std::function<void(co
     for (auto& [id, l] : d.leases)
       close_fds(l.lock_fds);
     d.leases.clear();
+    for (auto& [name, fd] : d.given_listeners) ::close(fd);
+    d.given_listeners.clear();
+    if (!d.kept_listeners.empty()) keep_listeners(std::exchange(d.kept_listeners, {}));  // a new supervisor keeps them too
   }
   const std::string marker = launch.marker;
   d.steps[handle] = {marker, std::move(done), launch.mask, launch.take_prefix.empty() ? nullptr : launch.take_line};
@@ -377,6 +389,21 @@ void SupervisedExecutor::keep_lease(const std::string& id, const nlohmann::json&
 void SupervisedExecutor::forget_lease(const std::string& id) { impl_->send({{"op", "forget_lease"}, {"id", id}}); }
 
 std::map<std::string, SupervisedExecutor::HeldLease> SupervisedExecutor::take_held_leases() { return std::exchange(impl_->leases, {}); }
+
+void SupervisedExecutor::keep_listeners(std::vector<std::pair<std::string, int>> listeners) {
+  std::vector<std::string> names;
+  std::vector<int> fds;
+  for (const auto& [name, fd] : listeners) names.push_back(name), fds.push_back(fd);
+  impl_->kept_listeners = std::move(listeners);
+  impl_->send({{"op", "keep_listeners"}, {"names", names}}, fds);
+}
+
+void SupervisedExecutor::forget_listeners() {
+  impl_->kept_listeners.clear();
+  impl_->send({{"op", "forget_listeners"}});
+}
+
+std::vector<std::pair<std::string, int>> SupervisedExecutor::take_listeners() { return std::exchange(impl_->given_listeners, {}); }
 
 void SupervisedExecutor::forget_run(const std::string& run) { impl_->send({{"op", "forget"}, {"run", run}}); }
 

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -76,6 +77,13 @@ class SupervisedExecutor : public Executor {
     std::vector<int> lock_fds;
   };
   std::map<std::string, HeldLease> take_held_leases();
+  /// The daemon's listening sockets by name (still the caller's), copies kept by the supervisor while this
+  /// daemon is away so that nothing else binds its address (server/inherited_listeners); again after a new
+  /// supervisor was started. forget_listeners: a daemon stopping for good lets its address go.
+  void keep_listeners(std::vector<std::pair<std::string, int>> listeners);
+  void forget_listeners();
+  /// The listening sockets the supervisor kept of the last daemon (name, descriptor: the caller's), taken once.
+  std::vector<std::pair<std::string, int>> take_listeners();
   /// The supervisor's pid (for the status and the tests).
   int supervisor_pid() const;
 

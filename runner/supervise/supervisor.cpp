@@ -82,6 +82,7 @@ class Supervisor {
       send(std::move(m), h.ended ? std::vector<int>{} : h.fds);
     }
     for (auto& [id, l] : leases_) send({{"op", "lease"}, {"id", id}, {"data", l.data}}, l.fds);
+    if (!listeners_.fds.empty()) send({{"op", "listeners"}, {"names", listeners_.data}}, listeners_.fds);
     send({{"op", "hello"}, {"pid", ::getpid()}, {"runs", runs_}});
   }
 
@@ -129,7 +130,20 @@ class Supervisor {
       k.fds = std::move(m.fds);
       return;
     }
-    close_fds(m.fds);  // only a start carries descriptors
+    if (op == "keep_listeners") {
+      // The daemon's listening sockets: while it is away (a restart, a crash) they stay bound here, so nothing
+      // else can take its address; the next daemon gets them in its greeting.
+      close_fds(listeners_.fds);
+      listeners_.data = m.body.value("names", json::array());
+      listeners_.fds = std::move(m.fds);
+      return;
+    }
+    close_fds(m.fds);  // only a start, a lease's and the listeners carry descriptors
+    if (op == "forget_listeners") {  // a daemon that stops for good: its address is free again when it exits
+      close_fds(listeners_.fds);
+      listeners_.data = json::array();
+      return;
+    }
     if (op == "cancel") {
       if (auto it = held_.find(id); it != held_.end() && !it->second.ended) executor_->cancel(it->second.handle);
     } else if (op == "ack") {
@@ -220,6 +234,7 @@ class Supervisor {
     std::vector<int> fds;
   };
   std::map<std::string, Kept> leases_;  // granted leases by id: their data and their cards' flocks
+  Kept listeners_;  // the daemon's listening sockets (data: their names), kept while it is away
   json runs_ = json::object();        // run id -> what its daemon keeps here
 };
 

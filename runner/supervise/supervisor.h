@@ -10,10 +10,16 @@
 // It also keeps, for each active run, what the daemon must not write to disk but needs to go on with the run
 // after a restart (its environment and secrets: `keep`/`forget`), in memory only.
 //
+// It also keeps copies of the daemon's listening sockets (the API's, the Unix socket's, the steps' endpoint's),
+// so that no step can bind the daemon's address while the daemon restarts or after it crashed (SPEC "A step
+// cannot take the daemon's place"); the next daemon listens on them.
+//
 // The wire (supervise/wire): the daemon sends start {id, launch}, cancel {id}, ack {id}, keep {run, data},
-// forget {run}; the supervisor sends, on each connection, one `held` per step it holds (running ones with
-// their flocks' descriptors; ended ones with their outcome) and `hello` {runs}; then `ended` {id, outcome,
-// mask} as steps end. A newer connection replaces an older one (the older daemon is gone or going).
+// forget {run}, keep_lease/forget_lease {id}, keep_listeners {names} (the sockets beside it), forget_listeners;
+// the supervisor sends, on each connection, one `held` per step it holds (running ones with their flocks'
+// descriptors; ended ones with their outcome), one `lease` per kept lease, `listeners` {names} (the sockets
+// beside it) and `hello` {runs}; then `ended` {id, outcome, mask} as steps end. A newer connection replaces an
+// older one (the older daemon is gone or going).
 //
 // The socket is `<dir>/sock` in a directory only root may enter: a step (another uid) can neither connect
 // nor signal it. It exits when it holds nothing and no daemon is connected; with no daemon and only ended

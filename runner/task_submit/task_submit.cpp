@@ -37,6 +37,7 @@ namespace {
 namespace w = lease_wire;
 using Clock = std::chrono::steady_clock;
 constexpr int kRefused = 126, kKilled = 137, kNoCard = 1;
+constexpr int kWrongListener = 3;  // another user's listener has the daemon's address: nothing was sent to it
 volatile sig_atomic_t g_signal = 0;
 void on_signal(int sig) { g_signal = sig; }
 
@@ -55,7 +56,7 @@ int list_leases(PlainHttpClient& daemon, const Options& o) {
   auto j = nlohmann::json::parse(r.body, nullptr, false);
   if (!r.reached || r.status != 200 || j.is_discarded()) {
     std::cerr << "task-submit: " << (r.reached ? "HTTP " + std::to_string(r.status) : r.error) << "\n";
-    return kRefused;
+    return r.wrong_listener ? kWrongListener : kRefused;
   }
   for (const auto& l : j.value(w::kLeases, nlohmann::json::array())) {
     if (!l.is_object()) continue;
@@ -79,7 +80,7 @@ int list_leases(PlainHttpClient& daemon, const Options& o) {
 int kill_lease(PlainHttpClient& daemon, const std::string& token, const std::string& id) {
   PlainHttpResult r = daemon.request("DELETE", api_path::lease(id) + "?reason=killed+by+task-submit+--kill", token, "", 30);
   if (!r.reached || r.status != 200) std::cerr << "task-submit: " << (r.reached ? r.body : r.error) << "\n";
-  return r.reached && r.status == 200 ? 0 : 1;
+  return r.wrong_listener ? kWrongListener : r.reached && r.status == 200 ? 0 : 1;
 }
 
 /// The lease request's body from the flags; "" and an error line when the flags do not make one.
@@ -223,12 +224,33 @@ int run_leased(PlainHttpClient& daemon, const std::string& token, const Options&
   sigaction(SIGHUP, &sa, nullptr);
   // The request waits in the queue until the cards are granted (or --timeout passes on the daemon's side).
   double wait = o.timeout > 0 ? o.timeout + 30 : 7 * 86400.0;
+  const auto asked = Clock::now();
   PlainHttpResult r = daemon.request("POST", api_path::kLeases, token, body, wait);
+  // No answer: the daemon went away (a crash, a restart, an upgrade) while this waited, or is away now. Its
+  // address stays bound meanwhile (its socket unit or its steps' supervisor holds it), so asking again waits
+  // for the next daemon, which queues the request anew: for as long as --timeout allows (without one, while
+  // the daemon is away no longer than kLostDaemonSeconds at a stretch). 126 only for a real refusal.
+  auto away_since = Clock::now();
+  for (auto last = asked; !r.reached && !r.wrong_listener && !g_signal;) {
+    const auto now = Clock::now();
+    if (now - last > std::chrono::seconds(5)) away_since = now;  // that one waited in a live daemon's queue
+    const double waited = std::chrono::duration<double>(now - asked).count();
+    if (o.timeout > 0 ? waited >= o.timeout : now - away_since > std::chrono::seconds(kLostDaemonSeconds)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    Options left = o;
+    if (o.timeout > 0) left.timeout = std::max(0.001, o.timeout - waited);
+    last = Clock::now();
+    r = daemon.request("POST", api_path::kLeases, token, lease_body(left, error), o.timeout > 0 ? left.timeout + 30 : wait);
+  }
   auto reply = nlohmann::json::parse(r.body, nullptr, false);
   if (!r.reached || r.status != 201 || !reply.is_object()) {
     // No card in time: nothing on either stream, exit 1, as the incumbent does (pypto's harness reads empty
     // output with exit 1 as "no card within --timeout", anything else as a failure of the child).
     if (r.status == 504) return kNoCard;
+    if (r.wrong_listener) {
+      std::cerr << "task-submit: " << r.error << "\n";
+      return kWrongListener;
+    }
     std::string why = !r.reached ? r.error : reply.is_object() ? reply.value(w::kError, r.body) : r.body;
     std::cerr << "task-submit: refused: " << why << "\n";
     return kRefused;
@@ -289,7 +311,7 @@ int run_task_submit(int argc, char** argv) {
   app.add_option("--server", o->server, "Daemon URL (default $PTO_RUNNER_SERVER, else http://127.0.0.1:8787)");
   app.add_option("--token-file", o->token_file, "Token file (default $PTO_RUNNER_LEASE_TOKEN in a step, else $PTO_RUNNER_TOKEN)");
   app.footer("Exit codes: the command's own; 126 the daemon refused (no such card, none can ever serve it, shutting down, "
-             "unreachable); 137 killed at --max-time or the lease revoked; 1 no card within --timeout; 130/143 interrupted.");
+             "unreachable); 3 the daemon's address is served by another user (nothing was sent to it); 137 killed at --max-time or the lease revoked; 1 no card within --timeout; 130/143 interrupted.");
   app.callback([o, &exit_code] {
     std::string server = !o->server.empty() ? o->server : std::getenv("PTO_RUNNER_SERVER") ? std::getenv("PTO_RUNNER_SERVER")
                                                                                           : "http://127.0.0.1:8787";

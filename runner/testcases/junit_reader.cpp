@@ -83,7 +83,7 @@ std::string where(const std::string& text, std::ptrdiff_t offset) {
 
 ParsedReport parse_junit(const ReportFile& report, int process, bool from_plugin) {
   ParsedReport out;
-  std::string text = report.text;
+  const std::string& text = report.text;
   pugi::xml_document doc;
   // A DOCTYPE is skipped, never processed: the entities it declares are not expanded (pugixml expands only
   // XML's five and character references).
@@ -134,6 +134,19 @@ ParsedReport parse_junit(const ReportFile& report, int process, bool from_plugin
     c.process = process;
     c.message = "the pytest process ended during this test (killed, crashed or hung), before its report was complete";
     out.cases.push_back(std::move(c));
+  }
+  return out;
+}
+
+ParsedReports read_junit_reports(const ReportQuery& q) {
+  ParsedReports out;
+  CollectedReports found = collect_reports(q.base, q.pattern, q.max_bytes, q.max_files, q.max_total_bytes);
+  out.error = found.error;
+  // One report in memory at a time: read, parsed, dropped.
+  for (std::size_t i = 0; i < found.files.size() && out.error.empty(); ++i) {
+    ParsedReport r = parse_junit(read_report(found.files[i]), static_cast<int>(i), q.from_plugin);
+    out.error = r.error;
+    for (TestCase& c : r.cases) out.cases.push_back(std::move(c));
   }
   return out;
 }

@@ -23,4 +23,22 @@ struct ParsedReport {
 /// `process` is stamped on every case; `from_plugin`: written by pto-runner's plugin (may be cut short).
 ParsedReport parse_junit(const ReportFile& report, int process, bool from_plugin);
 
+/// Where a step's reports are and how much of them is read (testcases/report_files' caps).
+struct ReportQuery {
+  std::string base, pattern;
+  std::size_t max_bytes = 64u << 20;         // a file
+  std::size_t max_files = 1000;
+  std::size_t max_total_bytes = 256u << 20;  // all of them (runner.yml tests.max-report-bytes)
+  bool from_plugin = false;
+};
+
+struct ParsedReports {
+  std::vector<TestCase> cases;  // the reports' in path order, each report's in the order its tests ran
+  std::string error;            // the first refusal ("" none): then the cases are not to be trusted
+};
+
+/// Every report `q` finds, read and parsed one at a time (never all of them in memory at once). Blocking file
+/// reads and parsing: the daemon runs it off its engine's thread.
+ParsedReports read_junit_reports(const ReportQuery& q);
+
 }  // namespace pto

@@ -36,11 +36,12 @@ std::vector<std::string> split_pattern(const std::string& pattern) {
 bool has_wildcard(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
 
 struct Walk {
-  std::size_t max_bytes, max_files;
+  std::size_t max_bytes, max_files, max_total;
   std::vector<std::string> parts;
   CollectedReports out;
   std::set<std::string> seen;
   std::size_t entries = 0;
+  std::size_t total = 0;  // bytes of the reports found so far
 
   bool failed() const { return !out.error.empty(); }
 
@@ -67,22 +68,20 @@ struct Walk {
       ::close(fd);
       return;
     }
-    if (static_cast<std::size_t>(st.st_size) > max_bytes) {
+    const auto size = static_cast<std::size_t>(st.st_size);
+    if (size > max_bytes) {
       out.error = shown + " holds " + std::to_string(st.st_size) + " bytes; a report may hold at most " + std::to_string(max_bytes);
       ::close(fd);
       return;
     }
-    ReportFile f{shown, std::string(static_cast<std::size_t>(st.st_size), '\0')};
-    std::size_t got = 0;
-    while (got < f.text.size()) {
-      ssize_t n = ::read(fd, f.text.data() + got, f.text.size() - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      got += static_cast<std::size_t>(n);
+    total += size;
+    if (total > max_total) {
+      out.error = "the reports hold more than " + std::to_string(max_total) + " bytes in all (" + shown +
+                  " passes it; runner.yml tests.max-report-bytes)";
+      ::close(fd);
+      return;
     }
-    f.text.resize(got);
-    ::close(fd);
-    out.files.push_back(std::move(f));
+    out.files.emplace_back(shown, size, fd);  // read later, one at a time (read_report)
   }
 
   /// The entries of `dir` (not . and ..), with their kinds as lstat sees them.
@@ -160,23 +159,54 @@ struct Walk {
 
 }  // namespace
 
-CollectedReports collect_reports(const std::string& base, const std::string& pattern, std::size_t max_bytes, std::size_t max_files) {
-  Walk w{max_bytes, max_files, split_pattern(pattern), {}, {}, 0};
+CollectedReports collect_reports(const std::string& base, const std::string& pattern, std::size_t max_bytes, std::size_t max_files,
+                                 std::size_t max_total_bytes) {
+  Walk w{max_bytes, max_files, max_total_bytes, split_pattern(pattern), {}, {}, 0, 0};
   if (w.parts.empty() || pattern.front() == '/') {
     w.out.error = "the report path '" + pattern + "' must be relative to the step's directory";
-    return w.out;
+    return std::move(w.out);
   }
   for (const auto& p : w.parts)
     if (p == "..") {
       w.out.error = "the report path '" + pattern + "' may not leave the step's directory (..)";
-      return w.out;
+      return std::move(w.out);
     }
   int dir = ::open(base.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return w.out;  // nothing written there: no reports
+  if (dir < 0) return std::move(w.out);  // nothing written there: no reports
   w.walk(dir, "", 0, 0);
   ::close(dir);
-  std::sort(w.out.files.begin(), w.out.files.end(), [](const ReportFile& a, const ReportFile& b) { return a.path < b.path; });
-  return w.out;
+  if (w.failed()) w.out.files.clear();  // refused whole: nothing of it is read
+  std::sort(w.out.files.begin(), w.out.files.end(), [](const FoundReport& a, const FoundReport& b) { return a.path < b.path; });
+  return std::move(w.out);
+}
+
+FoundReport& FoundReport::operator=(FoundReport&& o) noexcept {
+  if (this != &o) {
+    if (fd >= 0) ::close(fd);
+    path = std::move(o.path);
+    size = o.size;
+    fd = std::exchange(o.fd, -1);
+  }
+  return *this;
+}
+
+FoundReport::~FoundReport() {
+  if (fd >= 0) ::close(fd);
+}
+
+ReportFile read_report(FoundReport& f) {
+  ReportFile out{f.path, std::string(f.size, '\0')};
+  std::size_t got = 0;
+  while (f.fd >= 0 && got < out.text.size()) {
+    ssize_t n = ::read(f.fd, out.text.data() + got, out.text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  out.text.resize(got);
+  if (f.fd >= 0) ::close(f.fd);
+  f.fd = -1;
+  return out;
 }
 
 }  // namespace pto

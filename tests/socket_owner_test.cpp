@@ -1,4 +1,4 @@
-// loopback_peer_uid (server/loopback_peer): the uid of a loopback TCP client, from the kernel, for the per-user
+// loopback_peer_uid (util/socket_owner): the uid of a loopback TCP client, from the kernel, for the per-user
 // connection cap: this process's own connection is its uid, a child's that dropped to nobody is nobody's.
 #include <signal.h>
 #include <sys/wait.h>
@@ -8,7 +8,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <catch2/catch.hpp>
 
-#include "server/loopback_peer.h"
+#include "util/socket_owner.h"
 
 namespace asio = boost::asio;
 using asio::ip::tcp;

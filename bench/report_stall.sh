@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Issue 47: does reading a step's test reports stall the daemon? A step whose JUnit reports hold ~240 MiB
+# (8 files of ~30 MiB, 40,000 test cases each: what a pull request may write under tests.max-report-bytes'
+# default 256 MiB) ends; meanwhile a client asks GET /healthz every 5 ms on a fresh connection. Baseline in the
+# same script: the same probe on the same daemon while idle. Target: p99 while the reports are read within 2x
+# of idle. Also printed: how long the reports took to read and judge, and the daemon's peak RSS before/after.
+# Usage: bench/report_stall.sh [build/pto-runner]
+set -euo pipefail
+BIN=$(realpath "${1:-build/pto-runner}")
+source "$(dirname "$0")/daemon_lib.sh"
+mkdir -p "$WORK/jobs" "$WORK/toolchain" "$WORK/out"
+cp "$(dirname "$0")/../toolchain/versions.env" "$WORK/toolchain/"
+printf 'sandbox: off\n' > "$WORK/runner.yml"
+printf 'name: big\nsteps:\n  - name: reports\n    tests: {junit: "out/*.xml"}\n    run: "true"\n' > "$WORK/jobs/big.yml"
+python3 - "$WORK/out" <<'PY'
+import sys
+out = sys.argv[1]
+trace = "Traceback (most recent call last):\n" + "  File \"t.py\", line 1, in test\n" * 8
+for f in range(8):
+    with open(f"{out}/r{f}.xml", "w") as w:
+        w.write('<?xml version="1.0"?>\n<testsuites><testsuite name="pytest">\n')
+        for i in range(40000):
+            if i % 10 == 0:
+                w.write(f'<testcase classname="tests.st.test_{f}" name="test_case[{i}]" time="0.1"><failure message="boom {i}">{trace}</failure>'
+                        f'<system-out>{"x" * 300}</system-out></testcase>\n')
+            else:
+                w.write(f'<testcase classname="tests.st.test_{f}" name="test_case[{i}]" time="0.1"><system-out>{"y" * 500}</system-out></testcase>\n')
+        w.write("</testsuite></testsuites>\n")
+PY
+MB=$(du -sm "$WORK/out" | cut -f1)
+"$BIN" serve --root "$WORK" --listen 127.0.0.1:0 --devices 1 --state-dir "$WORK/state" --lock-dir "$WORK/locks" > "$WORK/serve.out" 2>&1 &
+PID=$!
+for _ in $(seq 1 100); do grep -q "listening on" "$WORK/serve.out" && break; sleep 0.05; done
+PORT=$(sed -n 's/.*127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/serve.out" | head -1)
+cat > "$WORK/probe.py" <<'PY'
+import http.client, os, sys, time
+port, seconds, stop = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+lat = []
+end = time.time() + seconds
+while time.time() < end and not os.path.exists(stop):
+    t = time.perf_counter()
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    c.request("GET", "/healthz")
+    c.getresponse().read()
+    c.close()
+    lat.append((time.perf_counter() - t) * 1000)
+    time.sleep(0.005)
+lat.sort()
+q = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))]
+print(f"{len(lat)} {q(0.5):.2f} {q(0.99):.2f} {lat[-1]:.2f}")
+PY
+hwm() { awk '/VmHWM/ {print int($2/1024)}' "/proc/$PID/status"; }
+IDLE=$(python3 "$WORK/probe.py" "$PORT" 3 "$WORK/never")
+BEFORE=$(hwm)
+START=$(date +%s.%N)
+ID=$("$BIN" submit --server "http://127.0.0.1:$PORT" --token-file "$WORK/state/token" --job big | sed -n 's/^submitted run \([^:]*\):.*/\1/p')
+python3 "$WORK/probe.py" "$PORT" 600 "$WORK/done" > "$WORK/busy.txt" &
+PROBE=$!
+while curl -s "http://127.0.0.1:$PORT/api/v1/runs/$ID" | grep -q '"state":"running"'; do sleep 0.05; done
+END=$(date +%s.%N)
+touch "$WORK/done"
+wait "$PROBE"
+BUSY=$(cat "$WORK/busy.txt")
+CASES=$(curl -s "http://127.0.0.1:$PORT/api/v1/runs/$ID" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["jobs"][0]["steps"][0]["tests"]["ran"])')
+set -- $IDLE; I_N=$1 I_P50=$2 I_P99=$3
+set -- $BUSY; B_N=$1 B_P50=$2 B_P99=$3 B_MAX=$4
+echo "reports: ${MB} MiB in 8 files, ${CASES} test cases judged; run ended $(echo "$END - $START" | bc) s after submit"
+echo "GET /healthz idle (baseline):      ${I_N} requests, p50 ${I_P50} ms, p99 ${I_P99} ms"
+echo "GET /healthz while reports read:   ${B_N} requests, p50 ${B_P50} ms, p99 ${B_P99} ms, max ${B_MAX} ms"
+echo "p99 ratio (reading / idle): $(echo "scale=2; $B_P99 / $I_P99" | bc)x"
+echo "daemon peak RSS: ${BEFORE} MiB before, $(hwm) MiB after"
