@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Issue 47: does reading a step's test reports stall the daemon? A step whose JUnit reports hold ~240 MiB
-# (8 files of ~30 MiB, 40,000 test cases each: what a pull request may write under tests.max-report-bytes'
-# default 256 MiB) ends; meanwhile a client asks GET /healthz every 5 ms on a fresh connection. Baseline in the
-# same script: the same probe on the same daemon while idle. Target: p99 while the reports are read within 2x
-# of idle. Also printed: how long the reports took to read and judge, and the daemon's peak RSS before/after.
+# Issue 47: does a step's test report stall the daemon? Two steps end, one after the other, while a client asks
+# GET /healthz every 5 ms on a fresh connection:
+#  - sparse: 32 sparse files of 63 MiB (2 GiB, each under the 64 MiB per-file cap), refused whole by
+#    tests.max-report-bytes (256 MiB) before a byte is read;
+# The probe runs from just before the submission to the run's end.
+#  - read: ~230 MiB in 8 JUnit files of 1,000 test cases each (30 KB of captured output per case), read one
+#    file at a time on the daemon's worker pool, then judged on its engine thread.
+# Baseline in the same script: the same probe on the same daemon while idle. Target: p99 within 2x of idle.
+# Also printed: the daemon's peak RSS (VmHWM) before and after each.
 # Usage: bench/report_stall.sh [build/pto-runner]
 set -euo pipefail
 BIN=$(realpath "${1:-build/pto-runner}")
@@ -11,7 +15,8 @@ source "$(dirname "$0")/daemon_lib.sh"
 mkdir -p "$WORK/jobs" "$WORK/toolchain" "$WORK/out"
 cp "$(dirname "$0")/../toolchain/versions.env" "$WORK/toolchain/"
 printf 'sandbox: off\n' > "$WORK/runner.yml"
-printf 'name: big\nsteps:\n  - name: reports\n    tests: {junit: "out/*.xml"}\n    run: "true"\n' > "$WORK/jobs/big.yml"
+printf 'name: read\nsteps:\n  - name: reports\n    tests: {junit: "out/*.xml"}\n    run: "true"\n' > "$WORK/jobs/read.yml"
+printf 'name: sparse\nsteps:\n  - name: reports\n    tests: {junit: "sparse/*.xml"}\n    run: "mkdir -p sparse && for i in $(seq 1 32); do truncate -s 63M sparse/r$i.xml; done"\n' > "$WORK/jobs/sparse.yml"
 python3 - "$WORK/out" <<'PY'
 import sys
 out = sys.argv[1]
@@ -19,12 +24,12 @@ trace = "Traceback (most recent call last):\n" + "  File \"t.py\", line 1, in te
 for f in range(8):
     with open(f"{out}/r{f}.xml", "w") as w:
         w.write('<?xml version="1.0"?>\n<testsuites><testsuite name="pytest">\n')
-        for i in range(40000):
+        for i in range(1000):
             if i % 10 == 0:
                 w.write(f'<testcase classname="tests.st.test_{f}" name="test_case[{i}]" time="0.1"><failure message="boom {i}">{trace}</failure>'
-                        f'<system-out>{"x" * 300}</system-out></testcase>\n')
+                        f'<system-out>{"x" * 30000}</system-out></testcase>\n')
             else:
-                w.write(f'<testcase classname="tests.st.test_{f}" name="test_case[{i}]" time="0.1"><system-out>{"y" * 500}</system-out></testcase>\n')
+                w.write(f'<testcase classname="tests.st.test_{f}" name="test_case[{i}]" time="0.1"><system-out>{"y" * 30000}</system-out></testcase>\n')
         w.write("</testsuite></testsuites>\n")
 PY
 MB=$(du -sm "$WORK/out" | cut -f1)
@@ -51,21 +56,22 @@ print(f"{len(lat)} {q(0.5):.2f} {q(0.99):.2f} {lat[-1]:.2f}")
 PY
 hwm() { awk '/VmHWM/ {print int($2/1024)}' "/proc/$PID/status"; }
 IDLE=$(python3 "$WORK/probe.py" "$PORT" 3 "$WORK/never")
-BEFORE=$(hwm)
-START=$(date +%s.%N)
-ID=$("$BIN" submit --server "http://127.0.0.1:$PORT" --token-file "$WORK/state/token" --job big | sed -n 's/^submitted run \([^:]*\):.*/\1/p')
-python3 "$WORK/probe.py" "$PORT" 600 "$WORK/done" > "$WORK/busy.txt" &
-PROBE=$!
-while curl -s "http://127.0.0.1:$PORT/api/v1/runs/$ID" | grep -q '"state":"running"'; do sleep 0.05; done
-END=$(date +%s.%N)
-touch "$WORK/done"
-wait "$PROBE"
-BUSY=$(cat "$WORK/busy.txt")
-CASES=$(curl -s "http://127.0.0.1:$PORT/api/v1/runs/$ID" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["jobs"][0]["steps"][0]["tests"]["ran"])')
 set -- $IDLE; I_N=$1 I_P50=$2 I_P99=$3
-set -- $BUSY; B_N=$1 B_P50=$2 B_P99=$3 B_MAX=$4
-echo "reports: ${MB} MiB in 8 files, ${CASES} test cases judged; run ended $(echo "$END - $START" | bc) s after submit"
-echo "GET /healthz idle (baseline):      ${I_N} requests, p50 ${I_P50} ms, p99 ${I_P99} ms"
-echo "GET /healthz while reports read:   ${B_N} requests, p50 ${B_P50} ms, p99 ${B_P99} ms, max ${B_MAX} ms"
-echo "p99 ratio (reading / idle): $(echo "scale=2; $B_P99 / $I_P99" | bc)x"
-echo "daemon peak RSS: ${BEFORE} MiB before, $(hwm) MiB after"
+echo "GET /healthz idle (baseline): ${I_N} requests, p50 ${I_P50} ms, p99 ${I_P99} ms"
+for job in sparse read; do
+  BEFORE=$(hwm)
+  rm -f "$WORK/done"
+  python3 "$WORK/probe.py" "$PORT" 600 "$WORK/done" > "$WORK/busy.txt" &
+  PROBE=$!
+  sleep 0.2
+  ID=$("$BIN" submit --server "http://127.0.0.1:$PORT" --token-file "$WORK/state/token" --job "$job" | sed -n 's/^submitted run \([^:]*\):.*/\1/p')
+  while curl -s "http://127.0.0.1:$PORT/api/v1/runs/$ID" | grep -q '"state":"running"'; do sleep 0.05; done
+  touch "$WORK/done"
+  wait "$PROBE"
+  set -- $(cat "$WORK/busy.txt"); B_N=$1 B_P50=$2 B_P99=$3 B_MAX=$4
+  WHAT=$(curl -s "http://127.0.0.1:$PORT/api/v1/runs/$ID" | python3 -c 'import json,sys; s=json.load(sys.stdin)["jobs"][0]["steps"][0]; print(s["state"], "-", (s.get("verdict") or "")[:90])')
+  echo "$job: step $WHAT"
+  echo "  GET /healthz meanwhile: ${B_N} requests, p50 ${B_P50} ms, p99 ${B_P99} ms, max ${B_MAX} ms; p99 $(echo "scale=2; $B_P99 / $I_P99" | bc)x idle"
+  echo "  daemon peak RSS: ${BEFORE} MiB before, $(hwm) MiB after"
+done
+echo "(read: ${MB} MiB of reports)"

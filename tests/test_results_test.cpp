@@ -209,6 +209,18 @@ TEST_CASE("test results: JUnit reports are read as hostile input: a malformed on
   CHECK(over.error == "the reports hold more than 1000 bytes in all (two/b.xml passes it; runner.yml tests.max-report-bytes)");
   CHECK(over.files.empty());
   CHECK(pto::collect_reports(t.str(), "two/*.xml", 1000, 10, 1200).files.size() == 2);
+  // And in test cases: every case is judged and kept on the daemon's one thread.
+  t.write("many/a.xml", "<testsuite><testcase name='a1'/><testcase name='a2'/><testcase name='a3'/></testsuite>");
+  t.write("many/b.xml", "<testsuite><testcase name='b1'/><testcase name='b2'/><testcase name='b3'/></testsuite>");
+  pto::ReportQuery q;
+  q.base = t.str();
+  q.pattern = "many/*.xml";
+  q.max_cases = 6;
+  CHECK(pto::read_junit_reports(q).cases.size() == 6);
+  q.max_cases = 5;
+  const auto too_many = pto::read_junit_reports(q);
+  CHECK(too_many.error == "the reports name more than 5 test cases (many/b.xml passes it; runner.yml tests.max-cases)");
+  CHECK(too_many.cases.empty());
   // The plugin's report of a process that died mid-test: read to its last case, the test it died in an error.
   pto::ReportFile cut{"p.xml", "<?xml version=\"1.0\"?>\n<testsuites>\n<testsuite name=\"pytest\">\n<pto-started name=\"t.py::a\"/>\n"
                                "<testcase classname=\"t.py\" name=\"a\" time=\"1\"></testcase>\n<pto-started name=\"t.py::b\"/>\n<testc"};
@@ -432,6 +444,16 @@ TEST_CASE("test results: junit.xml out of the API is XML 1.0 whatever the tests'
   CHECK(junit.body.find('\x1b') == std::string::npos);
   // The run's JSON keeps them as the report said (as JSON escapes), for the pages to show as text.
   CHECK(run.dump().find("esc\\u001bname ]]>") != std::string::npos);
+  const auto tests = pto::api_request("GET", s.url(pto::api_path::run_tests(id)));
+  REQUIRE(tests.status == 200);
+  CHECK(json::parse(tests.body)["tests"][0]["id"].get<std::string>().find("esc\x1bname ]]>") != std::string::npos);
+  // And the pages (the run page, /tests) put every text in as text: none of their scripts parses data as HTML.
+  for (const auto& f : fs::directory_iterator(source_dir() / "runner/server")) {
+    if (f.path().filename().string().find("page") == std::string::npos) continue;
+    const std::string src = read_file(f.path());
+    INFO(f.path());
+    for (const char* html : {"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write"}) CHECK(src.find(html) == std::string::npos);
+  }
 }
 
 TEST_CASE("test results: a card a test leases through task-submit (PYTEST_CURRENT_TEST) is that test's, so a fault on it makes the "

@@ -1,5 +1,7 @@
 #include "commands/common_options.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -35,12 +37,15 @@ std::string server_url(const std::string& flag, const CommonOptions& opts) {
     std::string cfg = opts.load.config_file;
     if (cfg.empty() && std::filesystem::exists(std::filesystem::path(opts.load.root) / "runner.yml"))
       cfg = (std::filesystem::path(opts.load.root) / "runner.yml").string();
-    std::string listen = RunnerConfig{}.listen;
+    std::string listen = RunnerConfig{}.listen, listen_unix;
     if (!cfg.empty()) {
       Diagnostics ignored;  // a broken runner.yml is the daemon's problem; fall back to the default address
       RunnerConfig rc = load_runner_config(cfg, cfg, ignored);
-      if (!ignored.has_errors()) listen = rc.listen;
+      if (!ignored.has_errors()) listen = rc.listen, listen_unix = rc.listen_unix;
     }
+    // Its Unix socket first, where this user may use it: the kernel names both ends there, and no TCP port is
+    // involved (SPEC "A step cannot take the daemon's place").
+    if (!listen_unix.empty() && ::access(listen_unix.c_str(), W_OK) == 0) return "unix:" + listen_unix;
     std::string address;
     unsigned short port = 0;
     auto colon = listen.rfind(':');

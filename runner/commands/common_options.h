@@ -28,8 +28,9 @@ struct LoadedPlan {
 /// (runner.yml state-dir, or `state_dir_flag`), read-only; nothing when there is no journal yet.
 void apply_history(LoadedPlan& lp, const std::string& state_dir_flag = "");
 
-/// The daemon to talk to: --server, else $PTO_RUNNER_SERVER, else runner.yml `listen` (of --config or
-/// ROOT/runner.yml; a wildcard address means this host), else http://127.0.0.1:8787. No trailing slash.
+/// The daemon to talk to: --server, else $PTO_RUNNER_SERVER, else runner.yml `listen-unix` where this user may
+/// use that socket, else its `listen` (of --config or ROOT/runner.yml; a wildcard address means this host), else
+/// http://127.0.0.1:8787. No trailing slash.
 std::string server_url(const std::string& flag, const CommonOptions& opts);
 
 /// Loads the project and builds the plan for `jobs`. On input errors prints them to stderr and returns

@@ -507,8 +507,10 @@ nlohmann::json TestMute::json() const {
 }
 
 static void read_tests(MapReader& m, RunnerConfig& cfg) {
-  MapReader t(m.get("tests"), "tests", {"mute", "max-muted", "window-days", "retention-days", "max-report-bytes"}, m.file(), m.diags());
+  MapReader t(m.get("tests"), "tests", {"mute", "max-muted", "window-days", "retention-days", "max-report-bytes", "max-cases"}, m.file(),
+              m.diags());
   if (auto v = t.size("max-report-bytes", 1024)) cfg.tests.max_report_bytes = *v;
+  if (auto v = t.integer("max-cases", 1, 10000000)) cfg.tests.max_cases = static_cast<int>(*v);
   if (!t.is_map()) return;
   if (auto v = t.integer("max-muted", 0, 10000)) cfg.tests.max_muted = static_cast<int>(*v);
   if (auto v = t.number("window-days", 1, 3650)) cfg.tests.window_days = *v;

@@ -111,6 +111,8 @@ struct TestsConfig {
   /// `max-report-bytes`: a step's test reports in all (each file is capped at 64 MiB too); more is refused
   /// before anything is read, the step red ("report refused").
   std::uint64_t max_report_bytes = 256ull << 20;
+  /// `max-cases`: test cases a step's reports may name in one attempt (pypto's largest suite has ~750).
+  int max_cases = 10000;
 };
 
 /// `slurm:` — with `executor: slurm`, each device step is one Slurm job (`srun`), and Slurm picks the node and

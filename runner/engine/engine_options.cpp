@@ -39,6 +39,7 @@ EngineOptions make_engine_options(const std::string& root, const std::string& st
                                                         : cfg.toolchain_mirror);
   eo.health = cfg.health;
   eo.max_report_bytes = static_cast<std::size_t>(cfg.tests.max_report_bytes);
+  eo.max_report_cases = static_cast<std::size_t>(cfg.tests.max_cases);
   // runner.yml's mutes; a daemon puts its own in (the API's as well), kept current.
   eo.muted = [mutes = TestMutes(cfg.tests.mute, {}, cfg.tests.max_muted)](const std::string& id) { return mutes.match(id, utc_date()); };
   // Used once a sandbox user is lent (RunEngine::run_as): without one a step runs as the daemon, unlimited.

@@ -36,6 +36,7 @@ struct EngineOptions {
   HealthConfig health;
   /// A step's test reports in all (runner.yml tests.max-report-bytes).
   std::size_t max_report_bytes = 256u << 20;
+  std::size_t max_report_cases = 10000;  // runner.yml tests.max-cases
   /// Where blocking reads of a step's files (its test reports) run: `work` elsewhere, then `then` back on the
   /// engine's thread. A daemon's worker pool, so a step's reports never stall the engine or a GET. Unset: both
   /// at once, here (`run` in the foreground, the engine's unit tests).

@@ -109,6 +109,7 @@ ReportQuery RunEngine::report_query(std::size_t j, std::size_t s) const {
   q.max_bytes = kMaxReportBytes;
   q.max_files = kMaxReports;
   q.max_total_bytes = opts_.max_report_bytes;
+  q.max_cases = opts_.max_report_cases;
   return q;
 }
 
@@ -145,7 +146,13 @@ const StepRecord::Failure* RunEngine::take_tests(std::size_t j, std::size_t s, c
     muted = mute_failures(cases, opts_.muted);
     judged.code_failures -= muted.code;
   }
-  for (TestCase& c : cases) c.attempt = sr.attempt;
+  // What the tests printed served the judgement above and nothing after (no view shows it, a later attempt is
+  // judged by its own): not kept, so no copy of the step's record (its state journaled at every transition,
+  // the run's JSON) carries up to 16 MiB of it.
+  for (TestCase& c : cases) {
+    c.attempt = sr.attempt;
+    std::string().swap(c.output);
+  }
   sr.tests.insert(sr.tests.end(), std::make_move_iterator(cases.begin()), std::make_move_iterator(cases.end()));
   sr.tests_summary = summarize_tests(sr.tests);
   if (judged.ran == 0 && !sr.tests_rerun && !ps.tests.allow_empty) {

@@ -11,6 +11,7 @@ namespace pto {
 namespace {
 
 constexpr std::size_t kMaxOutput = 64 * 1024;
+constexpr std::size_t kKeptTail = 4 * 1024;  // of a failed test's output past the attempt's budget
 constexpr std::size_t kMaxMessageLines = 5, kMaxMessage = 1000;
 
 std::string first_lines(std::string_view text) {
@@ -142,12 +143,22 @@ ParsedReports read_junit_reports(const ReportQuery& q) {
   ParsedReports out;
   CollectedReports found = collect_reports(q.base, q.pattern, q.max_bytes, q.max_files, q.max_total_bytes);
   out.error = found.error;
-  // One report in memory at a time: read, parsed, dropped.
+  // One report in memory at a time: read, parsed, dropped. What failed tests printed is kept whole (64 KiB
+  // each) up to q.max_output_bytes in all, then only its last lines, where a card's fault is said.
+  std::size_t output = 0;
   for (std::size_t i = 0; i < found.files.size() && out.error.empty(); ++i) {
     ParsedReport r = parse_junit(read_report(found.files[i]), static_cast<int>(i), q.from_plugin);
     out.error = r.error;
-    for (TestCase& c : r.cases) out.cases.push_back(std::move(c));
+    if (out.error.empty() && out.cases.size() + r.cases.size() > q.max_cases)
+      out.error = "the reports name more than " + std::to_string(q.max_cases) + " test cases (" + found.files[i].path +
+                  " passes it; runner.yml tests.max-cases)";
+    for (TestCase& c : r.cases) {
+      if (output + c.output.size() > q.max_output_bytes && c.output.size() > kKeptTail) c.output.erase(0, c.output.size() - kKeptTail);
+      output += c.output.size();
+      out.cases.push_back(std::move(c));
+    }
   }
+  if (!out.error.empty()) out.cases.clear();
   return out;
 }
 

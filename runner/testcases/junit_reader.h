@@ -29,6 +29,12 @@ struct ReportQuery {
   std::size_t max_bytes = 64u << 20;         // a file
   std::size_t max_files = 1000;
   std::size_t max_total_bytes = 256u << 20;  // all of them (runner.yml tests.max-report-bytes)
+  /// Test cases in all (runner.yml tests.max-cases): every case is judged, kept and shown on the daemon's
+  /// one thread, so a report of millions of tiny cases is refused rather than read.
+  std::size_t max_cases = 10000;
+  /// What failed tests printed, kept in all (each at most 64 KiB; past this only the last 4 KiB of each):
+  /// every copy the daemon makes of a step's cases carries it.
+  std::size_t max_output_bytes = 16u << 20;
   bool from_plugin = false;
 };
 
