@@ -1,7 +1,7 @@
 // Ingesting a step's test report (issue 32's figure): a JUnit report of N test cases as the pytest plugin
 // writes it (a tenth of them failed with a message and captured output, a card fault among them), through
 // what the engine does at a step's end (testcases/report_files: found and read without following links;
-// testcases/junit_reader: parsed by pugixml into TestCase values; testcases/test_verdict: judged and summed),
+// testcases/junit_reader: parsed by pugixml into TestCase values; testcases/verdict: judged and summed),
 // against the baseline of reading the same file and parsing it with pugixml and nothing else. Medians of
 // alternating rounds; the peak RSS each adds is printed too (VmHWM after each, in a fresh process per side).
 //
@@ -23,7 +23,7 @@
 
 #include "testcases/junit_reader.h"
 #include "testcases/report_files.h"
-#include "testcases/test_verdict.h"
+#include "testcases/verdict.h"
 
 using namespace pto;
 namespace fs = std::filesystem;

@@ -21,7 +21,7 @@
 
 #include "baseline_policies.h"
 #include "run_day.h"
-#include "testcases/test_split.h"
+#include "testcases/shard_split.h"
 #include "sched/queue_order.h"
 #include "sched/scheduler.h"
 #include "sched/start_forecast.h"

@@ -1,7 +1,7 @@
 // The test history's read (issue 32's figure): GET /api/v1/tests?ref= over a year of pypto's history. A journal
 // is filled through TestHistory::record as the daemon fills it: 750 tests per system-tests step, 3 runs a day
 // on main and 4.4 on pull requests (40 refs), 365 days: ~2 million rows in test_results. Then the query behind
-// the GET (store/test_history_queries: ref_summary over tests.window-days, 14) and one test's history are timed,
+// the GET (store/case_history_queries: ref_summary over tests.window-days, 14) and one test's history are timed,
 // against the baseline of the same answer computed from the raw rows (GROUP BY over test_results, no sums
 // table). p50 and p99 of N rounds of each, alternating.
 //
@@ -19,8 +19,8 @@
 #include "read_model/card_history.h"
 #include "store/journal.h"
 #include "store/sqlite_stmt.h"
-#include "store/test_history.h"
-#include "store/test_history_queries.h"
+#include "store/case_history.h"
+#include "store/case_history_queries.h"
 
 using namespace pto;
 namespace fs = std::filesystem;

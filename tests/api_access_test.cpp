@@ -165,7 +165,7 @@ TEST_CASE("api access: 600 idle connections of one local user: its extra ones ar
   fs::copy_file(source_dir() / "tests/fixtures/hold_connections.py", theirs.path() / "hold.py");
   const fs::path report = theirs.path() / "held.json";
   REQUIRE(sh("setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 " + (theirs.path() / "hold.py").string() + " " +
-             std::to_string(s.port) + " 600 " + report.string() + " 1.5 8 >/dev/null 2>&1 &") == 0);
+             std::to_string(s.port) + " 600 " + report.string() + " 1.5 11 >/dev/null 2>&1 &") == 0);
   REQUIRE(wait_for_content(report.string() + ".ready", 30));  // made, then written: its count once it is there
   CHECK(std::stoi(read_file(report.string() + ".ready")) == 600);  // connected (the kernel's backlog), then judged
   // Another user (root) meanwhile: the probe, the status, a whole run whose step leases a card.
@@ -180,7 +180,8 @@ TEST_CASE("api access: 600 idle connections of one local user: its extra ones ar
   INFO(held.dump());
   CHECK(held["opened"] == 600);
   // At 1.5 s: all but its 64 (max-connections-per-client) were closed (16 of them after one read's 2 s at
-  // most); its 64 idle ones went after request-timeout-seconds.
+  // most); its 64 idle ones went after request-timeout-seconds (5 s; looked at after 11 s: under a loaded CI machine once
+  // seen not yet closed at 8 s).
   CHECK(held["closed_early"].get<int>() >= 600 - 64 - 16);
   CHECK(held["closed_early"].get<int>() <= 600 - 64);
   CHECK(held["closed_late"] == 600);

@@ -69,6 +69,7 @@ struct Harness {
   RecordingJournal journal;
   RecordingObserver observer;
   std::unique_ptr<RunEngine> engine;
+  EngineOptions options;  // what the engine was given (a take-over's engine gets the same)
 
   /// One job file, or several: {"a.yml": "...", "b.yml": "..."}.
   explicit Harness(const std::string& job, const std::string& runner_yml = "", bool executor_places = false)
@@ -90,6 +91,7 @@ struct Harness {
     REQUIRE_FALSE(d.has_input_errors());
     EngineOptions eo = make_engine_options(project.root, (dir.path() / "state").string(), project.runner, false, 1, InheritedEnv::AllButOurs);
     if (tune) tune(eo);
+    options = eo;
     engine = std::make_unique<RunEngine>(EngineSeams{io, clock, broker, executor, &observer, &journal}, std::move(plan), std::move(eo));
     engine->start();
     settle();
@@ -465,6 +467,68 @@ TEST_CASE("engine (fake clock): a step's reports are read through the offload, o
   REQUIRE(sr.tests.size() == 2);
   CHECK(sr.tests_summary.failed == 1);
   CHECK(h.journaled(0) == Events{"0 waiting", "0 running", "0 failed", "job failed"});
+}
+
+TEST_CASE("engine (fake clock): a cancel that comes while an ended step's reports are read does not undo its end: it is judged "
+          "by its reports as it ended", "[engine][tests]") {
+  std::vector<std::pair<std::function<void()>, std::function<void()>>> offloaded;
+  Harness h(Jobs{{"j.yml", "name: j\nsteps:\n  - {name: s, tests: {junit: 'r.xml'}, retry: {max: 0}, run: 'x'}\n"}}, "", false, [&](EngineOptions& eo) {
+    eo.offload = [&](std::function<void()> work, std::function<void()> then) { offloaded.emplace_back(std::move(work), std::move(then)); };
+  });
+  h.dir.write("r.xml", "<testsuite><testcase classname='c' name='fails'><failure message='boom'/></testcase></testsuite>");
+  h.executor.finish(1, 0);  // it exits 0 with a failed test in its report
+  h.settle();
+  REQUIRE(offloaded.size() == 1);
+  h.engine->cancel(0, "superseded");
+  h.settle();
+  CHECK(h.state(0, 0) == StepState::Running);  // still its reports' to decide
+  offloaded[0].first();
+  offloaded[0].second();
+  h.settle();
+  const StepRecord& sr = h.engine->record().jobs[0].steps[0];
+  // Not cancelled, and judged: green as its command said (it exited 0), with its failed test kept and shown.
+  CHECK(h.state(0, 0) == StepState::Succeeded);
+  CHECK(sr.tests_summary.failed == 1);
+  CHECK(sr.verdict.rfind("passed (its command exited 0): 1 failed", 0) == 0);
+}
+
+TEST_CASE("engine (fake clock): a run taken over while an ended step's reports were read holds that step's cards again, reads "
+          "the reports again and gives the cards back once judged", "[engine][tests]") {
+  std::vector<std::pair<std::function<void()>, std::function<void()>>> offloaded;
+  auto capture = [&](EngineOptions& eo) {
+    eo.offload = [&](std::function<void()> work, std::function<void()> then) { offloaded.emplace_back(std::move(work), std::move(then)); };
+  };
+  Harness h(Jobs{{"j.yml", "name: j\nsteps:\n  - {name: s, devices: 1, tests: {junit: 'r.xml'}, retry: {max: 0}, run: 'x'}\n"}}, "", false,
+            capture);
+  h.dir.write("r.xml", "<testsuite><testcase classname='c' name='passes'/></testsuite>");
+  h.broker.grant_first({3});
+  h.settle();
+  h.executor.finish(1, 0);
+  h.settle();
+  REQUIRE(offloaded.size() == 1);
+  REQUIRE(h.engine->record().jobs[0].steps[0].ended.has_value());
+  // The daemon goes away here: a new engine goes on from the journaled state (as daemon/daemon_adopt.cpp does).
+  FakeBroker broker;
+  FakeExecutor executor;
+  EngineOptions eo = h.options;
+  RunEngine next(EngineSeams{h.io, h.clock, broker, executor, nullptr, nullptr}, h.engine->plan(), eo);
+  std::vector<std::vector<int>> held_again;
+  int reattached_running = 0;
+  REQUIRE(next.adopt(h.engine->record(), [&](std::size_t, std::size_t, const std::string&, const std::vector<int>& cards,
+                                              std::function<void(const StepOutcome&)> done) -> std::uint64_t {
+            if (done) ++reattached_running;
+            else held_again.push_back(cards);
+            return 0;
+          }) == "");
+  h.settle();
+  CHECK(reattached_running == 0);  // nothing runs any more...
+  CHECK(held_again == std::vector<std::vector<int>>{{3}});  // ...but its card is held again until it is judged
+  REQUIRE(offloaded.size() == 2);  // its reports are read again
+  offloaded[1].first();
+  offloaded[1].second();
+  h.settle();
+  CHECK(next.record().jobs[0].steps[0].state == StepState::Succeeded);
+  CHECK(broker.released == std::vector<std::vector<int>>{{3}});
 }
 
 TEST_CASE("engine (fake clock): a parallel job's max-parallel bounds how many of its steps are active at once",

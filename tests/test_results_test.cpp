@@ -17,7 +17,7 @@
 #include "test_support.h"
 #include "testcases/junit_reader.h"
 #include "testcases/report_files.h"
-#include "testcases/test_verdict.h"
+#include "testcases/verdict.h"
 #include "util/api_paths.h"
 
 using namespace pto::test;

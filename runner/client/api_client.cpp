@@ -39,8 +39,15 @@ constexpr long kConnectSeconds = 10;
 /// The connection is made here rather than by libcurl, so that its listener is checked before libcurl sends
 /// a byte on it (libcurl's external-socket hooks: it is handed a connected socket).
 struct CheckedDial {
-  std::string refused;  // why the listener was refused
+  std::string refused;  // why the listener was refused (another user's), or why it was not checked
   int connect_errno = 0;
+  /// What check_listener said: a refusal of another user's listener, else "" (then a later address libcurl
+  /// tries, which passes, is used).
+  void checked(std::string why) {
+    refused = why.rfind(kListenerRefused, 0) == 0 ? std::move(why) : std::string();
+    if (!why.empty() && refused.empty()) unchecked = std::move(why);
+  }
+  std::string unchecked;  // the connection closed, or nothing accepted it: unreachable, not refused
 };
 
 /// libcurl (7.88) connects a Unix socket again whatever its callbacks say: there the listener is checked on a
@@ -53,9 +60,10 @@ curl_socket_t open_unix_checked(CheckedDial& dial, curl_sockaddr* a) {
     if (probe >= 0) ::close(probe);
     return CURL_SOCKET_BAD;
   }
-  dial.refused = check_listener(probe, kConnectSeconds);
+  std::string why = check_listener(probe, kConnectSeconds);
   ::close(probe);
-  if (!dial.refused.empty()) return CURL_SOCKET_BAD;
+  dial.checked(why);
+  if (!why.empty()) return CURL_SOCKET_BAD;
   return ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 }
 
@@ -80,8 +88,9 @@ curl_socket_t open_checked(void* user, curlsocktype, curl_sockaddr* a) {
     ::close(fd);
     return CURL_SOCKET_BAD;
   }
-  if (std::string e = check_listener(fd, kConnectSeconds); !e.empty()) {
-    static_cast<CheckedDial*>(user)->refused = e;
+  std::string why = check_listener(fd, kConnectSeconds);
+  static_cast<CheckedDial*>(user)->checked(why);
+  if (!why.empty()) {
     ::close(fd);
     return CURL_SOCKET_BAD;
   }
@@ -155,14 +164,17 @@ ApiResponse api_request(const std::string& method, const std::string& url_given,
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &r.status);
   curl_slist_free_all(headers);
   curl_easy_cleanup(curl);
-  if (!dial.refused.empty()) {
+  if (rc != CURLE_OK && !dial.refused.empty()) {
     r.wrong_listener = true;
     r.error = dial.refused;
     return r;
   }
   if (rc != CURLE_OK) {
     r.error = "cannot reach " + url_given + ": " +
-              (dial.connect_errno ? std::strerror(dial.connect_errno) : errbuf[0] ? errbuf : curl_easy_strerror(rc));
+              (!dial.unchecked.empty() ? dial.unchecked
+               : dial.connect_errno    ? std::strerror(dial.connect_errno)
+               : errbuf[0]             ? errbuf
+                                       : curl_easy_strerror(rc));
     return r;
   }
   r.reached = true;

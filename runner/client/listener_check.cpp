@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "util/socket_owner.h"
+#include "util/clock.h"
 
 namespace pto {
 
@@ -68,9 +69,25 @@ std::string check_unix(int fd, const sockaddr_storage& peer) {
   return "";
 }
 
+/// Until a process accepts the connection: who it is says whose the connection is.
+std::string wait_for_accept(const tcp::endpoint& server, const tcp::endpoint& self, const std::string& where, double wait_seconds) {
+  const auto until = steady_now() + std::chrono::duration<double>(wait_seconds);
+  auto pause = std::chrono::microseconds(200);
+  for (;;) {
+    const TcpSocketOwner end = tcp_socket_owner(server, self);
+    if (end.uid < 0) return "the connection to " + where + " closed before its server could be checked";
+    if (!trusted(end.uid)) return refused(where, end.uid);
+    if (end.inode != 0) return "";
+    if (steady_now() >= until)
+      return "nothing accepted the connection to " + where + " within " + std::to_string(static_cast<int>(wait_seconds)) + " s";
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(50000));
+  }
+}
+
 }  // namespace
 
-std::string check_listener(int fd, double wait_seconds) {
+std::string check_listener(int fd, double wait_seconds, bool must_be_accepted) {
   sockaddr_storage own{}, peer{};
   socklen_t own_len = sizeof own, peer_len = sizeof peer;
   if (::getsockname(fd, reinterpret_cast<sockaddr*>(&own), &own_len) != 0 ||
@@ -79,13 +96,14 @@ std::string check_listener(int fd, double wait_seconds) {
   if (peer.ss_family == AF_UNIX) return check_unix(fd, peer);
   if (peer.ss_family != AF_INET && peer.ss_family != AF_INET6) return "";
   const tcp::endpoint self = endpoint_of(own), server = endpoint_of(peer);
-  if (!server.address().is_loopback()) return "";
   const std::string where = server.address().to_string() + ":" + std::to_string(server.port());
-  // The server's end of this connection: whose listener took it, and whether a process has accepted it.
+  // The server's end of this connection: whose listener took it, and whether a process has accepted it. Not
+  // found: another host's (TLS names the server there), unless it was loopback and is gone.
   TcpSocketOwner end = tcp_socket_owner(server, self);
-  if (end.uid < 0) return "the connection to " + where + " closed before its server could be checked";
+  if (end.uid < 0) return server.address().is_loopback() ? "the connection to " + where + " closed before its server could be checked" : "";
   if (!trusted(end.uid)) return refused(where, end.uid);
   if (end.inode != 0) return "";
+  if (must_be_accepted) return wait_for_accept(server, self, where, wait_seconds);
   // Still in a listener's queue, where older kernels say root whoever listens. A queued connection belongs to
   // a listener that has existed since it connected (closing a listener resets its queue): when every listener
   // that takes this address is root's or ours, and the connection is still queued or accepted by one of ours
@@ -99,18 +117,7 @@ std::string check_listener(int fd, double wait_seconds) {
     return trusted(end.uid) ? "" : refused(where, end.uid);
   }
   // No listener: it was accepted and the listener closed since. Who accepted it says whose it is.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_seconds);
-  auto pause = std::chrono::microseconds(200);
-  for (;;) {
-    end = tcp_socket_owner(server, self);
-    if (end.uid < 0) return "the connection to " + where + " closed before its server could be checked";
-    if (!trusted(end.uid)) return refused(where, end.uid);
-    if (end.inode != 0) return "";
-    if (std::chrono::steady_clock::now() >= until)
-      return "nothing accepted the connection to " + where + " within " + std::to_string(static_cast<int>(wait_seconds)) + " s";
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(50000));
-  }
+  return wait_for_accept(server, self, where, wait_seconds);
 }
 
 }  // namespace pto

@@ -13,8 +13,10 @@ namespace pto {
 
 /// "" when the connected socket `fd` leads to a listener of root or of this user; else why not, naming the uid
 /// that owns it (the caller refuses, exits 3 and sends nothing). `wait_seconds` bounds the wait for the
-/// listener to accept the connection (a restarting daemon takes up its queue when it is back).
-std::string check_listener(int fd, double wait_seconds);
+/// listener to accept the connection (a restarting daemon takes up its queue when it is back). With
+/// `must_be_accepted` a connection still queued is waited for until a process takes it (a client asking again
+/// after its daemon went away wants a daemon, not a listener kept while none runs).
+std::string check_listener(int fd, double wait_seconds, bool must_be_accepted = false);
 
 /// The message's start: refusing `where` because its listener is another user's (for callers that say more).
 constexpr const char* kListenerRefused = "refusing to talk to ";

@@ -18,12 +18,17 @@ using tcp = boost::asio::ip::tcp;
 struct WrongListener : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+/// The connection could not be checked (it closed, or nothing took it up in time): nothing was sent.
+struct Unchecked : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 struct PlainHttpClient::Impl {
   std::string base, host, port, hostport, error;
   boost::asio::io_context io;
   std::optional<beast::tcp_stream> stream;
   beast::flat_buffer buffer;
+  double accept_wait = 0;  // require_accepted(): a new connection must be taken up by a process within this
 
   void connect(std::chrono::steady_clock::duration deadline) {
     stream.emplace(io);
@@ -37,10 +42,11 @@ struct PlainHttpClient::Impl {
       tcp::resolver resolver(io);
       stream->connect(resolver.resolve(host, port));
     }
-    const double wait = std::chrono::duration<double>(deadline).count();
-    if (std::string e = check_listener(stream->socket().native_handle(), std::min(wait, 10.0)); !e.empty()) {
+    const double wait = std::min(std::chrono::duration<double>(deadline).count(), accept_wait > 0 ? accept_wait : 10.0);
+    if (std::string e = check_listener(stream->socket().native_handle(), wait, accept_wait > 0); !e.empty()) {
       stream.reset();
-      throw WrongListener(e);
+      if (e.rfind(kListenerRefused, 0) == 0) throw WrongListener(e);
+      throw Unchecked("cannot reach " + base + ": " + e);
     }
   }
 };
@@ -66,6 +72,8 @@ PlainHttpClient::PlainHttpClient(std::string base) : impl_(std::make_unique<Impl
     i.port = i.hostport.substr(colon + 1);
   }
 }
+
+void PlainHttpClient::require_accepted(double seconds) { impl_->accept_wait = seconds; }
 
 PlainHttpClient::~PlainHttpClient() {
   if (impl_->stream) {
@@ -100,6 +108,7 @@ PlainHttpResult PlainHttpClient::request(const std::string& method, const std::s
       if (fresh) i.connect(deadline);
       i.stream->expires_after(deadline);
       http::write(*i.stream, req);
+      r.sent = true;
       http::response_parser<http::string_body> parser;
       parser.body_limit(64 << 20);
       http::read(*i.stream, i.buffer, parser);
@@ -116,6 +125,9 @@ PlainHttpResult PlainHttpClient::request(const std::string& method, const std::s
       return r;
     } catch (const WrongListener& e) {
       r.wrong_listener = true;
+      r.error = e.what();
+      return r;
+    } catch (const Unchecked& e) {
       r.error = e.what();
       return r;
     } catch (const std::exception& e) {

@@ -14,6 +14,7 @@ namespace pto {
 struct PlainHttpResult {
   bool reached = false;  // false: no connection, or it broke before an answer
   bool wrong_listener = false;  // another user's listener has the address (client/listener_check): nothing sent
+  bool sent = false;            // the request went out on a checked connection (a live server took it)
   int status = 0;
   std::string body, error;
   std::map<std::string, std::string> headers;  // lower-case names
@@ -24,6 +25,10 @@ class PlainHttpClient {
   /// `base` is http://HOST:PORT (a trailing path is ignored).
   explicit PlainHttpClient(std::string base);
   ~PlainHttpClient();
+  /// From now on a new connection is used only once a process has accepted it, waiting at most `seconds`
+  /// (else the request is not sent and not reached): a client asking again after its daemon went away wants
+  /// the next daemon, not a listener its supervisor keeps while none runs.
+  void require_accepted(double seconds);
   /// `target` is the path and query. `timeout_seconds` bounds the whole exchange.
   PlainHttpResult request(const std::string& method, const std::string& target, const std::string& bearer,
                           const std::string& body, double timeout_seconds);

@@ -17,7 +17,7 @@
 #include "sandbox/run_tree.h"
 #include "sandbox/sandbox_pool.h"
 #include "server/lease_endpoint.h"
-#include "store/test_history_queries.h"
+#include "store/case_history_queries.h"
 #include "util/state_paths.h"
 
 namespace fs = std::filesystem;

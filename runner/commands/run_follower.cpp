@@ -4,6 +4,7 @@
 #include "plan/plan.h"
 #include "report/run_view.h"
 #include "util/api_paths.h"
+#include "util/clock.h"
 
 namespace pto {
 
@@ -81,7 +82,7 @@ std::string RunFollower::poll(nlohmann::json& run, bool& done) {
   const bool own_done = options_.attached && run.contains("jobs") && keep_own_jobs(run);
   // One block per poll: state changes, live lines, heartbeats.
   std::string text;
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = steady_now();
   for (const auto& job : run["jobs"])
     for (const auto& s : job["steps"]) {
       const std::string id = s.value("id", ""), state = s.value("state", "");

@@ -9,6 +9,7 @@
 #include <string>
 
 #include <nlohmann/json.hpp>
+#include "util/clock.h"
 
 namespace pto {
 
@@ -48,7 +49,7 @@ class RunFollower {
   std::map<std::string, double> expected_wait_;
   std::map<std::string, Tail> tails_;
   std::string last_queue_line_;
-  std::chrono::steady_clock::time_point last_queue_at_ = std::chrono::steady_clock::now() - std::chrono::hours(1);
+  std::chrono::steady_clock::time_point last_queue_at_ = steady_now() - std::chrono::hours(1);
 };
 
 }  // namespace pto

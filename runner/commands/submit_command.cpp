@@ -25,6 +25,7 @@
 #include "report/diagnostics_view.h"
 #include "report/run_view.h"
 #include "util/json_text.h"
+#include "util/clock.h"
 
 namespace pto {
 
@@ -150,7 +151,7 @@ std::optional<nlohmann::json> follow_run(const SubmitOptions& o, ActionsOutput& 
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-  auto unreachable_since = std::chrono::steady_clock::now();
+  auto unreachable_since = steady_now();
   bool unreachable = false;
   nlohmann::json run;
   while (true) {
@@ -173,9 +174,9 @@ std::optional<nlohmann::json> follow_run(const SubmitOptions& o, ActionsOutput& 
       return std::nullopt;
     }
     if (!g.reached || g.status != 200) {
-      if (!unreachable) unreachable_since = std::chrono::steady_clock::now();
+      if (!unreachable) unreachable_since = steady_now();
       unreachable = true;
-      if (std::chrono::steady_clock::now() - unreachable_since > std::chrono::seconds(30)) {
+      if (steady_now() - unreachable_since > std::chrono::seconds(30)) {
         std::cerr << "pto-runner submit: lost the server: " << (g.reached ? "HTTP " + std::to_string(g.status) : g.error) << "\n";
         exit_code = to_int(ExitCode::Infrastructure);
         return std::nullopt;

@@ -33,7 +33,7 @@ std::vector<FaultPattern> default_poison_patterns();
 struct HealthConfig {
   std::vector<FaultPattern> fault_patterns;
   /// `poison-patterns`: lines that say a test found its card's worker unusable (pypto's ChipWorker), each a
-  /// regular expression: such a test broke its card for the tests after it (testcases/test_verdict).
+  /// regular expression: such a test broke its card for the tests after it (testcases/verdict).
   std::vector<FaultPattern> poison_patterns = default_poison_patterns();
   /// Failures charged to one card within this many minutes, from at least `bad_after_runs` different runs,
   /// make it `bad` (drained with its evidence).

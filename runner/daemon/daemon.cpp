@@ -30,6 +30,7 @@
 #include "util/build_commit.h"
 #include "util/random_hex.h"
 #include "util/token_file.h"
+#include "util/clock.h"
 
 namespace fs = std::filesystem;
 
@@ -74,7 +75,7 @@ std::string Daemon::start_unguarded() {
     files.rlim_cur = files.rlim_max;
     ::setrlimit(RLIMIT_NOFILE, &files);
   }
-  model_.started = std::chrono::steady_clock::now();
+  model_.started = steady_now();
   model_.host.started = iso_now();
   Project project;
   if (std::string e = load_settings(project); !e.empty()) return e;

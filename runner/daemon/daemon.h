@@ -27,8 +27,8 @@
 #include "hosting/hosted_run.h"
 #include "lease/lease_book.h"
 #include "lease/lease_desk.h"
-#include "read_model/model_refresh.h"
-#include "testcases/test_mutes.h"
+#include "daemon/model_refresh.h"
+#include "testcases/mutes.h"
 #include "read_model/read_model.h"
 #include "sandbox/sandbox_pool.h"
 #include "server/access.h"
@@ -170,7 +170,7 @@ class Daemon : public HostCommands {
   void arm_retention_timer();
   void prune(bool at_start);
 
-  // Test results (daemon_tests.cpp): the mutes, runner.yml's and the API's (kept in the test history).
+  // Test results (daemon_mutes.cpp): the mutes, runner.yml's and the API's (kept in the test history).
   void open_tests();
   std::optional<TestMute> muted(const std::string& test) const;
   void publish_mutes();
@@ -215,7 +215,7 @@ class Daemon : public HostCommands {
   void notify_queue(const HostView& v);
   void reload_notify(const RunnerConfig& next, const std::function<void(const std::string&)>& say);
 
-  /// The read model (daemon/daemon_view.cpp): refreshed soon after a change (read_model/model_refresh).
+  /// The read model (daemon/daemon_view.cpp): refreshed soon after a change (daemon/model_refresh).
   void view_changed() { if (refresh_) refresh_->changed(); }
   void refresh_view();
 

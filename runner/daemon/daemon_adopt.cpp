@@ -101,8 +101,9 @@ std::string Daemon::adopt_run(const nlohmann::json& journaled, const nlohmann::j
     what.grace_seconds = cfg_.kill_grace_seconds;
     what.devices = pj.steps[step.step].devices;
     HeldStep held;
-    const std::uint64_t handle = host_->adopt_step(what, {sr.node, cards, sr.executor_job}, r.engine().shared_mask(), std::move(done), held);
-    if (!handle) return {};
+    const bool ended = !done;  // its reports were being read: nothing holds it, its cards are held afresh
+    const std::uint64_t handle = ended ? 0 : host_->adopt_step(what, {sr.node, cards, sr.executor_job}, r.engine().shared_mask(), std::move(done), held);
+    if (!handle && !ended) return {};
     // Its cards are held again: a running step's on the flocks its supervisor kept, an ended one's locked
     // afresh (its supervisor let them go), so nothing else gets them before its end gives them back. (Under
     // Slurm, Slurm holds them.)

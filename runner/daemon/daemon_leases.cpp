@@ -15,6 +15,7 @@
 #include "exec/cgroup_tree.h"
 #include "lease/lease_state_json.h"
 #include "util/iso_time.h"
+#include "util/clock.h"
 
 namespace fs = std::filesystem;
 
@@ -77,7 +78,7 @@ void Daemon::lease_ended(const Lease& l) {
       for (int card : failed->cards) host_->broker().charge(card, l.id, failed->pattern.empty() ? failed->reason : failed->pattern);
     model_.metrics.failures_by_cause[to_string(failed->cause)]++;
   }
-  const double end = epoch_now(), held = std::chrono::duration<double>(std::chrono::steady_clock::now() - l.granted_at).count();
+  const double end = epoch_now(), held = std::chrono::duration<double>(steady_now() - l.granted_at).count();
   for (int card : l.cards) {
     const bool charged = failed && std::count(failed->cards.begin(), failed->cards.end(), card);
     history_->card_event({card, "lease", end - held, end, "lease " + l.id + ": " + l.request.label, l.request.run_id,

@@ -17,7 +17,7 @@
 #include "daemon/daemon.h"
 #include "notify/notifier.h"
 #include "read_model/card_history.h"
-#include "store/test_history_queries.h"
+#include "store/case_history_queries.h"
 #include "util/api_paths.h"
 #include "util/secret_mask.h"
 #include "util/state_paths.h"
@@ -44,7 +44,7 @@ std::string branch_class(const std::string& ref, const std::string& main_ref) {
 void Daemon::open_notify() {
   if (cfg_.notify.receivers.empty()) return;
   // Its status changes on its own thread: the read model is refreshed on this one. (The queue's oldest wait
-  // needs no timer: while anything waits the model is refreshed every second, read_model/model_refresh.)
+  // needs no timer: while anything waits the model is refreshed every second, daemon/model_refresh.)
   notifier_ = std::make_unique<Notifier>(journal_file(state_dir_), cfg_.notify, this_host(),
                                          [this] { boost::asio::post(io_, [this] { view_changed(); }); });
   if (std::string e = notifier_->start(); !e.empty()) {

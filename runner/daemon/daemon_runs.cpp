@@ -13,7 +13,7 @@
 #include "plan/probe_plan.h"
 #include "report/run_view.h"
 #include "store/learned_durations.h"
-#include "store/test_history_queries.h"
+#include "store/case_history_queries.h"
 #include "util/api_paths.h"
 #include "util/secret_mask.h"
 #include "util/state_paths.h"

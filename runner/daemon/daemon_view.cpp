@@ -1,9 +1,9 @@
 // The daemon's refresh of the read model (read_model/): it gathers what each owner knows (the host's
 // settings and sandbox, the runs, the queue, the leases, the cards) into the model the API renders. When it
-// runs is read_model/model_refresh's to say; what the runs and the queue look like there is describe_runs'.
+// runs is daemon/model_refresh's to say; what the runs and the queue look like there is describe_runs'.
 #include "daemon/daemon.h"
 #include "notify/notifier.h"
-#include "testcases/test_mutes.h"
+#include "testcases/mutes.h"
 #include "exec/cgroup_tree.h"
 
 namespace pto {

@@ -1,6 +1,6 @@
 #pragma once
 // What an attempt of a step that just ended leaves to judge it by: its part of the log and the cards it ran
-// on. Shared by the causes (engine/engine_health.cpp) and the test cases (engine/engine_tests.cpp).
+// on. Shared by the causes (engine/engine_health.cpp) and the test cases (engine/engine_cases.cpp).
 #include <string>
 #include <vector>
 

@@ -17,6 +17,7 @@
 #include "util/ids.h"
 #include "util/process_env.h"
 #include "util/secret_mask.h"
+#include "util/clock.h"
 
 namespace fs = std::filesystem;
 
@@ -502,7 +503,7 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
 void RunEngine::trace(const char* what, const std::vector<int>& cards) {
   if (opts_.trace_file.empty() || cards.empty()) return;
   // Real time, whatever the engine's clock: this measures the host's hand-over (bench/release_latency.sh).
-  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(steady_now().time_since_epoch()).count();
   std::ofstream(opts_.trace_file, std::ios::app) << what << " " << ns << " " << join_ids(cards) << "\n";
 }
 
@@ -535,7 +536,7 @@ void RunEngine::judge_attempt_end(std::size_t j, std::size_t s, const StepOutcom
   const bool cancelled = o.cancelled || (jr.cancelled && !o.timed_out) || run_.cancelled;
   const bool judge_tests = ps.tests.any() && ps.kind != StepKind::CollectTests && !cancelled && !o.timed_out && o.error.empty() && !opts_.simulate;
   if (!judge_tests || !opts_.offload) {
-    finish_attempt(j, s, o, judge_tests, judge_tests ? read_junit_reports(report_query(j, s)) : ParsedReports{});
+    finish_attempt(j, s, o, cancelled, judge_tests, judge_tests ? read_junit_reports(report_query(j, s)) : ParsedReports{});
     return;
   }
   // Its reports are read elsewhere (a pull request's may be hundreds of MiB): the engine goes on meanwhile, the
@@ -545,24 +546,22 @@ void RunEngine::judge_attempt_end(std::size_t j, std::size_t s, const StepOutcom
   if (journal_) journal_->step_updated(run_, static_cast<int>(j), static_cast<int>(s));
   auto read = std::make_shared<ParsedReports>();
   opts_.offload([read, q = report_query(j, s)] { *read = read_junit_reports(q); },
-                [this, j, s, o, read] { finish_attempt(j, s, o, true, std::move(*read)); });
+                [this, j, s, o, read] { finish_attempt(j, s, o, false, true, std::move(*read)); });
 }
 
-void RunEngine::finish_attempt(std::size_t j, std::size_t s, const StepOutcome& o, bool judge_tests, ParsedReports reports) {
+void RunEngine::finish_attempt(std::size_t j, std::size_t s, const StepOutcome& o, bool cancelled, bool judge_tests, ParsedReports reports) {
   JobRecord& jr = run_.jobs[j];
   StepRecord& sr = jr.steps[s];
   const PlanStep& ps = plan_.jobs[j].steps[s];
   sr.ended.reset();
   // Cards the executor placed the step on (Slurm) were never the broker's to give back.
   std::vector<int> cards = sr.executor_job.empty() ? sr.cards : std::vector<int>{};
-  const bool cancelled = o.cancelled || (jr.cancelled && !o.timed_out) || run_.cancelled;
   // A failed attempt is charged to its cause (engine/failure_evidence), and to its cards when they caused it.
   const StepRecord::Failure* failure = nullptr;
-  // A step with `tests:` is judged by its test cases first (engine/engine_tests.cpp); `rerun_tests`: its
+  // A step with `tests:` is judged by its test cases first (engine/engine_cases.cpp); `rerun_tests`: its
   // retry runs only the tests not yet passed.
   // `muted_exit`: its non-zero exit is only its muted tests' failures.
   bool rerun_tests = false, muted_exit = false;
-  judge_tests = judge_tests && !cancelled;  // cancelled while its reports were read: not judged
   if (judge_tests) failure = take_tests(j, s, o, std::move(reports), rerun_tests, muted_exit);
   if (!failure && !o.ok() && !cancelled && !muted_exit) failure = &record_failure(j, s, o);
   const bool infra = failure && (failure->evidence.cause == FailureCause::Card || failure->evidence.cause == FailureCause::Infra);

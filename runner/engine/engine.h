@@ -71,7 +71,8 @@ class RunEngine {
   void run_as(const RunAs& user);
   void start();
   /// How a running step of an adopted run is found again (the daemon's supervisor, hosting/hosted_run): by
-  /// its marker, holding `cards`; `done` once it ends. Its handle, or 0 when nothing holds it any more.
+  /// its marker, holding `cards`; `done` once it ends. Its handle, or 0 when nothing holds it any more. With
+  /// `done` null the step has ended already (its reports were being read): only its cards are held again.
   using Reattach = std::function<std::uint64_t(std::size_t job, std::size_t step, const std::string& marker, const std::vector<int>& cards,
                                                std::function<void(const StepOutcome&)> done)>;
   /// Instead of start(): goes on with a run an earlier daemon started (SPEC "Nothing lost when the daemon
@@ -91,7 +92,7 @@ class RunEngine {
   /// A lease of step (job, step)'s current attempt ended and its client said how its command did
   /// (task-submit): the lease's cause, its cards charged when they caused it, and evidence for the step's
   /// cause should it fail (engine/engine_health.cpp). Null when the lease did not fail. `test`: the test that
-  /// took it (its cards are that test's, engine/engine_tests.cpp).
+  /// took it (its cards are that test's, engine/engine_cases.cpp).
   const StepRecord::Failure* lease_ended(std::size_t job, std::size_t step, const std::string& lease, const std::vector<int>& cards,
                                          int exit_code, int signal, const std::string& output, const std::string& test = "");
   /// Attached runs (engine/engine_attach.cpp): before start(), every job but `names` (with what they need,
@@ -148,7 +149,9 @@ class RunEngine {
   void on_done(std::size_t job, std::size_t step, const StepOutcome& o);
   void judge_attempt_end(std::size_t job, std::size_t step, const StepOutcome& o);
   /// The rest of an attempt's end once its reports (if any) are read: retry, rerun or its final state.
-  void finish_attempt(std::size_t job, std::size_t step, const StepOutcome& o, bool judge_tests, ParsedReports reports);
+  /// `cancelled`: it was cancelled when it ended (a cancel that came while its reports were read changes
+  /// nothing: it had ended by itself, and is judged as it ended).
+  void finish_attempt(std::size_t job, std::size_t step, const StepOutcome& o, bool cancelled, bool judge_tests, ParsedReports reports);
   void fail_fast(std::size_t job);
   void finish_job(std::size_t job);
   void cancel_job(std::size_t job, const std::string& reason);
@@ -171,7 +174,7 @@ class RunEngine {
   void blame_failing_cards(FailureEvidence& ev, const std::vector<int>& cards);
   /// Charges ev's cards (card or infra) to this run, each once per attempt; the cards' health notes.
   std::vector<std::string> charge_cards(StepRecord& sr, const FailureEvidence& ev);
-  /// A step with `tests:` (engine/engine_tests.cpp): the attempt's report directory, the plugin and, for a
+  /// A step with `tests:` (engine/engine_cases.cpp): the attempt's report directory, the plugin and, for a
   /// rerun, what it selects. "" or why it cannot start.
   std::string prepare_tests(std::size_t j, std::size_t s, StepLaunch& l);
   /// Where the attempt's reports are and how much of them may be read.
@@ -181,7 +184,7 @@ class RunEngine {
   const StepRecord::Failure* take_tests(std::size_t j, std::size_t s, const StepOutcome& o, ParsedReports reports, bool& rerun,
                                         bool& exit_accounted);
   /// A split step's collection ended well: its collected ids read, split across its shards by learned
-  /// durations (testcases/test_split), each shard given its tests and estimate. "" or why it failed.
+  /// durations (testcases/shard_split), each shard given its tests and estimate. "" or why it failed.
   std::string take_collection(std::size_t j, std::size_t s);
   /// A shard cannot run: its collection did not succeed, or no test fell to it. "" when it can.
   std::string shard_unrunnable(std::size_t j, std::size_t s) const;

@@ -10,7 +10,7 @@
 
 #include "engine/engine.h"
 #include "exec/process_marker.h"
-#include "read_model/card_history.h"
+#include "util/clock.h"
 #include "util/iso_time.h"
 
 namespace fs = std::filesystem;
@@ -64,11 +64,14 @@ std::string RunEngine::adopt(RunRecord saved, const Reattach& reattach) {
       flow_.resolve_step(j, s);  // its text as it ran (a retry runs it again)
       if (sr.state == StepState::Waiting) requeue.emplace_back(j, s);
       if (sr.state != StepState::Running) continue;
-      if (sr.ended) {  // it had ended and its reports were being read: they are read again
+      const std::string marker = ProcessMarker::for_step(run_.id, j, s, sr.attempt).text();
+      if (sr.ended) {
+        // It had ended and its reports were being read: its cards are held again (nothing of it holds them
+        // now, and judging it gives them back), then the reports are read again.
+        reattach(j, s, marker, sr.cards, nullptr);
         boost::asio::post(io_, [this, j, s, o = *sr.ended] { judge_attempt_end(j, s, o); });
         continue;
       }
-      const std::string marker = ProcessMarker::for_step(run_.id, j, s, sr.attempt).text();
       sr.handle = reattach(j, s, marker, sr.cards, [this, j, s](const StepOutcome& o) { on_done(j, s, o); });
       if (!sr.handle)
         boost::asio::post(io_, [this, j, s] {

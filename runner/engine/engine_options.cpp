@@ -4,7 +4,7 @@
 #include <filesystem>
 
 #include "config/project.h"
-#include "testcases/test_mutes.h"
+#include "testcases/mutes.h"
 #include "util/process_env.h"
 #include "util/ids.h"
 #include "util/random_hex.h"

@@ -41,10 +41,10 @@ struct EngineOptions {
   /// engine's thread. A daemon's worker pool, so a step's reports never stall the engine or a GET. Unset: both
   /// at once, here (`run` in the foreground, the engine's unit tests).
   std::function<void(std::function<void()> work, std::function<void()> then)> offload;
-  /// The mute in force for a test id (testcases/test_mutes), asked when its failure is judged: the host's
+  /// The mute in force for a test id (testcases/mutes), asked when its failure is judged: the host's
   /// (runner.yml's and the API's). Unset: nothing is muted.
   std::function<std::optional<TestMute>(const std::string& id)> muted;
-  /// Learned durations in seconds of test ids (store/test_history_queries), asked once per split step when its
+  /// Learned durations in seconds of test ids (store/case_history_queries), asked once per split step when its
   /// tests are collected. Unset, or a test absent: unknown (the split counts it at the median).
   std::function<std::map<std::string, double>(const std::vector<std::string>& ids)> test_seconds;
   /// The run's sandbox user (a daemon's, sandbox/sandbox_pool): every step runs as it, within `limits`, able to

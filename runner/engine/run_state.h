@@ -11,7 +11,7 @@
 #include "engine/failure_evidence.h"
 #include "exec/executor.h"
 #include "plan/plan.h"
-#include "testcases/test_verdict.h"
+#include "testcases/verdict.h"
 
 namespace pto {
 
@@ -66,7 +66,7 @@ struct StepRecord {
   std::vector<int> avoid;  // cards a retry elsewhere must not get
   std::map<std::string, std::string> outputs;  // from $GITHUB_OUTPUT
   std::string summary;  // what it wrote to $GITHUB_STEP_SUMMARY (Markdown, at most 1 MiB, as GitHub keeps)
-  /// A step with `tests:` (engine/engine_tests.cpp): every attempt's test cases, their sum, why the last
+  /// A step with `tests:` (engine/engine_cases.cpp): every attempt's test cases, their sum, why the last
   /// attempt's reports could not be read, and whether its current attempt reruns only the tests not yet done.
   std::vector<TestCase> tests;
   TestsSummary tests_summary;

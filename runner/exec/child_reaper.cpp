@@ -1,4 +1,5 @@
 #include "exec/child_reaper.h"
+#include "util/clock.h"
 
 #include <dirent.h>
 #include <sys/prctl.h>
@@ -25,13 +26,6 @@ std::set<pid_t>& registry() {
 std::multiset<std::uint64_t>& unanswered() {
   static std::multiset<std::uint64_t> asked;
   return asked;
-}
-
-std::uint64_t boot_ticks_now() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_BOOTTIME, &ts);
-  const std::uint64_t hz = static_cast<std::uint64_t>(::sysconf(_SC_CLK_TCK));
-  return static_cast<std::uint64_t>(ts.tv_sec) * hz + static_cast<std::uint64_t>(ts.tv_nsec) * hz / 1000000000ull;
 }
 
 /// A process's start time (field 22 of /proc/<pid>/stat, ticks since boot); 0 when it cannot be read.

@@ -29,6 +29,7 @@
 #include "exec/spawn_process.h"
 #include "exec/spawner.h"
 #include "util/secret_mask.h"
+#include "util/clock.h"
 
 namespace asio = boost::asio;
 namespace bp = boost::process::v2;
@@ -275,7 +276,7 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
       if (left)
         if (std::FILE* f = log()) std::fprintf(f, "pto-runner: killed %d leftover process(es) of this step\n", left);
       // Found empty already (a step that left nothing behind, nearly all): not read again to be sure.
-      wait_cgroup_empty(std::chrono::steady_clock::now() + std::chrono::seconds(5), !populated);
+      wait_cgroup_empty(steady_now() + std::chrono::seconds(5), !populated);
     } else {
       asio::post(sweepers_, [self] {
         int swept = kill_marked_processes(self->launch_.marker, SIGKILL);
@@ -306,7 +307,7 @@ class StepProcess : public std::enable_shared_from_this<StepProcess> {
 
   void wait_cgroup_empty(std::chrono::steady_clock::time_point deadline, bool known_empty = false) {
     const bool empty = known_empty || !CgroupTree::populated(cgroup_);
-    const bool past = std::chrono::steady_clock::now() > deadline;  // read once: both branches agree
+    const bool past = steady_now() > deadline;  // read once: both branches agree
     if (!empty && past) {
       // Still there 5 s after cgroup.kill: stuck in the kernel (a driver call in uninterruptible sleep). The
       // step ends; the run says the host has a problem, so the card gets its health check (as Slurm drains a

@@ -19,6 +19,7 @@
 #include "exec/child_reaper.h"
 #include "exec/spawn_wire.h"
 #include "util/process_env.h"
+#include "util/clock.h"
 
 namespace asio = boost::asio;
 
@@ -105,11 +106,11 @@ struct Spawner::Impl : std::enable_shared_from_this<Spawner::Impl> {
   /// Sends one request whole. The socket is non-blocking (asio made it so): while the spawner is behind and
   /// its socket full, this waits for room, at most 5 s. The errno, or 0.
   int send(std::string_view bytes, const std::vector<int>& fds) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    const auto deadline = steady_now() + std::chrono::seconds(5);
     for (;;) {
       int error = send_message(socket.native_handle(), bytes, fds);
       if (error != EAGAIN) return error;
-      if (std::chrono::steady_clock::now() > deadline) return EAGAIN;
+      if (steady_now() > deadline) return EAGAIN;
       pollfd p{socket.native_handle(), POLLOUT, 0};
       ::poll(&p, 1, 100);
     }
@@ -178,8 +179,8 @@ Spawner::~Spawner() {
   const int sock = impl_->socket.native_handle();
   // Requests its owners no longer wait for: what was started is killed and reaped (their owners were
   // cancelled with the executor), for at most 2 s.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (!impl_->waiting.empty() && std::chrono::steady_clock::now() < deadline) {
+  auto deadline = steady_now() + std::chrono::seconds(2);
+  while (!impl_->waiting.empty() && steady_now() < deadline) {
     pollfd p{sock, POLLIN, 0};
     if (::poll(&p, 1, 100) <= 0) continue;
     SpawnReply r;

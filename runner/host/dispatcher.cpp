@@ -8,7 +8,7 @@
 
 #include "sched/queue_order.h"
 #include "sched/start_forecast.h"
-#include "read_model/card_history.h"
+#include "util/clock.h"
 #include "util/steady_seconds.h"
 
 namespace pto {

@@ -91,8 +91,9 @@ std::string HostedRun::adopt(RunRecord saved, const std::string& user, const Rea
   return engine_->adopt(std::move(saved), [this, reattach](std::size_t j, std::size_t s, const std::string& marker, const std::vector<int>& cards,
                                                           std::function<void(const StepOutcome&)> done) -> std::uint64_t {
     const StepId step{j, s};
+    const bool ended = !done;
     Reattached r = reattach(step, marker, cards, std::move(done));
-    if (!r.handle) return 0;
+    if (ended || !r.handle) return 0;
     // Its leases are accepted again; its cards' files are its user's again (the new daemon's sandbox took every
     // grant back at its start).
     if (host_.leases && !r.lease_token.empty()) {

@@ -15,12 +15,13 @@
 #include "exec/process_sweep.h"
 #include "sched/device_pool.h"
 #include "util/random_hex.h"
+#include "util/clock.h"
 
 namespace pto {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(steady_now() - t).count(); }
 template <typename D>
 Clock::duration to_duration(D seconds) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
@@ -97,7 +98,7 @@ std::string LeaseBook::create(LeaseRequest req, Granted granted, Refused refused
         g.ticket = 0;
         g.cards = cards;
         g.granted = iso_now();
-        g.granted_at = g.last_heartbeat = Clock::now();
+        g.granted_at = g.last_heartbeat = steady_now();
         g.cgroup = make_cgroup_ ? make_cgroup_(id) : CgroupTree::instance().make_child();
         refused_.erase(id);
         timers_->waits.erase(id);
@@ -125,8 +126,8 @@ void LeaseBook::restore(Lease lease, double held_seconds) {
   auto l = std::make_unique<Lease>(std::move(lease));
   l->state = LeaseState::Granted;
   l->ticket = 0;
-  l->last_heartbeat = Clock::now();
-  l->granted_at = Clock::now() - to_duration(std::max(0.0, held_seconds));
+  l->last_heartbeat = steady_now();
+  l->granted_at = steady_now() - to_duration(std::max(0.0, held_seconds));
   const std::string id = l->id;
   leases_[id] = std::move(l);
   arm_watchdog();
@@ -136,7 +137,7 @@ void LeaseBook::restore(Lease lease, double held_seconds) {
 bool LeaseBook::heartbeat(const std::string& id) {
   auto it = leases_.find(id);
   if (it == leases_.end() || it->second->state == LeaseState::Revoked || it->second->state == LeaseState::Ended) return false;
-  it->second->last_heartbeat = Clock::now();
+  it->second->last_heartbeat = steady_now();
   return true;
 }
 
@@ -243,7 +244,7 @@ void LeaseBook::finish(Lease& l, LeaseState state, const std::string& why, const
     ended(id);
     return;
   }
-  auto deadline = Clock::now() + to_duration(kill_grace_);
+  auto deadline = steady_now() + to_duration(kill_grace_);
   auto t = std::make_unique<boost::asio::steady_timer>(io_);
   auto* timer = t.get();
   timers_->kills[id] = std::move(t);
@@ -251,13 +252,13 @@ void LeaseBook::finish(Lease& l, LeaseState state, const std::string& why, const
   auto killed = std::make_shared<bool>(false);
   *check = [this, id, cgroup, left, gone, deadline, timer, check, killed](boost::system::error_code ec) {
     if (ec) return;
-    bool past = Clock::now() >= deadline;
+    bool past = steady_now() >= deadline;
     if (past && !*killed) {
       left(SIGKILL);
       *killed = true;  // SIGKILL is not instant: give the dying a moment (up to 5 s) to leave the cgroup
     }
     const bool all_gone = gone();
-    if (all_gone || Clock::now() >= deadline + std::chrono::seconds(5)) {
+    if (all_gone || steady_now() >= deadline + std::chrono::seconds(5)) {
       auto it = leases_.find(id);
       if (it != leases_.end()) {
         if (!all_gone) {

@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "testcases/test_mutes.h"
+#include "testcases/mutes.h"
 
 namespace fs = std::filesystem;
 

@@ -14,15 +14,12 @@
 
 #include "notify/notify_message.h"
 #include "notify/notify_outbox.h"
+#include "util/clock.h"
 #include "util/iso_time.h"
 
 namespace pto {
 
 namespace {
-
-double epoch_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 /// How one POST went. `maybe_sent`: it failed after the request may have reached the receiver (a timeout
 /// waiting for the answer), so a retry may repeat it.
@@ -121,7 +118,7 @@ bool read_secret(const std::string& path, std::string& secret, std::string& erro
 /// Everything but the thread's locals is guarded by `m`.
 struct Notifier::Sender {
   Sender(NotifyReceiver r, NotifyConfig c, std::unique_ptr<NotifyOutbox> o, const std::string& host, std::function<void()> changed)
-      : receiver(std::move(r)), cfg(std::move(c)), outbox(std::move(o)), host(host), changed(std::move(changed)) {
+      : name(r.name), receiver(std::move(r)), cfg(std::move(c)), outbox(std::move(o)), host(host), changed(std::move(changed)) {
     shown = {receiver.name, to_string(receiver.kind), shown_url(receiver.url)};
   }
   ~Sender() { stop_and_join(); }
@@ -173,6 +170,7 @@ struct Notifier::Sender {
   /// Sends its next message if one is due; returns when it must look next (seconds since the epoch).
   double deliver(double now);
 
+  const std::string name;  // its key, never reloaded (a renamed receiver is another one): read without `m`
   NotifyReceiver receiver;
   NotifyConfig cfg;
   std::unique_ptr<NotifyOutbox> outbox;  // this thread's connection
@@ -205,7 +203,7 @@ void Notifier::Sender::run() {
       last_prune = now;
     }
     const double wake = deliver(now);
-    const long long pending = outbox->pending_count(receiver.name);
+    const long long pending = outbox->pending_count(name);
     bool told = false;
     {
       std::lock_guard<std::mutex> g(m);

@@ -21,7 +21,7 @@
 
 #include "config/runner_config.h"
 #include "notify/notify_event.h"
-#include "notify/receiver_status.h"
+#include "read_model/receiver_status.h"
 
 namespace pto {
 

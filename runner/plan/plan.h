@@ -17,7 +17,7 @@
 namespace pto {
 
 /// What the engine does for a step beyond running its command. CollectTests: a split step's collection (its
-/// command run with every pytest process collecting only; engine/engine_tests.cpp splits what it found).
+/// command run with every pytest process collecting only; engine/engine_cases.cpp splits what it found).
 enum class StepKind { Command, ToolchainSetup, CollectTests };
 
 struct PlanStep {

@@ -15,10 +15,6 @@ std::string iso_of(double epoch) {
 
 }  // namespace
 
-double epoch_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 nlohmann::json CardEvent::json() const {
   nlohmann::json j = {{"card", card}, {"kind", kind}, {"start", start}, {"end", end}, {"started", iso_of(start)},
                       {"ended", iso_of(end)}, {"label", label}, {"result", result}, {"detail", detail}};

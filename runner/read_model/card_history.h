@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/clock.h"  // epoch_now
+
 namespace pto {
 
 struct CardEvent {
@@ -36,8 +38,5 @@ class CardHistory {
  private:
   std::deque<CardEvent> events_;  // by end time
 };
-
-/// Seconds since the epoch, now (the one wall clock card events use).
-double epoch_now();
 
 }  // namespace pto

@@ -1,6 +1,6 @@
 #pragma once
 // The daemon's read model: what the host is doing, as plain values. The engine thread refreshes it after
-// transitions (at most every 10 ms, read_model/model_refresh); every GET renders it (the JSON status, the
+// transitions (at most every 10 ms, daemon/model_refresh); every GET renders it (the JSON status, the
 // Prometheus text, the HTML page fetches the JSON) and never runs the scheduler, opens the journal or reads a
 // configuration file. One writer (the daemon's engine thread), read on the same thread.
 #include <cstdint>
@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "notify/receiver_status.h"
+#include "read_model/receiver_status.h"
 
 #include "config/runner_config.h"
 

@@ -15,7 +15,8 @@
 #include "read_model/counters.h"
 #include "read_model/card_history.h"
 #include "read_model/host_view.h"
-#include "read_model/test_queries.h"
+#include "read_model/case_queries.h"
+#include "util/clock.h"
 
 namespace pto {
 
@@ -35,7 +36,7 @@ struct ReadModel {
   Metrics metrics;
   /// The last day on every card (GET /cards), kept by RunHistory.
   CardHistory cards;
-  /// The test history's queries (store/test_history_queries), called on the API's workers; null: none kept.
+  /// The test history's queries (store/case_history_queries), called on the API's workers; null: none kept.
   std::shared_ptr<const TestQueries> tests;
   /// Every mute (runner.yml's, then the API's) and the flip rate's window, as GET /api/v1/tests and /tests show.
   std::vector<TestMute> mutes;
@@ -46,10 +47,10 @@ struct ReadModel {
 
   /// Where finished runs' records are (util/state_paths: run_record), read on a worker.
   std::string state_dir;
-  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point started = steady_now();
   /// Bumped at each refresh of `host`: renderings cache by it.
   std::uint64_t generation = 0;
-  double uptime() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); }
+  double uptime() const { return std::chrono::duration<double>(steady_now() - started).count(); }
 };
 
 }  // namespace pto

@@ -6,6 +6,7 @@
 
 #include "config/device_spec.h"
 #include "report/run_view.h"
+#include "util/clock.h"
 
 namespace pto {
 
@@ -35,7 +36,7 @@ void ConsoleReporter::clear_live() {
 
 void ConsoleReporter::draw_live(const RunRecord& r, const Plan& p) {
   if (!opts_.live) return;
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = steady_now();
   int shown = 0;
   for (std::size_t j = 0; j < p.jobs.size(); ++j)
     for (std::size_t k = 0; k < p.jobs[j].steps.size(); ++k) {
@@ -65,7 +66,7 @@ void ConsoleReporter::on_step_changed(const RunRecord& r, const Plan& p, int job
 }
 
 void ConsoleReporter::step_started(const RunRecord& r, const Plan& p, int job, int step) {
-  started_[{job, step}] = std::chrono::steady_clock::now();
+  started_[{job, step}] = steady_now();
   if (opts_.github) return;
   clear_live();
   const StepRecord& s = r.jobs[job].steps[step];

@@ -16,6 +16,7 @@
 #include "config/device_spec.h"
 #include "exec/open_files.h"
 #include "util/json_text.h"
+#include "util/clock.h"
 
 namespace fs = std::filesystem;
 
@@ -98,7 +99,7 @@ bool DevicePool::acquire(const std::vector<int>& cards, const std::string& label
   // Locked: but a process no lock speaks for may still use a card (the incumbent's wrapper, which held the
   // flock, exits before its task's detached process does).
   std::vector<std::string> files;
-  const auto t = std::chrono::steady_clock::now();
+  const auto t = steady_now();
   for (int id : cards)
     if (scan_at_hand_over_ || t - cards_[id].released_at > kHandOver)
       for (const auto& f : cards_[id].files) files.push_back(f);
@@ -117,7 +118,7 @@ bool DevicePool::acquire(const std::vector<int>& cards, const std::string& label
     c.outside_holder.clear();
     c.expected_end = expected_end;
     c.since = now;
-    c.held_since = std::chrono::steady_clock::now();
+    c.held_since = steady_now();
     c.lock.emplace(std::move(l));
   }
   return true;
@@ -133,8 +134,8 @@ void DevicePool::release(const std::vector<int>& cards) {
     auto it = cards_.find(id);
     if (it == cards_.end()) continue;
     if (it->second.lock)
-      it->second.busy_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.held_since).count();
-    if (it->second.lock) it->second.released_at = std::chrono::steady_clock::now();
+      it->second.busy_seconds += std::chrono::duration<double>(steady_now() - it->second.held_since).count();
+    if (it->second.lock) it->second.released_at = steady_now();
     it->second.lock.reset();
     it->second.holder.clear();
     it->second.since = now;
@@ -245,7 +246,7 @@ std::vector<CardStatus> DevicePool::status(const std::map<int, std::uint64_t>& r
     s.lock_file = CardLock::path_for(lock_dir_, id, lock_name_);
     s.busy_seconds = c.busy_seconds;
     if (c.lock) {
-      s.busy_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - c.held_since).count();
+      s.busy_seconds += std::chrono::duration<double>(steady_now() - c.held_since).count();
       s.holder = c.holder;  // also on a drained card: what still runs on it
     }
     if (c.drained) s.state = CardState::Drained;
@@ -354,7 +355,7 @@ void DevicePool::adopt(const std::vector<int>& cards, const std::vector<int>& fd
     c.holder = label;
     c.outside_holder.clear();
     c.since = now;
-    c.held_since = std::chrono::steady_clock::now();
+    c.held_since = steady_now();
   }
 }
 
@@ -394,7 +395,7 @@ bool DevicePool::drain_bad(int card, const std::string& reason) {
   c.drain_reason = reason;
   c.since = iso_now();
   // Bad again and again though its probes pass: its faults come back under load. No more probing.
-  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double now = std::chrono::duration<double>(wall_now().time_since_epoch()).count();
   while (!c.bad_spells.empty() && c.bad_spells.front() < now - kRetireWindowSeconds) c.bad_spells.pop_front();
   c.bad_spells.push_back(now);
   if (health_.retire_after > 0 && static_cast<int>(c.bad_spells.size()) >= health_.retire_after) {

@@ -16,13 +16,14 @@
 #include "server/cards_page.h"
 #include "server/status_page.h"
 #include "server/tests_page.h"
-#include "testcases/test_mutes.h"
+#include "testcases/mutes.h"
 #include "server/bisection_page.h"
 #include "util/api_paths.h"
 #include "util/ids.h"
 #include "util/json_text.h"
 #include "util/regular_file.h"
 #include "util/state_paths.h"
+#include "util/clock.h"
 
 namespace pto {
 
@@ -287,7 +288,7 @@ HttpResponse Api::status(const HttpRequest& req) {
   if (req.query.count("queue") && req.query.at("queue") == "all")
     return {200, "application/json", dump_json(status_to_json(model_.host, true, model_.uptime())), {}};
   // Hundreds of pollers cost one rendering per change of the model (or per 100 ms, for the uptime).
-  auto now = std::chrono::steady_clock::now();
+  auto now = steady_now();
   if (status_cache_.empty() || status_generation_ != model_.generation || now - status_at_ > kStatusReuse) {
     status_cache_ = dump_json(status_to_json(model_.host, false, model_.uptime()));
     status_generation_ = model_.generation;

@@ -46,7 +46,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   tcp::acceptor acceptor;
   unix_socket::acceptor unix_acceptor;
   std::unique_ptr<asio::ssl::context> tls;
-  std::string unix_path;
+  std::string unix_path;  // removed at stop (a socket it bound, its file still the same: unix_ino)
+  ino_t unix_ino = 0;
   Handler handler;
   HttpLimits limits;
   std::size_t connections = 0;                   // admitted, within the caps
@@ -294,7 +295,7 @@ std::string HttpServer::listen(const std::string& address, unsigned short port, 
   return "";
 }
 
-std::string HttpServer::listen_unix(const std::string& path, unsigned mode, int given_fd) {
+std::string HttpServer::listen_unix(const std::string& path, unsigned mode, int given_fd, bool path_not_ours) {
   beast::error_code ec;
   if (given_fd >= 0) {
     impl_->unix_acceptor.assign(unix_socket(), given_fd, ec);
@@ -315,7 +316,9 @@ std::string HttpServer::listen_unix(const std::string& path, unsigned mode, int 
   if (!ec && ::chmod(path.c_str(), mode) != 0) ec = beast::error_code(errno, boost::system::system_category());
   if (!ec && given_fd < 0) impl_->unix_acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return "cannot listen on " + path + ": " + ec.message();
-  impl_->unix_path = path;
+  // Its file is removed at stop only when it is still this socket's and not a socket unit's.
+  struct stat st {};
+  if (!path_not_ours && ::stat(path.c_str(), &st) == 0) impl_->unix_path = path, impl_->unix_ino = st.st_ino;
   impl_->accept_unix();
   return "";
 }
@@ -346,7 +349,9 @@ void HttpServer::stop() {
   beast::error_code ec;
   impl_->acceptor.close(ec);
   impl_->unix_acceptor.close(ec);
-  if (!impl_->unix_path.empty()) ::unlink(impl_->unix_path.c_str());
+  struct stat st {};
+  if (!impl_->unix_path.empty() && ::stat(impl_->unix_path.c_str(), &st) == 0 && st.st_ino == impl_->unix_ino)
+    ::unlink(impl_->unix_path.c_str());
 }
 
 std::size_t HttpServer::open_connections() const { return impl_->connections; }

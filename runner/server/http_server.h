@@ -78,8 +78,9 @@ class HttpServer {
   /// binding; the server owns it from then on (closed on failure too).
   std::string listen(const std::string& address, unsigned short port, const TlsFiles& tls = {}, int given_fd = -1);
   /// Also listens on a Unix socket at `path` (made with `mode`; an old socket file there is replaced, anything
-  /// else refused): each request carries its client's uid and gid. `given_fd` as for listen().
-  std::string listen_unix(const std::string& path, unsigned mode, int given_fd = -1);
+  /// else refused): each request carries its client's uid and gid. `given_fd` as for listen(); `path_not_ours`:
+  /// its file belongs to whoever gave the socket (a systemd socket unit) and stays when the server stops.
+  std::string listen_unix(const std::string& path, unsigned mode, int given_fd = -1, bool path_not_ours = false);
   /// Its listening sockets (TCP, then the Unix one when it has one), still its own: for copies that outlive the
   /// daemon (the supervisor keeps them across a restart).
   std::vector<int> listening_fds() const;

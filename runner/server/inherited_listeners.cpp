@@ -97,7 +97,7 @@ void InheritedListeners::take_from_systemd(std::vector<std::string>& problems) {
       ::close(fd);
       continue;
     }
-    given_.push_back({fd, name});
+    given_.push_back({fd, name, true});
   }
   ::unsetenv("LISTEN_PID");
   ::unsetenv("LISTEN_FDS");
@@ -132,17 +132,17 @@ int InheritedListeners::take_tcp(const std::string& address, unsigned short port
   return -1;
 }
 
-int InheritedListeners::take_unix(const std::string& path) {
+GivenListener InheritedListeners::take_unix(const std::string& path) {
   for (auto it = given_.begin(); it != given_.end(); ++it) {
     const Bound b = bound_of(it->fd);
     struct stat st {};
     // Its file gone (removed by hand), no client can reach it any more: bound again instead.
     if (b.family != AF_UNIX || b.address != path || ::lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-    const int fd = it->fd;
+    GivenListener l = *it;
     given_.erase(it);
-    return fd;
+    return l;
   }
-  return -1;
+  return {};
 }
 
 std::vector<std::string> InheritedListeners::close_rest() {

@@ -18,6 +18,7 @@ namespace pto {
 struct GivenListener {
   int fd = -1;
   std::string name;
+  bool from_systemd = false;  // its socket unit owns the address (a Unix socket's file is never removed)
 };
 
 class InheritedListeners {
@@ -37,8 +38,8 @@ class InheritedListeners {
   /// The listening TCP socket bound to `address`:`port` (the caller owns it), else -1. With `port` 0, the one
   /// named `name` (the steps' endpoint, whose port is whatever it was first given) on that address.
   int take_tcp(const std::string& address, unsigned short port, const std::string& name);
-  /// The listening Unix socket bound to `path` whose file is still there, else -1.
-  int take_unix(const std::string& path);
+  /// The listening Unix socket bound to `path` whose file is still there (fd -1: none).
+  GivenListener take_unix(const std::string& path);
   /// Where each one that nobody took is bound (for a warning); they are closed.
   std::vector<std::string> close_rest();
   bool empty() const { return given_.empty(); }

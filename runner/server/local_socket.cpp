@@ -38,7 +38,8 @@ std::set<uid_t> sandbox_uids(const SandboxConfig& sandbox, std::vector<std::pair
 
 }  // namespace
 
-std::string open_local_socket(HttpServer& server, Access& access, const RunnerConfig& cfg, int given_fd) {
+std::string open_local_socket(HttpServer& server, Access& access, const RunnerConfig& cfg, const GivenListener& given) {
+  const int given_fd = given.fd;
   const std::string& path = cfg.listen_unix;
   long gid = -1;
   if (!cfg.submit_group.empty()) {
@@ -61,7 +62,7 @@ std::string open_local_socket(HttpServer& server, Access& access, const RunnerCo
   }
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  if (std::string e = server.listen_unix(path, gid >= 0 ? 0660 : 0600, given_fd); !e.empty()) return "listen-unix: " + e;
+  if (std::string e = server.listen_unix(path, gid >= 0 ? 0660 : 0600, given_fd, given.from_systemd); !e.empty()) return "listen-unix: " + e;
   if (gid >= 0 && ::chown(path.c_str(), 0, static_cast<gid_t>(gid)) != 0)
     return "listen-unix: cannot give " + path + " to group " + cfg.submit_group + " (chown needs root)";
   return "";

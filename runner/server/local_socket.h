@@ -7,6 +7,7 @@
 #include <string>
 
 #include "config/runner_config.h"
+#include "server/inherited_listeners.h"
 
 namespace pto {
 
@@ -15,7 +16,7 @@ class HttpServer;
 
 /// Listens on cfg.listen_unix and tells `access` who the local submitters are. "" or the problem, a
 /// configuration error (serve exits 2): no such group, a sandbox user in it, a path it cannot bind.
-/// `given_fd`: the socket already listening there (systemd's, or kept across a restart), used instead.
-std::string open_local_socket(HttpServer& server, Access& access, const RunnerConfig& cfg, int given_fd = -1);
+/// `given`: the socket already listening there (systemd's, or kept across a restart), used instead.
+std::string open_local_socket(HttpServer& server, Access& access, const RunnerConfig& cfg, const GivenListener& given = {});
 
 }  // namespace pto

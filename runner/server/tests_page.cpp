@@ -2,7 +2,7 @@
 // test pages. For one ref (?ref=, default refs/heads/main) over tests.window-days: the flaky tests (flip rate),
 // the muted ones (reason, until, who), the slowest and the most failing; with ?test=ID one test's history
 // (every result, its card and run, and its counts per ref). Its script reads GET /api/v1/tests?ref= and
-// GET /api/v1/tests/{id} (store/test_history_queries) and draws by itself (server/page_kit).
+// GET /api/v1/tests/{id} (store/case_history_queries) and draws by itself (server/page_kit).
 #include "server/tests_page.h"
 
 #include "server/page_kit.h"

@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include "util/iso_time.h"
+#include "util/clock.h"
 
 namespace pto {
 
@@ -20,7 +21,7 @@ std::uint64_t SlurmBroker::request(CardRequest, Grant on_grant, Impossible) {
 
 std::vector<QueueEntry> SlurmBroker::queue() {
   std::vector<QueueEntry> out;
-  const double now = static_cast<double>(std::time(nullptr));
+  const double now = static_cast<double>(wall_time_t());
   for (const auto& j : cluster_.jobs()) {
     if (!j.pending()) continue;
     QueueEntry e;
@@ -41,7 +42,7 @@ std::vector<QueueEntry> SlurmBroker::queue() {
     e.devices = q.devices;
     e.reason = q.reason;
     e.marker = q.marker;
-    e.waited_seconds = std::chrono::duration<double>(std::chrono::system_clock::now() - q.since).count();
+    e.waited_seconds = std::chrono::duration<double>(wall_now() - q.since).count();
     e.since = iso_time(q.since);
     out.push_back(std::move(e));
   }

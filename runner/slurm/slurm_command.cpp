@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "exec/child_reaper.h"
+#include "util/clock.h"
 
 extern char** environ;
 
@@ -43,6 +44,7 @@ SlurmCommandResult run_slurm_command(const std::vector<std::string>& argv, doubl
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&fa, out[1], 1);
   posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);  // none of the daemon's sockets (Asio's are not close-on-exec)
   posix_spawnattr_t at;
   posix_spawnattr_init(&at);
   sigset_t none;
@@ -66,14 +68,14 @@ SlurmCommandResult run_slurm_command(const std::vector<std::string>& argv, doubl
     r.error = "cannot run " + argv[0] + ": " + std::strerror(rc) + " (is Slurm installed and on PATH?)";
     return r;
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+  const auto deadline = steady_now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                                std::chrono::duration<double>(timeout_seconds));
   pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
   int open = 2;
   bool timed_out = false;
   char buf[65536];
   while (open > 0) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady_now()).count();
     if (left <= 0) {
       timed_out = true;
       ::kill(pid, SIGKILL);

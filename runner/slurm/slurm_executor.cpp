@@ -13,6 +13,7 @@
 #include "slurm/srun_env.h"
 #include "util/process_env.h"
 #include "util/random_hex.h"
+#include "util/clock.h"
 
 namespace asio = boost::asio;
 
@@ -185,7 +186,7 @@ class SlurmStep : public std::enable_shared_from_this<SlurmStep> {
   double left_seconds() const {
     double left = 0;
     if (launch_.timeout_seconds > 0)
-      left = std::max(1.0, launch_.timeout_seconds - std::chrono::duration<double>(std::chrono::steady_clock::now() - armed_).count());
+      left = std::max(1.0, launch_.timeout_seconds - std::chrono::duration<double>(steady_now() - armed_).count());
     if (launch_.run_timeout_seconds > 0) left = left > 0 ? std::min(left, launch_.run_timeout_seconds) : launch_.run_timeout_seconds;
     return left;
   }
@@ -271,7 +272,7 @@ class SlurmStep : public std::enable_shared_from_this<SlurmStep> {
   std::function<void(const StepOutcome&)> done_;
   std::function<void()> on_finished_;
   asio::steady_timer deadline_, phase_, grace_;  // timeout-minutes; queue- then run-timeout-minutes; the grace
-  std::chrono::steady_clock::time_point armed_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point armed_ = steady_now();
   std::string name_, nonce_, job_, last_reason_;
   std::uint64_t inner_ = 0;
   bool submitted_ = false, placed_ = false, terminating_ = false, timed_out_ = false, cancelled_ = false,
@@ -312,7 +313,7 @@ class SlurmExecutor : public Executor {
     if (steps_.count(handle) && !steps_[handle].submitted) {
       const std::string why = "queued here: the jobs already in Slurm hold " + std::to_string(in_flight_) + " of " +
                               std::to_string(capacity()) + " cards (slurm.max-cards)";
-      cluster_.queue_here({marker, label, why, devices, std::chrono::system_clock::now()});
+      cluster_.queue_here({marker, label, why, devices, wall_now()});
       if (on_waiting) on_waiting(why);
     }
     return handle;

@@ -14,6 +14,7 @@
 #include "source/submodule_urls.h"
 #include "util/lock_file.h"
 #include "util/process_env.h"
+#include "util/clock.h"
 
 namespace fs = std::filesystem;
 
@@ -51,9 +52,9 @@ class MirrorLock {
   MirrorLock(const std::string& path, double timeout_seconds) {
     fd_ = open_private_lock_file(path, "the mirror lock", error_);
     if (fd_ < 0) return;
-    auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
+    auto until = steady_now() + std::chrono::duration<double>(timeout_seconds);
     while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      if (std::chrono::steady_clock::now() >= until) {
+      if (steady_now() >= until) {
         char buf[64] = {0};
         ssize_t n = ::pread(fd_, buf, sizeof(buf) - 1, 0);
         std::string holder = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "";
@@ -127,7 +128,7 @@ void GitMirror::clear_stale_locks() {
   // Under our flock no fetch of ours runs in the mirror, so a `*.lock` git left (a fetch killed at its timeout)
   // is stale and would make later fetches fail ("Unable to create '...lock': File exists"). Steps' own git in
   // their worktrees shares the mirror's refs and config, though: only a lock older than a whole fetch may go.
-  const auto stale_before = fs::file_time_type::clock::now() -
+  const auto stale_before = file_time_now() -
                             std::chrono::duration_cast<fs::file_time_type::duration>(
                                 std::chrono::duration<double>(cfg_.fetch_timeout_seconds + 60));
   std::error_code ec;

@@ -24,6 +24,7 @@
 #include "util/json_text.h"
 #include "util/regular_file.h"
 #include "util/state_paths.h"
+#include "util/clock.h"
 
 namespace fs = std::filesystem;
 
@@ -373,7 +374,7 @@ void RunHistory::prune(const RetentionConfig& r, double tests_retention_days, in
   }
   std::string cutoff;
   if (r.max_age_days > 0)
-    cutoff = iso_time(std::chrono::system_clock::now() -
+    cutoff = iso_time(wall_now() -
                       std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(r.max_age_days * 86400)));
   std::vector<std::string> pruned;
   try {

@@ -23,7 +23,7 @@
 #include "read_model/card_history.h"
 #include "store/engine_state_journal.h"
 #include "store/journal.h"
-#include "store/test_history.h"
+#include "store/case_history.h"
 
 #include <boost/asio/steady_timer.hpp>
 

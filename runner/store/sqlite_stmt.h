@@ -1,6 +1,6 @@
 #pragma once
 // One prepared SQLite statement, bound and stepped; errors as exceptions, which each store's owner turns into
-// its "never throws" answer (store/journal, store/test_history). Header-only: small and used by both.
+// its "never throws" answer (store/journal, store/case_history). Header-only: small and used by both.
 // StmtCache keeps a connection's frequent statements prepared: preparing one cost more than the write it made
 // (a lease's end was 9% SQL parsing, perf in bench/README.md).
 #include <sqlite3.h>

@@ -24,6 +24,7 @@
 #include "supervise/supervisor.h"
 #include "supervise/wire.h"
 #include "util/secret_mask.h"
+#include "util/clock.h"
 
 extern char** environ;
 
@@ -58,6 +59,9 @@ std::string spawn_supervisor(const std::string& dir, const std::string& self, bo
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  // Nothing of the daemon's leaks into it (its listeners and clients' connections, which Asio opens without
+  // close-on-exec: a copy here would keep a dead daemon's connections open and its address bound).
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   sigset_t none, all;
   sigemptyset(&none);
@@ -163,10 +167,10 @@ struct SupervisedExecutor::Impl {
     leases.clear();
     for (auto& [name, fd] : given_listeners) ::close(fd);
     given_listeners.clear();
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    const auto until = steady_now() + std::chrono::seconds(5);
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
     for (;;) {
-      const int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count());
+      const int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - steady_now()).count());
       pollfd p{fd, POLLIN, 0};
       if (left <= 0 || ::poll(&p, 1, left) <= 0) {
         why = "the step supervisor at " + path + " did not greet";

@@ -12,6 +12,7 @@
 #include "exec/spawn_process.h"
 #include "slurm/srun_env.h"
 #include "util/process_env.h"
+#include "util/clock.h"
 
 extern char** environ;
 
@@ -61,8 +62,8 @@ int stop_command(pid_t pid, const std::string& marker, double grace) {
   using Clock = std::chrono::steady_clock;
   ::kill(-pid, SIGTERM);
   int status = 0;
-  auto until = Clock::now() + std::chrono::duration<double>(grace);
-  while (Clock::now() < until) {
+  auto until = steady_now() + std::chrono::duration<double>(grace);
+  while (steady_now() < until) {
     if (::waitpid(pid, &status, WNOHANG) == pid) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }

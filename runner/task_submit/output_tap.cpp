@@ -1,4 +1,5 @@
 #include "task_submit/output_tap.h"
+#include "util/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -120,12 +121,12 @@ void OutputTap::keep_line(const std::string& line) {
 
 void OutputTap::drain(int ms) {
   using Clock = std::chrono::steady_clock;
-  const auto until = Clock::now() + std::chrono::milliseconds(ms);
-  while (Clock::now() < until) {
+  const auto until = steady_now() + std::chrono::milliseconds(ms);
+  while (steady_now() < until) {
     std::vector<pollfd> fds;
     add_polls(fds);
     if (fds.empty()) break;
-    int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count());
+    int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - steady_now()).count());
     if (::poll(fds.data(), fds.size(), std::max(1, left)) <= 0) break;
     on_ready(fds);
   }

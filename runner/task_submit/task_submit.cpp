@@ -29,6 +29,7 @@
 #include "util/api_paths.h"
 #include "util/build_commit.h"
 #include "util/token_file.h"
+#include "util/clock.h"
 
 namespace pto {
 
@@ -132,17 +133,17 @@ int supervise(PlainHttpClient& daemon, const std::string& token, const Options& 
   // The daemon answers once every process of the command is gone and the cards are free (it kills what is left:
   // up to its kill grace, then 5 s after SIGKILL); exiting only after that, nothing of the command outlives us.
   auto release = [&](const char* why) { return daemon.request("DELETE", api_path::lease(id) + "?reason=" + why, token, "", 120); };
-  const auto granted = Clock::now();
+  const auto granted = steady_now();
   const bool own_max_time = o.max_time > 0 && g.srun.empty();  // in Slurm, the job's wrapper counts it from the start
   const auto max_until = granted + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.max_time));
-  auto next_beat = Clock::now() + std::chrono::seconds(1);
+  auto next_beat = steady_now() + std::chrono::seconds(1);
   auto unreachable_since = Clock::time_point{};
   int status = 0;
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   while (true) {
     if (::waitpid(pid, &status, WNOHANG) == pid) break;
     auto until = own_max_time ? std::min(next_beat, max_until) : next_beat;
-    int ms = static_cast<int>(std::max<long long>(1, std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count()));
+    int ms = static_cast<int>(std::max<long long>(1, std::chrono::duration_cast<std::chrono::milliseconds>(until - steady_now()).count()));
     std::vector<pollfd> fds;
     if (pidfd >= 0) fds.push_back({pidfd, POLLIN, 0});
     if (tap) tap->add_polls(fds);
@@ -155,14 +156,14 @@ int supervise(PlainHttpClient& daemon, const std::string& token, const Options& 
       release("client+interrupted");
       return g_signal == SIGINT ? 130 : 143;
     }
-    if (own_max_time && Clock::now() >= max_until) {
+    if (own_max_time && steady_now() >= max_until) {
       std::cerr << "[task-submit] " << id << " killed after --max-time " << o.max_time << " s\n";
       stop_command(pid, g.marker, 3);
       release("max-time");
       return kKilled;
     }
-    if (Clock::now() < next_beat) continue;
-    next_beat = Clock::now() + std::chrono::seconds(1);
+    if (steady_now() < next_beat) continue;
+    next_beat = steady_now() + std::chrono::seconds(1);
     PlainHttpResult hb = daemon.request("POST", api_path::lease_heartbeat(id), token, "{}", 5);
     if (hb.reached && hb.status == 410) {
       auto j = nlohmann::json::parse(hb.body, nullptr, false);
@@ -175,8 +176,8 @@ int supervise(PlainHttpClient& daemon, const std::string& token, const Options& 
     if (hb.reached) {
       unreachable_since = {};
     } else {
-      if (unreachable_since == Clock::time_point{}) unreachable_since = Clock::now();
-      if (Clock::now() - unreachable_since > std::chrono::seconds(kLostDaemonSeconds)) {
+      if (unreachable_since == Clock::time_point{}) unreachable_since = steady_now();
+      if (steady_now() - unreachable_since > std::chrono::seconds(kLostDaemonSeconds)) {
         std::cerr << "[task-submit] lost the daemon (" << hb.error << "); stopping the command\n";
         stop_command(pid, g.marker, 3);
         return kKilled;
@@ -196,7 +197,7 @@ int supervise(PlainHttpClient& daemon, const std::string& token, const Options& 
   PlainHttpResult released = daemon.request("DELETE", api_path::lease(id) + "?reason=released+by+its+client", token, body, 120);
   // A daemon restarting right now: the release is said again once it is back (else its heartbeat clock
   // frees the cards a few seconds after it is).
-  for (const auto lost = Clock::now(); !released.reached && Clock::now() - lost < std::chrono::seconds(kLostDaemonSeconds);) {
+  for (const auto lost = steady_now(); !released.reached && steady_now() - lost < std::chrono::seconds(kLostDaemonSeconds);) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     released = daemon.request("DELETE", api_path::lease(id) + "?reason=released+by+its+client", token, body, 120);
   }
@@ -224,22 +225,24 @@ int run_leased(PlainHttpClient& daemon, const std::string& token, const Options&
   sigaction(SIGHUP, &sa, nullptr);
   // The request waits in the queue until the cards are granted (or --timeout passes on the daemon's side).
   double wait = o.timeout > 0 ? o.timeout + 30 : 7 * 86400.0;
-  const auto asked = Clock::now();
+  const auto asked = steady_now();
   PlainHttpResult r = daemon.request("POST", api_path::kLeases, token, body, wait);
   // No answer: the daemon went away (a crash, a restart, an upgrade) while this waited, or is away now. Its
   // address stays bound meanwhile (its socket unit or its steps' supervisor holds it), so asking again waits
   // for the next daemon, which queues the request anew: for as long as --timeout allows (without one, while
   // the daemon is away no longer than kLostDaemonSeconds at a stretch). 126 only for a real refusal.
-  auto away_since = Clock::now();
-  for (auto last = asked; !r.reached && !r.wrong_listener && !g_signal;) {
-    const auto now = Clock::now();
-    if (now - last > std::chrono::seconds(5)) away_since = now;  // that one waited in a live daemon's queue
+  // Each new try is sent only once a daemon has taken its connection up (never into a listener kept while none
+  // runs), so the time away is counted here; one that was taken up and dropped again had a live daemon.
+  auto away_since = steady_now();
+  daemon.require_accepted(5);
+  while (!r.reached && !r.wrong_listener && !g_signal) {
+    const auto now = steady_now();
+    if (r.sent) away_since = now;
     const double waited = std::chrono::duration<double>(now - asked).count();
     if (o.timeout > 0 ? waited >= o.timeout : now - away_since > std::chrono::seconds(kLostDaemonSeconds)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
     Options left = o;
     if (o.timeout > 0) left.timeout = std::max(0.001, o.timeout - waited);
-    last = Clock::now();
     r = daemon.request("POST", api_path::kLeases, token, lease_body(left, error), o.timeout > 0 ? left.timeout + 30 : wait);
   }
   auto reply = nlohmann::json::parse(r.body, nullptr, false);

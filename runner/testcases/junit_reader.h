@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "testcases/report_files.h"
-#include "testcases/test_case.h"
+#include "testcases/case_result.h"
 
 namespace pto {
 

@@ -1,5 +1,10 @@
 #include "util/clock.h"
 
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -46,5 +51,16 @@ class SteadyClock : public Clock {
 }  // namespace
 
 std::unique_ptr<Clock> make_steady_clock(boost::asio::io_context& io) { return std::make_unique<SteadyClock>(io); }
+
+std::uint64_t boot_ticks_now() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_BOOTTIME, &ts);
+  const std::uint64_t hz = static_cast<std::uint64_t>(::sysconf(_SC_CLK_TCK));
+  return static_cast<std::uint64_t>(ts.tv_sec) * hz + static_cast<std::uint64_t>(ts.tv_nsec) * hz / 1000000000ull;
+}
+
+double epoch_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 }  // namespace pto

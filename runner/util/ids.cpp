@@ -3,6 +3,7 @@
 #include <ctime>
 
 #include "util/random_hex.h"
+#include "util/clock.h"
 
 namespace pto {
 
@@ -43,7 +44,7 @@ std::optional<StepId> StepId::parse(std::string_view text) {
 }
 
 std::string new_run_id() {
-  std::time_t t = std::time(nullptr);
+  std::time_t t = wall_time_t();
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[32];

@@ -1,4 +1,5 @@
 #include "util/iso_time.h"
+#include "util/clock.h"
 
 #include <cstdio>
 #include <ctime>
@@ -35,6 +36,6 @@ double epoch_from_iso(const std::string& iso) {
   return static_cast<double>(timegm(&tm)) + (n >= 7 ? ms / 1000.0 : 0);
 }
 
-std::string iso_now() { return iso_time(std::chrono::system_clock::now()); }
+std::string iso_now() { return iso_time(wall_now()); }
 
 }  // namespace pto

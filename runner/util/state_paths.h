@@ -6,7 +6,7 @@
 
 namespace pto {
 
-/// The journal (store/journal), which the test history (store/test_history) shares.
+/// The journal (store/journal), which the test history (store/case_history) shares.
 inline std::string journal_file(const std::string& state_dir) { return state_dir + "/journal.sqlite"; }
 inline std::string runs_dir(const std::string& state_dir) { return state_dir + "/runs"; }
 inline std::string run_dir(const std::string& state_dir, const std::string& run_id) { return runs_dir(state_dir) + "/" + run_id; }

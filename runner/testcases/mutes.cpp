@@ -1,4 +1,4 @@
-#include "testcases/test_mutes.h"
+#include "testcases/mutes.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "testcases/test_split.h"
+#include "testcases/shard_split.h"
 
 #include <algorithm>
 #include <numeric>

@@ -1,14 +1,14 @@
 // The daemon's part in test results (docs/maintainers.md, "Test results"): its mutes, runner.yml's and the
 // API's together (the API's kept in the test history, so a restart keeps them), what every run asks when a test
 // fails, and what the read model shows of them. Recording each step's tests is the reporter's
-// (daemon/run_reporter); the queries are store/test_history_queries.
+// (daemon/run_reporter); the queries are store/case_history_queries.
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
 
 #include "daemon/daemon.h"
 #include "store/run_history.h"
-#include "store/test_history_queries.h"
+#include "store/case_history_queries.h"
 #include "util/iso_time.h"
 #include "util/state_paths.h"
 

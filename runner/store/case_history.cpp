@@ -1,4 +1,4 @@
-#include "store/test_history.h"
+#include "store/case_history.h"
 
 #include <sqlite3.h>
 

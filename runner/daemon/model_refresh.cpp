@@ -1,4 +1,4 @@
-#include "read_model/model_refresh.h"
+#include "daemon/model_refresh.h"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -11,6 +11,7 @@
 #include "util/api_paths.h"
 #include "util/ids.h"
 #include "util/iso_time.h"
+#include "util/clock.h"
 
 namespace pto {
 
@@ -29,7 +30,7 @@ ModelRefresh::~ModelRefresh() = default;
 void ModelRefresh::changed() {
   if (pending_ || stopped_) return;
   pending_ = true;
-  auto since = std::chrono::steady_clock::now() - refreshed_at_;
+  auto since = steady_now() - refreshed_at_;
   if (since >= kInterval) {
     boost::asio::post(io_, [this] {
       if (pending_ && !stopped_) refresh_();
@@ -44,7 +45,7 @@ void ModelRefresh::changed() {
 
 void ModelRefresh::refreshed(bool busy) {
   pending_ = false;
-  refreshed_at_ = std::chrono::steady_clock::now();
+  refreshed_at_ = steady_now();
   if (!busy || tick_armed_ || stopped_) return;
   tick_armed_ = true;
   tick_->expires_after(std::chrono::seconds(1));
@@ -137,7 +138,7 @@ HostOccupancy describe_runs(ReadModel& model, std::vector<QueueEntry> queue, con
     e.since = std::move(q.since);
     e.eta_seconds = q.eta_seconds;
     if (q.eta_seconds >= 0)
-      e.eta = iso_time(std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<long long>(q.eta_seconds * 1000)));
+      e.eta = iso_time(wall_now() + std::chrono::milliseconds(static_cast<long long>(q.eta_seconds * 1000)));
     e.priority = q.priority;
     e.run_card_seconds = q.run_used_card_seconds;
     e.fair_share_tag = q.tag;

@@ -1,4 +1,4 @@
-#include "testcases/test_case.h"
+#include "testcases/case_result.h"
 
 namespace pto {
 

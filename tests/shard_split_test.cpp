@@ -1,4 +1,4 @@
-// Test suites split across shards by learned durations (testcases/test_split): the policy on made-up suites,
+// Test suites split across shards by learned durations (testcases/shard_split): the policy on made-up suites,
 // `split:` as a step key (its errors at their line), and a real pytest suite split by a daemon.
 #include <catch2/catch.hpp>
 
@@ -8,7 +8,7 @@
 #include <set>
 
 #include "served_daemon.h"
-#include "testcases/test_split.h"
+#include "testcases/shard_split.h"
 #include "util/secret_mask.h"
 #include "test_support.h"
 

@@ -1,4 +1,4 @@
-#include "store/test_history_queries.h"
+#include "store/case_history_queries.h"
 
 #include <sqlite3.h>
 
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "store/sqlite_stmt.h"
-#include "store/test_history.h"
+#include "store/case_history.h"
 #include "util/iso_time.h"
 
 namespace pto {

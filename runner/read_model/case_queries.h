@@ -1,7 +1,7 @@
 #pragma once
 // TestQueries: the test history as GETs read it (GET /api/v1/tests?ref=, GET /api/v1/tests/{id}, the /tests
 // page). The history is too large for memory (a year of pypto is ~2 million rows), so these are queries, made
-// by store/test_history_queries on a connection of their own. Called on the API's workers, never on the
+// by store/case_history_queries on a connection of their own. Called on the API's workers, never on the
 // engine thread: implementations are safe to call from several threads at once.
 #include <string>
 

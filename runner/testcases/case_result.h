@@ -1,6 +1,6 @@
 #pragma once
 // One test case of a step's attempt, as its report said and as pto-runner judged it (SPEC "Test results").
-// Value types only: testcases/junit_reader reads them, testcases/test_verdict judges them, the engine keeps
+// Value types only: testcases/junit_reader reads them, testcases/verdict judges them, the engine keeps
 // them in the step's record, report/ and server/ render them.
 #include <optional>
 #include <string>

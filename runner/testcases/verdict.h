@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "config/runner_config.h"
-#include "testcases/test_case.h"
+#include "testcases/case_result.h"
 
 namespace pto {
 

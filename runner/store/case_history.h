@@ -15,13 +15,13 @@
 // Writes never throw (false, with the reason in error()). One thread at a time per TestHistory: the run
 // history has one on its writer thread for steps' results (a step's 750 rows cost ~150 ms on a year's history,
 // never the engine's time) and one on the engine thread for the mutes. Reads go through
-// store/test_history_queries, on connections of their own.
+// store/case_history_queries, on connections of their own.
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "config/runner_config.h"
-#include "testcases/test_case.h"
+#include "testcases/case_result.h"
 
 struct sqlite3;
 

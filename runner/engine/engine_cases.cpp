@@ -1,6 +1,6 @@
 // RunEngine's part in "every test case known" (docs/maintainers.md, "Test results"): a step with `tests:` gets
 // a report directory per attempt (and pytest steps the plugin), its reports are read when the attempt ends and
-// judged (testcases/test_verdict), its card breakers charged once, and a failed attempt reruns only the tests
+// judged (testcases/verdict), its card breakers charged once, and a failed attempt reruns only the tests
 // not yet passed, on other cards than the ones they broke. The rest of the state machine is engine/engine.cpp.
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,8 +20,8 @@
 #include "testcases/junit_reader.h"
 #include "testcases/pytest_plugin.h"
 #include "testcases/report_files.h"
-#include "testcases/test_mutes.h"
-#include "testcases/test_split.h"
+#include "testcases/mutes.h"
+#include "testcases/shard_split.h"
 #include "util/ids.h"
 #include "util/process_env.h"
 
@@ -34,6 +34,8 @@ namespace {
 // Reports are hostile input read by root: capped per file and in number.
 constexpr std::size_t kMaxReportBytes = 64u << 20;
 constexpr std::size_t kMaxReports = 1000;
+// A split step's collected test ids (one line each: pypto's ~750 take 60 KB), read on the engine thread.
+constexpr std::size_t kMaxCollectedBytes = 16u << 20;
 
 std::string report_dir(const std::string& run_dir, std::size_t j, std::size_t s, int attempt) {
   return run_test_reports(run_dir) + "/" + StepId{j, s}.text() + "-" + std::to_string(attempt);
@@ -215,7 +217,8 @@ std::string RunEngine::take_collection(std::size_t j, std::size_t s) {
   const PlanStep& ps = plan_.jobs[j].steps[s];
   StepRecord& sr = run_.jobs[j].steps[s];
   // Written by the step's pytest processes (collected-PID-N.txt): hostile input, read as reports are.
-  CollectedReports found = collect_reports(report_dir(opts_.run_dir, j, s, sr.attempt), "collected-*.txt", kMaxReportBytes, kMaxReports);
+  CollectedReports found =
+      collect_reports(report_dir(opts_.run_dir, j, s, sr.attempt), "collected-*.txt", kMaxReportBytes, kMaxReports, kMaxCollectedBytes);
   if (!found.error.empty()) return "its collected tests were refused: " + found.error;
   std::vector<std::string> ids;
   for (FoundReport& f : found.files) {

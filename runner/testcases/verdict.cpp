@@ -1,4 +1,4 @@
-#include "testcases/test_verdict.h"
+#include "testcases/verdict.h"
 
 #include <algorithm>
 #include <regex>

@@ -13,10 +13,10 @@
 #include "read_model/card_history.h"
 #include "served_daemon.h"
 #include "store/journal.h"
-#include "store/test_history.h"
-#include "store/test_history_queries.h"
+#include "store/case_history.h"
+#include "store/case_history_queries.h"
 #include "test_support.h"
-#include "testcases/test_mutes.h"
+#include "testcases/mutes.h"
 #include "util/api_paths.h"
 
 using namespace pto::test;

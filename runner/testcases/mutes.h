@@ -8,7 +8,8 @@
 #include <vector>
 
 #include "config/runner_config.h"
-#include "testcases/test_case.h"
+#include "testcases/case_result.h"
+#include "util/clock.h"
 
 namespace pto {
 
@@ -17,7 +18,7 @@ namespace pto {
 bool test_glob_match(const std::string& glob, const std::string& id);
 
 /// Today as YYYY-MM-DD in UTC (a mute's `until` is a UTC date, inclusive).
-std::string utc_date(std::time_t t = std::time(nullptr));
+std::string utc_date(std::time_t t = wall_time_t());
 
 class TestMutes {
  public:
