@@ -139,6 +139,21 @@ struct Harness {
 
 using Events = std::vector<std::string>;
 
+/// The engine's offload (EngineOptions::offload) run by hand: what it was given to do elsewhere, done when the
+/// test says, its answer then back on the engine's thread.
+struct Offloads {
+  std::vector<std::pair<std::function<void()>, std::function<void()>>> queued;
+  std::function<void(EngineOptions&)> tune() {
+    return [this](EngineOptions& eo) {
+      eo.offload = [this](std::function<void()> work, std::function<void()> then) { queued.emplace_back(std::move(work), std::move(then)); };
+    };
+  }
+  void run(std::size_t i) {
+    queued.at(i).first();
+    queued.at(i).second();
+  }
+};
+
 }  // namespace
 
 TEST_CASE("engine (fake broker): a step starts only once granted, on its cards, and returns them after it ends", "[engine]") {
@@ -443,15 +458,13 @@ TEST_CASE("engine (fake clock): a malformed $GITHUB_OUTPUT fails the step, journ
 
 TEST_CASE("engine (fake clock): a step's reports are read through the offload, off the engine's thread: meanwhile the step "
           "runs on with its end kept for a take-over, then it is judged by them", "[engine][tests]") {
-  std::vector<std::pair<std::function<void()>, std::function<void()>>> offloaded;
-  Harness h(Jobs{{"j.yml", "name: j\nsteps:\n  - {name: s, tests: {junit: 'r.xml'}, retry: {max: 0}, run: 'x'}\n"}}, "", false, [&](EngineOptions& eo) {
-    eo.offload = [&](std::function<void()> work, std::function<void()> then) { offloaded.emplace_back(std::move(work), std::move(then)); };
-  });
+  Offloads offloaded;
+  Harness h(Jobs{{"j.yml", "name: j\nsteps:\n  - {name: s, tests: {junit: 'r.xml'}, retry: {max: 0}, run: 'x'}\n"}}, "", false, offloaded.tune());
   h.dir.write("r.xml", "<testsuite><testcase classname='c' name='passes'/><testcase classname='c' name='fails'>"
                        "<failure message='boom'/></testcase></testsuite>");
   h.executor.finish(1, 1);
   h.settle();
-  REQUIRE(offloaded.size() == 1);
+  REQUIRE(offloaded.queued.size() == 1);
   // Not judged yet: running, its end kept (journaled with the step, so a next daemon reads the reports again).
   const StepRecord& sr = h.engine->record().jobs[0].steps[0];
   CHECK(h.state(0, 0) == StepState::Running);
@@ -459,8 +472,7 @@ TEST_CASE("engine (fake clock): a step's reports are read through the offload, o
   CHECK(sr.ended->exit_code == 1);
   CHECK(sr.tests.empty());
   CHECK_FALSE(h.engine->finished());
-  offloaded[0].first();   // the read, wherever the host runs it
-  offloaded[0].second();  // and its answer, on the engine's thread
+  offloaded.run(0);  // the read, wherever the host runs it, and its answer on the engine's thread
   h.settle();
   CHECK(h.state(0, 0) == StepState::Failed);
   CHECK_FALSE(sr.ended.has_value());
@@ -471,19 +483,16 @@ TEST_CASE("engine (fake clock): a step's reports are read through the offload, o
 
 TEST_CASE("engine (fake clock): a cancel that comes while an ended step's reports are read does not undo its end: it is judged "
           "by its reports as it ended", "[engine][tests]") {
-  std::vector<std::pair<std::function<void()>, std::function<void()>>> offloaded;
-  Harness h(Jobs{{"j.yml", "name: j\nsteps:\n  - {name: s, tests: {junit: 'r.xml'}, retry: {max: 0}, run: 'x'}\n"}}, "", false, [&](EngineOptions& eo) {
-    eo.offload = [&](std::function<void()> work, std::function<void()> then) { offloaded.emplace_back(std::move(work), std::move(then)); };
-  });
+  Offloads offloaded;
+  Harness h(Jobs{{"j.yml", "name: j\nsteps:\n  - {name: s, tests: {junit: 'r.xml'}, retry: {max: 0}, run: 'x'}\n"}}, "", false, offloaded.tune());
   h.dir.write("r.xml", "<testsuite><testcase classname='c' name='fails'><failure message='boom'/></testcase></testsuite>");
   h.executor.finish(1, 0);  // it exits 0 with a failed test in its report
   h.settle();
-  REQUIRE(offloaded.size() == 1);
+  REQUIRE(offloaded.queued.size() == 1);
   h.engine->cancel(0, "superseded");
   h.settle();
   CHECK(h.state(0, 0) == StepState::Running);  // still its reports' to decide
-  offloaded[0].first();
-  offloaded[0].second();
+  offloaded.run(0);
   h.settle();
   const StepRecord& sr = h.engine->record().jobs[0].steps[0];
   // Not cancelled, and judged: green as its command said (it exited 0), with its failed test kept and shown.
@@ -494,18 +503,15 @@ TEST_CASE("engine (fake clock): a cancel that comes while an ended step's report
 
 TEST_CASE("engine (fake clock): a run taken over while an ended step's reports were read holds that step's cards again, reads "
           "the reports again and gives the cards back once judged", "[engine][tests]") {
-  std::vector<std::pair<std::function<void()>, std::function<void()>>> offloaded;
-  auto capture = [&](EngineOptions& eo) {
-    eo.offload = [&](std::function<void()> work, std::function<void()> then) { offloaded.emplace_back(std::move(work), std::move(then)); };
-  };
+  Offloads offloaded;
   Harness h(Jobs{{"j.yml", "name: j\nsteps:\n  - {name: s, devices: 1, tests: {junit: 'r.xml'}, retry: {max: 0}, run: 'x'}\n"}}, "", false,
-            capture);
+            offloaded.tune());
   h.dir.write("r.xml", "<testsuite><testcase classname='c' name='passes'/></testsuite>");
   h.broker.grant_first({3});
   h.settle();
   h.executor.finish(1, 0);
   h.settle();
-  REQUIRE(offloaded.size() == 1);
+  REQUIRE(offloaded.queued.size() == 1);
   REQUIRE(h.engine->record().jobs[0].steps[0].ended.has_value());
   // The daemon goes away here: a new engine goes on from the journaled state (as daemon/daemon_adopt.cpp does).
   FakeBroker broker;
@@ -523,9 +529,8 @@ TEST_CASE("engine (fake clock): a run taken over while an ended step's reports w
   h.settle();
   CHECK(reattached_running == 0);  // nothing runs any more...
   CHECK(held_again == std::vector<std::vector<int>>{{3}});  // ...but its card is held again until it is judged
-  REQUIRE(offloaded.size() == 2);  // its reports are read again
-  offloaded[1].first();
-  offloaded[1].second();
+  REQUIRE(offloaded.queued.size() == 2);  // its reports are read again
+  offloaded.run(1);
   h.settle();
   CHECK(next.record().jobs[0].steps[0].state == StepState::Succeeded);
   CHECK(broker.released == std::vector<std::vector<int>>{{3}});
