@@ -4,7 +4,6 @@
 #include "daemon/daemon.h"
 #include "supervise/supervisor.h"
 #include "util/process_env.h"
-#include "notify/notifier.h"
 
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -25,10 +24,10 @@
 #include "host/card_prober.h"
 #include "sandbox/run_tree.h"
 #include "server/inherited_listeners.h"
-#include "server/local_socket.h"
 #include "store/state_dir_lock.h"
 #include "util/build_commit.h"
 #include "util/random_hex.h"
+#include "util/state_paths.h"
 #include "util/token_file.h"
 #include "util/clock.h"
 
@@ -198,41 +197,11 @@ std::string Daemon::read_tokens(const Project& project) {
   }
   access_.set_admin_token(token);
 
-  // Where it listens: loopback by default. Beyond loopback every read needs a token too, and the traffic TLS
-  // (or an explicit insecure-listen, said at start), as GitHub's runner or Buildkite's agent would insist on.
-  std::string listen = opts_.listen.empty() ? cfg_.listen : opts_.listen;
-  if (!split_listen(listen, listen_address_, listen_port_)) {
+  // Where it listens (server/api_endpoints): a wrong address or TLS setting is runner.yml's fault.
+  if (std::string e = EndpointSettings::read(cfg_, project.root, opts_.listen, opts_.steps_listen, access_, listen_); !e.empty()) {
     start_exit_ = 2;
-    return "bad listen address '" + listen + "' (want ADDRESS:PORT)";
+    return e;
   }
-  if (!opts_.steps_listen.empty()) {
-    std::string a;
-    unsigned short p = 0;
-    boost::system::error_code ec;
-    if (!split_listen(opts_.steps_listen, a, p) || !boost::asio::ip::make_address(a, ec).is_loopback() || ec) {
-      start_exit_ = 2;
-      return "bad --steps-listen '" + opts_.steps_listen + "' (want a loopback ADDRESS:PORT)";
-    }
-    cfg_.steps_listen = opts_.steps_listen;
-  }
-  boost::system::error_code addr_ec;
-  const auto addr = boost::asio::ip::make_address(listen_address_, addr_ec);
-  loopback_ = !addr_ec && addr.is_loopback();
-  tls_ = {resolve_under_root(project.root, cfg_.tls_cert), resolve_under_root(project.root, cfg_.tls_key)};
-  if (!loopback_ && !tls_.enabled() && !cfg_.insecure_listen) {
-    start_exit_ = 2;
-    return "listen " + listen + " is not loopback: give tls: {cert, key} in runner.yml, or insecure-listen: true to serve "
-           "plain HTTP there";
-  }
-  if (loopback_) return "";
-  access_.set_reads_need_token(true);
-  if (cfg_.read_token_file.empty()) return "";
-  std::string read_token = read_private_token_file(resolve_under_root(project.root, cfg_.read_token_file), token_error);
-  if (!token_error.empty()) {
-    start_exit_ = 2;
-    return "read-token-file: " + token_error;
-  }
-  access_.set_read_token(read_token);
   return "";
 }
 
@@ -272,14 +241,17 @@ std::string Daemon::open_history_and_host() {
   if (!host_) return host_error;
   reporter_->set_keep_engine_state(host_->supervised != nullptr);
   host_->set_on_change([this] { view_changed(); });
-  // On-call hears of cards going bad or coming back, and of runs' red steps (daemon_notify.cpp).
-  open_notify();
+  // On-call hears of cards going bad or coming back, and of runs' red steps (notify/host_notices). Its status
+  // changes on its senders' threads: the read model is refreshed on this one.
+  notices_ = std::make_unique<HostNotices>(journal_file(state_dir_), [this] { return url(); },
+                                           [this] { boost::asio::post(io_, [this] { view_changed(); }); });
+  notices_->open(cfg_);
   reporter_->set_on_step_final([this](const RunRecord& r, const Plan& p, int job, int step) {
-    notify_step_final(r, p, job, step);
+    step_final(r, p, job, step);
     maybe_control(r, p, job, step);
   });
   if (host_->pool)
-    host_->pool->set_on_health([this](int card, CardHealth from, CardHealth to, const std::string& why) { notify_card(card, from, to, why); });
+    host_->pool->set_on_health([this](int card, CardHealth from, CardHealth to, const std::string& why) { notices_->card(card, from, to, why); });
   return "";
 }
 
@@ -321,82 +293,29 @@ void Daemon::start_prober() {
 }
 
 std::string Daemon::listen() {
-  api_ = std::make_unique<Api>(io_, workers_.get(), model_, *this, access_);
-  HttpLimits limits = opts_.limits;
-  limits.max_connections_per_client = static_cast<std::size_t>(cfg_.max_connections_per_client);
-  limits.read_timeout_seconds = cfg_.request_timeout_seconds;
-  auto handler = [this](const HttpRequest& r, HttpServer::Respond respond) { api_->handle(r, std::move(respond)); };
   // Sockets that stayed bound while no daemon ran (server/inherited_listeners): systemd's, else the ones the
-  // step supervisor kept of the last daemon. Bound here only where none was given.
+  // step supervisor kept of the last daemon. Bound there only where none was given.
   InheritedListeners given;
   std::vector<std::string> problems;
   given.take_from_systemd(problems);
+  for (const auto& p : problems) spdlog::warn("{}", p);
   if (host_->supervised)
     for (auto& [name, fd] : host_->supervised->take_listeners()) given.add({fd, name});
-  for (const auto& p : problems) spdlog::warn("{}", p);
-  server_ = std::make_unique<HttpServer>(io_, handler, limits);
-  if (std::string e = server_->listen(listen_address_, listen_port_, tls_, given.take_tcp(listen_address_, listen_port_, "api")); !e.empty())
+  endpoints_ = std::make_unique<ApiEndpoints>(io_, workers_.get(), model_, *this, access_);
+  bool config_error = false;
+  if (std::string e = endpoints_->open(listen_, cfg_, opts_.limits, given, state_dir_, config_error); !e.empty()) {
+    if (config_error) start_exit_ = 2;
     return e;
-  if (!cfg_.listen_unix.empty()) {
-    if (std::string e = open_local_socket(*server_, access_, cfg_, given.take_unix(cfg_.listen_unix)); !e.empty()) {
-      start_exit_ = 2;
-      return e;
-    }
-    spdlog::info("listen-unix: {}{}", cfg_.listen_unix, cfg_.submit_group.empty() ? " (root only)" : " (submitters: group " + cfg_.submit_group + ")");
   }
-  if (!loopback_ && !tls_.enabled())
-    spdlog::warn("insecure-listen: serving plain HTTP on {}, beyond loopback: tokens cross the network unencrypted", server_->bound());
-  // Its own steps reach it on a loopback port of their own, in plain HTTP (their task-submit speaks nothing
-  // else), with the same API. A harness may keep hundreds of task-submit clients waiting at once, each a
-  // connection, all of one run's user: there one client's share is larger than on the public port, so a
-  // local user flooding the public port does not stop the steps' leases, nor one run's clients the others'.
-  HttpLimits steps_limits = limits;
-  steps_limits.max_connections = std::max<std::size_t>(limits.max_connections, 4096);
-  steps_limits.max_connections_per_client = std::max<std::size_t>(limits.max_connections_per_client, 1024);
-  std::string steps_address;
-  unsigned short steps_port = 0;
-  split_listen(cfg_.steps_listen, steps_address, steps_port);  // checked when runner.yml was read
-  // With port 0 its port is kept in the state dir and taken again at the next start: the steps a next daemon
-  // takes over (daemon_adopt.cpp) still reach it at the address their environment says. Taken meanwhile (no
-  // supervisor kept it): another port.
-  const std::string port_file = state_dir_ + "/steps-endpoint-port";
-  unsigned short port = steps_port;
-  if (std::FILE* f = steps_port == 0 ? std::fopen(port_file.c_str(), "r") : nullptr) {
-    if (std::fscanf(f, "%hu", &port) != 1) port = 0;
-    std::fclose(f);
-  }
-  int steps_fd = given.take_tcp(steps_address, steps_port, "steps");
-  steps_server_ = std::make_unique<HttpServer>(io_, handler, steps_limits);
-  if (std::string e = steps_server_->listen(steps_address, port, {}, steps_fd); !e.empty()) {
-    if (steps_port != 0) return "the steps' own endpoint (steps-listen): " + e;
-    steps_server_ = std::make_unique<HttpServer>(io_, handler, steps_limits);
-    if (port) spdlog::warn("the steps' own endpoint cannot have port {} again ({}): steps taken over cannot lease cards", port, e);
-    if (std::string e2 = steps_server_->listen(steps_address, 0); !e2.empty()) return "the steps' own endpoint: " + e2;
-  }
-  if (std::FILE* f = std::fopen(port_file.c_str(), "w")) {
-    std::fprintf(f, "%u\n", static_cast<unsigned>(steps_server_->port()));
-    std::fclose(f);
-  }
-  for (const auto& unused : given.close_rest())
-    spdlog::warn("a listening socket given to this daemon is bound to {}, where runner.yml no longer listens: closed", unused);
   // Copies outlive this daemon in its steps' supervisor: while it restarts nothing else can bind its address.
-  if (host_->supervised) {
-    std::vector<std::pair<std::string, int>> keep;
-    const std::vector<int> api = server_->listening_fds();
-    for (std::size_t i = 0; i < api.size(); ++i) keep.push_back({i == 0 ? "api" : "unix", api[i]});
-    keep.push_back({"steps", steps_server_->listening_fds().at(0)});
-    host_->supervised->keep_listeners(std::move(keep));
-  }
-  lease_site_ = std::make_unique<LeaseSite>(LeaseSite{access_, *leases_, "http://" + steps_server_->bound()});
+  if (host_->supervised) host_->supervised->keep_listeners(endpoints_->sockets());
+  lease_site_ = std::make_unique<LeaseSite>(LeaseSite{access_, *leases_, endpoints_->steps_url()});
   return "";
 }
 
-std::string Daemon::url() const {
-  if (!server_) return "";
-  return std::string(tls_.enabled() ? "https://" : "http://") + server_->bound();
-}
+std::string Daemon::url() const { return endpoints_ ? endpoints_->url() : ""; }
 
-unsigned short Daemon::port() const { return server_ ? server_->port() : 0; }
+unsigned short Daemon::port() const { return endpoints_ ? endpoints_->port() : 0; }
 
 namespace {
 

@@ -27,14 +27,14 @@
 #include "hosting/hosted_run.h"
 #include "lease/lease_book.h"
 #include "lease/lease_desk.h"
+#include "notify/host_notices.h"
 #include "daemon/model_refresh.h"
 #include "testcases/mutes.h"
 #include "read_model/read_model.h"
 #include "sandbox/sandbox_pool.h"
 #include "server/access.h"
-#include "server/api.h"
+#include "server/api_endpoints.h"
 #include "server/host_commands.h"
-#include "server/http_server.h"
 #include "source/git_mirror.h"
 #include "store/bisection_journal.h"
 #include "store/run_history.h"
@@ -189,7 +189,6 @@ class Daemon : public HostCommands {
   void bisection_changed(const std::string& id);
   /// A finished run that was a bisection's probe: its verdict goes to the bisection. False when it was none.
   bool probe_finished(HostedRun& run);
-  void notify_bisection(const Bisection& b);
 
   // Control runs (daemon_control.cpp): a pull request's red step also run on its merge base.
   struct ControlOf {
@@ -206,14 +205,8 @@ class Daemon : public HostCommands {
   void finish_control(const ControlOf& c, StepRecord::Control control);
   void cancel_controls_of(const std::string& run);
 
-  // Notifications (daemon_notify.cpp): what happens on this host, told to runner.yml's receivers (notify/).
-  void open_notify();
-  void notify_card(int card, CardHealth from, CardHealth to, const std::string& why);
-  void notify_step_final(const RunRecord& r, const Plan& p, int job, int step);
-  /// From the refresh: `queue-stuck` once the oldest entry has waited notify.queue-stuck-minutes, again only
-  /// after the queue moved.
-  void notify_queue(const HostView& v);
-  void reload_notify(const RunnerConfig& next, const std::function<void(const std::string&)>& say);
+  /// A step of a run reached its final state: counted, and told to on-call where it asks for that (daemon_runs.cpp).
+  void step_final(const RunRecord& r, const Plan& p, int job, int step);
 
   /// The read model (daemon/daemon_view.cpp): refreshed soon after a change (daemon/model_refresh).
   void view_changed() { if (refresh_) refresh_->changed(); }
@@ -231,7 +224,7 @@ class Daemon : public HostCommands {
   std::unique_ptr<RunReporter> reporter_;  // every run's journal and observer
   std::unique_ptr<LeaseBook> leases_;
   std::unique_ptr<LeaseDesk> lease_desk_;
-  std::unique_ptr<LeaseSite> lease_site_;  // how runs reach the lease book and the tokens (steps_server_)
+  std::unique_ptr<LeaseSite> lease_site_;  // how runs reach the lease book and the tokens (the steps' own endpoint)
   std::unique_ptr<class CardProber> prober_;  // with health.check: probes bad cards back into service
   // Blocking work runs off the engine thread so no request can stall it, in two pools: reads (logs, run.json)
   // answer in milliseconds; git (checkouts that may wait minutes for the mirror's lock or a fetch, worktree
@@ -251,19 +244,14 @@ class Daemon : public HostCommands {
   std::unique_ptr<ModelRefresh> refresh_;
   std::map<int, bool> drained_seen_;  // each card's drained state at the last refresh (card history events)
   ToolchainStatus toolchain_;
-  std::unique_ptr<Api> api_;
-  std::unique_ptr<HttpServer> server_;
-  std::unique_ptr<HttpServer> steps_server_;  // loopback, plain: the steps' own, when server_ is TLS or not on loopback
-  std::string listen_address_;
-  unsigned short listen_port_ = 0;
-  bool loopback_ = true;
-  TlsFiles tls_;
+  EndpointSettings listen_;                  // where it listens, as runner.yml and the flags say (checked at start)
+  std::unique_ptr<ApiEndpoints> endpoints_;  // the API, its listeners and the steps' own endpoint (server/api_endpoints)
 
   // Stopping: SIGTERM drains (accepted runs go on), SIGINT or a second SIGTERM cancels.
   Shutdown stop_;
   std::unique_ptr<boost::asio::steady_timer> retention_timer_;
 
-  std::unique_ptr<class Notifier> notifier_;  // with runner.yml notify: (else null)
+  std::unique_ptr<HostNotices> notices_;  // on-call's notifications (notify/host_notices)
 
   struct BisectionEntry {
     std::unique_ptr<Bisection> b;
@@ -274,7 +262,6 @@ class Daemon : public HostCommands {
   std::map<std::string, std::string> probe_runs_;  // a probe's run -> its bisection
   std::map<std::string, ControlOf> controls_;      // a control run -> what it controls
   std::unique_ptr<BisectionJournal> bisection_journal_;
-  bool queue_stuck_told_ = false;
 };
 
 }  // namespace pto

@@ -72,7 +72,7 @@ void Daemon::resume_bisections() {
 }
 
 void Daemon::start_bisection(BisectSpec spec, const Caller& by, Reply reply) {
-  if (!server_ || stop_.stopping()) return reply(stop_.refusal());
+  if (!endpoints_ || stop_.stopping()) return reply(stop_.refusal());
   if (!mirror_ || !bisection_journal_)
     return reply(Answer::error(Outcome::BadRequest, !mirror_ ? "bisection needs runner.yml source: (this daemon runs its --root, not commits)"
                                                              : "bisections are off on this daemon (its journal could not keep them)"));
@@ -185,27 +185,10 @@ void Daemon::bisection_changed(const std::string& id) {
   if (ended) {
     if (auto c = e.b->culprit()) spdlog::info("bisection {} found {} ({} runs)", id, *c, e.b->runs_used());
     else spdlog::info("bisection {} ended {}: {}", id, to_string(e.b->state()), e.b->error());
-    notify_bisection(*e.b);
+    notices_->bisection_done(*e.b);
     return;
   }
   pump_bisection(id);
-}
-
-void Daemon::notify_bisection(const Bisection& b) {
-  if (!notifier_) return;
-  NotifyEvent e;
-  e.kind = "bisect-done";
-  e.group = "bisect:" + b.id();
-  e.at = epoch_now();
-  const auto c = b.culprit();
-  const BisectSpec& s = b.spec();
-  const std::string what = (s.test.empty() ? "" : s.test + " of ") + s.job + (s.step.empty() ? "" : " / " + s.step);
-  e.title = c ? "bisection found " + c->substr(0, 12) + " for " + what : "bisection of " + what + " ended " + to_string(b.state());
-  if (!c) e.lines.push_back(b.error());
-  e.lines.push_back(std::to_string(b.runs_used()) + " probe runs between " + s.good.substr(0, 12) + " and " + s.bad.substr(0, 12));
-  e.link = url() + api_path::bisection_page(b.id());
-  e.details = {{"bisection", b.id()}, {"culprit", c ? nlohmann::json(*c) : nlohmann::json(nullptr)}, {"state", to_string(b.state())}};
-  notifier_->notify(e);
 }
 
 }  // namespace pto

@@ -92,7 +92,7 @@ void Daemon::request_lease(LeaseRequest request, const Caller& by, Reply reply) 
   const std::string& run_id = by.lease_scope();
   HostedRun* run = run_id.empty() ? nullptr : find_run(run_id);
   if (run && run->engine().finished()) run = nullptr;
-  if (!server_ || stop_.cancelling() || (stop_.draining() && !run)) return reply(stop_.refusal());
+  if (!endpoints_ || stop_.cancelling() || (stop_.draining() && !run)) return reply(stop_.refusal());
   if (run)
     if (auto refused = run->admit_lease(request, by)) return reply(std::move(*refused));
   lease_desk_->request(std::move(request), run_id, std::move(reply));

@@ -129,7 +129,7 @@ std::string Daemon::reload() {
   applied.priorities = next.priorities;
   applied.supersede = next.supersede;
   applied.main_ref = next.main_ref;
-  reload_notify(next, say);  // before cfg_ moves on: it compares with the receivers in force
+  notices_->reload(next, say);  // before cfg_ moves on: it compares with the receivers in force
   applied.notify = next.notify;
   cfg_ = applied;
   leases_->set_kill_grace(cfg_.kill_grace_seconds);

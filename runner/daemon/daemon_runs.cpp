@@ -51,7 +51,7 @@ HostedRun* Daemon::find_run(const std::string& id) {
 }
 
 void Daemon::submit_run(RunSubmission submission, const Caller& by, Reply reply) {
-  if (!server_ || stop_.stopping()) return reply(stop_.refusal());
+  if (!endpoints_ || stop_.stopping()) return reply(stop_.refusal());
   auto s = std::make_shared<RunSubmission>(std::move(submission));
   if (!s->attach.empty()) {
     // One run per workflow run: a later client of the key joins its run; the first one makes it.
@@ -289,6 +289,17 @@ void Daemon::run_returned(const std::string& id) {
     start_waiting_runs();
     stop_.check();
   });
+}
+
+void Daemon::step_final(const RunRecord& r, const Plan& p, int job, int step) {
+  HostedRun* run = find_run(r.id);
+  if (run && run->request().contains("probe")) return;  // a bisection's probe or a control: its own story, not main's
+  const std::string ref = run ? run->request().value("ref", "") : "";
+  const StepRecord& s = r.jobs[job].steps[step];
+  if ((s.state == StepState::Failed || s.state == StepState::TimedOut) && p.jobs[job].steps[step].tests.any() &&
+      s.error.rfind("ran no tests", 0) == 0)
+    model_.metrics.ran_no_tests_by_branch[ref == cfg_.main_ref ? "main" : ref.rfind("refs/pull/", 0) == 0 ? "pull_request" : "other"]++;
+  notices_->step_final(r, p, job, step, {ref, run ? run->request().value("sha", "") : "", run ? &run->engine().mask() : nullptr});
 }
 
 }  // namespace pto

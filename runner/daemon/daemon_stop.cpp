@@ -71,8 +71,7 @@ void Daemon::close() {
   if (refresh_) refresh_->stop();
   // Stopping for good (not a hand-over): the supervisor's copies of the listeners go too, so the address is free.
   if (host_ && host_->supervised) host_->supervised->forget_listeners();
-  if (server_) server_->stop();
-  if (steps_server_) steps_server_->stop();
+  if (endpoints_) endpoints_->stop();
 }
 
 void Daemon::run_read(const std::string& id) { stop_.run_read(id); }

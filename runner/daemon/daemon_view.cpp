@@ -2,7 +2,6 @@
 // settings and sandbox, the runs, the queue, the leases, the cards) into the model the API renders. When it
 // runs is daemon/model_refresh's to say; what the runs and the queue look like there is describe_runs'.
 #include "daemon/daemon.h"
-#include "notify/notifier.h"
 #include "testcases/mutes.h"
 #include "exec/cgroup_tree.h"
 
@@ -34,8 +33,8 @@ void Daemon::refresh_view() {
   // history says when and why.
   for (CardEvent& e : drain_changes(v, drained_seen_, epoch_now())) history_->card_event(std::move(e));
   v.leases = lease_desk_->active_json();
-  notify_queue(v);
-  if (notifier_) v.notify = notifier_->status();
+  notices_->queue(v);
+  v.notify = notices_->status();
   v.runs_by_result["running"] = static_cast<int>(model_.active.size());
   refresh_->refreshed(host_busy(v));
 }

@@ -1,20 +1,13 @@
-// The daemon's notifications (SPEC "On-call hears it first"; docs/operators.md, "Notifications"): what happens
-// on this host becomes a NotifyEvent here, on the engine thread, and the Notifier (notify/notifier) keeps it in
-// the outbox for every receiver that wants it and delivers it on its own thread. Events:
-//   card-bad, card-retired, card-returned   the pool's health changes (sched/device_pool's hook)
-//   main-red                                a step of a run of runner.yml main-branch failed (grouped by run)
-//   ran-no-tests                            a step with tests: ran none (grouped by run)
-//   new-flaky-test                          a test flaky in this run and not on this ref before, in the window
-//   queue-stuck                             the queue's oldest entry waited notify.queue-stuck-minutes
-// Text from a run (failed tests' messages, verdicts) is masked with the run's secrets before it is kept.
+#include "notify/host_notices.h"
+
 #include <unistd.h>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
+#include <set>
+
 #include <spdlog/spdlog.h>
 
+#include "bisect/bisection.h"
 #include "config/device_spec.h"
-#include "daemon/daemon.h"
 #include "notify/notifier.h"
 #include "read_model/card_history.h"
 #include "store/case_history_queries.h"
@@ -32,36 +25,36 @@ std::string this_host() {
   return name;
 }
 
-/// "main", "pull_request" or "other", as the ran-no-tests counter's label says a run's ref.
-std::string branch_class(const std::string& ref, const std::string& main_ref) {
-  if (ref == main_ref) return "main";
-  if (ref.rfind("refs/pull/", 0) == 0) return "pull_request";
-  return "other";
-}
-
 }  // namespace
 
-void Daemon::open_notify() {
-  if (cfg_.notify.receivers.empty()) return;
-  // Its status changes on its own thread: the read model is refreshed on this one. (The queue's oldest wait
-  // needs no timer: while anything waits the model is refreshed every second, daemon/model_refresh.)
-  notifier_ = std::make_unique<Notifier>(journal_file(state_dir_), cfg_.notify, this_host(),
-                                         [this] { boost::asio::post(io_, [this] { view_changed(); }); });
+HostNotices::HostNotices(std::string journal, std::function<std::string()> base_url, std::function<void()> changed)
+    : journal_(std::move(journal)), base_url_(std::move(base_url)), changed_(std::move(changed)) {}
+
+HostNotices::~HostNotices() = default;
+
+void HostNotices::open(const RunnerConfig& cfg) {
+  cfg_ = cfg.notify;
+  main_ref_ = cfg.main_ref;
+  window_days_ = cfg.tests.window_days;
+  if (cfg_.receivers.empty()) return;
+  notifier_ = std::make_unique<Notifier>(journal_, cfg_, this_host(), changed_);
   if (std::string e = notifier_->start(); !e.empty()) {
     spdlog::error("notifications are off: {}", e);
     notifier_.reset();
     return;
   }
-  for (const NotifyReceiver& r : cfg_.notify.receivers)
+  for (const NotifyReceiver& r : cfg_.receivers)
     spdlog::info("notify: {} ({}, {})", r.name, to_string(r.kind), shown_url(r.url));
 }
 
-void Daemon::notify_card(int card, CardHealth from, CardHealth to, const std::string& why) {
+std::vector<ReceiverStatus> HostNotices::status() const { return notifier_ ? notifier_->status() : std::vector<ReceiverStatus>{}; }
+
+void HostNotices::card(int card, CardHealth from, CardHealth to, const std::string& why) {
   if (!notifier_) return;
   NotifyEvent e;
   e.at = epoch_now();
   e.group = "card:" + std::to_string(card);
-  e.link = url() + api_path::kCardsPage;
+  e.link = base_url_() + api_path::kCardsPage;
   e.details = {{"card", card}, {"from", to_string(from)}, {"to", to_string(to)}, {"why", why}};
   if (to == CardHealth::Bad || to == CardHealth::Retired) {
     e.kind = to == CardHealth::Bad ? "card-bad" : "card-retired";
@@ -79,20 +72,17 @@ void Daemon::notify_card(int card, CardHealth from, CardHealth to, const std::st
   notifier_->notify(e);
 }
 
-void Daemon::notify_step_final(const RunRecord& r, const Plan& p, int job, int step) {
+void HostNotices::step_final(const RunRecord& r, const Plan& p, int job, int step, const NoticedRun& run) {
+  if (!notifier_) return;
   const StepRecord& s = r.jobs[job].steps[step];
   const PlanStep& ps = p.jobs[job].steps[step];
-  HostedRun* run = find_run(r.id);
-  if (run && run->request().contains("probe")) return;  // a bisection's probe or a control: its own story, not main's
-  const std::string ref = run ? run->request().value("ref", "") : "";
+  const std::string& ref = run.ref;
   const bool failed = s.state == StepState::Failed || s.state == StepState::TimedOut;
   const bool no_tests = failed && ps.tests.any() && s.error.rfind("ran no tests", 0) == 0;
-  if (no_tests) model_.metrics.ran_no_tests_by_branch[branch_class(ref, cfg_.main_ref)]++;
-  if (!notifier_) return;
-  const SecretMask* mask = run ? &run->engine().mask() : nullptr;
+  const SecretMask* mask = run.mask;
   auto masked = [&](const std::string& text) { return mask ? mask->apply(text) : text; };
   const std::string label = step_label(p.jobs[job], ps);
-  const std::string sha = run ? run->request().value("sha", "") : "";
+  const std::string& sha = run.sha;
   auto event = [&](const char* kind, const std::string& title) {
     NotifyEvent e;
     e.kind = kind;
@@ -100,11 +90,11 @@ void Daemon::notify_step_final(const RunRecord& r, const Plan& p, int job, int s
     e.at = epoch_now();
     e.group = std::string(kind) + ":run:" + r.id;
     e.title = masked(title);
-    e.link = url() + "/runs/" + r.id;
+    e.link = base_url_() + "/runs/" + r.id;
     e.details = {{"run", r.id}, {"step", label}, {"ref", ref}, {"sha", sha}, {"state", to_string(s.state)}, {"cause", s.cause}};
     return e;
   };
-  if (failed && !ref.empty() && ref == cfg_.main_ref && !ps.continue_on_error) {
+  if (failed && !ref.empty() && ref == main_ref_ && !ps.continue_on_error) {
     NotifyEvent e = event("main-red", ref.substr(ref.rfind('/') + 1) + " is red: " + label + " " + to_string(s.state) +
                                           (s.cause.empty() ? "" : " (" + s.cause + ")"));
     if (!s.verdict.empty()) e.lines.push_back(masked(s.verdict));
@@ -137,8 +127,8 @@ void Daemon::notify_step_final(const RunRecord& r, const Plan& p, int job, int s
   }
   // Tests flaky here (failed, then passed on this commit) that were not on this ref within tests.window-days.
   if (ps.tests.any() && !s.tests.empty() && !ref.empty()) {
-    TestHistoryQueries history(journal_file(state_dir_));
-    const double since = epoch_now() - cfg_.tests.window_days * 86400;
+    TestHistoryQueries history(journal_);
+    const double since = epoch_now() - window_days_ * 86400;
     std::set<std::string> told;
     for (const TestCase& c : s.tests) {
       if (c.cause != FailureCause::Flaky || !told.insert(c.id).second) continue;
@@ -151,7 +141,7 @@ void Daemon::notify_step_final(const RunRecord& r, const Plan& p, int job, int s
   }
 }
 
-void Daemon::notify_queue(const HostView& v) {
+void HostNotices::queue(const HostView& v) {
   if (!notifier_) return;
   const double limit = notifier_->queue_stuck_minutes() * 60;
   const double oldest = v.oldest_wait_seconds;  // without a bisection's probes and control runs (model_refresh)
@@ -167,12 +157,29 @@ void Daemon::notify_queue(const HostView& v) {
   e.at = epoch_now();
   e.title = "the queue is stuck: its oldest entry has waited " + std::to_string(static_cast<int>(oldest / 60)) + " min";
   for (std::size_t i = 0; i < v.queue.size() && i < 5; ++i) e.lines.push_back(v.queue[i].label + ": " + v.queue[i].reason);
-  e.link = url() + "/";
+  e.link = base_url_() + "/";
   e.details = {{"oldest_wait_seconds", oldest}, {"queue_length", v.queue.size()}};
   notifier_->notify(e);
 }
 
-void Daemon::reload_notify(const RunnerConfig& next, const std::function<void(const std::string&)>& say) {
+void HostNotices::bisection_done(const Bisection& b) {
+  if (!notifier_) return;
+  NotifyEvent e;
+  e.kind = "bisect-done";
+  e.group = "bisect:" + b.id();
+  e.at = epoch_now();
+  const auto c = b.culprit();
+  const BisectSpec& s = b.spec();
+  const std::string what = (s.test.empty() ? "" : s.test + " of ") + s.job + (s.step.empty() ? "" : " / " + s.step);
+  e.title = c ? "bisection found " + c->substr(0, 12) + " for " + what : "bisection of " + what + " ended " + to_string(b.state());
+  if (!c) e.lines.push_back(b.error());
+  e.lines.push_back(std::to_string(b.runs_used()) + " probe runs between " + s.good.substr(0, 12) + " and " + s.bad.substr(0, 12));
+  e.link = base_url_() + api_path::bisection_page(b.id());
+  e.details = {{"bisection", b.id()}, {"culprit", c ? nlohmann::json(*c) : nlohmann::json(nullptr)}, {"state", to_string(b.state())}};
+  notifier_->notify(e);
+}
+
+void HostNotices::reload(const RunnerConfig& next, const std::function<void(const std::string&)>& say) {
   auto text = [](const NotifyConfig& n) {
     std::string t = "queue-stuck-minutes=" + std::to_string(n.queue_stuck_minutes) + " group-seconds=" + std::to_string(n.group_seconds) +
                     " retry-max-seconds=" + std::to_string(n.retry_max_seconds);
@@ -183,15 +190,17 @@ void Daemon::reload_notify(const RunnerConfig& next, const std::function<void(co
     }
     return t;
   };
-  if (text(next.notify) == text(cfg_.notify)) return;
+  main_ref_ = next.main_ref;
+  window_days_ = next.tests.window_days;
+  if (text(next.notify) == text(cfg_)) return;
   std::string names;
   for (const auto& r : next.notify.receivers) names += (names.empty() ? "" : ", ") + r.name;
   say("notify changed: " + (names.empty() ? std::string("no receivers") : names));
   if (notifier_) {
+    cfg_ = next.notify;
     notifier_->reconfigure(next.notify);
   } else {
-    cfg_.notify = next.notify;
-    open_notify();
+    open(next);
   }
 }
 
