@@ -294,6 +294,34 @@ TEST_CASE("devices --drain without --server refuses while a daemon holds the sta
   CHECK(s.get(api_path::kStatus)["devices"][1]["state"] == "free");  // nothing changed behind the daemon's back
 }
 
+TEST_CASE("devices: with no daemon and no configuration --drain acts on nothing (exit 2, saying where it looked), and "
+          "runner.yml's daemon running it drains that daemon's card", "[service]") {
+  TempDir bare;  // no runner.yml, no --server, no $PTO_RUNNER_SERVER
+  if (fs::exists("/etc/pto-runner/runner.yml")) {
+    WARN("SKIPPED in part: this host has /etc/pto-runner/runner.yml, which the command rightly reads");
+  } else {
+    CommandResult none = run_cli({"devices", "--root", bare.str(), "--drain", "3"});
+    CHECK(none.exit_code == 2);
+    CHECK(none.err.find("no runner.yml in " + bare.str()) != std::string::npos);
+    CHECK(none.err.find("/etc/pto-runner/runner.yml") != std::string::npos);
+    CHECK_FALSE(fs::exists(bare.path() / ".pto-runner"));  // no made-up pool's devices.json written
+  }
+  Served s;
+  s.devices = "4";
+  s.listen = "127.0.0.1:" + std::to_string(free_tcp_port());
+  s.dir.write("runner.yml", "listen: " + s.listen + "\nstate-dir: " + s.state() + "\n");
+  write_project(s.dir, {{"one.yml", "name: one\nsteps:\n  - run: 'true'\n"}});
+  s.start();
+  // As on-call types it on the host: the daemon and its token found through runner.yml.
+  CommandResult drained = run_cli({"devices", "--root", s.dir.str(), "--drain", "3", "--reason", "ECC errors"});
+  INFO(drained.out << drained.err);
+  CHECK(drained.exit_code == 0);
+  const json card = s.get(api_path::kStatus)["devices"][3];
+  CHECK(card["state"] == "drained");
+  CHECK(card["drain_reason"] == "ECC errors");
+  CHECK(drained.out.find("3    -      drained   ECC errors") != std::string::npos);
+}
+
 TEST_CASE("serve: --log-format json writes one JSON object per line with UTC times, --version names the commit", "[service]") {
   Served s;
   write_project(s.dir, {{"one.yml", "name: one\nsteps:\n  - run: 'echo \"quoted\"'\n"}});

@@ -12,6 +12,10 @@
 
 namespace pto {
 
+namespace {
+const std::string kInstalledConfig = "/etc/pto-runner/runner.yml";
+}  // namespace
+
 void add_common_options(CLI::App& app, CommonOptions& opts) {
   app.add_option("--root", opts.load.root, "Project directory holding jobs/, models/, toolchain/")
       ->capture_default_str();
@@ -29,14 +33,25 @@ void apply_history(LoadedPlan& lp, const std::string& state_dir_flag) {
   if (auto journal = Journal::open_readonly(journal_file(dir))) apply_learned_durations(lp.plan, *journal);
 }
 
+std::string host_config_file(const CommonOptions& opts) {
+  if (!opts.load.config_file.empty()) return opts.load.config_file;
+  const std::filesystem::path here = std::filesystem::path(opts.load.root) / "runner.yml";
+  if (std::filesystem::exists(here)) return here.string();
+  // An installed host's (packaging/runner.yml): on-call types commands anywhere on it.
+  if (std::filesystem::exists(kInstalledConfig)) return kInstalledConfig;
+  return "";
+}
+
+std::string where_daemons_are_looked_for(const CommonOptions& opts) {
+  return "no --server, no $PTO_RUNNER_SERVER, no runner.yml in " + opts.load.root + " (nor --config FILE), none at " + kInstalledConfig;
+}
+
 std::string server_url(const std::string& flag, const CommonOptions& opts) {
   std::string url = flag;
   if (url.empty())
     if (const char* env = std::getenv("PTO_RUNNER_SERVER")) url = env;
   if (url.empty()) {
-    std::string cfg = opts.load.config_file;
-    if (cfg.empty() && std::filesystem::exists(std::filesystem::path(opts.load.root) / "runner.yml"))
-      cfg = (std::filesystem::path(opts.load.root) / "runner.yml").string();
+    const std::string cfg = host_config_file(opts);
     std::string listen = RunnerConfig{}.listen, listen_unix;
     if (!cfg.empty()) {
       Diagnostics ignored;  // a broken runner.yml is the daemon's problem; fall back to the default address

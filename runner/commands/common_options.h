@@ -28,10 +28,18 @@ struct LoadedPlan {
 /// (runner.yml state-dir, or `state_dir_flag`), read-only; nothing when there is no journal yet.
 void apply_history(LoadedPlan& lp, const std::string& state_dir_flag = "");
 
-/// The daemon to talk to: --server, else $PTO_RUNNER_SERVER, else runner.yml `listen-unix` where this user may
-/// use that socket, else its `listen` (of --config or ROOT/runner.yml; a wildcard address means this host), else
+/// The host settings a client command reads when it is not told where the daemon is: --config, else
+/// ROOT/runner.yml, else an installed host's /etc/pto-runner/runner.yml; "" when there is none.
+std::string host_config_file(const CommonOptions& opts);
+
+/// The daemon to talk to: --server, else $PTO_RUNNER_SERVER, else host_config_file()'s `listen-unix` where this
+/// user may use that socket, else its `listen` (a wildcard address means this host), else
 /// http://127.0.0.1:8787. No trailing slash.
 std::string server_url(const std::string& flag, const CommonOptions& opts);
+
+/// Where a client command looks for the daemon, said when it finds none (exit 2 rather than acting on cards
+/// it made up).
+std::string where_daemons_are_looked_for(const CommonOptions& opts);
 
 /// Loads the project and builds the plan for `jobs`. On input errors prints them to stderr and returns
 /// nothing (the caller exits 2). Warnings are not printed: `lint` is where they belong.

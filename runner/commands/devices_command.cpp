@@ -1,3 +1,6 @@
+#include <unistd.h>
+
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
@@ -15,9 +18,11 @@ namespace fs = std::filesystem;
 
 namespace pto {
 
-// `devices`: list cards (state, lock holder, drain reason) and drain or return one to service. With
-// --server it asks the daemon (which owns the cards while it runs); without, it works on the state dir's
-// devices.json and the lock directory directly, for hosts that only use `run`.
+// `devices`: list cards (state, lock holder, drain reason) and drain or return one to service. It asks the
+// daemon, which owns the cards while it runs, found as every client finds it (--server, $PTO_RUNNER_SERVER,
+// or the host's runner.yml whose state dir a daemon holds: commands/common_options); with no daemon it works
+// on that runner.yml's (or --devices') cards directly, through the state dir's devices.json and the lock
+// directory, for hosts that only use `run`. With neither it acts on nothing: exit 2, saying where it looked.
 void register_devices_command(CLI::App& app, CommonOptions& common, int& exit_code) {
   struct Opts {
     std::string server, token_file, state_dir, lock_dir, reason = "drained by an operator";
@@ -32,14 +37,41 @@ void register_devices_command(CLI::App& app, CommonOptions& common, int& exit_co
   cmd->add_option("--reason", o->reason, "Why, with --drain or --drain-node");
   cmd->add_option("--drain-node", o->drain_node, "executor: slurm, with --server: drain this Slurm node (scontrol)");
   cmd->add_option("--undrain-node", o->undrain_node, "executor: slurm, with --server: resume this Slurm node");
-  cmd->add_option("--server", o->server, "Ask this daemon instead of the local state dir");
+  cmd->add_option("--server", o->server,
+                  "The daemon to ask (default $PTO_RUNNER_SERVER, else the daemon holding the state dir of runner.yml: --config, "
+                  "ROOT/runner.yml or /etc/pto-runner/runner.yml)");
   cmd->add_option("--token-file", o->token_file, "With --server: bearer token file, the admin token or a read token for a daemon beyond loopback (default $PTO_RUNNER_TOKEN)");
   cmd->add_option("--state-dir", o->state_dir, "Without --server: the state dir (default runner.yml state-dir)");
   cmd->add_option("--lock-dir", o->lock_dir, "Without --server: the lock dir (default runner.yml devices.lock-dir)");
+  cmd->footer("Without a daemon it works on the cards of runner.yml (or --devices) through the state dir and the lock "
+              "directory.\nExit codes: 0 done; 2 bad usage, no such card, or no daemon and no cards to act on (it says where it "
+              "looked); 3 the daemon cannot be reached, or its address is served by another user.");
   cmd->callback([o, &common, &exit_code] {
-    if (!o->server.empty()) {
-      std::string server = trim_server(o->server), err;
-      const std::string token = read_token(o->token_file, err);
+    std::string server = o->server, token_file = o->token_file;
+    if (server.empty())
+      if (const char* env = std::getenv("PTO_RUNNER_SERVER")) server = env;
+    const std::string config = host_config_file(common);
+    if (server.empty() && !config.empty()) {
+      // A daemon holding that host's state dir owns its cards: asked where it listens, with its token.
+      Diagnostics ignored;
+      RunnerConfig rc = load_runner_config(config, config, ignored);
+      resolve_host_dirs(rc, common.load.root, o->lock_dir, o->state_dir);
+      if (!state_dir_holder(rc.state_dir).empty()) {
+        server = server_url("", common);
+        const std::string own = rc.token_file.empty() ? rc.state_dir + "/token" : resolve_under_root(common.load.root, rc.token_file);
+        if (token_file.empty() && !std::getenv("PTO_RUNNER_TOKEN") && ::access(own.c_str(), R_OK) == 0) token_file = own;
+      }
+    }
+    if (server.empty() && config.empty() && common.load.devices_override.empty()) {
+      std::cerr << "pto-runner devices: no daemon and no cards to act on: " << where_daemons_are_looked_for(common)
+                << "; give --server URL, or --devices for this host's cards\n";
+      exit_code = to_int(ExitCode::BadInput);
+      return;
+    }
+    if (!server.empty()) {
+      server = trim_server(server);
+      std::string err;
+      const std::string token = read_token(token_file, err);
       if (!err.empty()) {
         std::cerr << "pto-runner devices: " << err << "\n";
         exit_code = to_int(ExitCode::BadInput);
@@ -78,7 +110,9 @@ void register_devices_command(CLI::App& app, CommonOptions& common, int& exit_co
       return;
     }
     Diagnostics diags;
-    Project project = load_project(common.load, diags);
+    LoadOptions load = common.load;
+    load.config_file = config;  // an installed host's too
+    Project project = load_project(load, diags);
     RunnerConfig cfg = project.runner;
     resolve_host_dirs(cfg, project.root, o->lock_dir, o->state_dir);
     const std::string& sd = cfg.state_dir;
