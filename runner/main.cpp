@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   pto::register_submit_command(app, common, exit_code);
   pto::register_status_command(app, common, exit_code);
   pto::register_devices_command(app, common, exit_code);
+  pto::register_tests_command(app, common, exit_code);
   pto::register_import_command(app, common, exit_code);
   pto::register_doctor_command(app, common, exit_code);
   pto::register_sandbox_command(app, common, exit_code);

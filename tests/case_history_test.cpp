@@ -386,3 +386,32 @@ TEST_CASE("muted tests: a muted failure leaves its step green and shown as muted
     CHECK(one_dom.find(expired["id"].get<std::string>()) != std::string::npos);
   }
 }
+
+TEST_CASE("tests: pto-runner tests mute, list and unmute work the API's mutes from the command line, with the admin token, and a "
+          "bad date or no token is refused (exit 2)", "[tests][daemon]") {
+  Served s;
+  write_project(s.dir, {{"one.yml", "name: one\nsteps:\n  - run: 'true'\n"}});
+  s.start();
+  const std::map<std::string, std::string> admin = {{"PTO_RUNNER_TOKEN", s.token}};
+  CommandResult muted = run_cli({"tests", "--server", s.url(), "mute", "tests/st/test_moe.py::*", "--reason", "pypto#2598", "--until",
+                                 "2099-12-31"},
+                                admin);
+  INFO(muted.out << muted.err);
+  CHECK(muted.exit_code == 0);
+  CHECK(muted.out.find("muted tests/st/test_moe.py::* until 2099-12-31") != std::string::npos);
+  CommandResult listed = run_cli({"tests", "--server", s.url(), "list", "--format", "json"});
+  INFO(listed.out << listed.err);
+  REQUIRE(listed.exit_code == 0);
+  const json mutes = json::parse(listed.out)["muted"];
+  REQUIRE(mutes.size() == 1);
+  CHECK(mutes[0]["id"] == "tests/st/test_moe.py::*");
+  CHECK(mutes[0]["reason"] == "pypto#2598");
+  CHECK(run_cli({"tests", "--server", s.url(), "list"}).out.find("MUTED (1)") != std::string::npos);
+  // Refused: a date gone by, and no admin token.
+  CommandResult late = run_cli({"tests", "--server", s.url(), "mute", "x", "--reason", "r", "--until", "2000-01-01"}, admin);
+  CHECK(late.exit_code == 2);
+  CHECK(late.err.find("until") != std::string::npos);
+  CHECK(run_cli({"tests", "--server", s.url(), "mute", "y", "--reason", "r", "--until", "2099-01-01"}).exit_code == 2);
+  CHECK(run_cli({"tests", "--server", s.url(), "unmute", "tests/st/test_moe.py::*"}, admin).exit_code == 0);
+  CHECK(json::parse(run_cli({"tests", "--server", s.url(), "list", "--format", "json"}).out)["muted"].empty());
+}

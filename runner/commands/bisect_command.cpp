@@ -51,13 +51,13 @@ void register_bisect_command(CLI::App& app, CommonOptions& common, int& exit_cod
   cmd->add_option("--test", o->test, "Only this test of the step (a pytest node id)");
   cmd->add_option("--repeat", o->repeat, "Probes per verdict: N, or auto (measures the failure rate at bad first)");
   cmd->add_option("--server", o->server, "The daemon (default $PTO_RUNNER_SERVER, then runner.yml listen)");
-  cmd->add_option("--token-file", o->token_file, "The admin token's file (default $PTO_RUNNER_TOKEN)");
+  cmd->add_option("--token-file", o->token_file, "The admin token's file (default $PTO_RUNNER_TOKEN, else the daemon's own token file where this user may read it)");
   cmd->add_flag("--no-wait", o->no_wait, "Start it, print its id and page, and return");
   cmd->add_option("--poll-interval", o->poll, "Seconds between reads of its progress")->check(CLI::Range(0.05, 60.0));
   cmd->callback([o, &common, &exit_code] {
     const std::string server = server_url(o->server, common);
     std::string err;
-    const std::string token = read_token(o->token_file, err);
+    const std::string token = client_token(o->token_file, common, err);
     if (!err.empty()) {
       std::cerr << "pto-runner bisect: " << err << "\n";
       exit_code = to_int(ExitCode::BadInput);

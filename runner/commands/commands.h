@@ -15,6 +15,7 @@ void register_serve_command(CLI::App& app, CommonOptions& common, int& exit_code
 void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_code);
 void register_status_command(CLI::App& app, CommonOptions& common, int& exit_code);
 void register_devices_command(CLI::App& app, CommonOptions& common, int& exit_code);
+void register_tests_command(CLI::App& app, CommonOptions& common, int& exit_code);
 void register_import_command(CLI::App& app, CommonOptions& common, int& exit_code);
 void register_doctor_command(CLI::App& app, CommonOptions& common, int& exit_code);
 void register_sandbox_command(CLI::App& app, CommonOptions& common, int& exit_code);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "client/api_client.h"
 #include "report/diagnostics_view.h"
 #include "store/learned_durations.h"
 #include "util/state_paths.h"
@@ -44,6 +45,19 @@ std::string host_config_file(const CommonOptions& opts) {
 
 std::string where_daemons_are_looked_for(const CommonOptions& opts) {
   return "no --server, no $PTO_RUNNER_SERVER, no runner.yml in " + opts.load.root + " (nor --config FILE), none at " + kInstalledConfig;
+}
+
+std::string client_token(const std::string& token_file_flag, const CommonOptions& opts, std::string& error) {
+  if (!token_file_flag.empty() || std::getenv("PTO_RUNNER_TOKEN")) return read_token(token_file_flag, error);
+  const std::string cfg = host_config_file(opts);
+  if (cfg.empty()) return "";
+  Diagnostics ignored;
+  RunnerConfig rc = load_runner_config(cfg, cfg, ignored);
+  if (ignored.has_errors()) return "";
+  resolve_host_dirs(rc, opts.load.root, "", "");
+  const std::string own = rc.token_file.empty() ? rc.state_dir + "/token" : resolve_under_root(opts.load.root, rc.token_file);
+  if (::access(own.c_str(), R_OK) != 0) return "";
+  return read_token(own, error);
 }
 
 std::string server_url(const std::string& flag, const CommonOptions& opts) {

@@ -37,6 +37,11 @@ std::string host_config_file(const CommonOptions& opts);
 /// http://127.0.0.1:8787. No trailing slash.
 std::string server_url(const std::string& flag, const CommonOptions& opts);
 
+/// The token a client command shows: --token-file, else $PTO_RUNNER_TOKEN, else the token of
+/// host_config_file()'s daemon (its token-file, or the one it made in its state dir) where this user may read it
+/// (root on an installed host). "" when there is none; `error` when a named file cannot be read.
+std::string client_token(const std::string& token_file_flag, const CommonOptions& opts, std::string& error);
+
 /// Where a client command looks for the daemon, said when it finds none (exit 2 rather than acting on cards
 /// it made up).
 std::string where_daemons_are_looked_for(const CommonOptions& opts);

@@ -47,7 +47,8 @@ void register_devices_command(CLI::App& app, CommonOptions& common, int& exit_co
               "directory.\nExit codes: 0 done; 2 bad usage, no such card, or no daemon and no cards to act on (it says where it "
               "looked); 3 the daemon cannot be reached, or its address is served by another user.");
   cmd->callback([o, &common, &exit_code] {
-    std::string server = o->server, token_file = o->token_file;
+    std::string server = o->server;
+    const std::string& token_file = o->token_file;
     if (server.empty())
       if (const char* env = std::getenv("PTO_RUNNER_SERVER")) server = env;
     const std::string config = host_config_file(common);
@@ -56,11 +57,7 @@ void register_devices_command(CLI::App& app, CommonOptions& common, int& exit_co
       Diagnostics ignored;
       RunnerConfig rc = load_runner_config(config, config, ignored);
       resolve_host_dirs(rc, common.load.root, o->lock_dir, o->state_dir);
-      if (!state_dir_holder(rc.state_dir).empty()) {
-        server = server_url("", common);
-        const std::string own = rc.token_file.empty() ? rc.state_dir + "/token" : resolve_under_root(common.load.root, rc.token_file);
-        if (token_file.empty() && !std::getenv("PTO_RUNNER_TOKEN") && ::access(own.c_str(), R_OK) == 0) token_file = own;
-      }
+      if (!state_dir_holder(rc.state_dir).empty()) server = server_url("", common);
     }
     if (server.empty() && config.empty() && common.load.devices_override.empty()) {
       std::cerr << "pto-runner devices: no daemon and no cards to act on: " << where_daemons_are_looked_for(common)
@@ -71,7 +68,7 @@ void register_devices_command(CLI::App& app, CommonOptions& common, int& exit_co
     if (!server.empty()) {
       server = trim_server(server);
       std::string err;
-      const std::string token = read_token(token_file, err);
+      const std::string token = client_token(token_file, common, err);
       if (!err.empty()) {
         std::cerr << "pto-runner devices: " << err << "\n";
         exit_code = to_int(ExitCode::BadInput);

@@ -25,7 +25,7 @@ void register_status_command(CLI::App& app, CommonOptions& common, int& exit_cod
   cmd->callback([o, &common, &exit_code] {
     nlohmann::json s;
     std::string error;
-    const std::string token = read_token(o->token_file, error);
+    const std::string token = client_token(o->token_file, common, error);
     if (!error.empty()) {
       std::cerr << "pto-runner status: " << error << "\n";
       exit_code = to_int(ExitCode::BadInput);

@@ -241,7 +241,7 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
     }
     const std::string server = server_url(o->server, common);
     std::string err;
-    std::string token = read_token(o->token_file, err);
+    std::string token = client_token(o->token_file, common, err);
     nlohmann::json body;
     if (err.empty()) err = submission_body(*o, key, body);
     if (!err.empty()) {
