@@ -87,3 +87,30 @@ TEST_CASE("dispatcher: waiting reasons name the step that just took the cards, n
   CHECK(*pair == std::vector<int>{0, 1});
   CHECK(h.dispatcher->queue().empty());
 }
+
+TEST_CASE("dispatcher: places kept from an earlier daemon come before every new one, and no new place takes a kept one's key",
+          "[dispatch]") {
+  // Steps a restarted daemon takes over are queued again with the places the last daemon gave them (here 5 and
+  // 6, while this daemon has handed out 3 places); the requests made after that are newer and must be served
+  // after them, never replace them (the 5th new place would have been a kept one's key).
+  Host h({0});
+  auto taken = h.request(1, "holds the card", 100);  // so that everything else waits
+  h.settle();
+  REQUIRE(taken->size() == 1);
+  std::vector<std::string> order;
+  auto queue = [&](const std::string& label, std::uint64_t place) {
+    h.dispatcher->request({1, "", label, 0, place}, [&order, label](const std::vector<int>&) { order.push_back(label); },
+                          [](const std::string&) {});
+  };
+  queue("kept 5", 5);
+  queue("kept 6", 6);
+  queue("new a", 0);
+  queue("new b", 0);
+  h.settle();
+  CHECK(h.dispatcher->queue().size() == 4);  // none dropped as replaced
+  for (int i = 0; i < 4; ++i) {
+    h.dispatcher->release(i == 0 ? *taken : std::vector<int>{0});
+    h.settle();
+  }
+  CHECK(order == std::vector<std::string>{"kept 5", "kept 6", "new a", "new b"});
+}

@@ -62,6 +62,10 @@ Dispatcher::Dispatcher(boost::asio::io_context& io, DevicePool& pool)
 Dispatcher::~Dispatcher() = default;
 
 std::uint64_t Dispatcher::request(CardRequest req, Grant on_grant, Impossible on_impossible) {
+  // A place kept from before (a retry's, or a step an earlier daemon queued and this one took over): every
+  // later new place comes after it. Places are the queue's keys, so a new one must never equal a kept one (the
+  // kept request would be dropped as replaced).
+  next_ticket_ = std::max(next_ticket_, req.order);
   std::uint64_t ticket = ++next_ticket_;
   std::uint64_t key = req.order ? req.order : ticket;
   if (!req.only.empty()) req.devices = static_cast<int>(req.only.size());
