@@ -5,6 +5,7 @@
 #include <set>
 
 #include "host/dispatcher.h"
+#include "util/clock.h"
 #include "test_support.h"
 
 using pto::test::TempDir;
@@ -113,4 +114,31 @@ TEST_CASE("dispatcher: places kept from an earlier daemon come before every new 
     h.settle();
   }
   CHECK(order == std::vector<std::string>{"kept 5", "kept 6", "new a", "new b"});
+}
+
+TEST_CASE("dispatcher: a client asking again after its daemon went away takes its place by when it first asked, ahead of what "
+          "was asked after that", "[dispatch]") {
+  Host h({0});
+  auto taken = h.request(1, "holds the card", 100);
+  h.settle();
+  REQUIRE(taken->size() == 1);
+  std::vector<std::string> order;
+  auto queue = [&](const std::string& label, std::uint64_t since_us) {
+    pto::CardRequest r{1, "", label, 0, 0};
+    r.since_us = since_us;
+    h.dispatcher->request(std::move(r), [&order, label](const std::vector<int>&) { order.push_back(label); }, [](const std::string&) {});
+  };
+  const auto now_us = static_cast<std::uint64_t>(pto::epoch_now() * 1e6);
+  queue("asked now", 0);
+  queue("asked again, first an hour ago", now_us - 3600000000ull);
+  queue("asked again, first a minute ago", now_us - 60000000ull);
+  queue("asked again, as the one before", now_us - 60000000ull);  // the same moment: a place of its own
+  h.settle();
+  CHECK(h.dispatcher->queue().size() == 4);
+  for (int i = 0; i < 4; ++i) {
+    h.dispatcher->release(i == 0 ? *taken : std::vector<int>{0});
+    h.settle();
+  }
+  CHECK(order == std::vector<std::string>{"asked again, first an hour ago", "asked again, first a minute ago", "asked again, as the one before",
+                                          "asked now"});
 }

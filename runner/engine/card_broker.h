@@ -25,6 +25,9 @@ struct CardRequest {
   /// the cards; given back with release_hold(ticket). `devices` 0 with either: a request for those alone.
   int cpus = 0;
   std::uint64_t memory = 0;
+  /// With no `order`: its client has asked since then (µs since the epoch; a task-submit asking again after
+  /// its daemon went away), so its new place is by that time, ahead of what was asked later.
+  std::uint64_t since_us = 0;
 };
 
 /// A waiting request, for the status: its ticket, who, how many cards, why it waits, since when.

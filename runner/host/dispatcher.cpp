@@ -62,12 +62,18 @@ Dispatcher::Dispatcher(boost::asio::io_context& io, DevicePool& pool)
 Dispatcher::~Dispatcher() = default;
 
 std::uint64_t Dispatcher::request(CardRequest req, Grant on_grant, Impossible on_impossible) {
-  // A place kept from before (a retry's, or a step an earlier daemon queued and this one took over): every
-  // later new place comes after it. Places are the queue's keys, so a new one must never equal a kept one (the
-  // kept request would be dropped as replaced).
-  next_ticket_ = std::max(next_ticket_, req.order);
+  // Places are times (µs since the epoch, unique), the same on every daemon: a place kept from before (a
+  // retry's, or a step an earlier daemon queued and this one took over) comes before every later new one, and a
+  // client asking again after a restart takes a place by when it first asked. Places are the queue's keys, so
+  // a new one never equals a kept one (the kept request would be dropped as replaced).
+  const auto now_us = static_cast<std::uint64_t>(epoch_now() * 1e6);
+  next_ticket_ = std::max({next_ticket_, req.order, now_us});
   std::uint64_t ticket = ++next_ticket_;
   std::uint64_t key = req.order ? req.order : ticket;
+  if (!req.order && req.since_us && req.since_us < key) {
+    key = req.since_us;
+    while (pending_.count(key)) ++key;
+  }
   if (!req.only.empty()) req.devices = static_cast<int>(req.only.size());
   // More than this host has (definitions written for a larger host, run on a workstation): it takes the whole
   // host, waiting until all of it is free. Against the hosts they are written for, lint says so (exceeds-host).

@@ -23,6 +23,9 @@ struct LeaseRequest {
   std::string run_id;       // the run whose step asked (its lease token), "" for an operator's
   std::optional<StepId> step;  // that step, when asked with its attempt's own token; else it ends with its run
   std::vector<int> avoid;   // never these cards (its step's retry elsewhere), unless device_ids names them
+  /// Its client has asked for it since then (seconds since the epoch): a task-submit asking again after its
+  /// daemon went away keeps its place in line (at most a day back). 0: asked now.
+  double waiting_since = 0;
 };
 
 /// How a lease's command ended, as its client (task-submit) reports with the release: evidence for its cards.

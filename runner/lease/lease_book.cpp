@@ -70,6 +70,7 @@ std::string LeaseBook::create(LeaseRequest req, Granted granted, Refused refused
   CardRequest cr{r.devices, r.device_type, "lease " + id + ": " + r.label, 0, 0, r.device_ids, r.run_id.empty() ? id : r.run_id};
   for (int c : r.avoid)
     if (!std::count(r.device_ids.begin(), r.device_ids.end(), c)) cr.avoid.push_back(c);
+  if (r.waiting_since > 0) cr.since_us = static_cast<std::uint64_t>(std::clamp(r.waiting_since, epoch_now() - 86400, epoch_now()) * 1e6);
   refused_[id] = std::move(refused);
   Lease* lease = l.get();
   leases_[id] = std::move(l);

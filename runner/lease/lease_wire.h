@@ -12,6 +12,7 @@ inline constexpr const char* kMaxSeconds = "max-seconds";
 inline constexpr const char* kWaitSeconds = "wait-seconds";
 inline constexpr const char* kLabel = "label";
 inline constexpr const char* kTest = "test";  // the pytest test it was taken from (PYTEST_CURRENT_TEST), if any
+inline constexpr const char* kWaitingSince = "waiting-since";  // asked again after its daemon went away: first asked then (epoch s)
 
 // Its answer once granted (201), and each lease in GET /api/v1/leases
 inline constexpr const char* kId = "id";

@@ -99,6 +99,9 @@ std::optional<BodyError> parse_lease_request(const std::string& text, LeaseReque
     } else if (k == "test") {
       if (!v.is_string()) return refuse(k, "test is a test id (pytest's node id)");
       lr.test = v.get<std::string>().substr(0, 4096);
+    } else if (k == "waiting-since") {
+      if (!v.is_number() || v.get<double>() < 0) return refuse(k, "waiting-since is when its client first asked, in seconds since the epoch");
+      lr.waiting_since = v.get<double>();
     } else {
       return refuse(k, "unknown field '" + k + "'");
     }

@@ -85,8 +85,10 @@ int kill_lease(PlainHttpClient& daemon, const std::string& token, const std::str
 }
 
 /// The lease request's body from the flags; "" and an error line when the flags do not make one.
-std::string lease_body(const Options& o, std::string& error) {
+/// `waiting_since` (epoch seconds): asked again, first asked then (its place in line is kept).
+std::string lease_body(const Options& o, std::string& error, double waiting_since = 0) {
   nlohmann::json body = {{w::kLabel, o.run.substr(0, 4096)}, {w::kMaxSeconds, o.max_time}, {w::kWaitSeconds, o.timeout}};
+  if (waiting_since > 0) body[w::kWaitingSince] = waiting_since;
   if (!o.device.empty() && o.device != "auto") {
     // task-submit's --device names cards (3, or 2,3), unlike pto-runner's --devices (a count or a range).
     auto ids = parse_card_list(o.device, error);
@@ -226,6 +228,7 @@ int run_leased(PlainHttpClient& daemon, const std::string& token, const Options&
   // The request waits in the queue until the cards are granted (or --timeout passes on the daemon's side).
   double wait = o.timeout > 0 ? o.timeout + 30 : 7 * 86400.0;
   const auto asked = steady_now();
+  const double asked_epoch = std::chrono::duration<double>(wall_now().time_since_epoch()).count();
   PlainHttpResult r = daemon.request("POST", api_path::kLeases, token, body, wait);
   // No answer: the daemon went away (a crash, a restart, an upgrade) while this waited, or is away now. Its
   // address stays bound meanwhile (its socket unit or its steps' supervisor holds it), so asking again waits
@@ -243,7 +246,7 @@ int run_leased(PlainHttpClient& daemon, const std::string& token, const Options&
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
     Options left = o;
     if (o.timeout > 0) left.timeout = std::max(0.001, o.timeout - waited);
-    r = daemon.request("POST", api_path::kLeases, token, lease_body(left, error), o.timeout > 0 ? left.timeout + 30 : wait);
+    r = daemon.request("POST", api_path::kLeases, token, lease_body(left, error, asked_epoch), o.timeout > 0 ? left.timeout + 30 : wait);
   }
   auto reply = nlohmann::json::parse(r.body, nullptr, false);
   if (!r.reached || r.status != 201 || !reply.is_object()) {
