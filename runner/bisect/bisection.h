@@ -2,7 +2,7 @@
 // Bisection: which commit on the first-parent path from a good commit to a bad one broke a step (or one test),
 // when the failure may be intermittent (SPEC "Find the commit"; DESIGN "Bisection with flakes"). Pure: it is
 // told the path and each probe's outcome, and says which probes to run next; the daemon runs them
-// (daemon/daemon_bisect.cpp), and bench/bench_bisect drives it with a simulated step.
+// (bisect/bisections), and bench/bench_bisect drives it with a simulated step.
 //
 //   1. red at bad:    `repeat: N`: N probes at bad, one failure makes it red. `repeat: auto`: probes at bad
 //                     (kMeasureBatch at a time) until kMeasureFails failed or kMeasureMax ran measure the failure

@@ -1,5 +1,5 @@
 // `bisect`: asks a daemon to find the commit that broke a step (or a test), and follows it to its end
-// (SPEC "Find the commit"; the daemon's side is daemon/daemon_bisect.cpp, the policy bisect/bisection). Prints
+// (SPEC "Find the commit"; the host's side is bisect/bisections, the policy bisect/bisection). Prints
 // each probe as it ends and, at the end, the first bad commit with every probe's run. Exit 0: found; 1: it
 // ended without a culprit (bad passed, good failed, a step missing at a commit: said); 2: bad usage or a
 // request the daemon refused; 3: the daemon is unreachable; 130/143: interrupted (the bisection is cancelled).

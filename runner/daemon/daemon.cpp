@@ -14,6 +14,7 @@
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -112,9 +113,18 @@ std::string Daemon::start_unguarded() {
   history_->load();
   refresh_view();
   arm_retention_timer();
-  open_bisections();
-  // Bisections that were running go on, their lost probes run again (daemon_bisect.cpp).
-  if (listening.empty()) boost::asio::post(io_, [this] { resume_bisections(); });
+  // Bisections (bisect/bisections): kept in the journal's file; those that were running go on, their lost
+  // probes run again.
+  bisections_ = std::make_unique<Bisections>(
+      probe_host(), mirror_.get(),
+      [this](const std::string& id, nlohmann::json shown) {
+        auto at = std::find_if(model_.bisections.begin(), model_.bisections.end(), [&](const nlohmann::json& b) { return b["id"] == id; });
+        if (at != model_.bisections.end()) *at = std::move(shown);
+        else model_.bisections.insert(model_.bisections.begin(), std::move(shown));
+      },
+      [this](const Bisection& b) { notices_->bisection_done(b); });
+  if (std::string e = bisections_->open(journal_file(state_dir_)); !e.empty()) spdlog::error("bisections are off: {}", e);
+  if (listening.empty()) boost::asio::post(io_, [this] { bisections_->resume(); });
   return listening;
 }
 

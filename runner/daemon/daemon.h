@@ -20,6 +20,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bisect/bisections.h"
 #include "config/project.h"
 #include "daemon/run_reporter.h"
 #include "daemon/shutdown.h"
@@ -36,7 +37,6 @@
 #include "server/api_endpoints.h"
 #include "server/host_commands.h"
 #include "source/git_mirror.h"
-#include "store/bisection_journal.h"
 #include "store/run_history.h"
 
 namespace boost::asio {
@@ -179,16 +179,8 @@ class Daemon : public HostCommands {
   /// Who the daemon is when it makes runs itself (a bisection's probes, a control run): the admin, named.
   static Caller own_caller(const std::string& what);
 
-  // Bisections (daemon_bisect.cpp): each probe a run of its commit, made here like any other and judged when
-  // it ends (bisect/probe_verdict); kept in the journal's file (store/bisection_journal) at every change.
-  void open_bisections();
-  void resume_bisections();
-  /// Starts the probes `id` wants now.
-  void pump_bisection(const std::string& id);
-  /// Kept, shown, and when it ended told (bisect-done); then its next probes.
-  void bisection_changed(const std::string& id);
-  /// A finished run that was a bisection's probe: its verdict goes to the bisection. False when it was none.
-  bool probe_finished(HostedRun& run);
+  /// How bisections and control runs have their probe runs made here (daemon_probes.cpp).
+  ProbeHost probe_host();
 
   // Control runs (daemon_control.cpp): a pull request's red step also run on its merge base.
   struct ControlOf {
@@ -253,15 +245,8 @@ class Daemon : public HostCommands {
 
   std::unique_ptr<HostNotices> notices_;  // on-call's notifications (notify/host_notices)
 
-  struct BisectionEntry {
-    std::unique_ptr<Bisection> b;
-    std::string created, finished;
-    std::set<int> submitting;  // probes whose runs are being made (their commits checked out)
-  };
-  std::map<std::string, BisectionEntry> bisections_;
-  std::map<std::string, std::string> probe_runs_;  // a probe's run -> its bisection
+  std::unique_ptr<Bisections> bisections_;  // bisect/bisections: its probes are runs made here
   std::map<std::string, ControlOf> controls_;      // a control run -> what it controls
-  std::unique_ptr<BisectionJournal> bisection_journal_;
 };
 
 }  // namespace pto

@@ -262,7 +262,7 @@ Answer Daemon::cancel_run(const std::string& id, const Caller& by) {
 
 void Daemon::on_run_finished(HostedRun& run) {
   const std::string id = run.id();
-  probe_finished(run);    // a bisection's probe: its verdict (daemon_bisect.cpp)
+  bisections_->probe_finished(run.id(), run.engine().record(), run.engine().plan(), run.request().value("sha", ""));  // a probe's verdict
   control_finished(run);  // a control run: its verdict to the pull request's step (daemon_control.cpp)
   for (auto a = attached_.begin(); a != attached_.end();) a = a->second.run == id ? attached_.erase(a) : std::next(a);
   host_->broker().forget(id);  // its card-time competes with nobody any more

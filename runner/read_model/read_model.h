@@ -41,7 +41,7 @@ struct ReadModel {
   /// Every mute (runner.yml's, then the API's) and the flip rate's window, as GET /api/v1/tests and /tests show.
   std::vector<TestMute> mutes;
   double tests_window_days = 14;
-  /// Bisections (daemon/daemon_bisect.cpp), newest first: each its whole record (bisect/bisection's JSON with
+  /// Bisections (bisect/bisections), newest first: each its whole record (bisect/bisection's JSON with
   /// its times), kept current by the daemon at every change.
   std::vector<nlohmann::json> bisections;
 
