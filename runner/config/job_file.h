@@ -31,7 +31,7 @@ struct RetryPolicy {
   bool failed_tests_only = true;
   int max_tests = 100;
   /// `control: true`: when the step fails in a pull request's run, it (only its failed tests, with `tests:`)
-  /// also runs on the merge base, and its verdict says whether main fails too (daemon/daemon_control.cpp).
+  /// also runs on the merge base, and its verdict says whether main fails too (bisect/control_runs).
   bool control = false;
   /// Whether the failed tests of `attempt` (1-based) get another attempt.
   bool reruns_tests(int attempt) const { return failed_tests_only && attempt <= (given ? max : 1); }

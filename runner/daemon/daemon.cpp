@@ -100,6 +100,24 @@ std::string Daemon::start_unguarded() {
     model_.host.pin_version = pin.ptoas_version;
     model_.host.pin_sha256 = pin.sha256_for(host_arch());
   }
+  // The questions asked on its cards (bisect/): a pull request's red step also run on main, and bisections,
+  // kept in the journal's file (those that were running go on after the take-over, their lost probes again).
+  controls_ = std::make_unique<ControlRuns>(
+      probe_host(), mirror_.get(), cfg_.main_ref,
+      [this](const std::string& id) -> RunEngine* {
+        HostedRun* run = find_run(id);
+        return run ? &run->engine() : nullptr;
+      },
+      [this] { view_changed(); });
+  bisections_ = std::make_unique<Bisections>(
+      probe_host(), mirror_.get(),
+      [this](const std::string& id, nlohmann::json shown) {
+        auto at = std::find_if(model_.bisections.begin(), model_.bisections.end(), [&](const nlohmann::json& b) { return b["id"] == id; });
+        if (at != model_.bisections.end()) *at = std::move(shown);
+        else model_.bisections.insert(model_.bisections.begin(), std::move(shown));
+      },
+      [this](const Bisection& b) { notices_->bisection_done(b); });
+  if (std::string e = bisections_->open(journal_file(state_dir_)); !e.empty()) spdlog::error("bisections are off: {}", e);
   std::string listening = listen();
   if (!listening.empty()) return listening;
   // What the last daemon left: runs its steps' supervisor still holds go on (daemon_adopt.cpp), the others
@@ -113,18 +131,7 @@ std::string Daemon::start_unguarded() {
   history_->load();
   refresh_view();
   arm_retention_timer();
-  // Bisections (bisect/bisections): kept in the journal's file; those that were running go on, their lost
-  // probes run again.
-  bisections_ = std::make_unique<Bisections>(
-      probe_host(), mirror_.get(),
-      [this](const std::string& id, nlohmann::json shown) {
-        auto at = std::find_if(model_.bisections.begin(), model_.bisections.end(), [&](const nlohmann::json& b) { return b["id"] == id; });
-        if (at != model_.bisections.end()) *at = std::move(shown);
-        else model_.bisections.insert(model_.bisections.begin(), std::move(shown));
-      },
-      [this](const Bisection& b) { notices_->bisection_done(b); });
-  if (std::string e = bisections_->open(journal_file(state_dir_)); !e.empty()) spdlog::error("bisections are off: {}", e);
-  if (listening.empty()) boost::asio::post(io_, [this] { bisections_->resume(); });
+  boost::asio::post(io_, [this] { bisections_->resume(); });
   return listening;
 }
 
@@ -258,7 +265,7 @@ std::string Daemon::open_history_and_host() {
   notices_->open(cfg_);
   reporter_->set_on_step_final([this](const RunRecord& r, const Plan& p, int job, int step) {
     step_final(r, p, job, step);
-    maybe_control(r, p, job, step);
+    if (HostedRun* run = find_run(r.id)) controls_->step_final(r, p, job, step, run->request());
   });
   if (host_->pool)
     host_->pool->set_on_health([this](int card, CardHealth from, CardHealth to, const std::string& why) { notices_->card(card, from, to, why); });

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bisect/bisections.h"
+#include "bisect/control_runs.h"
 #include "config/project.h"
 #include "daemon/run_reporter.h"
 #include "daemon/shutdown.h"
@@ -182,21 +183,6 @@ class Daemon : public HostCommands {
   /// How bisections and control runs have their probe runs made here (daemon_probes.cpp).
   ProbeHost probe_host();
 
-  // Control runs (daemon_control.cpp): a pull request's red step also run on its merge base.
-  struct ControlOf {
-    std::string run;  // the pull request's run
-    std::size_t job = 0, step = 0;
-    std::string job_name, step_name;
-    std::vector<std::string> tests;  // its failed tests (with tests:), only those run on main
-    std::string base;
-  };
-  /// A step of a run ended red: when asked for, its control on the merge base starts and holds the run's end.
-  void maybe_control(const RunRecord& r, const Plan& p, int job, int step);
-  /// A finished run that was a control: its verdict goes to the pull request's step. False when it was none.
-  bool control_finished(HostedRun& control);
-  void finish_control(const ControlOf& c, StepRecord::Control control);
-  void cancel_controls_of(const std::string& run);
-
   /// A step of a run reached its final state: counted, and told to on-call where it asks for that (daemon_runs.cpp).
   void step_final(const RunRecord& r, const Plan& p, int job, int step);
 
@@ -246,7 +232,7 @@ class Daemon : public HostCommands {
   std::unique_ptr<HostNotices> notices_;  // on-call's notifications (notify/host_notices)
 
   std::unique_ptr<Bisections> bisections_;  // bisect/bisections: its probes are runs made here
-  std::map<std::string, ControlOf> controls_;      // a control run -> what it controls
+  std::unique_ptr<ControlRuns> controls_;  // bisect/control_runs: a pull request's red step also run on main
 };
 
 }  // namespace pto

@@ -1,5 +1,5 @@
 // The runs the daemon makes itself to answer questions on its cards: a bisection's probes (bisect/bisections)
-// and control runs (daemon_control.cpp). Each is made as any submission (submit_run) by the daemon as the admin,
+// and control runs (bisect/control_runs). Each is made as any submission (submit_run) by the daemon as the admin,
 // named for what asked; this file adapts that to bisect/'s ProbeHost.
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>

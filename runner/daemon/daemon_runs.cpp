@@ -254,7 +254,7 @@ Answer Daemon::cancel_run(const std::string& id, const Caller& by) {
     return Answer::error(Outcome::NotFound, "no run " + id);
   }
   run->cancel(0);
-  cancel_controls_of(id);  // its end waits for them
+  controls_->cancel_of(id);  // its end waits for them
   spdlog::info("run {}: cancel requested from {}", id, by.peer);
   refresh_view();
   return {Outcome::Accepted, {{"id", id}, {"state", "cancelling"}}};
@@ -263,7 +263,7 @@ Answer Daemon::cancel_run(const std::string& id, const Caller& by) {
 void Daemon::on_run_finished(HostedRun& run) {
   const std::string id = run.id();
   bisections_->probe_finished(run.id(), run.engine().record(), run.engine().plan(), run.request().value("sha", ""));  // a probe's verdict
-  control_finished(run);  // a control run: its verdict to the pull request's step (daemon_control.cpp)
+  controls_->finished(run.id(), run.engine().record(), run.engine().plan());  // a control's verdict to its pull request's step
   for (auto a = attached_.begin(); a != attached_.end();) a = a->second.run == id ? attached_.erase(a) : std::next(a);
   host_->broker().forget(id);  // its card-time competes with nobody any more
   const RunEngine& e = run.engine();

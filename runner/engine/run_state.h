@@ -80,7 +80,7 @@ struct StepRecord {
   /// A shard of a split step: the tests its collection split onto it, in collection order, and the sum of
   /// their learned durations (-1: not split yet). A split step's collection: the tests it found and how many of
   /// them had no learned duration (-1: not collected yet).
-  /// Its control run on the merge base (daemon/daemon_control.cpp): base, run, result (also-fails | passes |
+  /// Its control run on the merge base (bisect/control_runs): base, run, result (also-fails | passes |
   /// unknown) and the note its verdict carries; empty while none.
   struct Control {
     std::string base, run, result, note;

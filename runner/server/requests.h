@@ -23,7 +23,7 @@ struct RunSubmission {
   nlohmann::json github;  // where the submission came from in GitHub Actions, with run_url
   nlohmann::json submitter;  // a local submitter's {uid, user} (server/access), set by the API, never by the body
   std::string attach;        // submit --attach: the workflow run's key (one pto-runner run per workflow run)
-  /// `submit --control`: a red step of this run also runs on its merge base (daemon/daemon_control.cpp).
+  /// `submit --control`: a red step of this run also runs on its merge base (bisect/control_runs).
   bool control = false;
   /// A run the daemon makes itself, never from a body: a probe of one step (or of some tests of it) of one job
   /// (plan/probe_plan), at its own priority, for a bisection or a control run.
