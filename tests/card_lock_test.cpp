@@ -2,7 +2,12 @@
 // flock locks belong to an open file description, so a second open() in this process contends like another
 // process would.
 #include <catch2/catch.hpp>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <fstream>
 #include <sstream>
@@ -70,4 +75,32 @@ TEST_CASE("card lock: an unwritable lock directory is an error, not a busy card"
   CHECK_FALSE(CardLock::try_acquire("/nonexistent/pto-runner-locks", 0, "j / s", holder, error));
   CHECK(holder.empty());
   CHECK(error.find("/nonexistent/pto-runner-locks/npu-0.lock") != std::string::npos);
+}
+
+TEST_CASE("card lock: a holder that wrote no line is named by its pid from /proc/locks", "[sched]") {
+  TempDir dir;
+  const std::string path = CardLock::path_for(dir.str(), 5);
+  { std::ofstream(path) << ""; }  // an empty lock file: the holder writes nothing, as a person's `flock FILE cmd`
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0 || ::flock(fd, LOCK_EX) != 0) _exit(1);
+    char c = 'x';
+    if (::write(ready[1], &c, 1) != 1) _exit(1);
+    ::pause();
+    _exit(0);
+  }
+  ::close(ready[1]);
+  char c = 0;
+  REQUIRE(::read(ready[0], &c, 1) == 1);
+  ::close(ready[0]);
+  std::string seen;
+  const bool held = CardLock::held_elsewhere(dir.str(), 5, seen);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  REQUIRE(held);
+  CHECK(seen == "pid=" + std::to_string(child) + " (wrote no holder line)");
 }

@@ -551,3 +551,25 @@ TEST_CASE("engine (fake clock): a parallel job's max-parallel bounds how many of
   CHECK(h.executor.launched.size() == 4);
   CHECK(h.engine->result() == ExitCode::Success);
 }
+
+TEST_CASE("engine (fake broker): a step with no estimate asks with none, but simulated it asks with its scaled sleep, so expected starts read in the run's time scale", "[engine]") {
+  const Jobs jobs{{"a.yml", "name: a\nsteps:\n  - {name: unknown, devices: 1, run: 'true'}\n"},
+                  {"b.yml", "name: b\nsteps:\n  - {name: known, devices: 1, expected-minutes: 2, run: 'true'}\n"}};
+  auto asked = [](const Harness& h, const std::string& label) {
+    for (const auto& [ticket, w] : h.broker.waiting)
+      if (w.req.label == label) return w.req.expected_seconds;
+    FAIL("no request of " << label);
+    return -1.0;
+  };
+  Harness real(jobs);
+  REQUIRE(real.broker.waiting.size() == 2);
+  CHECK(asked(real, "a / unknown") == 0);  // unknown: never backfills ahead of a reservation
+  CHECK(asked(real, "b / known") == 120);
+  Harness simulated(jobs, "", false, [](EngineOptions& eo) {
+    eo.simulate = true;
+    eo.time_scale = 0.01;
+  });
+  REQUIRE(simulated.broker.waiting.size() == 2);
+  CHECK(asked(simulated, "a / unknown") == Approx(0.6));  // the default minute, scaled
+  CHECK(asked(simulated, "b / known") == Approx(1.2));
+}

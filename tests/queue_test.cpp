@@ -95,6 +95,10 @@ TEST_CASE("queue: on 8 cards a 4-step run submitted 1 s after a 200-step run end
   }
   // The last of 200 half-second steps on 8 cards starts no sooner than ~12 s from the big run's start.
   CHECK(last_eta > 5);
+  // The status for a person shows the same expected starts.
+  CommandResult text = run_cli({"status", "--server", s.url()});
+  CHECK(text.exit_code == 0);
+  CHECK(text.out.find(", expected start in ~") != std::string::npos);
 
   json big_run = s.wait_run(big, 120), small_run = s.wait_run(small, 60), main_json = s.wait_run(main_run, 60);
   REQUIRE(big_run["state"] == "succeeded");

@@ -5,6 +5,7 @@
 
 #include "client/api_client.h"
 #include "commands/commands.h"
+#include "report/run_view.h"
 #include "util/json_text.h"
 
 namespace pto {
@@ -74,9 +75,14 @@ void register_status_command(CLI::App& app, CommonOptions& common, int& exit_cod
       std::printf("  %-3d %-6s %-9s %s\n", d.value("id", 0), type.c_str(), str(d, "state").c_str(), who.c_str());
     }
     std::printf("\nQUEUE (%zu waiting)\n", s["queue"].size());
-    for (const auto& q : s["queue"])
-      std::printf("  %-60s %d card(s), %5.0fs: %s\n", str(q, "step").c_str(), q.value("devices", 0),
-                  q.value("wait_seconds", 0.0), str(q, "reason").c_str());
+    for (const auto& q : s["queue"]) {
+      // The expected start as the run page and `submit` show it; none when no usable card can serve it.
+      const std::string eta = q["eta_seconds"].is_number()
+                                  ? ", expected start in ~" + format_duration(q["eta_seconds"].get<double>())
+                                  : "";
+      std::printf("  %-60s %d card(s), waited %.0fs%s: %s\n", str(q, "step").c_str(), q.value("devices", 0),
+                  q.value("wait_seconds", 0.0), eta.c_str(), str(q, "reason").c_str());
+    }
     std::printf("\nACTIVE RUNS\n");
     for (const auto& a : s["active_runs"])
       std::printf("  %s  %d/%d steps finished, %d running, %d waiting\n", str(a, "id").c_str(), a.value("steps_finished", 0),

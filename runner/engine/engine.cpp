@@ -323,8 +323,10 @@ void RunEngine::enqueue(std::size_t j, std::size_t s) {
     if (m) wait_limit = std::min(wait_limit.value_or(*m), *m);
   if (wait_limit && !opts_.simulate)
     wait_timeouts_[{j, s}] = clock_.after(*wait_limit * 60, [this, j, s, limit = *wait_limit] { wait_timed_out(j, s, limit); });
-  // A default estimate is no estimate: such a step must not backfill ahead of a reservation.
-  double expected = ps.expected_defaulted ? 0 : ps.expected_minutes * 60 * (opts_.simulate ? opts_.time_scale : 1);
+  // A default estimate is no estimate: such a step must not backfill ahead of a reservation. Simulated, every
+  // step sleeps its (scaled) estimate, so it is exact: the expected starts then read in the run's time scale,
+  // not the 5 real minutes an unknown length counts for.
+  double expected = ps.expected_defaulted && !opts_.simulate ? 0 : ps.expected_minutes * 60 * (opts_.simulate ? opts_.time_scale : 1);
   sr.ticket = broker_.request(
       {ps.devices, ps.device_type, label(j, s), expected, sr.order, {}, opts_.run_id, sr.avoid, ps.cpus, ps.memory},
       [this, j, s, asks_host](const std::vector<int>& cards) {

@@ -40,13 +40,39 @@ static void write_holder(int fd, std::string line) {
   (void)ignored;  // the holder line is informative; the flock is what excludes
 }
 
+/// "MAJOR:MINOR:INODE" as /proc/locks names a file.
+static std::string lock_key(const struct stat& st) {
+  char key[64];
+  std::snprintf(key, sizeof key, "%02x:%02x:%lu", major(st.st_dev), minor(st.st_dev), static_cast<unsigned long>(st.st_ino));
+  return key;
+}
+
+/// The pid holding a flock on the file open as `fd`, from /proc/locks ("" when none is listed): what on-call
+/// needs when the holder wrote no line of its own (a detached incumbent task, a person's `flock FILE sleep`).
+static std::string flock_pid(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return "";
+  const std::string key = lock_key(st);
+  std::ifstream in("/proc/locks");
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("->") != std::string::npos) continue;  // a waiter, not the holder
+    std::istringstream w(line);
+    std::string n, kind, mode, rw, pid, file;
+    w >> n >> kind >> mode >> rw >> pid >> file;
+    if (kind == "FLOCK" && file == key) return pid;
+  }
+  return "";
+}
+
 static std::string read_holder(int fd) {
   char buf[kHolderRecord + 1] = {0};
   ssize_t n = pread(fd, buf, kHolderRecord, 0);
   std::string s = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
   if (auto nl = s.find('\n'); nl != std::string::npos) s.resize(nl);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\0')) s.pop_back();
-  return s.empty() ? "another process" : s;
+  if (!s.empty()) return s;
+  const std::string pid = flock_pid(fd);
+  return pid.empty() ? "another process" : "pid=" + pid + " (wrote no holder line)";
 }
 
 
@@ -106,9 +132,7 @@ bool CardLock::seen_held(const std::string& dir, int card, const std::string& na
   const std::string path = path_for(dir, card, name);
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
-  char key[64];
-  std::snprintf(key, sizeof key, "%02x:%02x:%lu", major(st.st_dev), minor(st.st_dev), static_cast<unsigned long>(st.st_ino));
-  if (!flocked.count(key)) return false;
+  if (!flocked.count(lock_key(st))) return false;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   holder = fd >= 0 ? read_holder(fd) : "another process";
   if (fd >= 0) ::close(fd);
