@@ -37,6 +37,9 @@ int main(int argc, char** argv) {
   pto::register_sandbox_command(app, common, exit_code);
   pto::register_bisect_command(app, common, exit_code);
   pto::register_supervise_command(app, common, exit_code);
+  // `tests mute --help`, `toolchain verify --help`, ...: a subcommand that says nothing of its own exit codes
+  // has its parent's.
+  pto::inherit_footers(app);
   // `pto-runner task-submit ...`, or this binary run through a symlink named task-submit: the small
   // pto-task-submit binary beside it does that (a process per batch of test cases must start fast).
   std::string self = argv[0];

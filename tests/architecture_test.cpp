@@ -50,6 +50,13 @@ bool reads_clock(const std::string& line) {
 }
 
 /// Checks the source tree under `root` (its `runner/`): the folder include graph has no cycle, no file is named
+/// A part of a run's folder spelled by hand (`run_dir + "/logs"`, `fs::path(run_dir) / "files"`): the parts are
+/// util/state_paths' to name, so a move of one is one change.
+bool spells_run_folder(const std::string& line) {
+  static const std::regex part(R"re(\brun_dir_?\s*(\+\s*"/[a-z]|/\s*"[a-z])|fs::path\([^)]*\brun_dir_?\)\s*/\s*"[a-z])re");
+  return std::regex_search(line, part);
+}
+
 /// like a test, and the real clocks are read in util/clock alone (everything else asks it: one clock, one place
 /// to look when time misbehaves, and a test can tell what reads time).
 std::vector<Violation> check_layout(const fs::path& root) {
@@ -66,12 +73,15 @@ std::vector<Violation> check_layout(const fs::path& root) {
     if (in_runner.begin() == in_runner.end() || std::next(in_runner.begin()) == in_runner.end()) continue;  // runner/main.cpp
     const std::string folder = in_runner.begin()->string();
     const bool clock_home = in_runner.parent_path() == "util" && in_runner.stem() == "clock";
+    const bool paths_home = in_runner.parent_path() == "util" && in_runner.stem() == "state_paths";
     std::ifstream in(e.path());
     int n = 0;
     for (std::string line; std::getline(in, line);) {
       ++n;
       if (!clock_home && reads_clock(line))
         out.push_back({rel.string(), n, "clock-read", "a real clock read outside util/clock: use its steady_now(), wall_now() or a Clock"});
+      if (!paths_home && spells_run_folder(line))
+        out.push_back({rel.string(), n, "run-folder", "a part of a run's folder spelled here: name it in util/state_paths"});
       std::smatch m;
       if (!std::regex_search(line, m, include_re)) continue;
       const std::string to = m[1];
@@ -112,7 +122,7 @@ std::string listing(const std::vector<Violation>& vs) {
 }  // namespace
 
 TEST_CASE("architecture: the tree keeps the layout's rules (no folder cycle, no production file named like a test, the clocks read "
-          "in util/clock alone)", "[architecture]") {
+          "in util/clock alone, a run folder's parts named in util/state_paths alone)", "[architecture]") {
   const std::vector<Violation> found = check_layout(source_dir());
   INFO(listing(found));
   CHECK(found.empty());
@@ -130,6 +140,9 @@ TEST_CASE("architecture: the checker finds each rule broken on purpose in a tree
   t.write("runner/sched/pool.cpp", "// steady_clock::now() in a comment is no read\nauto a = std::chrono::steady_clock::now();\n"
                                    "using Clock = std::chrono::system_clock;\nauto b = Clock::now();\nlong c = std::time(nullptr);\n"
                                    "double d = clock_.now();  // a Clock object: the engine's seam\n");
+  t.write("runner/engine/logs.cpp", "auto a = run_logs(run_dir) + \"/x.log\";  // inside its part: allowed\n"
+                                    "auto b = opts_.run_dir + \"/logs\";\nauto c = fs::path(opts_.run_dir) / \"files\";\n");
+  t.write("runner/util/state_paths.h", "inline std::string run_logs(const std::string& run_dir) { return run_dir + \"/logs\"; }\n");
   const std::vector<Violation> found = check_layout(t.path());
   const std::string all = listing(found);
   INFO(all);
@@ -142,6 +155,8 @@ TEST_CASE("architecture: the checker finds each rule broken on purpose in a tree
   CHECK(all.find("runner/sched/pool.cpp:2: clock-read") != std::string::npos);
   CHECK(all.find("runner/sched/pool.cpp:4: clock-read") != std::string::npos);
   CHECK(all.find("runner/sched/pool.cpp:5: clock-read") != std::string::npos);
-  CHECK(all.find("runner/util/") == std::string::npos);  // an include down the layers is no loop, util/clock reads
-  CHECK(found.size() == 8);  // the three includes of the loop, the two names, the three reads
+  CHECK(all.find("runner/engine/logs.cpp:2: run-folder") != std::string::npos);
+  CHECK(all.find("runner/engine/logs.cpp:3: run-folder") != std::string::npos);
+  CHECK(all.find("runner/util/") == std::string::npos);  // an include down the layers is no loop, util/ is the home of both
+  CHECK(found.size() == 10);  // the three includes of the loop, the two names, the three reads, the two spelled parts
 }

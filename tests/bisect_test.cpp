@@ -263,7 +263,10 @@ TEST_CASE("bisect: a step broken at commit 23 of 40 is named by pto-runner bisec
   if (d.served.page_dom(dom, pto::api_path::bisection_page(b["id"]))) {
     CHECK(dom.find("first bad commit: " + r.shas[23]) != std::string::npos);
     CHECK(dom.find("data-verdict=\"bad\"") != std::string::npos);
+    CHECK(dom.find("<td>commit 23</td>") != std::string::npos);  // each commit with its subject
   }
+  REQUIRE(b["subjects"].size() == 40);
+  CHECK(b["subjects"][22] == "commit 23");
 }
 
 TEST_CASE("bisect: a step failing half the time from commit 23 on is named at 23 with --repeat auto for each fixed seed, and a "

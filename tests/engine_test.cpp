@@ -16,6 +16,8 @@
 #include "config/project.h"
 #include "engine/card_broker.h"
 #include "engine/engine.h"
+#include "engine/run_state_json.h"
+#include "report/run_view.h"
 #include "exec/executor.h"
 #include "plan/plan.h"
 #include "engine_fakes.h"
@@ -24,6 +26,7 @@
 
 using namespace pto;
 using namespace pto::test;
+using nlohmann::json;
 
 namespace {
 
@@ -572,4 +575,17 @@ TEST_CASE("engine (fake broker): a step with no estimate asks with none, but sim
   REQUIRE(simulated.broker.waiting.size() == 2);
   CHECK(asked(simulated, "a / unknown") == Approx(0.6));  // the default minute, scaled
   CHECK(asked(simulated, "b / known") == Approx(1.2));
+}
+
+TEST_CASE("engine (fake broker): a simulated run says so, and its steps with tests: say nothing of tests (none ran)", "[engine]") {
+  const Jobs jobs{{"a.yml", "name: a\nsteps:\n  - {name: suite, devices: 1, tests: pytest, run: 'pytest'}\n"}};
+  Harness real(jobs);
+  const json shown = run_to_json(real.engine->record(), real.engine->plan(), "running", -1, 0);
+  CHECK_FALSE(shown.contains("simulated"));
+  CHECK(shown["jobs"][0]["steps"][0].contains("tests"));
+  Harness simulated(jobs, "", false, [](EngineOptions& eo) { eo.simulate = true; });
+  const json sim = run_to_json(simulated.engine->record(), simulated.engine->plan(), "running", -1, 0);
+  CHECK(sim["simulated"] == true);
+  CHECK_FALSE(sim["jobs"][0]["steps"][0].contains("tests"));
+  CHECK(run_state_from_json(run_state_json(simulated.engine->record())).simulated);  // kept across a restart
 }

@@ -40,7 +40,7 @@ TEST_CASE("pages: headless Chromium draws a finished run's steps as bars on thei
   // Exit 3 is the card's fault here: a health check of that card follows, and shows on its row.
   s.dir.write("runner.yml", "health: {infra-exit-codes: [3], check: 'echo probing card {device}'}\n");
   write_project(s.dir, {{"mixed.yml", "name: mixed\nparallel: true\nsteps:\n"
-                                      "  - {name: fine, devices: 1, run: 'sleep 0.3'}\n"
+                                      "  - {name: 'Run pypto-lib DeepSeek-V4-Flash decode_swa example', devices: 1, run: 'sleep 0.3'}\n"
                                       "  - {name: breaks, devices: 1, retry: {max: 0}, run: 'echo the kernel said no; sleep 0.3; exit 3'}\n"}});
   s.start();
   const std::string id = s.submit_run({{"jobs", {"mixed"}}});
@@ -59,6 +59,7 @@ TEST_CASE("pages: headless Chromium draws a finished run's steps as bars on thei
   CHECK(rects_with(dom, {"class=\"bar failed\"", "data-step=\"1-2\"", "data-card=\"" + bad_card + "\""}) == 1);
   CHECK(rects_with(dom, {"class=\"bar queued\""}) == 2);  // each waited, if only milliseconds
   CHECK(dom.find("the kernel said no") != std::string::npos);  // the failed step's log tail, inline
+  CHECK(dom.find(">mixed / Run pypto-lib DeepSeek-V4-Flash decode_swa example</text>") != std::string::npos);  // whole
   CHECK(dom.find("infra (exit 3 is in health.infra-exit-codes)") != std::string::npos);  // its verdict
 
   // The cards page: the failure on its card, the success on its own, both linking the run's page.
@@ -87,6 +88,24 @@ TEST_CASE("pages: headless Chromium draws a finished run's steps as bars on thei
   REQUIRE(s.page_dom(status, "/"));
   CHECK(status.find("href=\"" + api_path::run_page(id) + "\"") != std::string::npos);
   CHECK(status.find("href=\"/cards\"") != std::string::npos);
+  CHECK(status.find("href=\"/tests\"") != std::string::npos);
+  CHECK(status.find("id=\"bisections\"") != std::string::npos);
+
+  // A card held now is drawn up to now (its event is written only when the hold ends), on an axis that spans
+  // the host's short day rather than 24 hours.
+  s.dir.write("jobs/hold.yml", "name: hold\nsteps:\n  - {name: holds, devices: 1, run: 'sleep 30'}\n");
+  const std::string holding = s.submit_run({{"jobs", {"hold"}}});
+  json held;
+  REQUIRE(wait_until([&] {
+    held = s.get(api_path::run(holding));
+    return held["jobs"][0]["steps"][0]["state"] == "running";
+  }, 20));
+  const std::string held_card = std::to_string(held["jobs"][0]["steps"][0]["cards"][0].get<int>());
+  REQUIRE(s.page_dom(cards, api_path::kCardsPage));
+  CHECK(rects_with(cards, {"class=\"ev held\"", "data-card=\"" + held_card + "\"", "data-holder=\"hold / holds\""}) == 1);
+  CHECK(cards.find("id=\"window\" class=\"muted\">the last 10m 0s<") != std::string::npos);  // not 24 h
+  REQUIRE(s.post(api_path::run_cancel(holding), json::object()).status < 300);
+  s.wait_run(holding);
 
   // The history outlives a restart (the journal's card_events).
   s.stop();

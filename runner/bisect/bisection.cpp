@@ -275,6 +275,7 @@ nlohmann::json Bisection::json() const {
           {"stage", stage_},
           {"spec", spec_.json()},
           {"commits", path_},
+          {"subjects", subjects_},
           {"repeats", repeats_},
           {"failure_rate", failure_rate_ < 0 ? nlohmann::json(nullptr) : nlohmann::json(failure_rate_)},
           {"last_good", lo_ < 0 ? spec_.good : path_[static_cast<std::size_t>(lo_)]},
@@ -288,6 +289,8 @@ nlohmann::json Bisection::json() const {
 Bisection Bisection::from_json(const nlohmann::json& j) {
   Bisection b(j.value("id", ""), BisectSpec::from_json(j.value("spec", nlohmann::json::object())),
               j.value("commits", std::vector<std::string>{}));
+  if (j.contains("subjects") && j["subjects"].is_array())
+    for (const auto& s : j["subjects"]) b.subjects_.push_back(s.is_string() ? s.get<std::string>() : "");
   b.probes_.clear();
   for (const auto& p : j.value("probes", nlohmann::json::array())) {
     Probe q;

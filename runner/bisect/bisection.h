@@ -79,6 +79,8 @@ class Bisection {
   /// Everything, for the journal and the API (GET /api/v1/bisections/{id}).
   nlohmann::json json() const;
   static Bisection from_json(const nlohmann::json& j);
+  /// Each commit's subject line, beside the commits (shown with them; no verdict reads them).
+  void set_subjects(std::vector<std::string> subjects) { subjects_ = std::move(subjects); }
 
  private:
   struct Probe {
@@ -105,6 +107,7 @@ class Bisection {
   std::string id_;
   BisectSpec spec_;
   std::vector<std::string> path_;
+  std::vector<std::string> subjects_;  // path_'s subject lines (empty: not known, e.g. kept by an older daemon)
   std::vector<Probe> probes_;
   BisectState state_ = BisectState::Running;
   std::string stage_ = "verify";  // verify | search | done

@@ -63,16 +63,17 @@ void Bisections::start(BisectSpec spec, const std::string& by, Reply reply) {
   spdlog::info("bisection {} of {} / {} from {}: {}..{} (repeat {})", id, spec.job, spec.step.empty() ? "(its last step)" : spec.step, by,
                spec.good.substr(0, 12), spec.bad.substr(0, 12), spec.repeat ? std::to_string(spec.repeat) : "auto");
   // The first-parent path is git's to say (blocking: the mirror may fetch): on a git worker, then here.
-  auto path = std::make_shared<std::vector<std::string>>();
+  auto path = std::make_shared<std::vector<std::string>>(), subjects = std::make_shared<std::vector<std::string>>();
   auto got = std::make_shared<SourceResult>();
   auto asked = std::make_shared<BisectSpec>(std::move(spec));
-  host_.git([this, asked, path, got] { *got = mirror_->first_parent_path(asked->good, asked->bad, *path); },
-            [this, id, asked, path, got, reply] {
+  host_.git([this, asked, path, subjects, got] { *got = mirror_->first_parent_path(asked->good, asked->bad, *path, subjects.get()); },
+            [this, id, asked, path, subjects, got, reply] {
               if (!got->ok()) {
                 const bool request = got->error == SourceError::BadCommit || got->error == SourceError::UnknownCommit;
                 return reply(Answer::error(request ? Outcome::BadRequest : Outcome::Unavailable, got->message));
               }
               auto b = std::make_unique<Bisection>(id, std::move(*asked), std::move(*path));
+              b->set_subjects(std::move(*subjects));
               const std::size_t commits = b->json()["commits"].size();
               bisections_[id] = {std::move(b), iso_now(), "", {}};
               changed(id);

@@ -50,8 +50,10 @@ void register_bisect_command(CLI::App& app, CommonOptions& common, int& exit_cod
   cmd->add_option("--step", o->step, "The step's name (default: the job's last step)");
   cmd->add_option("--test", o->test, "Only this test of the step (a pytest node id)");
   cmd->add_option("--repeat", o->repeat, "Probes per verdict: N, or auto (measures the failure rate at bad first)");
-  cmd->add_option("--server", o->server, "The daemon (default $PTO_RUNNER_SERVER, then runner.yml listen)");
-  cmd->add_option("--token-file", o->token_file, "The admin token's file (default $PTO_RUNNER_TOKEN, else the daemon's own token file where this user may read it)");
+  add_daemon_options(*cmd, o->server, o->token_file, "the admin token");
+  add_footer(*cmd, "0 the first bad commit found (or --no-wait: started); 1 the bisection ended without a culprit (it says "
+                   "why); 2 bad usage or the daemon refused it (no source:, an unknown job or commit, no admin token); 3 the "
+                   "daemon cannot be reached or failed; 130/143 interrupted (the bisection goes on in the daemon).");
   cmd->add_flag("--no-wait", o->no_wait, "Start it, print its id and page, and return");
   cmd->add_option("--poll-interval", o->poll, "Seconds between reads of its progress")->check(CLI::Range(0.05, 60.0));
   cmd->callback([o, &common, &exit_code] {
@@ -117,7 +119,14 @@ void register_bisect_command(CLI::App& app, CommonOptions& common, int& exit_cod
         if (b.value("state", "running") != "running") {
           std::cout << "bisection " << id << " " << b.value("state", "") << " after " << b.value("runs_used", 0) << " probe runs\n";
           if (b["culprit"].is_string()) {
-            std::cout << "first bad commit: " << b["culprit"].get<std::string>() << "\n";
+            const std::string culprit = b["culprit"].get<std::string>();
+            std::string subject;  // the commit's subject line, as `git bisect` prints it
+            const auto commits = b.value("commits", nlohmann::json::array()), subjects = b.value("subjects", nlohmann::json::array());
+            for (std::size_t i = 0; i < commits.size() && i < subjects.size(); ++i)
+              if (commits[i] == culprit && subjects[i].is_string()) subject = subjects[i].get<std::string>();
+            for (char& c : subject)  // a commit's text: no control character reaches the terminal
+              if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+            std::cout << "first bad commit: " << culprit << (subject.empty() ? "" : " " + subject) << "\n";
             exit_code = 0;
           } else {
             std::cout << (b["error"].is_string() ? b["error"].get<std::string>() : std::string("no culprit")) << "\n";

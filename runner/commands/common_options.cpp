@@ -20,11 +20,36 @@ const std::string kInstalledConfig = "/etc/pto-runner/runner.yml";
 void add_common_options(CLI::App& app, CommonOptions& opts) {
   app.add_option("--root", opts.load.root, "Project directory holding jobs/, models/, toolchain/")
       ->capture_default_str();
-  app.add_option("--config", opts.load.config_file, "Host settings file (default: ROOT/runner.yml when present)");
+  app.add_option("--config", opts.load.config_file,
+                 "Host settings file (default: ROOT/runner.yml when present; the client commands status, submit, devices, "
+                 "tests and bisect look first at $PTO_RUNNER_CONFIG and last at /etc/pto-runner/runner.yml)");
+}
+
+void add_daemon_options(CLI::App& cmd, std::string& server, std::string& token_file, const std::string& token_use) {
+  cmd.add_option("--server", server,
+                 "The daemon: http(s)://HOST:PORT or unix:PATH (default $PTO_RUNNER_SERVER, else the listen-unix or listen "
+                 "of runner.yml: --config, $PTO_RUNNER_CONFIG, ROOT/runner.yml, /etc/pto-runner/runner.yml)");
+  cmd.add_option("--token-file", token_file,
+                 "Bearer token file, " + token_use + " (default $PTO_RUNNER_TOKEN, else that runner.yml's token-file or "
+                 "STATE-DIR/token where this user may read it)");
+}
+
+void add_footer(CLI::App& cmd, const std::string& exit_codes, const std::string& note) {
+  cmd.footer((note.empty() ? "" : note + "\n") + "Exit codes: " + exit_codes +
+             "\nBefore the command: --root DIR (the definitions, default .) and --config FILE (runner.yml), e.g. "
+             "pto-runner --root DIR " + cmd.get_name() + " ...");
+}
+
+void inherit_footers(CLI::App& app) {
+  for (CLI::App* sub : app.get_subcommands({})) {
+    if (sub->get_footer().empty() && app.get_parent() != nullptr) sub->footer(app.get_footer());
+    inherit_footers(*sub);
+  }
 }
 
 void add_device_options(CLI::App& cmd, CommonOptions& opts) {
-  cmd.add_option("--devices", opts.load.devices_override, "NPU cards: 8 (ids 0-7), 0-7, or 0,1,4,5");
+  cmd.add_option("--devices", opts.load.devices_override,
+                 "NPU cards: 8 (ids 0-7), 0-7, 0,1,4,5, or typed a2a3:0-7,a5:8-9 (overrides runner.yml devices)");
   cmd.add_option("--device-groups", opts.load.device_groups_override,
                  "Cards that may serve one multi-card step together, e.g. \"0,1;2,3\"");
 }
@@ -36,6 +61,8 @@ void apply_history(LoadedPlan& lp, const std::string& state_dir_flag) {
 
 std::string host_config_file(const CommonOptions& opts) {
   if (!opts.load.config_file.empty()) return opts.load.config_file;
+  // As KUBECONFIG or DOCKER_CONFIG: a host whose settings live elsewhere, named once for every command.
+  if (const char* env = std::getenv("PTO_RUNNER_CONFIG"); env && *env) return env;
   const std::filesystem::path here = std::filesystem::path(opts.load.root) / "runner.yml";
   if (std::filesystem::exists(here)) return here.string();
   // An installed host's (packaging/runner.yml): on-call types commands anywhere on it.
@@ -44,7 +71,8 @@ std::string host_config_file(const CommonOptions& opts) {
 }
 
 std::string where_daemons_are_looked_for(const CommonOptions& opts) {
-  return "no --server, no $PTO_RUNNER_SERVER, no runner.yml in " + opts.load.root + " (nor --config FILE), none at " + kInstalledConfig;
+  return "no --server, no $PTO_RUNNER_SERVER, no --config FILE nor $PTO_RUNNER_CONFIG, no runner.yml in " + opts.load.root +
+         ", none at " + kInstalledConfig;
 }
 
 std::string client_token(const std::string& token_file_flag, const CommonOptions& opts, std::string& error) {

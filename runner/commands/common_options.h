@@ -18,6 +18,13 @@ struct CommonOptions {
 
 void add_common_options(CLI::App& app, CommonOptions& opts);
 void add_device_options(CLI::App& cmd, CommonOptions& opts);
+/// --server and --token-file of a client command (status, submit, bisect, tests): one help text, as
+/// server_url() and client_token() find them. `token_use`: what this command needs the token for.
+void add_daemon_options(CLI::App& cmd, std::string& server, std::string& token_file, const std::string& token_use);
+/// A command's footer: what it says, then its exit codes, then where the options every command takes go.
+void add_footer(CLI::App& cmd, const std::string& exit_codes, const std::string& note = "");
+/// Every subcommand below `app` without a footer gets its parent's (exit codes shared by `tests mute|unmute|list`).
+void inherit_footers(CLI::App& app);
 
 struct LoadedPlan {
   Project project;
@@ -29,7 +36,8 @@ struct LoadedPlan {
 void apply_history(LoadedPlan& lp, const std::string& state_dir_flag = "");
 
 /// The host settings a client command reads when it is not told where the daemon is: --config, else
-/// ROOT/runner.yml, else an installed host's /etc/pto-runner/runner.yml; "" when there is none.
+/// $PTO_RUNNER_CONFIG, else ROOT/runner.yml, else an installed host's /etc/pto-runner/runner.yml; "" when
+/// there is none.
 std::string host_config_file(const CommonOptions& opts);
 
 /// The daemon to talk to: --server, else $PTO_RUNNER_SERVER, else host_config_file()'s `listen-unix` where this

@@ -39,13 +39,13 @@ void register_devices_command(CLI::App& app, CommonOptions& common, int& exit_co
   cmd->add_option("--undrain-node", o->undrain_node, "executor: slurm, with --server: resume this Slurm node");
   cmd->add_option("--server", o->server,
                   "The daemon to ask (default $PTO_RUNNER_SERVER, else the daemon holding the state dir of runner.yml: --config, "
-                  "ROOT/runner.yml or /etc/pto-runner/runner.yml)");
+                  "$PTO_RUNNER_CONFIG, ROOT/runner.yml or /etc/pto-runner/runner.yml)");
   cmd->add_option("--token-file", o->token_file, "With --server: bearer token file, the admin token or a read token for a daemon beyond loopback (default $PTO_RUNNER_TOKEN)");
   cmd->add_option("--state-dir", o->state_dir, "Without --server: the state dir (default runner.yml state-dir)");
   cmd->add_option("--lock-dir", o->lock_dir, "Without --server: the lock dir (default runner.yml devices.lock-dir)");
-  cmd->footer("Without a daemon it works on the cards of runner.yml (or --devices) through the state dir and the lock "
-              "directory.\nExit codes: 0 done; 2 bad usage, no such card, or no daemon and no cards to act on (it says where it "
-              "looked); 3 the daemon cannot be reached, or its address is served by another user.");
+  add_footer(*cmd, "0 done; 2 bad usage, no such card, or no daemon and no cards to act on (it says where it "
+              "looked); 3 the daemon cannot be reached, or its address is served by another user.",
+             "Without a daemon it works on the cards of runner.yml (or --devices) through the state dir and the lock directory.");
   cmd->callback([o, &common, &exit_code] {
     std::string server = o->server;
     const std::string& token_file = o->token_file;

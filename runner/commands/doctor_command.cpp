@@ -17,7 +17,7 @@ void register_doctor_command(CLI::App& app, CommonOptions& common, int& exit_cod
   cmd->add_option("--lock-dir", o->lock_dir, "Card lock directory (overrides runner.yml devices.lock-dir)");
   cmd->add_option("--state-dir", o->state_dir, "State directory (overrides runner.yml state-dir)");
   add_device_options(*cmd, common);
-  cmd->footer("Looks, changes nothing. Exit codes: 0 every check ok; 1 warnings; 2 a check failed (or runner.yml has errors).");
+  add_footer(*cmd, "0 every check ok; 1 warnings; 2 a check failed (or runner.yml has errors).", "Looks, changes nothing.");
   cmd->callback([o, &common, &exit_code] {
     Diagnostics diags;
     Project project = load_project(common.load, diags);

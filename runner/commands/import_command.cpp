@@ -27,8 +27,8 @@ void register_import_command(CLI::App& app, CommonOptions& common, int& exit_cod
   cmd->add_option("--emit-workflow", o->emit, "Also write the workflow to merge: the same one with each NPU job's steps "
                                               "replaced by one `pto-runner submit --job NAME --attach`");
   cmd->add_option("--socket", o->socket, "With --emit-workflow: the daemon's listen-unix socket the jobs submit over");
-  cmd->footer("Exit codes: 0 imported (what could not be carried over is listed as warnings); 2 the workflow cannot be "
-              "read, or a file exists (without --force).");
+  add_footer(*cmd, "0 imported (what could not be carried over is listed as warnings); 2 the workflow cannot be read, "
+                   "or a file exists (without --force).");
   cmd->callback([o, &common, &exit_code] {
     Diagnostics diags;
     ImportResult r = import_workflow(o->workflow, o->workflow, diags);

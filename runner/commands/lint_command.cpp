@@ -30,9 +30,9 @@ void register_lint_command(CLI::App& app, CommonOptions& common, int& exit_code)
   cmd->add_option("--baseline", opts->baseline, "With --against: a file of deliberate differences ({finding, reason}); they "
                                                 "become notes, and an entry that matches no finding is an error (stale-baseline)");
   add_device_options(*cmd, common);
-  cmd->footer(
-      "Exit codes: 0 clean (warnings allowed without --strict); 1 lint errors (duplicate-step under --strict, "
-      "inline-toolchain-literal); 2 the files are invalid (YAML, schema, needs, cycles, devices) or unreadable.");
+  add_footer(*cmd, "0 clean (warnings allowed without --strict); 1 lint errors (duplicate-step under --strict, "
+                   "inline-toolchain-literal); 2 the files are invalid (YAML, schema, needs, cycles, devices) or "
+                   "unreadable.");
   cmd->callback([opts, &common, &exit_code] {
     Diagnostics diags;
     if (!opts->workflows.empty()) {

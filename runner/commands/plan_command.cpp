@@ -19,6 +19,7 @@ void register_plan_command(CLI::App& app, CommonOptions& common, int& exit_code)
   cmd->add_option("--job", opts->jobs, "Only these jobs (and the jobs they need)");
   cmd->add_option("--format", opts->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   add_device_options(*cmd, common);
+  add_footer(*cmd, "0 printed; 2 bad usage or bad input files (each finding with its file, line and column).");
   cmd->callback([opts, &common, &exit_code] {
     auto loaded = load_plan_or_report(common, opts->jobs);
     if (!loaded) {

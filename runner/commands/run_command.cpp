@@ -45,8 +45,8 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
       ->check(CLI::Range(1e-6, 1e6));
   cmd->add_option("--lock-dir", opts->lock_dir, "Card lock directory (overrides runner.yml devices.lock-dir)");
   cmd->add_option("--state-dir", opts->state_dir, "Logs and run state (overrides runner.yml state-dir)");
-  cmd->footer("Exit codes: 0 every job succeeded; 1 a step or job failed; 2 bad input files; 3 infrastructure "
-              "(toolchain, card pool); 130/143 interrupted by SIGINT/SIGTERM after every step was stopped.");
+  add_footer(*cmd, "0 every job succeeded; 1 a step or job failed; 2 bad input files; 3 infrastructure (toolchain, card "
+                   "pool); 130/143 interrupted by SIGINT/SIGTERM after every step was stopped.");
   cmd->callback([opts, &common, &exit_code] {
     auto loaded = load_plan_or_report(common, opts->jobs);
     if (!loaded) {

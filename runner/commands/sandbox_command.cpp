@@ -8,9 +8,9 @@ namespace pto {
 void register_sandbox_command(CLI::App& app, CommonOptions& common, int& exit_code) {
   auto* cmd = app.add_subcommand("sandbox", "Make or remove the sandbox users steps run as (runner.yml sandbox: users, count, groups)");
   cmd->require_subcommand(1);
+  add_footer(*cmd, "0 done; 2 runner.yml has errors or sandbox: off; 3 useradd or userdel failed.", "As root.");
   auto* setup = cmd->add_subcommand("setup", "Make the missing sandbox users (system users without a home or a shell, each in its own group)");
   auto* remove = cmd->add_subcommand("remove", "Remove the sandbox users");
-  cmd->footer("As root. Exit codes: 0 done; 2 runner.yml has errors or sandbox: off; 3 useradd or userdel failed.");
   auto act = [&common, &exit_code](bool make) {
     Diagnostics diags;
     Project project = load_project(common.load, diags);

@@ -32,17 +32,18 @@ void register_serve_command(CLI::App& app, CommonOptions& common, int& exit_code
   cmd->add_flag("--simulate", o->simulate, "Steps sleep their expected duration (the lead job still runs for real)");
   cmd->add_flag("--rebuild-journal", o->rebuild_journal,
                 "Move the journal aside and rebuild the history from the run directories' run.json");
-  cmd->add_option("--time-scale", o->time_scale, "With --simulate: real seconds per simulated second")->check(CLI::Range(1e-6, 1e6));
+  cmd->add_option("--time-scale", o->time_scale, "With --simulate: real seconds per simulated second (a 20-minute step at 0.01 sleeps 12 s)")
+      ->check(CLI::Range(1e-6, 1e6))
+      ->capture_default_str();
   cmd->add_option("--log-format", *log_format, "The daemon's log on stderr: text (default) or json, one object per line")
       ->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("--log-level", *log_level, "trace, debug, info (default), warn, error, critical or off");
-  cmd->footer("Signals: SIGTERM drains (no new runs or leases, accepted runs go on to their end, at most "
-              "shutdown-timeout-minutes, then exit 0); SIGINT or a second SIGTERM cancels every run (exit 130/143); "
-              "SIGUSR2 hands over (exit 0 at once; running steps go on under their supervisor and the next daemon "
-              "takes their runs over: a restart or an upgrade); SIGHUP reads runner.yml again.\n"
-              "Exit codes: 0 after a drain; 130/143 after cancelling; 2 bad host settings (runner.yml, flags, token "
-              "file) or the state dir belongs to another daemon; 3 the host: cannot listen, use the lock directory, or "
-              "open, check or write the journal (a full disk, a damaged journal: the message names the file).");
+  add_footer(*cmd, "0 after a drain; 130/143 after cancelling; 2 bad host settings (runner.yml, flags, token file) or "
+                   "the state dir belongs to another daemon; 3 the host: cannot listen, use the lock directory, or "
+                   "open, check or write the journal (a full disk, a damaged journal: the message names the file).", "Signals: SIGTERM drains (no new runs or leases, accepted runs go on to their end, at most "
+                   "shutdown-timeout-minutes, then exit 0); SIGINT or a second SIGTERM cancels every run (exit "
+                   "130/143); SIGUSR2 hands over (exit 0 at once; running steps go on under their supervisor and the "
+                   "next daemon takes their runs over: a restart or an upgrade); SIGHUP reads runner.yml again.");
   cmd->callback([o, log_format, log_level, &common, &exit_code] {
     o->load = common.load;
     if (std::string e = setup_daemon_log(*log_format, *log_level); !e.empty()) {

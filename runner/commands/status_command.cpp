@@ -17,12 +17,10 @@ void register_status_command(CLI::App& app, CommonOptions& common, int& exit_cod
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("status", "Print the daemon's status for a person: cards, queue with reasons, runs");
-  cmd->add_option("--server", o->server, "Daemon URL (default $PTO_RUNNER_SERVER, else runner.yml listen, else "
-                                         "http://127.0.0.1:8787)");
-  cmd->add_option("--token-file", o->token_file,
-                  "Bearer token file: a read token or the admin token, which a daemon beyond loopback wants for reads (default "
-                  "$PTO_RUNNER_TOKEN)");
+  add_daemon_options(*cmd, o->server, o->token_file, "a read token or the admin token (a daemon beyond loopback wants one for reads)");
   cmd->add_option("--format", o->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  add_footer(*cmd, "0 printed; 2 bad usage or an unreadable token file; 3 the daemon cannot be reached, answered an error, or "
+                   "its address is served by another user (nothing is sent to it).");
   cmd->callback([o, &common, &exit_code] {
     nlohmann::json s;
     std::string error;

@@ -202,12 +202,11 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
   auto o = std::make_shared<SubmitOptions>();
   auto* cmd = app.add_subcommand("submit", "The GitHub Actions client: submit a run to a daemon, stream its progress, exit "
                                            "with its result; SIGINT/SIGTERM cancels the remote run");
-  cmd->add_option("--server", o->server, "Daemon URL (default $PTO_RUNNER_SERVER, else runner.yml listen)");
   cmd->add_option("--job", o->jobs, "Only these jobs (and the jobs they need)");
   cmd->add_flag("--wait", o->wait, "Follow the run to its end and exit with its result");
   cmd->add_flag("--follow", o->follow, "With --wait: stream running steps' output live, prefixed [job / step]");
   cmd->add_flag("--control", o->control, "A step that fails also runs on the merge base: its verdict says whether main fails too");
-  cmd->add_option("--token-file", o->token_file, "Bearer token file (default: $PTO_RUNNER_TOKEN)");
+  add_daemon_options(*cmd, o->server, o->token_file, "the admin token");
   cmd->add_option("--ref", o->ref, "Git ref under test (default $GITHUB_REF)");
   cmd->add_option("--sha", o->sha, "Commit under test (default $GITHUB_SHA); required by a daemon with a source");
   cmd->add_option("--env", o->env, "NAME=value added to every step's environment (repeatable)");
@@ -221,7 +220,7 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
   cmd->add_option("--heartbeat", o->heartbeat, "Without --follow: seconds between 'still running' lines for long steps")
       ->check(CLI::Range(1.0, 86400.0));
   cmd->add_option("--log-tail", o->tail, "Lines of each failed step's log to print")->check(CLI::Range(0, 100000));
-  cmd->footer("Exit codes: the run's own (0, 1, 3) with --wait, else 0 once submitted; 2 bad usage, a rejected run or "
+  add_footer(*cmd, "the run's own (0, 1, 3) with --wait, else 0 once submitted; 2 bad usage, a rejected run or "
               "a commit whose definitions do not load (its findings are printed, as annotations inside Actions); 3 the "
               "server or the source repository cannot be reached; 130/143 after SIGINT/SIGTERM cancelled the remote run.");
   cmd->callback([o, &common, &exit_code, attach] {

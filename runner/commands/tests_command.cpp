@@ -46,11 +46,8 @@ void register_tests_command(CLI::App& app, CommonOptions& common, int& exit_code
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("tests", "The daemon's test history and its mutes: mute, unmute, list");
   cmd->require_subcommand(1);
-  cmd->add_option("--server", o->server, "Daemon URL (default $PTO_RUNNER_SERVER, else runner.yml's: --config, ROOT/runner.yml, "
-                                         "/etc/pto-runner/runner.yml)");
-  cmd->add_option("--token-file", o->token_file, "The admin token for mute and unmute (default $PTO_RUNNER_TOKEN, else the "
-                                                 "daemon's own token file where this user may read it)");
-  cmd->footer("Exit codes: 0 done; 2 bad usage, or the daemon refused the request (a bad id or date, no admin token); 3 the "
+  add_daemon_options(*cmd, o->server, o->token_file, "the admin token for mute and unmute");
+  add_footer(*cmd, "0 done; 2 bad usage, or the daemon refused the request (a bad id or date, no admin token); 3 the "
               "daemon cannot be reached, or its address is served by another user.");
   auto* mute = cmd->add_subcommand("mute", "Mute a test (or a glob of tests): it still runs and is shown, its failure never "
                                            "makes a step red");

@@ -97,6 +97,8 @@ int report(const ToolchainState& st, const ToolchainOpts& o) {
 void register_toolchain_command(CLI::App& app, CommonOptions& common, int& exit_code) {
   auto o = std::make_shared<ToolchainOpts>();
   auto* cmd = app.add_subcommand("toolchain", "The PTOAS lead job: setup, verify, locate, outputs");
+  add_footer(*cmd, "0 done; 2 bad toolchain files (toolchain/ptoas.yml, versions.env); 3 fetch, digest, install, locate or "
+                   "smoke check failed (verify and locate never fetch).");
   cmd->require_subcommand(1);
   auto add_opts = [&](CLI::App* sub) {
     sub->add_option("--arch", o->arch, "x86_64 or aarch64 (default: uname -m)");
@@ -115,7 +117,7 @@ void register_toolchain_command(CLI::App& app, CommonOptions& common, int& exit_
   auto* setup = cmd->add_subcommand("setup", "Fetch (mirror, then URL), verify, install, locate and smoke-check the pin");
   add_opts(setup);
   setup->add_option("--output-env", o->output_env, "Also write PTOAS_ROOT/BIN/VERSION/SHA256 lines to this file");
-  setup->footer("Exit codes: 0 ready; 2 bad toolchain files; 3 fetch, digest, install, locate or smoke check failed.");
+  add_footer(*setup, "0 ready; 2 bad toolchain files; 3 fetch, digest, install, locate or smoke check failed.");
   setup->callback(with_request([o](const ToolchainRequest& req) { return report(setup_toolchain(req), *o); }));
   auto* verify = cmd->add_subcommand("verify", "Re-verify the cached pin (digest, install, locate, smoke); never fetches");
   add_opts(verify);

@@ -7,6 +7,7 @@
 #include "engine/file_commands.h"
 #include "plan/expression.h"
 #include "util/secret_mask.h"
+#include "util/state_paths.h"
 
 namespace fs = std::filesystem;
 
@@ -88,7 +89,7 @@ void DataFlow::resolve_step(std::size_t j, std::size_t s) {
 }
 
 std::string DataFlow::files_prefix(std::size_t j, std::size_t s) const {
-  return run_dir_ + "/files/" + std::to_string(j + 1) + "-" + std::to_string(s + 1);
+  return run_files(run_dir_) + "/" + std::to_string(j + 1) + "-" + std::to_string(s + 1);
 }
 
 void DataFlow::forget_step_files(std::size_t j, std::size_t s) const {
@@ -181,7 +182,7 @@ std::vector<std::string> DataFlow::step_env(std::size_t j, std::size_t s, const 
   env["PTO_RUNNER_JOB"] = pj.id;
   env["PTO_RUNNER_STEP"] = ps.name;
   if (!ps.device_type.empty()) env["PTO_RUNNER_DEVICE_TYPE"] = ps.device_type;  // task-submit's leases: the same type
-  if (ps.kind == StepKind::ToolchainSetup) env["PTO_RUNNER_OUTPUT_ENV"] = run_dir_ + "/toolchain.env";
+  if (ps.kind == StepKind::ToolchainSetup) env["PTO_RUNNER_OUTPUT_ENV"] = run_toolchain_env(run_dir_);
   std::vector<std::string> out;
   out.reserve(env.size());
   for (const auto& [k, v] : env) out.push_back(k + "=" + v);

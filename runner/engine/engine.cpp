@@ -18,6 +18,7 @@
 #include "util/process_env.h"
 #include "util/secret_mask.h"
 #include "util/clock.h"
+#include "util/state_paths.h"
 
 namespace fs = std::filesystem;
 
@@ -37,6 +38,7 @@ RunEngine::RunEngine(EngineSeams seams, Plan plan, EngineOptions opts)
   flow_.set_mask(opts_.mask);
   run_.id = opts_.run_id.empty() ? new_run_id() : opts_.run_id;
   run_.created = clock_.iso_now();
+  run_.simulated = opts_.simulate;
   for (std::size_t j = 0; j < plan_.jobs.size(); ++j) {
     JobRecord jr;
     jr.steps.resize(plan_.jobs[j].steps.size());
@@ -70,8 +72,8 @@ void set_env(std::vector<std::string>& env, const std::string& name, const std::
 void RunEngine::start() {
   started_ = true;
   t0_ = clock_.now();
-  fs::create_directories(fs::path(opts_.run_dir) / "logs");
-  fs::create_directories(fs::path(opts_.run_dir) / "files");
+  fs::create_directories(run_logs(opts_.run_dir));
+  fs::create_directories(run_files(opts_.run_dir));
   boost::asio::post(io_, [this] { pump(); });
 }
 
@@ -392,7 +394,7 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
   sr.exit_code = -1;
   sr.signal = 0;
   sr.timed_out = false;
-  fs::path dir = fs::path(opts_.run_dir) / "logs" / (std::to_string(j + 1) + "-" + slug(plan_.jobs[j].id));
+  fs::path dir = fs::path(run_logs(opts_.run_dir)) / (std::to_string(j + 1) + "-" + slug(plan_.jobs[j].id));
   fs::create_directories(dir);
   sr.log_path = (dir / (std::to_string(s + 1) + "-" + slug(ps.name) + ".log")).string();
   if (sr.attempt > 1) {
@@ -623,7 +625,7 @@ void RunEngine::finish_attempt(std::size_t j, std::size_t s, const StepOutcome& 
   if ((o.ok() || muted_exit) && sr.error.empty() && !(failure && judge_tests)) {
     to = StepState::Succeeded;
     if (ps.kind == StepKind::ToolchainSetup) {
-      std::ifstream in(opts_.run_dir + "/toolchain.env");
+      std::ifstream in(run_toolchain_env(opts_.run_dir));
       std::string line;
       while (std::getline(in, line)) {
         auto eq = line.find('=');

@@ -12,6 +12,7 @@
 #include "exec/process_marker.h"
 #include "util/clock.h"
 #include "util/iso_time.h"
+#include "util/state_paths.h"
 
 namespace fs = std::filesystem;
 
@@ -37,8 +38,8 @@ std::string RunEngine::adopt(RunRecord saved, const Reattach& reattach) {
   // Its times count from its start: the engine clock goes on where the last daemon's was.
   const double created = epoch_from_iso(run_.created);
   t0_ = clock_.now() - (created >= 0 ? std::max(0.0, epoch_now() - created) : 0);
-  fs::create_directories(fs::path(opts_.run_dir) / "logs");
-  fs::create_directories(fs::path(opts_.run_dir) / "files");
+  fs::create_directories(run_logs(opts_.run_dir));
+  fs::create_directories(run_files(opts_.run_dir));
   std::vector<std::pair<std::size_t, std::size_t>> requeue;
   for (std::size_t j = 0; j < run_.jobs.size(); ++j) {
     JobRecord& jr = run_.jobs[j];

@@ -10,6 +10,7 @@
 #include "engine/attempt_facts.h"
 #include "engine/engine.h"
 #include "exec/process_marker.h"
+#include "util/state_paths.h"
 
 namespace pto {
 
@@ -175,7 +176,7 @@ StepLaunch RunEngine::card_check(int card, const std::string& command, std::stri
   l.env.push_back("TASK_DEVICE=" + std::to_string(card));
   l.env.push_back("DEVICE_ID=" + std::to_string(card));
   l.env.push_back("PTO_RUNNER_RUN_ID=" + run_.id);
-  l.log_path = opts_.run_dir + "/logs/" + log_name + "-card-" + std::to_string(card) + ".log";
+  l.log_path = run_logs(opts_.run_dir) + "/" + log_name + "-card-" + std::to_string(card) + ".log";
   l.marker = ProcessMarker::for_health_check(run_.id, card, ++health_check_count_).text();
   l.timeout_seconds = opts_.health.check_timeout_seconds;
   l.grace_seconds = opts_.kill_grace_seconds;
@@ -240,7 +241,7 @@ void RunEngine::finish_preflight(std::size_t j, std::size_t s, const std::vector
     broker_.charge(card, run_.id, "preflight " + why);
     if (!std::count(sr.avoid.begin(), sr.avoid.end(), card)) sr.avoid.push_back(card);
   }
-  std::ofstream(sr.log_path.empty() ? opts_.run_dir + "/logs/preflight.log" : sr.log_path, std::ios::app)
+  std::ofstream(sr.log_path.empty() ? run_logs(opts_.run_dir) + "/preflight.log" : sr.log_path, std::ios::app)
       << "pto-runner: preflight " << why << " on card(s) " << join_ids(failed) << "; back in the queue for other cards\n";
   give_back_host(sr);
   broker_.release(cards);

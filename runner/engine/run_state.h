@@ -126,6 +126,7 @@ struct RunRecord {
   bool infrastructure_failure = false;
   std::vector<std::string> infrastructure_problems;
   std::map<std::string, std::string> toolchain_env;  // PTOAS_* from the lead job
+  bool simulated = false;  // --simulate: steps slept, no test ran (views say nothing of tests then)
   std::vector<JobRecord> jobs;
 };
 

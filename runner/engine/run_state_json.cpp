@@ -234,6 +234,7 @@ json run_head_json(const RunRecord& r, bool with_file_env) {
           {"infrastructure_failure", r.infrastructure_failure},
           {"infrastructure_problems", r.infrastructure_problems},
           {"toolchain_env", r.toolchain_env},
+          {"simulated", r.simulated},
           {"jobs", jobs}};
 }
 
@@ -259,6 +260,7 @@ RunRecord run_state_from_json(const json& j) {
   r.infrastructure_failure = get<bool>(j, "infrastructure_failure", false);
   r.infrastructure_problems = get<std::vector<std::string>>(j, "infrastructure_problems", {});
   r.toolchain_env = get<std::map<std::string, std::string>>(j, "toolchain_env", {});
+  r.simulated = get<bool>(j, "simulated", false);
   for (const auto& jj : get<json>(j, "jobs", json::array())) {
     JobRecord jr;
     jr.state = job_state_named(get<std::string>(jj, "state", "pending"));

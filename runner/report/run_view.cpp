@@ -77,7 +77,7 @@ nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step
   j["lease_failures"] = failures_json(s.lease_failures);
   // A split step's collection stands for the step: its shards and their tests summed. Each shard says its part.
   if (ps.split_shards) j["split"] = split_to_json(r, p, job, step, now);
-  else if (ps.tests.any()) j["tests"] = step_tests_json(r, p, job, step);
+  else if (ps.tests.any() && !r.simulated) j["tests"] = step_tests_json(r, p, job, step);
   if (ps.shard)
     j["shard"] = {{"index", ps.shard},
                   {"count", ps.shard_count},
@@ -283,6 +283,7 @@ nlohmann::json run_to_json(const RunRecord& r, const Plan& p, const std::string&
   j["infrastructure_problems"] = r.infrastructure_problems;
   if (!r.cancel_reason.empty()) j["cancel_reason"] = r.cancel_reason;
   if (!r.superseded_by.empty()) j["superseded_by"] = r.superseded_by;
+  if (r.simulated) j["simulated"] = true;
   j["jobs"] = nlohmann::json::array();
   int steps = 0, done = 0;
   for (std::size_t k = 0; k < p.jobs.size(); ++k) {

@@ -57,16 +57,11 @@ std::string close_state_dir(const std::string& state_dir) {
   return "";
 }
 
-std::string run_home(const std::string& run_dir) { return run_dir + "/home"; }
-std::string run_test_reports(const std::string& run_dir) { return run_dir + "/tests"; }
-std::string run_pytest_plugin(const std::string& run_dir) { return run_dir + "/pytest"; }
-std::string run_temp(const std::string& run_dir) { return run_dir + "/tmp"; }
-
 std::string prepare_run_tree(const std::string& run_dir, const RunAs* user) {
   if (std::string e = make_dir(run_dir, 0711, nullptr); !e.empty()) return e;
-  if (std::string e = make_dir(run_dir + "/logs", 0700, nullptr); !e.empty()) return e;
+  if (std::string e = make_dir(run_logs(run_dir), 0700, nullptr); !e.empty()) return e;
   if (std::string e = make_dir(run_test_reports(run_dir), 0711, nullptr); !e.empty()) return e;
-  for (const std::string& d : {run_dir + "/files", run_home(run_dir), run_temp(run_dir)})
+  for (const std::string& d : {run_files(run_dir), run_home(run_dir), run_temp(run_dir)})
     if (std::string e = make_dir(d, 0700, user); !e.empty()) return e;
   const std::string src = run_worktree(run_dir);
   struct stat st {};
@@ -75,7 +70,7 @@ std::string prepare_run_tree(const std::string& run_dir, const RunAs* user) {
     if (::chmod(src.c_str(), 0700) != 0) return "cannot chmod " + src + ": " + std::strerror(errno);
     if (std::string admin = worktree_admin_dir(src); !admin.empty()) {
       // Remembered where only root writes: at the end src/.git is the user's and could name any directory.
-      std::ofstream(run_dir + "/worktree-admin") << admin << "\n";
+      std::ofstream(run_worktree_admin(run_dir)) << admin << "\n";
       if (std::string e = chown_tree(admin, *user); !e.empty()) return e;
     }
   }
@@ -84,7 +79,7 @@ std::string prepare_run_tree(const std::string& run_dir, const RunAs* user) {
 
 std::string reclaim_run_tree(const std::string& run_dir) {
   std::string problem;
-  for (const std::string& d : {run_dir + "/files", run_home(run_dir), run_temp(run_dir), run_test_reports(run_dir)}) {
+  for (const std::string& d : {run_files(run_dir), run_home(run_dir), run_temp(run_dir), run_test_reports(run_dir)}) {
     std::error_code ec;
     fs::remove_all(d, ec);
     if (ec && problem.empty()) problem = "cannot remove " + d + ": " + ec.message();
@@ -93,7 +88,7 @@ std::string reclaim_run_tree(const std::string& run_dir) {
   struct stat st {};
   if (::lstat(src.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
     std::string admin;
-    std::getline(std::ifstream(run_dir + "/worktree-admin"), admin);
+    std::getline(std::ifstream(run_worktree_admin(run_dir)), admin);
     if (std::string e = chown_tree(src, kRoot); !e.empty() && problem.empty()) problem = e;
     if (!admin.empty())
       if (std::string e = chown_tree(admin, kRoot); !e.empty() && problem.empty()) problem = e;

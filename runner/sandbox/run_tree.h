@@ -8,6 +8,7 @@
 #include <string>
 
 #include "exec/run_as.h"
+#include "util/state_paths.h"
 
 namespace pto {
 
@@ -22,16 +23,10 @@ std::string prepare_run_tree(const std::string& run_dir, const RunAs* user);
 /// before the user is lent again. Blocking. "" or the first problem.
 std::string reclaim_run_tree(const std::string& run_dir);
 
-/// Where each attempt of a step with `tests:` writes its reports: tests/STEP-ATTEMPT/ (its user's, 0700) in
-/// tests/ (root's, 0711), so the daemon reads them beneath a directory the step cannot replace. Removed with
-/// files/ when the run ends; the cases read from them are in the run's record.
-std::string run_test_reports(const std::string& run_dir);
-/// pto-runner's pytest plugin for the run's steps (root's, 0755; testcases/pytest_plugin).
-std::string run_pytest_plugin(const std::string& run_dir);
-
-/// $HOME and $TMPDIR of a run's steps.
-std::string run_home(const std::string& run_dir);
-std::string run_temp(const std::string& run_dir);
+// Each attempt of a step with `tests:` writes its reports in run_test_reports()/STEP-ATTEMPT/ (its user's,
+// 0700) in a directory that is root's (0711), so the daemon reads them beneath a directory the step cannot
+// replace; removed with files/ when the run ends (the cases read from them are in the run's record). The
+// parts' names are util/state_paths'.
 
 /// The first directory on the way to `path` that others cannot search (mode without o+x), "" when every one
 /// can be: sandbox users must reach their run's tree.

@@ -323,8 +323,14 @@ HttpResponse Api::runs(const HttpRequest& req) const {
 nlohmann::json Api::cards_json() const {
   nlohmann::json j = model_.cards.to_json(epoch_now());
   nlohmann::json cards = nlohmann::json::array();
-  for (const auto& c : model_.host.cards)
-    cards.push_back({{"id", c.id}, {"type", c.type}, {"state", c.state}, {"drain_reason", c.drain_reason}});
+  for (const auto& c : model_.host.cards) {
+    nlohmann::json card = {{"id", c.id}, {"type", c.type}, {"state", c.state}, {"drain_reason", c.drain_reason}};
+    // Who holds it now (a step, a lease, a program outside pto-runner) and since when: the page draws it up to
+    // now, since the day's events are written only when a hold ends.
+    if (c.holder)
+      card["holder"] = {{"label", c.holder->label}, {"run", c.holder->run}, {"other_program", c.holder->other_program}, {"since", c.since}};
+    cards.push_back(std::move(card));
+  }
   j["cards"] = std::move(cards);
   return j;
 }

@@ -15,7 +15,7 @@ const char* kBody = R"HTML(
 <div id="banner"></div>
 <div id="summary"></div>
 <h2>Commits <span class="muted">(first-parent path, oldest first)</span></h2>
-<table id="commits"><thead><tr><th>#</th><th>commit</th><th>verdict</th><th>probes</th></tr></thead><tbody></tbody></table>
+<table id="commits"><thead><tr><th>#</th><th>commit</th><th>subject</th><th>verdict</th><th>probes</th></tr></thead><tbody></tbody></table>
 <h2>Probes</h2>
 <table id="probes"><thead><tr><th>commit</th><th>phase</th><th>result</th><th>what it said</th><th>run</th></tr></thead><tbody></tbody></table>
 <p class="muted"><a href="/">status</a> · <a id="json-link" href="/api/v1/bisections">this as JSON</a></p>
@@ -48,7 +48,7 @@ function draw(b) {
   fill("commits", b.commits.map((sha, i) => {
     const verdict = i <= lastGood ? "good" : i >= firstBad ? "bad" : "untested";
     const probes = (byCommit.get(sha) || []).map(p => p.result).join(", ");
-    const tr = row([i + 1, sha, el("span", verdict, "state " + (verdict === "bad" ? "failed" : verdict === "good" ? "succeeded" : "skipped")), probes]);
+    const tr = row([i + 1, sha, (b.subjects || [])[i] || "", el("span", verdict, "state " + (verdict === "bad" ? "failed" : verdict === "good" ? "succeeded" : "skipped")), probes]);
     tr.setAttribute("data-commit", sha);
     tr.setAttribute("data-verdict", verdict);
     return tr;

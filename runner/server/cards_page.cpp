@@ -12,11 +12,12 @@ namespace pto {
 namespace {
 
 const char* kBody = R"HTML(
-<h1>pto-runner cards <span id="window" class="muted">the last 24 h</span></h1>
+<h1>pto-runner cards <span id="window" class="muted"></span></h1>
 <div class="muted">show the last <a href="/cards">24 h</a> · <a href="/cards?hours=1">1 h</a> · <a href="/cards?hours=0.1667">10 min</a></div>
 <div id="banner"></div>
 <div id="timeline"></div>
-<p class="muted"><svg width="12" height="10"><rect width="12" height="10" class="ev succeeded"/></svg> step succeeded
+<p class="muted"><svg width="12" height="10"><rect width="12" height="10" class="ev held"/></svg> held now
+<svg width="12" height="10"><rect width="12" height="10" class="ev succeeded"/></svg> step succeeded
 <svg width="12" height="10"><rect width="12" height="10" class="ev failed"/></svg> step failed
 <svg width="12" height="10"><rect width="12" height="10" class="ev lease"/></svg> lease
 <svg width="12" height="10"><rect width="12" height="10" class="ev check-passed"/></svg> health check passed
@@ -40,9 +41,17 @@ function eventClass(e) {
 }
 function hhmm(epoch) { return new Date(epoch * 1000).toISOString().slice(11, 16); }
 // ?hours=N narrows the axis to the last N hours (of the day the API returns), for a close look at one incident.
-const hours = Math.min(24, Math.max(0.01, Number(new URLSearchParams(location.search).get("hours")) || 24));
+// Without it the axis spans what there is to see: from the oldest event or hold of the day (at least 10 min),
+// so a new host's first hour is not a sliver at the end of a 24-hour axis.
+const asked = Number(new URLSearchParams(location.search).get("hours"));
+function held(c) { return c.holder ? {kind: c.holder.label.startsWith("lease ") ? "lease" : "held", start: Date.parse(c.holder.since) / 1000} : null; }
 function draw(data) {
-  const t1 = data.to_epoch, t0 = Math.max(data.from_epoch, t1 - hours * 3600), span = Math.max(1, t1 - t0);
+  const t1 = data.to_epoch;
+  let oldest = t1;
+  for (const e of data.events || []) oldest = Math.min(oldest, e.start);
+  for (const c of data.cards || []) if (held(c) && held(c).start) oldest = Math.min(oldest, held(c).start);
+  const hours = asked > 0 ? Math.min(24, Math.max(0.01, asked)) : Math.min(24, Math.max(1 / 6, (t1 - oldest) * 1.05 / 3600));
+  const t0 = Math.max(data.from_epoch, t1 - hours * 3600), span = Math.max(1, t1 - t0);
   document.getElementById("window").textContent = hours === 24 ? "the last 24 h" : "the last " + duration(hours * 3600);
   const left = 220, width = 1100, right = width - 10, rowH = 30, top = 22;
   const x = t => left + (right - left) * Math.min(1, Math.max(0, (t - t0) / span));
@@ -80,6 +89,20 @@ function draw(data) {
       const shape = svg("rect", attrs, tip);
       if (e.run) {
         const a = svg("a", {href: "/runs/" + encodeURIComponent(e.run)});
+        a.appendChild(shape);
+        g.appendChild(a);
+      } else {
+        g.appendChild(shape);
+      }
+    }
+    const now = held(c);
+    if (now && now.start) {  // held at this moment: a bar from when it was taken to now, to its run's page
+      const h = now.kind === "lease" ? rowH - 16 : rowH - 10;
+      const attrs = {class: "ev " + now.kind, "data-card": c.id, "data-kind": now.kind, "data-holder": c.holder.label,
+                     x: x(now.start), y: y + (rowH - 2 - h) - 2, width: Math.max(2, x(t1) - x(now.start)), height: h};
+      const shape = svg("rect", attrs, c.holder.label + ": holding it since " + c.holder.since.slice(11, 19));
+      if (c.holder.run) {
+        const a = svg("a", {href: "/runs/" + encodeURIComponent(c.holder.run)});
         a.appendChild(shape);
         g.appendChild(a);
       } else {

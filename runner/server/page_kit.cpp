@@ -20,7 +20,7 @@ const char* kStyle = R"CSS(
   svg text { font: 11px system-ui, sans-serif; }
   .bar.succeeded, .ev.succeeded { fill: #2da44e; } .bar.failed, .bar.timed_out, .ev.failed, .ev.timed_out { fill: #cf222e; }
   .bar.cancelled, .bar.interrupted, .bar.skipped, .ev.cancelled { fill: #8c959f; } .bar.running { fill: #0969da; }
-  .bar.queued { fill: #d0d7de; } .ev.lease { fill: #8250df; } .ev.check-passed { fill: #4ac26b; } .ev.check-failed { fill: #a40e26; }
+  .bar.queued { fill: #d0d7de; } .ev.lease { fill: #8250df; } .ev.held { fill: #0969da; } .ev.check-passed { fill: #4ac26b; } .ev.check-failed { fill: #a40e26; }
   .ev.drain { fill: #cf222e; } .ev.return { fill: #1a7f37; } .axis { stroke: #d0d7de; } .now { stroke: #9a6700; }
   pre.log { background: #fff; border: 1px solid #e4e4e4; padding: .5em; max-height: 24em; overflow: auto; font-size: 12px; }
 )CSS";

@@ -119,7 +119,11 @@ function drawWaterfall(run) {
   let t1 = seconds(run.finished) || now;
   for (const {st} of list) t1 = Math.max(t1, seconds(st.finished) || 0);
   const span = Math.max(1, t1 - t0);
-  const left = 280, width = 1000, right = width - 20, rowH = 22, top = 24;
+  // Whole step names (pypto-lib's read "pypto-lib-model / Run pypto-lib DeepSeek-V4-Flash decode_swa example"):
+  // the names' column is as wide as the longest (11px text, ~6.2px a character), the time axis 720px beside it.
+  const names = list.map(({job, st}) => st.label || (job.name + " / " + st.name));
+  const longest = names.reduce((m, n) => Math.max(m, n.length), 0);
+  const left = Math.max(200, Math.ceil(longest * 6.2) + 16), width = left + 720, right = width - 20, rowH = 22, top = 24;
   const x = t => left + (right - left) * Math.min(1, Math.max(0, (t - t0) / span));
   const box = svg("svg", {width: width, height: top + rowH * list.length + 10, id: "waterfall-svg", role: "img"});
   box.appendChild(svg("title", {}, null)).textContent = "steps of run " + runId + " over time";
@@ -134,7 +138,7 @@ function drawWaterfall(run) {
     const y = top + rowH * i;
     const g = svg("g", {class: "step-row", "data-step": st.id, "data-state": st.state, "data-cards": (st.cards || []).join(",")});
     const name = svg("text", {x: 4, y: y + 14});
-    name.textContent = (st.label || (job.name + " / " + st.name)).slice(0, 44);
+    name.textContent = names[i];
     g.appendChild(name);
     const queued = seconds(st.runnable), started = seconds(st.started), ended = seconds(st.finished);
     if (queued !== null && (started !== null || st.state === "waiting")) {

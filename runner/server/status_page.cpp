@@ -15,12 +15,13 @@ namespace {
 const char* kBody = R"HTML(
 <h1>pto-runner <span id="version" class="muted"></span></h1>
 <div id="summary" class="muted">loading /api/v1/status …</div>
+<nav class="muted">pages: <a id="nav-cards" href="/cards">cards</a> (each card's day) · <a id="nav-tests" href="/tests">tests</a> (flaky, muted, slowest, most failing) · <a href="#bisections-title">bisections</a></nav>
 <div id="banner"></div>
 <div id="slurm" hidden>
 <h2>Slurm nodes</h2>
 <table id="nodes"><thead><tr><th>node</th><th>state</th><th>features</th><th>cards in use</th><th>our steps there (cards, Slurm job)</th></tr></thead><tbody></tbody></table>
 </div>
-<h2 id="cards-title">Cards <a id="cards-page" href="/cards" class="muted">(the last 24 h on each card)</a></h2>
+<h2 id="cards-title">Cards <a id="cards-page" href="/cards" class="muted">(each card's day)</a></h2>
 <table id="cards"><thead><tr><th>card</th><th>type</th><th>group</th><th>state</th><th>held by / reason</th><th>since</th></tr></thead><tbody></tbody></table>
 <h2>Queue <span id="queue-count" class="muted"></span></h2>
 <table id="queue"><thead><tr><th>#</th><th>step</th><th>cards</th><th>waiting because</th><th>waited</th><th>expected start</th><th>why here (priority, its run's card-time)</th></tr></thead><tbody></tbody></table>
@@ -28,6 +29,8 @@ const char* kBody = R"HTML(
 <table id="active"><thead><tr><th>run</th><th>state</th><th>steps</th><th>running now (logs)</th><th>commit</th><th>started</th><th>GitHub</th></tr></thead><tbody></tbody></table>
 <h2>Recent runs</h2>
 <table id="recent"><thead><tr><th>run</th><th>result</th><th>failed steps (logs)</th><th>commit</th><th>finished</th><th>GitHub</th></tr></thead><tbody></tbody></table>
+<h2 id="bisections-title">Bisections</h2>
+<table id="bisections"><thead><tr><th>bisection</th><th>state</th><th>job / step</th><th>first bad commit</th><th>probe runs</th><th>started</th></tr></thead><tbody></tbody></table>
 <p class="muted">Times are UTC. The page reads <a href="/api/v1/status">/api/v1/status</a> every 2 s; metrics: <a href="/metrics">/metrics</a>.</p>
 )HTML";
 
@@ -147,8 +150,21 @@ async function refresh() {
     banner.replaceChildren(el("div", "Cannot read /api/v1/status: " + e.message + " (retrying)", "error"));
   }
 }
+// Bisections change in minutes, not seconds: read every 10 s.
+async function refreshBisections() {
+  try {
+    const r = await fetch("/api/v1/bisections", {cache: "no-store"});
+    if (!r.ok) return;
+    const list = ((await r.json()).bisections || []).slice().reverse().slice(0, 20);
+    fill("bisections", list.map(b => row([link("/bisections/" + encodeURIComponent(b.id), b.id), el("span", b.state, "state " + b.state),
+        ((b.spec || {}).job || "") + ((b.spec || {}).step ? " / " + b.spec.step : "") + ((b.spec || {}).test ? " (" + b.spec.test + ")" : ""),
+        b.culprit ? String(b.culprit).slice(0, 12) : (b.error || ""), b.runs_used, when(b.created)])), "none yet");
+  } catch (e) {}
+}
 refresh();
 setInterval(refresh, 2000);
+refreshBisections();
+setInterval(refreshBisections, 10000);
 )JS";
 
 }  // namespace

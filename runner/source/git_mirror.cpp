@@ -195,7 +195,8 @@ SourceResult GitMirror::checkout(const std::string& sha, const std::string& dir)
   return {};
 }
 
-SourceResult GitMirror::first_parent_path(const std::string& good, const std::string& bad, std::vector<std::string>& path) {
+SourceResult GitMirror::first_parent_path(const std::string& good, const std::string& bad, std::vector<std::string>& path,
+                                          std::vector<std::string>* subjects) {
   path.clear();
   for (const std::string* sha : {&good, &bad})
     if (!is_full_sha(*sha)) return {SourceError::BadCommit, "sha '" + *sha + "' is not a full commit id (40 hex digits)"};
@@ -207,11 +208,14 @@ SourceResult GitMirror::first_parent_path(const std::string& good, const std::st
     if (SourceResult r = ensure_commit(*sha); !r.ok()) return r;
   SyncResult anc = git({"--git-dir=" + cfg_.mirror, "merge-base", "--is-ancestor", good, bad}, 60);
   if (!anc.outcome.ok()) return {SourceError::BadCommit, "good " + good + " is not an ancestor of bad " + bad};
-  SyncResult list = git({"--git-dir=" + cfg_.mirror, "rev-list", "--first-parent", "--reverse", good + ".." + bad}, 120);
+  SyncResult list = git({"--git-dir=" + cfg_.mirror, "log", "--first-parent", "--reverse", "--format=%H %s", good + ".." + bad}, 120);
   if (!list.outcome.ok()) return {SourceError::Failed, "cannot list the commits from " + good + " to " + bad + ": " + last_lines(list.output)};
   std::istringstream in(list.output);
-  for (std::string line; std::getline(in, line);)
-    if (is_full_sha(line)) path.push_back(line);
+  for (std::string line; std::getline(in, line);) {
+    if (line.size() < 40 || !is_full_sha(line.substr(0, 40))) continue;
+    path.push_back(line.substr(0, 40));
+    if (subjects) subjects->push_back(line.size() > 41 ? line.substr(41) : "");
+  }
   // The path must start right after good: a good commit off the first-parent line (a branch merged in) would
   // silently make its fork point the good end.
   SyncResult first = path.empty() ? SyncResult{} : git({"--git-dir=" + cfg_.mirror, "rev-parse", path.front() + "^1"}, 60);

@@ -42,7 +42,9 @@ class GitMirror {
   /// The first-parent commits after `good` up to `bad` (included), oldest first (`git rev-list --first-parent
   /// --reverse GOOD..BAD`), both fetched when the mirror lacks them. Empty with BadCommit when `good` is not an
   /// ancestor of `bad`'s first-parent line.
-  SourceResult first_parent_path(const std::string& good, const std::string& bad, std::vector<std::string>& path);
+  /// `subjects`, when given: each commit's subject line, beside `path` (what a person reads to find a culprit).
+  SourceResult first_parent_path(const std::string& good, const std::string& bad, std::vector<std::string>& path,
+                                 std::vector<std::string>* subjects = nullptr);
   /// The commit a pull request's `sha` was built on: with `test_merge` (the run's ref is GitHub's
   /// refs/pull/N/merge) the merge's first parent, else its merge base with `main_ref` (fetched from the
   /// repository): a head commit that merged main into itself is a merge too, and its first parent is its own.
