@@ -20,25 +20,43 @@ std::unique_ptr<EngineStateJournal> EngineStateJournal::open(const std::string& 
   return db ? std::unique_ptr<EngineStateJournal>(new EngineStateJournal(db)) : nullptr;
 }
 
-EngineStateJournal::~EngineStateJournal() { sqlite3_close(db_); }
+EngineStateJournal::EngineStateJournal(sqlite3* db) : db_(db), stmts_(std::make_unique<StmtCache>(db)) {}
+
+EngineStateJournal::~EngineStateJournal() {
+  stmts_->clear();  // SQLite closes no connection with statements left
+  sqlite3_close(db_);
+}
+
+namespace {
+constexpr const char* kSaveHead = "INSERT INTO engine_runs(run, head) VALUES(?, ?) ON CONFLICT(run) DO UPDATE SET head = excluded.head";
+constexpr const char* kSaveStep =
+    "INSERT INTO engine_steps(run, job, step, state) VALUES(?, ?, ?, ?) ON CONFLICT(run, job, step) DO UPDATE SET state = excluded.state";
+}  // namespace
 
 bool EngineStateJournal::save(const std::string& run, const nlohmann::json& head, int job, int step, const nlohmann::json& step_state) {
-  return side_transaction(db_, error_, "engine state", [&] {
-    Stmt h(db_, "INSERT INTO engine_runs(run, head) VALUES(?, ?) ON CONFLICT(run) DO UPDATE SET head = excluded.head");
-    h.bind(1, run).bind(2, text_of(head));
-    h.step();
-    Stmt s(db_, "INSERT INTO engine_steps(run, job, step, state) VALUES(?, ?, ?, ?) ON CONFLICT(run, job, step) DO UPDATE SET state = excluded.state");
-    s.bind(1, run).bind(2, job).bind(3, step).bind(4, text_of(step_state));
-    s.step();
-  });
+  // Most transitions change one step and leave the head as it was: the head is written when it changed.
+  std::string head_text = text_of(head);
+  auto known = heads_.find(run);
+  const bool head_changed = known == heads_.end() || known->second != head_text;
+  const bool ok = side_transaction(
+      db_, error_, "engine state",
+      [&] {
+        if (head_changed) (*stmts_)(kSaveHead).bind(1, run).bind(2, head_text).step();
+        (*stmts_)(kSaveStep).bind(1, run).bind(2, job).bind(3, step).bind(4, text_of(step_state)).step();
+      },
+      stmts_.get());
+  if (ok && head_changed) heads_[run] = std::move(head_text);
+  if (!ok) heads_.erase(run);  // not known to be written: write it next time
+  return ok;
 }
 
 bool EngineStateJournal::save_head(const std::string& run, const nlohmann::json& head) {
-  return side_transaction(db_, error_, "engine state", [&] {
-    Stmt h(db_, "INSERT INTO engine_runs(run, head) VALUES(?, ?) ON CONFLICT(run) DO UPDATE SET head = excluded.head");
-    h.bind(1, run).bind(2, text_of(head));
-    h.step();
-  });
+  std::string head_text = text_of(head);
+  const bool ok = side_transaction(
+      db_, error_, "engine state", [&] { (*stmts_)(kSaveHead).bind(1, run).bind(2, head_text).step(); }, stmts_.get());
+  if (ok) heads_[run] = std::move(head_text);
+  else heads_.erase(run);
+  return ok;
 }
 
 std::optional<nlohmann::json> EngineStateJournal::load(const std::string& run) {
@@ -67,6 +85,7 @@ std::optional<nlohmann::json> EngineStateJournal::load(const std::string& run) {
 }
 
 bool EngineStateJournal::drop(const std::string& run) {
+  heads_.erase(run);
   return side_transaction(db_, error_, "engine state", [&] {
     Stmt a(db_, "DELETE FROM engine_runs WHERE run = ?");
     a.bind(1, run);

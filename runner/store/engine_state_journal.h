@@ -4,6 +4,7 @@
 // Written on the engine thread at every step transition: the run's head (its own and its jobs' fields,
 // engine/run_state_json run_head_json) and the one step that changed, so a transition costs one step, not the
 // run. Dropped once the run has finished. Calls never throw (false or nothing, the reason in error()).
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,8 +34,10 @@ class EngineStateJournal {
   const std::string& error() const { return error_; }
 
  private:
-  explicit EngineStateJournal(sqlite3* db) : db_(db) {}
+  explicit EngineStateJournal(sqlite3* db);
   sqlite3* db_;
+  std::unique_ptr<class StmtCache> stmts_;  // its statements, prepared once (written at every step transition)
+  std::map<std::string, std::string> heads_;  // each run's head as last written: unchanged, it is not written again
   std::string error_;
 };
 

@@ -48,14 +48,17 @@ inline sqlite3* open_side_connection(const std::string& path, const std::string&
 }
 
 /// Runs `f` (which may throw) in one BEGIN IMMEDIATE .. COMMIT, rolled back when it throws. False with
-/// `error` set ("" after a success).
+/// `error` set ("" after a success). With `stmts`, BEGIN and COMMIT are its prepared statements (a store
+/// that writes per step transition: parsing them cost as much as the write).
 template <typename F>
-bool side_transaction(sqlite3* db, std::string& error, const std::string& what, F&& f) {
+bool side_transaction(sqlite3* db, std::string& error, const std::string& what, F&& f, StmtCache* stmts = nullptr) {
   try {
-    sqlite_exec(db, "BEGIN IMMEDIATE");
+    if (stmts) (*stmts)("BEGIN IMMEDIATE").step();
+    else sqlite_exec(db, "BEGIN IMMEDIATE");
     try {
       f();
-      sqlite_exec(db, "COMMIT");
+      if (stmts) (*stmts)("COMMIT").step();
+      else sqlite_exec(db, "COMMIT");
     } catch (...) {
       sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
       throw;
