@@ -274,18 +274,17 @@ std::string Daemon::open_history_and_host() {
 
 void Daemon::wire_leases() {
   // A lease's client heartbeats every second; five missed and it is gone (killed, lost): its cards come back.
-  leases_ = std::make_unique<LeaseBook>(io_, host_->broker(), 5, cfg_.kill_grace_seconds);
-  lease_desk_ = std::make_unique<LeaseDesk>(*leases_, *host_);
+  leases_ = std::make_unique<HostLeases>(io_, *host_, 5, cfg_.kill_grace_seconds);
   // A run's user may open its leased cards' files while it holds them (as its steps' own: exec/card_access).
-  lease_desk_->set_card_access([this](const Lease& l, bool granted) {
+  leases_->desk.set_card_access([this](const Lease& l, bool granted) {
     if (HostedRun* run = find_run(l.request.run_id)) run->lease_card_access(l, granted);
   });
-  lease_desk_->set_on_ended([this](const Lease& l) { lease_ended(l); });
-  leases_->set_on_change([this] {
+  leases_->desk.set_on_ended([this](const Lease& l) { lease_ended(l); });
+  leases_->book.set_on_change([this] {
     view_changed();
     if (stop_.stopping()) boost::asio::post(io_, [this] { stop_.check(); });
   });
-  leases_->set_on_ended([this](const std::string& how, double held) { model_.metrics.lease_seconds.observe(how, held); });
+  leases_->book.set_on_ended([this](const std::string& how, double held) { model_.metrics.lease_seconds.observe(how, held); });
   hand_leases_to_supervisor();
 }
 
@@ -326,7 +325,7 @@ std::string Daemon::listen() {
   }
   // Copies outlive this daemon in its steps' supervisor: while it restarts nothing else can bind its address.
   if (host_->supervised) host_->supervised->keep_listeners(endpoints_->sockets());
-  lease_site_ = std::make_unique<LeaseSite>(LeaseSite{access_, *leases_, endpoints_->steps_url()});
+  leases_->site.emplace(LeaseSite{access_, leases_->book, endpoints_->steps_url()});
   return "";
 }
 

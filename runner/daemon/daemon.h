@@ -4,7 +4,7 @@
 // waiting for a sandbox user, the run history (journal and records: store/run_history) and the read model the
 // API renders (read_model/, refreshed in daemon/daemon_view.cpp). The API (server/api) is its own type over
 // that read model and this class's narrow HostCommands face; the daemon answers its commands here (runs:
-// daemon_runs.cpp, leases: daemon_leases.cpp, attach: daemon_attach.cpp), decides what happens on signals
+// daemon_runs.cpp, leases: daemon_leases.cpp, attached clients: hosting/attached_runs), decides what happens on signals
 // (drain, cancel: daemon_stop.cpp and daemon/shutdown; reload: daemon_reload.cpp), and never renders a GET itself. There are no
 // locks because there is no second thread; blocking work (git, file reads, handing a worktree to a run's user)
 // goes to a worker pool and answers through the engine thread.
@@ -27,11 +27,11 @@
 #include "daemon/shutdown.h"
 #include "host/host.h"
 #include "hosting/hosted_run.h"
-#include "lease/lease_book.h"
-#include "lease/lease_desk.h"
+#include "hosting/attached_runs.h"
+#include "hosting/host_leases.h"
 #include "notify/host_notices.h"
 #include "daemon/model_refresh.h"
-#include "testcases/mutes.h"
+#include "testcases/mute_book.h"
 #include "read_model/read_model.h"
 #include "sandbox/sandbox_pool.h"
 #include "server/access.h"
@@ -149,17 +149,6 @@ class Daemon : public HostCommands {
   /// A journal write for `run` failed: the run ends with an infrastructure error (not inside its transition).
   void stop_run_for_journal(const std::string& run, const std::string& why);
 
-  /// One pto-runner run per workflow run (submit --attach, daemon/daemon_attach.cpp): by key, the run, its
-  /// sha and its clients, each with the jobs it asked for.
-  struct AttachedRun {
-    std::string run, sha;
-    bool creating = true;  // the first client's run is being made (its commit fetched): later ones retry
-    std::map<std::string, std::vector<std::string>> clients;
-  };
-  /// A submission with `attach`: joins the key's run (200), or says to create it (nullopt), or refuses.
-  std::optional<Answer> attach_to_existing(const RunSubmission& s);
-  /// The first client's run was made: it is the key's run now, and `answer` gets the client's id.
-  void attached_run_made(const RunSubmission& s, Answer& answer);
 
   /// A granted lease ended: its cards' history and, when its client said its command failed, its cause and
   /// its cards charged (the step's run for a step's lease; here for an operator's) (daemon_leases.cpp).
@@ -171,11 +160,9 @@ class Daemon : public HostCommands {
   void arm_retention_timer();
   void prune(bool at_start);
 
-  // Test results (daemon_mutes.cpp): the mutes, runner.yml's and the API's (kept in the test history).
+  // Test results (daemon_mutes.cpp): the mutes (testcases/mute_book, kept in the test history) and the view of them.
   void open_tests();
-  std::optional<TestMute> muted(const std::string& test) const;
   void publish_mutes();
-  void reload_mutes(const TestsConfig& next);
 
   /// Who the daemon is when it makes runs itself (a bisection's probes, a control run): the admin, named.
   static Caller own_caller(const std::string& what);
@@ -200,9 +187,7 @@ class Daemon : public HostCommands {
   std::unique_ptr<Host> host_;  // cards, broker, executors, reaper, clock (host/host: wired as for `run`)
   std::unique_ptr<RunHistory> history_;
   std::unique_ptr<RunReporter> reporter_;  // every run's journal and observer
-  std::unique_ptr<LeaseBook> leases_;
-  std::unique_ptr<LeaseDesk> lease_desk_;
-  std::unique_ptr<LeaseSite> lease_site_;  // how runs reach the lease book and the tokens (the steps' own endpoint)
+  std::unique_ptr<HostLeases> leases_;  // the book, the desk and the site runs reach them through (hosting/host_leases)
   std::unique_ptr<class CardProber> prober_;  // with health.check: probes bad cards back into service
   // Blocking work runs off the engine thread so no request can stall it, in two pools: reads (logs, run.json)
   // answer in milliseconds; git (checkouts that may wait minutes for the mirror's lock or a fetch, worktree
@@ -215,9 +200,9 @@ class Daemon : public HostCommands {
   std::set<std::string> preparing_;                             // submissions whose commit is being checked out
   std::deque<std::string> waiting_for_user_;  // registered runs, not begun: every sandbox user is lent
   std::unique_ptr<boost::asio::steady_timer> waiting_timer_;  // retries them (users a foreground run held)
-  std::map<std::string, AttachedRun> attached_;
+  AttachedRuns attached_{[this](const std::string& id) { return find_run(id); }};  // submit --attach (hosting/attached_runs)
 
-  TestMutes mutes_;
+  std::unique_ptr<MuteBook> mutes_;  // runner.yml's and the API's (testcases/mute_book), made by open_tests()
   ReadModel model_;
   std::unique_ptr<ModelRefresh> refresh_;
   std::map<int, bool> drained_seen_;  // each card's drained state at the last refresh (card history events)

@@ -87,7 +87,7 @@ std::string Daemon::adopt_run(const nlohmann::json& journaled, const nlohmann::j
   host_engine_options(eo);
   const std::string run_token = eo.base_env.count("PTO_RUNNER_LEASE_TOKEN") ? eo.base_env["PTO_RUNNER_LEASE_TOKEN"] : "";
 
-  RunHosting hosting{io_, *host_->clock, host_->broker(), *host_->executor, *sandbox_, cfg_, lease_site_.get(), git_workers_.get()};
+  RunHosting hosting{io_, *host_->clock, host_->broker(), *host_->executor, *sandbox_, cfg_, leases_->site_or_null(), git_workers_.get()};
   auto run = std::make_unique<HostedRun>(hosting, std::move(plan), std::move(eo), request, reporter_.get(), reporter_.get(), run_token);
   HostedRun& r = *run;
   auto reattach = [this, &r](const StepId& step, const std::string& marker, const std::vector<int>& cards,

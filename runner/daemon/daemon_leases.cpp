@@ -27,12 +27,12 @@ void Daemon::hand_leases_to_supervisor() {
   // A granted lease's cards stay its command's when this daemon goes: their flocks are kept by the step
   // supervisor too, and its command's cgroup is made in the supervisor's tree, which outlives this daemon
   // (the next one's start clears the trees of dead daemons, never a live supervisor's).
-  lease_desk_->set_on_granted([this, sup](const Lease& l) {
+  leases_->desk.set_on_granted([this, sup](const Lease& l) {
     if (host_->dispatcher) sup->keep_lease(l.id, lease_state_json(l), host_->dispatcher->lock_fds(l.cards));
   });
   // One given back by an earlier lease's client is handed on (CgroupTree::recycle): a freshly made cgroup was
   // the largest part of a grant's cost again once leases moved to the supervisor's tree (bench/README.md).
-  leases_->set_cgroup_maker([sup, made = std::string()](const std::string&) mutable {
+  leases_->book.set_cgroup_maker([sup, made = std::string()](const std::string&) mutable {
     CgroupTree& own = CgroupTree::instance();
     if (!own.available() || !sup->supervisor_pid()) return own.make_child();
     const std::string tree = fs::path(own.root()).parent_path().string() + "/pto-runner-" + std::to_string(sup->supervisor_pid());
@@ -60,7 +60,7 @@ void Daemon::restore_leases(const std::set<std::string>& adopted) {
     }
     host_->dispatcher->adopt(l.cards, held.lock_fds, "lease " + l.id + ": " + l.request.label, l.request.run_id.empty() ? l.id : l.request.run_id);
     const double granted = epoch_from_iso(l.granted);
-    lease_desk_->restore(std::move(l), granted >= 0 ? epoch_now() - granted : 0);
+    leases_->desk.restore(std::move(l), granted >= 0 ? epoch_now() - granted : 0);
     spdlog::info("lease {} taken over from the last daemon: its command runs on", id);
   }
 }
@@ -95,14 +95,14 @@ void Daemon::request_lease(LeaseRequest request, const Caller& by, Reply reply) 
   if (!endpoints_ || stop_.cancelling() || (stop_.draining() && !run)) return reply(stop_.refusal());
   if (run)
     if (auto refused = run->admit_lease(request, by)) return reply(std::move(*refused));
-  lease_desk_->request(std::move(request), run_id, std::move(reply));
+  leases_->desk.request(std::move(request), run_id, std::move(reply));
 }
 
-Answer Daemon::heartbeat_lease(const std::string& id, const Caller& by) { return lease_desk_->heartbeat(id, by.lease_scope()); }
+Answer Daemon::heartbeat_lease(const std::string& id, const Caller& by) { return leases_->desk.heartbeat(id, by.lease_scope()); }
 
 void Daemon::end_lease(const std::string& id, const std::string& why, const LeaseReport& report, const Caller& by, Reply reply) {
   // Its client reads the freed card in the status it asks for next.
-  lease_desk_->end(
+  leases_->desk.end(
       id, why, by.lease_scope(),
       [this, reply](Answer a) {
         refresh_view();

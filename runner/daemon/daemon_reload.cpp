@@ -132,9 +132,11 @@ std::string Daemon::reload() {
   notices_->reload(next, say);  // before cfg_ moves on: it compares with the receivers in force
   applied.notify = next.notify;
   cfg_ = applied;
-  leases_->set_kill_grace(cfg_.kill_grace_seconds);
+  leases_->book.set_kill_grace(cfg_.kill_grace_seconds);
   if (prober_) prober_->set_health(cfg_.health);
-  reload_mutes(cfg_.tests);
+  mutes_->reconfigure(cfg_.tests);
+  publish_mutes();
+  view_changed();
   if (logged.empty()) say("runner.yml read again: nothing changed");
   prune(false);
   return logged;

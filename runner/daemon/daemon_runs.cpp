@@ -50,15 +50,23 @@ HostedRun* Daemon::find_run(const std::string& id) {
   return it == runs_.end() ? nullptr : it->second.get();
 }
 
+Answer Daemon::detach_client(const std::string& run, const std::string& client, bool cancel, const Caller&) {
+  Answer a = attached_.detach(run, client, cancel);
+  if (a.outcome == Outcome::Ok) refresh_view();
+  return a;
+}
+
 void Daemon::submit_run(RunSubmission submission, const Caller& by, Reply reply) {
   if (!endpoints_ || stop_.stopping()) return reply(stop_.refusal());
   auto s = std::make_shared<RunSubmission>(std::move(submission));
   if (!s->attach.empty()) {
     // One run per workflow run: a later client of the key joins its run; the first one makes it.
-    if (auto joined = attach_to_existing(*s)) return reply(std::move(*joined));
-    attached_[s->attach] = {"", s->sha, true, {}};
+    if (auto joined = attached_.join(*s)) {
+      if (joined->outcome == Outcome::Ok) refresh_view();  // the run's page shows the jobs it now runs
+      return reply(std::move(*joined));
+    }
     reply = [this, key = s->attach, reply](Answer a) {
-      if (a.outcome != Outcome::Created) attached_.erase(key);  // not made: the next client makes it
+      if (a.outcome != Outcome::Created) attached_.not_made(key);  // the next client makes it
       reply(std::move(a));
     };
   }
@@ -123,7 +131,7 @@ void Daemon::host_engine_options(EngineOptions& eo) {
       boost::asio::post(io_, std::move(then));
     });
   };
-  eo.muted = [this](const std::string& test) { return muted(test); };  // the mutes in force when a test fails
+  eo.muted = [this](const std::string& test) { return mutes_->muted(test); };  // the mutes in force when a test fails
   // A split step's tests weighed by what the test history learned (one indexed read per test, once per split).
   eo.test_seconds = [history = TestHistoryQueries(journal_file(state_dir_))](const std::vector<std::string>& ids) {
     return history.learned_seconds(ids);
@@ -172,7 +180,7 @@ Answer Daemon::start_run(EngineOptions eo, const RunSubmission& s, Project proje
   const int priority = request["priority"]["value"];
   const std::string pull_request = request.value("pull_request", "");
 
-  RunHosting hosting{io_, *host_->clock, host_->broker(), *host_->executor, *sandbox_, cfg_, lease_site_.get(), git_workers_.get()};
+  RunHosting hosting{io_, *host_->clock, host_->broker(), *host_->executor, *sandbox_, cfg_, leases_->site_or_null(), git_workers_.get()};
   auto run = std::make_unique<HostedRun>(hosting, std::move(plan), std::move(eo), std::move(request), reporter_.get(), reporter_.get());
   if (!s.attach.empty()) {
     if (std::string unknown = run->engine().unknown_job(s.jobs); !unknown.empty())
@@ -193,7 +201,7 @@ Answer Daemon::start_run(EngineOptions eo, const RunSubmission& s, Project proje
   begin_run(r);
   refresh_view();  // the submitter's next status shows its run
   Answer made{Outcome::Created, {{"id", id}, {"url", api_path::run(id)}, {"state", "running"}}};
-  if (!s.attach.empty()) attached_run_made(s, made);
+  if (!s.attach.empty()) attached_.made(s, made);
   return made;
 }
 
@@ -264,7 +272,7 @@ void Daemon::on_run_finished(HostedRun& run) {
   const std::string id = run.id();
   bisections_->probe_finished(run.id(), run.engine().record(), run.engine().plan(), run.request().value("sha", ""));  // a probe's verdict
   controls_->finished(run.id(), run.engine().record(), run.engine().plan());  // a control's verdict to its pull request's step
-  for (auto a = attached_.begin(); a != attached_.end();) a = a->second.run == id ? attached_.erase(a) : std::next(a);
+  attached_.forget_run(id);
   host_->broker().forget(id);  // its card-time competes with nobody any more
   const RunEngine& e = run.engine();
   const int result = to_int(e.result());

@@ -46,10 +46,10 @@ void Daemon::cancel_all(int exit_code, std::function<void(int)> done) {
   if (!stop_.begin_cancel(exit_code, std::move(done))) return;
   view_changed();
   if (!quiet()) {
-    spdlog::warn("cancelling {} active run(s) and {} lease(s)", model_.active.size(), leases_->active().size());
+    spdlog::warn("cancelling {} active run(s) and {} lease(s)", model_.active.size(), leases_->book.active().size());
     for (auto& [id, run] : runs_)
       if (!run->engine().finished()) run->cancel(SIGTERM);
-    leases_->end_all("the daemon is shutting down");
+    leases_->book.end_all("the daemon is shutting down");
   }
   stop_.check();
 }
@@ -58,7 +58,7 @@ bool Daemon::quiet() const {
   // Nothing of ours runs: no run, no submission being checked out, no lease holding cards (an operator's
   // lease's command would otherwise outlive the daemon's flock on its card).
   // A finished run stays until it is given back (its tree returned to root, its user to the pool).
-  return runs_.empty() && preparing_.empty() && leases_->granted_count() == 0 && leases_->active().empty();
+  return runs_.empty() && preparing_.empty() && leases_->book.granted_count() == 0 && leases_->book.active().empty();
 }
 
 void Daemon::hand_over() {

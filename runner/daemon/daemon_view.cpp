@@ -24,15 +24,15 @@ void Daemon::refresh_view() {
   v.sandbox.lent = static_cast<int>(sandbox_->size() - sandbox_->free_count());
   v.sandbox.waiting.assign(waiting_for_user_.begin(), waiting_for_user_.end());
   model_.metrics.journal_failing = history_->journal_failing();
-  model_.metrics.leases_by_end = leases_->ended_by_reason();
-  model_.metrics.tests_muted = mutes_.in_force(utc_date());  // a mute that ended today is out of the count
+  model_.metrics.leases_by_end = leases_->book.ended_by_reason();
+  model_.metrics.tests_muted = mutes_ ? mutes_->in_force() : 0;  // a mute that ended today is out of the count
   model_.metrics.tests_flaky = history_->tests_flaky();
 
-  host_->describe(v, describe_runs(model_, host_->broker().queue(), leases_->active()));
+  host_->describe(v, describe_runs(model_, host_->broker().queue(), leases_->book.active()));
   // A card drained or returned since the last refresh (by a person, by its failures, by a reload): the cards'
   // history says when and why.
   for (CardEvent& e : drain_changes(v, drained_seen_, epoch_now())) history_->card_event(std::move(e));
-  v.leases = lease_desk_->active_json();
+  v.leases = leases_->desk.active_json();
   notices_->queue(v);
   v.notify = notices_->status();
   v.runs_by_result["running"] = static_cast<int>(model_.active.size());

@@ -2,7 +2,7 @@
 // switch-over"): the run is planned with every job of its commit, and only the jobs its clients asked for
 // (and what they need) start; the others are held. A later client of the same workflow run wants more jobs;
 // an interrupted client's own jobs are cancelled; when no client is left the held jobs are skipped and the
-// run ends. The daemon keeps the clients (daemon/daemon_attach.cpp); this file keeps the jobs.
+// run ends. The daemon keeps the clients (hosting/attached_runs); this file keeps the jobs.
 #include <algorithm>
 
 #include "engine/engine.h"

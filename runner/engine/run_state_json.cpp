@@ -45,42 +45,6 @@ StepRecord::Failure failure_from(const json& j) {
   return f;
 }
 
-json case_json(const TestCase& c) {
-  return {{"id", c.id},
-          {"result", to_string(c.result)},
-          {"duration", c.duration},
-          {"cards", c.cards},
-          {"attempt", c.attempt},
-          {"cause", c.cause ? json(to_string(*c.cause)) : json(nullptr)},
-          {"message", c.message},
-          {"output", c.output},
-          {"file", c.file},
-          {"line", c.line},
-          {"process", c.process},
-          {"victim_of", c.victim_of},
-          {"card_fault", c.card_fault},
-          {"muted", c.muted}};
-}
-
-TestCase case_from(const json& j) {
-  TestCase c;
-  c.id = get<std::string>(j, "id", "");
-  c.result = test_result_named(get<std::string>(j, "result", "passed")).value_or(TestResult::Passed);
-  c.duration = get<double>(j, "duration", 0);
-  c.cards = get<std::vector<int>>(j, "cards", {});
-  c.attempt = get<int>(j, "attempt", 1);
-  if (j.is_object() && j.contains("cause") && j["cause"].is_string()) c.cause = failure_cause_named(j["cause"].get<std::string>());
-  c.message = get<std::string>(j, "message", "");
-  c.output = get<std::string>(j, "output", "");
-  c.file = get<std::string>(j, "file", "");
-  c.line = get<int>(j, "line", 0);
-  c.process = get<int>(j, "process", 0);
-  c.victim_of = get<std::string>(j, "victim_of", "");
-  c.card_fault = get<std::string>(j, "card_fault", "");
-  c.muted = get<std::string>(j, "muted", "");
-  return c;
-}
-
 StepState step_state_named(const std::string& s) {
   for (StepState st : {StepState::Pending, StepState::Waiting, StepState::Running, StepState::Succeeded, StepState::Failed, StepState::TimedOut,
                        StepState::Cancelled, StepState::Skipped, StepState::Deduplicated, StepState::Interrupted})
@@ -101,7 +65,7 @@ json step_state_json(const StepRecord& s) {
   for (const Interval& i : s.intervals) intervals.push_back({{"start", i.start}, {"end", i.end}, {"cards", i.cards}, {"attempt", i.attempt}});
   for (const auto& f : s.failures) failures.push_back(failure_json(f));
   for (const auto& f : s.lease_failures) lease_failures.push_back(failure_json(f));
-  for (const TestCase& c : s.tests) tests.push_back(case_json(c));
+  for (const TestCase& c : s.tests) tests.push_back(c.json(true));
   return {{"state", to_string(s.state)},
           {"attempt", s.attempt},
           {"cards", s.cards},
@@ -180,7 +144,7 @@ StepRecord step_state_from_json(const json& j) {
   s.avoid = get<std::vector<int>>(j, "avoid", {});
   s.outputs = get<std::map<std::string, std::string>>(j, "outputs", {});
   s.summary = get<std::string>(j, "summary", "");
-  for (const auto& c : get<json>(j, "tests", json::array())) s.tests.push_back(case_from(c));
+  for (const auto& c : get<json>(j, "tests", json::array())) s.tests.push_back(TestCase::from_json(c));
   if (!s.tests.empty()) s.tests_summary = summarize_tests(s.tests);  // derived: its flaky marks are set again
   s.tests_error = get<std::string>(j, "tests_error", "");
   s.tests_rerun = get<bool>(j, "tests_rerun", false);

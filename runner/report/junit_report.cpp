@@ -7,6 +7,8 @@
 #include <sstream>
 #include <vector>
 
+#include "testcases/case_result.h"
+
 namespace pto {
 
 namespace {
@@ -51,15 +53,19 @@ std::string str(const nlohmann::json& j, const char* key) {
   return j.contains(key) && j[key].is_string() ? xml_text(j[key].get<std::string>()) : "";
 }
 
-bool failed(const std::string& result) { return result == "failed" || result == "error" || result == "victim"; }
+/// A step's test cases as the run's JSON carries them, decoded the one way (testcases/case_result).
+std::vector<TestCase> cases_of(const nlohmann::json& step) {
+  std::vector<TestCase> out;
+  for (const auto& c : step["tests"].value("cases", nlohmann::json::array())) out.push_back(TestCase::from_json(c));
+  return out;
+}
 
-void failure_element(pugi::xml_node tc, const char* tag, const nlohmann::json& c) {
+void failure_element(pugi::xml_node tc, const char* tag, const TestCase& c) {
   pugi::xml_node f = tc.append_child(tag);
-  const std::string message = str(c, "message");
+  const std::string message = xml_text(c.message);
   f.append_attribute("message") = message.c_str();
-  const std::string result = str(c, "result");
-  f.append_attribute("type") = (result == "victim" ? "victim of " + str(c, "victim_of") : str(c, "cause")).c_str();
-  std::string body = "attempt " + std::to_string(c.value("attempt", 1)) + " on cards " + c.value("cards", nlohmann::json::array()).dump();
+  f.append_attribute("type") = xml_text(c.result == TestResult::Victim ? "victim of " + c.victim_of : c.cause ? to_string(*c.cause) : "").c_str();
+  std::string body = "attempt " + std::to_string(c.attempt) + " on cards " + nlohmann::json(c.cards).dump();
   if (!message.empty()) body += "\n" + message;
   f.text() = body.c_str();
 }
@@ -78,44 +84,44 @@ std::string junit_report(const nlohmann::json& run) {
     for (const auto& step : job.value("steps", nlohmann::json::array())) {
       if (!step.contains("tests") || !step["tests"].is_object()) continue;
       // Each test's attempts, in the order the tests first ran.
+      const std::vector<TestCase> cases = cases_of(step);
       std::vector<std::string> order;
-      std::map<std::string, std::vector<const nlohmann::json*>> attempts;
-      const nlohmann::json cases = step["tests"].value("cases", nlohmann::json::array());  // outlives the pointers below
-      for (const auto& c : cases) {
-        const std::string id = str(c, "id");
-        if (!attempts.count(id)) order.push_back(id);
-        attempts[id].push_back(&c);
+      std::map<std::string, std::vector<const TestCase*>> attempts;
+      for (const TestCase& c : cases) {
+        if (!attempts.count(c.id)) order.push_back(c.id);
+        attempts[c.id].push_back(&c);
       }
       pugi::xml_node suite = suites.append_child("testsuite");
       suite.append_attribute("name") = (str(job, "id") + " / " + str(step, "name")).c_str();
       int tests = 0, failures = 0, errors = 0, skipped = 0;
       double time = 0;
-      for (const std::string& id : order) {
-        const auto& list = attempts[id];
-        const nlohmann::json& last = *list.back();
-        const std::string result = str(last, "result");
+      for (const std::string& raw_id : order) {
+        const auto& list = attempts[raw_id];
+        const TestCase& last = *list.back();
+        const std::string id = xml_text(raw_id);
         const std::size_t sep = id.find("::");
         pugi::xml_node tc = suite.append_child("testcase");
         tc.append_attribute("classname") = (sep == std::string::npos ? id : id.substr(0, sep)).c_str();
         tc.append_attribute("name") = (sep == std::string::npos ? id : id.substr(sep + 2)).c_str();
-        tc.append_attribute("time") = last.value("duration", 0.0);
-        if (!str(last, "file").empty()) tc.append_attribute("file") = str(last, "file").c_str();
-        if (last.contains("line") && last["line"].is_number_integer()) tc.append_attribute("line") = last["line"].get<int>();
-        time += last.value("duration", 0.0);
+        tc.append_attribute("time") = last.duration;
+        if (!last.file.empty()) tc.append_attribute("file") = xml_text(last.file).c_str();
+        if (last.line > 0) tc.append_attribute("line") = last.line;
+        time += last.duration;
         ++tests;
-        if (result == "skipped" || result == "muted") {
+        if (last.result == TestResult::Skipped || last.result == TestResult::Muted) {
           // A muted failure is reported as skipped (it made nothing red), saying so and what it said.
-          const std::string message = result == "muted" ? "muted (" + str(last, "muted") + "): " + str(last, "message") : str(last, "message");
-          tc.append_child("skipped").append_attribute("message") = message.c_str();
+          const std::string message = last.result == TestResult::Muted ? "muted (" + last.muted + "): " + last.message : last.message;
+          tc.append_child("skipped").append_attribute("message") = xml_text(message).c_str();
           ++skipped;
-        } else if (failed(result)) {
-          failure_element(tc, result == "error" ? "error" : "failure", last);
-          ++(result == "error" ? errors : failures);
+        } else if (is_failure(last.result)) {
+          const bool error = last.result == TestResult::Error;
+          failure_element(tc, error ? "error" : "failure", last);
+          ++(error ? errors : failures);
           for (std::size_t i = 0; i + 1 < list.size(); ++i)
-            if (failed(str(*list[i], "result"))) failure_element(tc, "rerunFailure", *list[i]);
+            if (is_failure(list[i]->result)) failure_element(tc, "rerunFailure", *list[i]);
         } else {
           for (std::size_t i = 0; i + 1 < list.size(); ++i)
-            if (failed(str(*list[i], "result"))) failure_element(tc, "flakyFailure", *list[i]);
+            if (is_failure(list[i]->result)) failure_element(tc, "flakyFailure", *list[i]);
         }
       }
       suite.append_attribute("tests") = tests;
@@ -139,8 +145,9 @@ nlohmann::json run_tests_json(const nlohmann::json& run, bool failed_only) {
   for (const auto& job : run.value("jobs", nlohmann::json::array()))
     for (const auto& step : job.value("steps", nlohmann::json::array())) {
       if (!step.contains("tests") || !step["tests"].is_object()) continue;
-      for (const auto& c : step["tests"].value(failed_only ? "failed_tests" : "cases", nlohmann::json::array())) {
-        nlohmann::json e = c;
+      for (const auto& raw : step["tests"].value(failed_only ? "failed_tests" : "cases", nlohmann::json::array())) {
+        nlohmann::json e = TestCase::from_json(raw).json();  // one decoding, one encoding
+        if (raw.contains("log") && raw["log"].is_string()) e["log"] = raw["log"];  // a failed test's link to its step's log
         e["step"] = str(step, "id");
         e["step_label"] = str(step, "label");
         out.push_back(std::move(e));

@@ -35,7 +35,12 @@ struct TestCase {
   std::string victim_of;  // for a victim: the test whose card fault it followed
   std::string card_fault;  // for the test that broke its card: the line that says so
   std::string muted;       // for a muted failure: the mute's reason and its end
-  nlohmann::json json() const;  // without `output`
+  /// The one encoding of a test case. What the API and the pages show: without `output` and `process`
+  /// (the daemon's own); `kept`: with them, as the journal keeps a step's cases across a restart.
+  nlohmann::json json(bool kept = false) const;
+  /// The one decoding, of either form (and of an earlier daemon's journal: "" or 0 where null is now);
+  /// what is missing or of the wrong type is left at its default.
+  static TestCase from_json(const nlohmann::json& j);
 };
 
 }  // namespace pto
