@@ -54,8 +54,7 @@ Daemon::Daemon(boost::asio::io_context& io, DaemonOptions opts)
     : io_(io), opts_(std::move(opts)), stop_(io, [this] { return quiet(); }, [this] { close(); }) {}
 
 Daemon::~Daemon() {
-  if (git_workers_) git_workers_->join();  // a checkout in progress finishes (it is bounded by the fetch timeout)
-  if (workers_) workers_->join();
+  if (pools_) pools_->join();
   if (state_lock_fd_ >= 0) ::close(state_lock_fd_);
 }
 
@@ -78,9 +77,10 @@ std::string Daemon::start_unguarded() {
   model_.started = steady_now();
   model_.host.started = iso_now();
   Project project;
+  EndpointSettings where;  // where it listens, as runner.yml and the flags say (checked here, bound by listen())
   if (std::string e = load_settings(project); !e.empty()) return e;
   if (std::string e = open_sandbox(project); !e.empty()) return e;
-  if (std::string e = read_tokens(project); !e.empty()) return e;
+  if (std::string e = read_tokens(project, where); !e.empty()) return e;
   if (std::string e = open_history_and_host(); !e.empty()) return e;
   wire_leases();
   start_prober();
@@ -118,7 +118,7 @@ std::string Daemon::start_unguarded() {
       },
       [this](const Bisection& b) { notices_->bisection_done(b); });
   if (std::string e = bisections_->open(journal_file(state_dir_)); !e.empty()) spdlog::error("bisections are off: {}", e);
-  std::string listening = listen();
+  std::string listening = listen(where);
   if (!listening.empty()) return listening;
   // What the last daemon left: runs its steps' supervisor still holds go on (daemon_adopt.cpp), the others
   // are marked interrupted, and what the supervisor held of those is stopped.
@@ -177,6 +177,9 @@ std::string Daemon::open_sandbox(const Project& project) {
   // Steps run as sandbox users, each run's its own; they reach their run's tree through a state dir closed to
   // them otherwise (sandbox/run_tree). Without them, said loudly, here and in the status and on the page.
   sandbox_ = std::make_unique<SandboxPool>(cfg_.sandbox, cfg_.shared_files, cfg_.all_card_files(), cfg_.lock_dir);
+  users_ = std::make_unique<UserQueue>(
+      io_, *sandbox_, [this](const std::string& id) { return find_run(id); }, [this](HostedRun& run) { run_begun(run); },
+      [this] { view_changed(); });
   if (std::string e = close_state_dir(state_dir_); !e.empty()) return e;
   if (!sandbox_->active()) {
     spdlog::warn("NO SANDBOX: pull requests' steps run as the daemon's own user (uid {}) and can reach its token, journal "
@@ -199,7 +202,7 @@ std::string Daemon::open_sandbox(const Project& project) {
   return "";
 }
 
-std::string Daemon::read_tokens(const Project& project) {
+std::string Daemon::read_tokens(const Project& project, EndpointSettings& where) {
   // Token: the configured file, or one generated on first start and kept (0600) in the state dir.
   token_path_ = resolve_under_root(project.root, !opts_.token_file.empty() ? opts_.token_file : cfg_.token_file);
   if (token_path_.empty()) {
@@ -215,7 +218,7 @@ std::string Daemon::read_tokens(const Project& project) {
   access_.set_admin_token(token);
 
   // Where it listens (server/api_endpoints): a wrong address or TLS setting is runner.yml's fault.
-  if (std::string e = EndpointSettings::read(cfg_, project.root, opts_.listen, opts_.steps_listen, access_, listen_); !e.empty()) {
+  if (std::string e = EndpointSettings::read(cfg_, project.root, opts_.listen, opts_.steps_listen, access_, where); !e.empty()) {
     start_exit_ = 2;
     return e;
   }
@@ -223,21 +226,20 @@ std::string Daemon::read_tokens(const Project& project) {
 }
 
 std::string Daemon::open_history_and_host() {
-  workers_ = std::make_unique<boost::asio::thread_pool>(4);
-  git_workers_ = std::make_unique<boost::asio::thread_pool>(4);
+  pools_ = std::make_unique<WorkerPools>();
   if (cfg_.source.configured()) {
     SourceConfig src = cfg_.source;
     if (src.mirror.empty()) src.mirror = state_dir_ + "/source.git";  // paths were resolved with the host dirs
     cfg_.source = src;
     mirror_ = std::make_unique<GitMirror>(src);
   }
-  history_ = std::make_unique<RunHistory>(state_dir_, model_, *git_workers_, mirror_.get(),
+  history_ = std::make_unique<RunHistory>(state_dir_, model_, pools_->git, mirror_.get(),
                                           [this](const std::string& run, const std::string& why) { stop_run_for_journal(run, why); });
   if (std::string e = history_->open(opts_.rebuild_journal); !e.empty()) return e;
   history_->batch_card_events(io_);
   open_tests();
   reporter_ = std::make_unique<RunReporter>(
-      *history_, model_.metrics, toolchain_, !opts_.simulate,
+      *history_, model_.metrics, !opts_.simulate,
       [this](const std::string& id) -> const nlohmann::json* {
         HostedRun* run = find_run(id);
         return run ? &run->request() : nullptr;
@@ -308,7 +310,7 @@ void Daemon::start_prober() {
   prober_->start();
 }
 
-std::string Daemon::listen() {
+std::string Daemon::listen(const EndpointSettings& where) {
   // Sockets that stayed bound while no daemon ran (server/inherited_listeners): systemd's, else the ones the
   // step supervisor kept of the last daemon. Bound there only where none was given.
   InheritedListeners given;
@@ -317,9 +319,9 @@ std::string Daemon::listen() {
   for (const auto& p : problems) spdlog::warn("{}", p);
   if (host_->supervised)
     for (auto& [name, fd] : host_->supervised->take_listeners()) given.add({fd, name});
-  endpoints_ = std::make_unique<ApiEndpoints>(io_, workers_.get(), model_, *this, access_);
+  endpoints_ = std::make_unique<ApiEndpoints>(io_, &pools_->reads, model_, *this, access_);
   bool config_error = false;
-  if (std::string e = endpoints_->open(listen_, cfg_, opts_.limits, given, state_dir_, config_error); !e.empty()) {
+  if (std::string e = endpoints_->open(where, cfg_, opts_.limits, given, state_dir_, config_error); !e.empty()) {
     if (config_error) start_exit_ = 2;
     return e;
   }

@@ -25,10 +25,12 @@
 #include "config/project.h"
 #include "daemon/run_reporter.h"
 #include "daemon/shutdown.h"
+#include "daemon/worker_pools.h"
 #include "host/host.h"
 #include "hosting/hosted_run.h"
 #include "hosting/attached_runs.h"
 #include "hosting/host_leases.h"
+#include "hosting/user_queue.h"
 #include "notify/host_notices.h"
 #include "daemon/model_refresh.h"
 #include "testcases/mute_book.h"
@@ -108,24 +110,24 @@ class Daemon : public HostCommands {
   std::string start_unguarded();
   std::string load_settings(Project& project);
   std::string open_sandbox(const Project& project);
-  std::string read_tokens(const Project& project);
+  /// The tokens, and `where` it listens (runner.yml and the flags; checked here, bound by listen()).
+  std::string read_tokens(const Project& project, EndpointSettings& where);
   std::string open_history_and_host();
   void wire_leases();
   void start_prober();
-  std::string listen();
+  std::string listen(const EndpointSettings& where);
 
   // Runs (daemon_runs.cpp).
   /// Plans and makes a run whose definitions are loaded (in `root`, or a commit's worktree), then begins it.
   Answer start_run(EngineOptions eo, const RunSubmission& s, Project project, Diagnostics diags, const std::string& peer);
   /// What is journaled of a submission (never env values: they may be secrets).
   nlohmann::json request_of(const RunSubmission& s, const EngineOptions& eo) const;
-  /// A run is registered: it begins (its sandbox user and tree), or waits for a user to be given back.
   /// Its plan (every job of an attached run, only what a probe needs); `missing`: the probed step or test the
   /// commit lacks.
   Plan plan_of(const Project& project, const RunSubmission& s, Diagnostics& diags, std::string& missing);
   /// What the host lends every run's engine: the lead executor, the mutes, the learned test durations.
   void host_engine_options(EngineOptions& eo);
-  void begin_run(HostedRun& run);
+  /// A run has its sandbox user and tree: its supervisor keeps what a next daemon needs to take it over.
   void run_begun(HostedRun& run);
   /// The run's handover to the step supervisor, now and each time a step's end adds to it (daemon_runs.cpp).
   void keep_handover(HostedRun& run);
@@ -133,10 +135,9 @@ class Daemon : public HostCommands {
   static bool adoptable(const nlohmann::json& request);
   std::set<std::string> adopt_runs();
   void hand_leases_to_supervisor();
-  std::set<std::string> kept_slurm_jobs_;  // Slurm jobs of steps taken over at start (their names)
   void restore_leases(const std::set<std::string>& adopted);
-  std::string adopt_run(const nlohmann::json& journaled, const nlohmann::json& kept);
-  void start_waiting_runs();
+  /// `slurm_jobs`: the Slurm jobs of its steps taken over (their names) are added to it.
+  std::string adopt_run(const nlohmann::json& journaled, const nlohmann::json& kept, std::set<std::string>& slurm_jobs);
   void on_run_finished(HostedRun& run);
   /// The run's user went back: it leaves the host; waiting runs are started.
   void run_returned(const std::string& id);
@@ -189,25 +190,18 @@ class Daemon : public HostCommands {
   std::unique_ptr<RunReporter> reporter_;  // every run's journal and observer
   std::unique_ptr<HostLeases> leases_;  // the book, the desk and the site runs reach them through (hosting/host_leases)
   std::unique_ptr<class CardProber> prober_;  // with health.check: probes bad cards back into service
-  // Blocking work runs off the engine thread so no request can stall it, in two pools: reads (logs, run.json)
-  // answer in milliseconds; git (checkouts that may wait minutes for the mirror's lock or a fetch, worktree
-  // hand-overs and removals) must never keep a read waiting behind it.
-  std::unique_ptr<boost::asio::thread_pool> workers_;
-  std::unique_ptr<boost::asio::thread_pool> git_workers_;
+  std::unique_ptr<WorkerPools> pools_;  // blocking work off the engine thread: reads, git (daemon/worker_pools)
   std::unique_ptr<GitMirror> mirror_;  // with runner.yml `source:`
   std::unique_ptr<SandboxPool> sandbox_;  // the users steps run as; inactive (said loudly) without them
   std::map<std::string, std::unique_ptr<HostedRun>> runs_;      // hosted and not yet given back
   std::set<std::string> preparing_;                             // submissions whose commit is being checked out
-  std::deque<std::string> waiting_for_user_;  // registered runs, not begun: every sandbox user is lent
-  std::unique_ptr<boost::asio::steady_timer> waiting_timer_;  // retries them (users a foreground run held)
+  std::unique_ptr<UserQueue> users_;  // runs waiting for a sandbox user (hosting/user_queue)
   AttachedRuns attached_{[this](const std::string& id) { return find_run(id); }};  // submit --attach (hosting/attached_runs)
 
   std::unique_ptr<MuteBook> mutes_;  // runner.yml's and the API's (testcases/mute_book), made by open_tests()
   ReadModel model_;
   std::unique_ptr<ModelRefresh> refresh_;
   std::map<int, bool> drained_seen_;  // each card's drained state at the last refresh (card history events)
-  ToolchainStatus toolchain_;
-  EndpointSettings listen_;                  // where it listens, as runner.yml and the flags say (checked at start)
   std::unique_ptr<ApiEndpoints> endpoints_;  // the API, its listeners and the steps' own endpoint (server/api_endpoints)
 
   // Stopping: SIGTERM drains (accepted runs go on), SIGINT or a second SIGTERM cancels.

@@ -30,14 +30,14 @@ std::set<std::string> Daemon::adopt_runs() {
   std::set<std::string> adopted;
   SupervisedExecutor* sup = host_->supervised;
   if (!sup) return adopted;
-  kept_slurm_jobs_.clear();
+  std::set<std::string> slurm_jobs;  // Slurm jobs of the steps taken over (their names)
   const nlohmann::json& kept = sup->kept_runs();
   std::set<std::string> unfinished;
   for (const auto& run : history_->journal().unfinished_runs()) {
     const std::string id = run.value("id", "");
     unfinished.insert(id);
     if (!kept.contains(id)) continue;
-    if (std::string why = adopt_run(run, kept[id]); !why.empty()) {
+    if (std::string why = adopt_run(run, kept[id], slurm_jobs); !why.empty()) {
       spdlog::warn("run {} cannot be taken over ({}): it is marked interrupted", id, why);
       sup->forget_run(id);
       continue;
@@ -49,11 +49,11 @@ std::set<std::string> Daemon::adopt_runs() {
   for (const auto& [id, data] : kept.items())
     if (!unfinished.count(id)) sup->forget_run(id);
   // Under Slurm: what the last daemon left in Slurm and nobody took over is cancelled (as without supervisors).
-  host_->cancel_slurm_leftovers(kept_slurm_jobs_);
+  host_->cancel_slurm_leftovers(slurm_jobs);
   return adopted;
 }
 
-std::string Daemon::adopt_run(const nlohmann::json& journaled, const nlohmann::json& kept) {
+std::string Daemon::adopt_run(const nlohmann::json& journaled, const nlohmann::json& kept, std::set<std::string>& slurm_jobs) {
   const std::string id = journaled.value("id", "");
   const nlohmann::json request = journaled.value("request", nlohmann::json::object());
   if (!adoptable(request)) return "a probe or an attached run";
@@ -87,10 +87,10 @@ std::string Daemon::adopt_run(const nlohmann::json& journaled, const nlohmann::j
   host_engine_options(eo);
   const std::string run_token = eo.base_env.count("PTO_RUNNER_LEASE_TOKEN") ? eo.base_env["PTO_RUNNER_LEASE_TOKEN"] : "";
 
-  RunHosting hosting{io_, *host_->clock, host_->broker(), *host_->executor, *sandbox_, cfg_, leases_->site_or_null(), git_workers_.get()};
+  RunHosting hosting{io_, *host_->clock, host_->broker(), *host_->executor, *sandbox_, cfg_, leases_->site_or_null(), &pools_->git};
   auto run = std::make_unique<HostedRun>(hosting, std::move(plan), std::move(eo), request, reporter_.get(), reporter_.get(), run_token);
   HostedRun& r = *run;
-  auto reattach = [this, &r](const StepId& step, const std::string& marker, const std::vector<int>& cards,
+  auto reattach = [this, &r, &slurm_jobs](const StepId& step, const std::string& marker, const std::vector<int>& cards,
                              std::function<void(const StepOutcome&)> done) -> HostedRun::Reattached {
     const PlanJob& pj = r.engine().plan().jobs[step.job];
     const StepRecord& sr = r.engine().record().jobs[step.job].steps[step.step];
@@ -110,7 +110,7 @@ std::string Daemon::adopt_run(const nlohmann::json& journaled, const nlohmann::j
     if (!cards.empty() && host_->dispatcher && !host_->cluster_picks_cards()) host_->dispatcher->adopt(cards, held.lock_fds, what.label, r.id());
     else
       close_fds(held.lock_fds);
-    if (!sr.executor_job.empty()) kept_slurm_jobs_.insert(job_name_of(marker));
+    if (!sr.executor_job.empty()) slurm_jobs.insert(job_name_of(marker));
     return {handle, held.lease_token};
   };
   RunRecord state = run_state_from_json(*saved);

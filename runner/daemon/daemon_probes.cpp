@@ -33,7 +33,7 @@ ProbeHost Daemon::probe_host() {
   };
   h.cancel = [this](const std::string& run, const std::string& why) { cancel_run(run, own_caller(why)); };
   h.git = [this](std::function<void()> work, std::function<void()> then) {
-    boost::asio::post(*git_workers_, [this, work = std::move(work), then = std::move(then)]() mutable {
+    boost::asio::post(pools_->git, [this, work = std::move(work), then = std::move(then)]() mutable {
       work();
       boost::asio::post(io_, std::move(then));
     });

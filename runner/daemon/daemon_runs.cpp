@@ -84,7 +84,7 @@ void Daemon::submit_run(RunSubmission submission, const Caller& by, Reply reply)
   // host's settings, never the commit's runner.yml), then plan and start here, on the engine thread.
   const std::string src = run_worktree(eo.run_dir);
   preparing_.insert(eo.run_id);
-  boost::asio::post(*git_workers_, [this, s, eo = std::move(eo), src, reply, host = cfg_, peer = by.peer]() mutable {
+  boost::asio::post(pools_->git, [this, s, eo = std::move(eo), src, reply, host = cfg_, peer = by.peer]() mutable {
     SourceResult got = mirror_->checkout(s->sha, src);
     auto project = std::make_shared<Project>();
     auto diags = std::make_shared<Diagnostics>();
@@ -126,7 +126,7 @@ void Daemon::host_engine_options(EngineOptions& eo) {
   eo.lead_executor = host_->lead_executor.get();
   // A step's test reports are read and parsed on the worker pool, never on this thread (a GET waits on it).
   eo.offload = [this](std::function<void()> work, std::function<void()> then) {
-    boost::asio::post(*workers_, [this, work = std::move(work), then = std::move(then)]() mutable {
+    boost::asio::post(pools_->reads, [this, work = std::move(work), then = std::move(then)]() mutable {
       work();
       boost::asio::post(io_, std::move(then));
     });
@@ -180,7 +180,7 @@ Answer Daemon::start_run(EngineOptions eo, const RunSubmission& s, Project proje
   const int priority = request["priority"]["value"];
   const std::string pull_request = request.value("pull_request", "");
 
-  RunHosting hosting{io_, *host_->clock, host_->broker(), *host_->executor, *sandbox_, cfg_, leases_->site_or_null(), git_workers_.get()};
+  RunHosting hosting{io_, *host_->clock, host_->broker(), *host_->executor, *sandbox_, cfg_, leases_->site_or_null(), &pools_->git};
   auto run = std::make_unique<HostedRun>(hosting, std::move(plan), std::move(eo), std::move(request), reporter_.get(), reporter_.get());
   if (!s.attach.empty()) {
     if (std::string unknown = run->engine().unknown_job(s.jobs); !unknown.empty())
@@ -198,17 +198,11 @@ Answer Daemon::start_run(EngineOptions eo, const RunSubmission& s, Project proje
   spdlog::info("run {} submitted from {}: {} job(s){}", id, peer, r.engine().plan().jobs.size(), s.sha.empty() ? "" : ", sha " + s.sha);
   host_->broker().set_priority(id, priority);
   if (!pull_request.empty() && cfg_.supersede == Supersede::PullRequest) supersede_older(id, pull_request);
-  begin_run(r);
+  users_->begin(r);  // now, or once a sandbox user is given back (hosting/user_queue)
   refresh_view();  // the submitter's next status shows its run
   Answer made{Outcome::Created, {{"id", id}, {"url", api_path::run(id)}, {"state", "running"}}};
   if (!s.attach.empty()) attached_.made(s, made);
   return made;
-}
-
-void Daemon::begin_run(HostedRun& run) {
-  if (run.begin()) return run_begun(run);
-  waiting_for_user_.push_back(run.id());
-  spdlog::info("run {} waits: no free sandbox user ({} lent)", run.id(), sandbox_->size());
 }
 
 void Daemon::run_begun(HostedRun& run) {
@@ -219,29 +213,6 @@ void Daemon::run_begun(HostedRun& run) {
 void Daemon::keep_handover(HostedRun& run) {
   host_->supervised->keep_run(run.id(), run.handover());
   run.set_on_handover_changed([this](HostedRun& r) { host_->supervised->keep_run(r.id(), r.handover()); });
-}
-
-void Daemon::start_waiting_runs() {
-  // In order, until one finds no user (a foreground run may hold some): the rest wait for the next return or
-  // the next minute's retry.
-  while (!waiting_for_user_.empty()) {
-    HostedRun* next = find_run(waiting_for_user_.front());
-    if (!next || next->begun()) {  // gone, or cancelled meanwhile (it ended at once)
-      waiting_for_user_.pop_front();
-      continue;
-    }
-    if (!sandbox_->lend_possible() || !next->begin()) break;
-    run_begun(*next);
-    waiting_for_user_.pop_front();
-  }
-  if (!waiting_for_user_.empty()) {
-    if (!waiting_timer_) waiting_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
-    waiting_timer_->expires_after(std::chrono::seconds(5));
-    waiting_timer_->async_wait([this](boost::system::error_code ec) {
-      if (!ec) start_waiting_runs();
-    });
-  }
-  view_changed();
 }
 
 void Daemon::stop_run_for_journal(const std::string& run_id, const std::string& why) {
@@ -294,7 +265,7 @@ void Daemon::run_returned(const std::string& id) {
   // Not inside the run's own callback: it is destroyed on the next turn of the loop.
   boost::asio::post(io_, [this, id] {
     runs_.erase(id);
-    start_waiting_runs();
+    users_->retry();
     stop_.check();
   });
 }

@@ -67,7 +67,7 @@ void Daemon::hand_over() {
 
 void Daemon::close() {
   if (retention_timer_) retention_timer_->cancel();
-  if (waiting_timer_) waiting_timer_->cancel();
+  if (users_) users_->stop();
   if (refresh_) refresh_->stop();
   // Stopping for good (not a hand-over): the supervisor's copies of the listeners go too, so the address is free.
   if (host_ && host_->supervised) host_->supervised->forget_listeners();

@@ -17,12 +17,12 @@ void Daemon::refresh_view() {
     v.supervisor.pid = host_->supervised->supervisor_pid();
     v.supervisor.steps = static_cast<int>(host_->supervised->active());
   }
-  v.toolchain = toolchain_;
+  if (reporter_) v.toolchain = reporter_->toolchain();
   v.sandbox.active = sandbox_->active();
   v.sandbox.why_not = sandbox_->why();
   v.sandbox.users = static_cast<int>(sandbox_->size());
   v.sandbox.lent = static_cast<int>(sandbox_->size() - sandbox_->free_count());
-  v.sandbox.waiting.assign(waiting_for_user_.begin(), waiting_for_user_.end());
+  if (users_) v.sandbox.waiting = users_->waiting();
   model_.metrics.journal_failing = history_->journal_failing();
   model_.metrics.leases_by_end = leases_->book.ended_by_reason();
   model_.metrics.tests_muted = mutes_ ? mutes_->in_force() : 0;  // a mute that ended today is out of the count

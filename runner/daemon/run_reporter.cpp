@@ -8,11 +8,10 @@
 
 namespace pto {
 
-RunReporter::RunReporter(RunHistory& history, Metrics& metrics, ToolchainStatus& toolchain, bool learn_durations,
+RunReporter::RunReporter(RunHistory& history, Metrics& metrics, bool learn_durations,
                          std::function<const nlohmann::json*(const std::string&)> request_of, std::function<void()> changed)
     : history_(history),
       metrics_(metrics),
-      toolchain_(toolchain),
       learn_durations_(learn_durations),
       request_of_(std::move(request_of)),
       changed_(std::move(changed)) {}

@@ -9,20 +9,22 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
+#include "read_model/host_view.h"
 
 namespace pto {
 
 class RunHistory;
 struct Metrics;
-struct ToolchainStatus;
 
 class RunReporter : public RunObserver, public RunJournal {
  public:
   /// `request_of(id)`: the journaled request of active run `id` (null: none). `learn_durations`: successful
   /// steps' times teach the next plans (not when steps only sleep). `changed`: the read model should be
   /// refreshed soon.
-  RunReporter(RunHistory& history, Metrics& metrics, ToolchainStatus& toolchain, bool learn_durations,
+  RunReporter(RunHistory& history, Metrics& metrics, bool learn_durations,
               std::function<const nlohmann::json*(const std::string& id)> request_of, std::function<void()> changed);
+  /// The pinned toolchain as the last lead job left it (the status shows it).
+  const ToolchainStatus& toolchain() const { return toolchain_; }
 
   // RunJournal
   void step_changed(const RunRecord& r, const Plan& p, int job, int step) override;
@@ -49,7 +51,7 @@ class RunReporter : public RunObserver, public RunJournal {
 
   RunHistory& history_;
   Metrics& metrics_;
-  ToolchainStatus& toolchain_;
+  ToolchainStatus toolchain_;
   bool learn_durations_;
   bool keep_engine_state_ = false;
   std::function<const nlohmann::json*(const std::string&)> request_of_;
