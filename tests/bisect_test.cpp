@@ -264,6 +264,9 @@ TEST_CASE("bisect: a step broken at commit 23 of 40 is named by pto-runner bisec
     CHECK(dom.find("first bad commit: " + r.shas[23]) != std::string::npos);
     CHECK(dom.find("data-verdict=\"bad\"") != std::string::npos);
     CHECK(dom.find("<td>commit 23</td>") != std::string::npos);  // each commit with its subject
+    std::string status;
+    REQUIRE(d.served.page_dom(status, "/"));  // the status page lists it, linked to its page
+    CHECK(status.find("href=\"/bisections/" + b["id"].get<std::string>() + "\"") != std::string::npos);
   }
   REQUIRE(b["subjects"].size() == 40);
   CHECK(b["subjects"][22] == "commit 23");

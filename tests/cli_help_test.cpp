@@ -58,6 +58,7 @@ TEST_CASE("cli: every command and subcommand's --help gives its exit codes, and 
     CHECK(help.out.find("Before the command: --root DIR") != std::string::npos);
   }
   CHECK(run_cli({"run", "--help"}).out.find("a2a3:0-7,a5:8-9") != std::string::npos);
+  CHECK(run_cli({"toolchain", "setup", "--help"}).out.find("pto-runner --root DIR toolchain setup ...") != std::string::npos);
   CHECK(run_cli({"serve", "--help"}).out.find("--time-scale FLOAT:FLOAT in [1e-06 - 1e+06]=0.01") != std::string::npos);
 }
 

@@ -3,7 +3,9 @@
 // happened on), and the status page linking both.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <regex>
+#include <thread>
 
 #include "served_daemon.h"
 #include "test_support.h"
@@ -104,6 +106,15 @@ TEST_CASE("pages: headless Chromium draws a finished run's steps as bars on thei
   REQUIRE(s.page_dom(cards, api_path::kCardsPage));
   CHECK(rects_with(cards, {"class=\"ev held\"", "data-card=\"" + held_card + "\"", "data-holder=\"hold / holds\""}) == 1);
   CHECK(cards.find("id=\"window\" class=\"muted\">the last 10m 0s<") != std::string::npos);  // not 24 h
+  // Drained while it runs, the card's state starts anew; its holding does not.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  REQUIRE(s.post(api_path::device(std::stoi(held_card), "drain"), {{"reason", "looks odd"}}).status == 200);
+  for (const auto& c : s.get(api_path::kCards)["cards"])
+    if (std::to_string(c["id"].get<int>()) == held_card) {
+      REQUIRE(c["holder"].is_object());
+      CHECK(c["holder"]["label"] == "hold / holds");
+      CHECK(c["holder"]["since"].get<std::string>() < s.get(api_path::kStatus)["devices"][std::stoi(held_card)]["since"].get<std::string>());
+    }
   REQUIRE(s.post(api_path::run_cancel(holding), json::object()).status < 300);
   s.wait_run(holding);
 

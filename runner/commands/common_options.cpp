@@ -35,9 +35,11 @@ void add_daemon_options(CLI::App& cmd, std::string& server, std::string& token_f
 }
 
 void add_footer(CLI::App& cmd, const std::string& exit_codes, const std::string& note) {
+  std::string path = cmd.get_name();  // `toolchain setup`, not `setup`
+  for (const CLI::App* up = cmd.get_parent(); up && up->get_parent(); up = up->get_parent()) path = up->get_name() + " " + path;
   cmd.footer((note.empty() ? "" : note + "\n") + "Exit codes: " + exit_codes +
              "\nBefore the command: --root DIR (the definitions, default .) and --config FILE (runner.yml), e.g. "
-             "pto-runner --root DIR " + cmd.get_name() + " ...");
+             "pto-runner --root DIR " + path + " ...");
 }
 
 void inherit_footers(CLI::App& app) {

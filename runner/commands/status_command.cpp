@@ -75,7 +75,7 @@ void register_status_command(CLI::App& app, CommonOptions& common, int& exit_cod
     std::printf("\nQUEUE (%zu waiting)\n", s["queue"].size());
     for (const auto& q : s["queue"]) {
       // The expected start as the run page and `submit` show it; none when no usable card can serve it.
-      const std::string eta = q["eta_seconds"].is_number()
+      const std::string eta = q.contains("eta_seconds") && q["eta_seconds"].is_number()
                                   ? ", expected start in ~" + format_duration(q["eta_seconds"].get<double>())
                                   : "";
       std::printf("  %-60s %d card(s), waited %.0fs%s: %s\n", str(q, "step").c_str(), q.value("devices", 0),

@@ -27,7 +27,8 @@ void Daemon::open_tests() {
   }
   mutes_ = std::make_unique<MuteBook>(cfg_.tests, std::move(kept), [h](const std::vector<TestMute>& api) {
     if (!h) return std::string("no test history");
-    return h->save_mutes(api) ? std::string() : h->error();
+    if (h->save_mutes(api)) return std::string();
+    return h->error().empty() ? std::string("the test history refused the write") : h->error();
   });
   publish_mutes();
   // A step's tests are written off the engine thread: the metrics' flaky count is refreshed when they are.

@@ -98,6 +98,7 @@ void Host::describe(HostView& v, const HostOccupancy& who) const {
         // Used by a program pto-runner does not run (the incumbent task-submit, a person's script): the pool says
         // which and how (its lock file's holder line, or the process with the card's file open).
         h.label = c.holder;
+        h.since = c.held_since;
         if (auto it = who.on_card.find(c.id); it != who.on_card.end() && !c.held_outside) {
           h.run = it->second.run;
           h.step = it->second.step;

@@ -32,6 +32,7 @@ struct HolderView {
   bool other_program = false;  // the card's lock file is held by a program pto-runner does not run
   std::string run, step, log_url;  // for a step of an active run
   StepEstimate estimate;
+  std::string since;  // ISO time the holding began ("" for a program outside pto-runner: not known)
 };
 
 struct CardView {

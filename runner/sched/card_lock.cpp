@@ -1,6 +1,7 @@
 #include "sched/card_lock.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 #include <sstream>
 
@@ -59,7 +60,8 @@ static std::string flock_pid(int fd) {
     std::istringstream w(line);
     std::string n, kind, mode, rw, pid, file;
     w >> n >> kind >> mode >> rw >> pid >> file;
-    if (kind == "FLOCK" && file == key) return pid;
+    // A holder in another pid namespace is listed as 0 or -1: no pid to name.
+    if (kind == "FLOCK" && file == key) return std::atol(pid.c_str()) > 0 ? pid : "";
   }
   return "";
 }

@@ -119,6 +119,7 @@ bool DevicePool::acquire(const std::vector<int>& cards, const std::string& label
     c.expected_end = expected_end;
     c.since = now;
     c.held_since = steady_now();
+    c.held_since_iso = now;
     c.lock.emplace(std::move(l));
   }
   return true;
@@ -248,6 +249,7 @@ std::vector<CardStatus> DevicePool::status(const std::map<int, std::uint64_t>& r
     if (c.lock) {
       s.busy_seconds += std::chrono::duration<double>(steady_now() - c.held_since).count();
       s.holder = c.holder;  // also on a drained card: what still runs on it
+      s.held_since = c.held_since_iso;
     }
     if (c.drained) s.state = CardState::Drained;
     else if (c.lock) s.state = CardState::Busy, s.holder = c.holder;
@@ -356,6 +358,7 @@ void DevicePool::adopt(const std::vector<int>& cards, const std::vector<int>& fd
     c.outside_holder.clear();
     c.since = now;
     c.held_since = steady_now();
+    c.held_since_iso = now;
   }
 }
 

@@ -38,6 +38,8 @@ struct CardStatus {
   std::string holder;        // step label, or who outside uses it ("another program holds LOCK (pid=...)", "pid N (x) has F open")
   bool held_outside = false;  // locked by another process
   std::string since;          // ISO time the state began
+  std::string held_since;     // ISO time the current holding began ("" when not held by pto-runner): a drain
+                              // of a busy card moves `since`, never this
   std::string drain_reason;
   int consecutive_infra_failures = 0;
   std::vector<int> group;
@@ -136,6 +138,7 @@ class DevicePool {
     int probes_passed = 0;       // in a row, while bad
     std::deque<double> bad_spells;  // when it was drained bad (seconds since the epoch), within 7 days
     std::chrono::steady_clock::time_point held_since;  // of the current holding
+    std::string held_since_iso;                         // the same, as the pages show it
     std::chrono::steady_clock::time_point released_at;  // when we last let it go
   };
   /// Under cgroup containment, a card we let go of moments ago is handed straight on without reading /proc for

@@ -328,7 +328,8 @@ nlohmann::json Api::cards_json() const {
     // Who holds it now (a step, a lease, a program outside pto-runner) and since when: the page draws it up to
     // now, since the day's events are written only when a hold ends.
     if (c.holder)
-      card["holder"] = {{"label", c.holder->label}, {"run", c.holder->run}, {"other_program", c.holder->other_program}, {"since", c.since}};
+      card["holder"] = {{"label", c.holder->label}, {"run", c.holder->run}, {"other_program", c.holder->other_program},
+                        {"since", c.holder->since.empty() ? c.since : c.holder->since}};
     cards.push_back(std::move(card));
   }
   j["cards"] = std::move(cards);

@@ -155,7 +155,7 @@ async function refreshBisections() {
   try {
     const r = await fetch("/api/v1/bisections", {cache: "no-store"});
     if (!r.ok) return;
-    const list = ((await r.json()).bisections || []).slice().reverse().slice(0, 20);
+    const list = ((await r.json()).bisections || []).slice(0, 20);  // the API's order: newest first
     fill("bisections", list.map(b => row([link("/bisections/" + encodeURIComponent(b.id), b.id), el("span", b.state, "state " + b.state),
         ((b.spec || {}).job || "") + ((b.spec || {}).step ? " / " + b.spec.step : "") + ((b.spec || {}).test ? " (" + b.spec.test + ")" : ""),
         b.culprit ? String(b.culprit).slice(0, 12) : (b.error || ""), b.runs_used, when(b.created)])), "none yet");

@@ -39,7 +39,7 @@ class GitMirror {
   SourceResult checkout(const std::string& sha, const std::string& dir);
   /// Removes a worktree made by checkout() (missing is fine).
   void remove(const std::string& dir);
-  /// The first-parent commits after `good` up to `bad` (included), oldest first (`git rev-list --first-parent
+  /// The first-parent commits after `good` up to `bad` (included), oldest first (`git log --first-parent
   /// --reverse GOOD..BAD`), both fetched when the mirror lacks them. Empty with BadCommit when `good` is not an
   /// ancestor of `bad`'s first-parent line.
   /// `subjects`, when given: each commit's subject line, beside `path` (what a person reads to find a culprit).
