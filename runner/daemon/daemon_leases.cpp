@@ -95,7 +95,11 @@ void Daemon::request_lease(LeaseRequest request, const Caller& by, Reply reply) 
   if (!endpoints_ || stop_.cancelling() || (stop_.draining() && !run)) return reply(stop_.refusal());
   if (run)
     if (auto refused = run->admit_lease(request, by)) return reply(std::move(*refused));
-  leases_->desk.request(std::move(request), run_id, std::move(reply));
+  // Its client (and whoever it tells) reads its lease in the status it asks for next.
+  leases_->desk.request(std::move(request), run_id, [this, reply = std::move(reply)](Answer a) {
+    refresh_view();
+    reply(std::move(a));
+  });
 }
 
 Answer Daemon::heartbeat_lease(const std::string& id, const Caller& by) { return leases_->desk.heartbeat(id, by.lease_scope()); }
