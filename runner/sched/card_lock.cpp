@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <map>
 #include <sstream>
 
 #include <fstream>
@@ -48,22 +49,30 @@ static std::string lock_key(const struct stat& st) {
   return key;
 }
 
-/// The pid holding a flock on the file open as `fd`, from /proc/locks ("" when none is listed): what on-call
-/// needs when the holder wrote no line of its own (a detached incumbent task, a person's `flock FILE sleep`).
-static std::string flock_pid(int fd) {
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return "";
-  const std::string key = lock_key(st);
+/// The flocks held now, from /proc/locks: "MAJOR:MINOR:INODE" -> the holder's pid as listed ("0" or "-1" for
+/// a holder in another pid namespace). A waiter's line ("->") holds nothing.
+static std::map<std::string, std::string> held_flocks() {
+  std::map<std::string, std::string> out;
   std::ifstream in("/proc/locks");
+  // "1: FLOCK  ADVISORY  WRITE 2310 08:01:1234 0 EOF"; a waiter's line has "->" after the number.
   for (std::string line; std::getline(in, line);) {
-    if (line.find("->") != std::string::npos) continue;  // a waiter, not the holder
+    if (line.find("->") != std::string::npos) continue;
     std::istringstream w(line);
     std::string n, kind, mode, rw, pid, file;
     w >> n >> kind >> mode >> rw >> pid >> file;
-    // A holder in another pid namespace is listed as 0 or -1: no pid to name.
-    if (kind == "FLOCK" && file == key) return std::atol(pid.c_str()) > 0 ? pid : "";
+    if (kind == "FLOCK") out.emplace(file, pid);
   }
-  return "";
+  return out;
+}
+
+/// The pid holding a flock on the file open as `fd` ("" when none can be named): what on-call needs when the
+/// holder wrote no line of its own (a detached incumbent task, a person's `flock FILE cmd`).
+static std::string flock_pid(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return "";
+  const auto held = held_flocks();
+  auto it = held.find(lock_key(st));
+  return it != held.end() && std::atol(it->second.c_str()) > 0 ? it->second : "";
 }
 
 static std::string read_holder(int fd) {
@@ -115,17 +124,7 @@ bool CardLock::held_elsewhere(const std::string& dir, int card, std::string& hol
 
 std::set<std::string> CardLock::flocked_files() {
   std::set<std::string> out;
-  std::ifstream in("/proc/locks");
-  // "1: FLOCK  ADVISORY  WRITE 2310 08:01:1234 0 EOF"; a waiter's line has "->" after the number.
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream w(line);
-    std::string n, kind, mode, rw, pid, file;
-    w >> n >> kind;
-    if (kind == "->") w >> kind;
-    else if (n.find("->") != std::string::npos) continue;
-    w >> mode >> rw >> pid >> file;
-    if (kind == "FLOCK" && line.find("->") == std::string::npos) out.insert(file);
-  }
+  for (const auto& [file, pid] : held_flocks()) out.insert(file);
   return out;
 }
 
