@@ -516,7 +516,7 @@ TEST_CASE("engine (fake clock): a run taken over while an ended step's reports w
   h.settle();
   REQUIRE(offloaded.queued.size() == 1);
   REQUIRE(h.engine->record().jobs[0].steps[0].ended.has_value());
-  // The daemon goes away here: a new engine goes on from the journaled state (as daemon/daemon_adopt.cpp does).
+  // The daemon goes away here: a new engine goes on from the journaled state (as hosting/run_host_adopt.cpp does).
   FakeBroker broker;
   FakeExecutor executor;
   EngineOptions eo = h.options;

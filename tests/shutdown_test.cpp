@@ -1,4 +1,4 @@
-// Shutdown (daemon/shutdown): how the daemon stops, driven with a quiet flag the test sets and the io_context's
+// Shutdown (hosting/shutdown): how the daemon stops, driven with a quiet flag the test sets and the io_context's
 // own timers: a drain ends once quiet, waits for a run's client to read its end, and past its bound hands over
 // to a cancel; a cancel ends with the signal's code; refusals say which.
 #include <boost/asio/io_context.hpp>
@@ -7,7 +7,7 @@
 
 #include <chrono>
 
-#include "daemon/shutdown.h"
+#include "hosting/shutdown.h"
 
 using namespace pto;
 

@@ -1,5 +1,5 @@
 // Steps held by the host's supervisor outlive the daemon and are taken over by the next one (supervise/,
-// daemon/daemon_adopt.cpp; SPEC "Nothing lost when the daemon stops"). Real daemons, real SIGKILLs, real
+// hosting/run_host_adopt.cpp; SPEC "Nothing lost when the daemon stops"). Real daemons, real SIGKILLs, real
 // flocks; the cards are numbers (no NPU here).
 #include <signal.h>
 #include <sys/stat.h>

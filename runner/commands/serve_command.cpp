@@ -74,7 +74,7 @@ void register_serve_command(CLI::App& app, CommonOptions& common, int& exit_code
       if (sig == SIGUSR2) {
         // A restart: nothing is stopped or cancelled. Every transition is already journaled and every running
         // step is its supervisor's, so leaving now is what a crash would leave, and the next daemon takes the
-        // runs over (supervise/, daemon/daemon_adopt.cpp). Without supervisors (supervise: false) their steps
+        // runs over (supervise/, hosting/run_host_adopt.cpp). Without supervisors (supervise: false) their steps
         // end with this process, as after a crash: the next daemon marks them interrupted.
         daemon.hand_over();
         spdlog::warn("SIGUSR2: handing over to the next daemon: running steps go on under their supervisor");

@@ -22,7 +22,6 @@
 #include <spdlog/spdlog.h>
 
 #include "exec/cgroup_tree.h"
-#include "host/card_prober.h"
 #include "sandbox/run_tree.h"
 #include "server/inherited_listeners.h"
 #include "store/state_dir_lock.h"
@@ -64,7 +63,7 @@ std::string Daemon::start() {
   } catch (const std::exception& e) {
     // A full disk or an I/O error while starting: say where, exit 3, never abort.
     start_exit_ = 3;
-    return "cannot start with state dir " + state_dir_ + ": " + e.what();
+    return "cannot start with state dir " + state_dir() + ": " + e.what();
   }
 }
 
@@ -79,10 +78,12 @@ std::string Daemon::start_unguarded() {
   Project project;
   EndpointSettings where;  // where it listens, as runner.yml and the flags say (checked here, bound by listen())
   if (std::string e = load_settings(project); !e.empty()) return e;
-  if (std::string e = open_sandbox(project); !e.empty()) return e;
+  std::unique_ptr<SandboxPool> sandbox;
+  if (std::string e = open_sandbox(project, sandbox); !e.empty()) return e;
   if (std::string e = read_tokens(project, where); !e.empty()) return e;
   if (std::string e = open_history_and_host(); !e.empty()) return e;
   wire_leases();
+  host_runs(std::move(sandbox));
   start_prober();
   if (CgroupTree::instance().available())
     spdlog::info("containment: every step in its own cgroup under {}", CgroupTree::instance().root());
@@ -117,20 +118,20 @@ std::string Daemon::start_unguarded() {
         else model_.bisections.insert(model_.bisections.begin(), std::move(shown));
       },
       [this](const Bisection& b) { notices_->bisection_done(b); });
-  if (std::string e = bisections_->open(journal_file(state_dir_)); !e.empty()) spdlog::error("bisections are off: {}", e);
+  if (std::string e = bisections_->open(journal_file(state_dir())); !e.empty()) spdlog::error("bisections are off: {}", e);
   std::string listening = listen(where);
   if (!listening.empty()) return listening;
-  // What the last daemon left: runs its steps' supervisor still holds go on (daemon_adopt.cpp), the others
+  // What the last daemon left: runs its steps' supervisor still holds go on (hosting/run_host_adopt.cpp), the others
   // are marked interrupted, and what the supervisor held of those is stopped.
-  const std::set<std::string> adopted = adopt_runs();
+  const std::set<std::string> adopted = runs_->adopt();
   model_.host.supervisor.taken_over.assign(adopted.begin(), adopted.end());
-  restore_leases(adopted);
+  leases_->restore(adopted);
   history_->recover(adopted);
   if (host_->supervised) host_->supervised->let_go_of_unadopted();
-  prune(true);
+  retention_->prune(true);
   history_->load();
   refresh_view();
-  arm_retention_timer();
+  retention_->start();
   boost::asio::post(io_, [this] { bisections_->resume(); });
   return listening;
 }
@@ -156,40 +157,36 @@ std::string Daemon::load_settings(Project& project) {
                  definition_errors.c_str());
   cfg_ = project.runner;
   resolve_host_dirs(cfg_, project.root, opts_.lock_dir, opts_.state_dir);
-  state_dir_ = cfg_.state_dir;
   std::error_code dir_ec;
-  fs::create_directories(state_dir_, dir_ec);
-  if (dir_ec) return "cannot create the state dir " + state_dir_ + ": " + dir_ec.message();
+  fs::create_directories(state_dir(), dir_ec);
+  if (dir_ec) return "cannot create the state dir " + state_dir() + ": " + dir_ec.message();
 
   // One daemon per state dir: a second one would "recover" the first one's live runs and kill their steps.
   std::string holder, lock_error;
-  state_lock_fd_ = lock_state_dir(state_dir_, holder, lock_error);
+  state_lock_fd_ = lock_state_dir(state_dir(), holder, lock_error);
   if (state_lock_fd_ < 0) {
     if (!lock_error.empty()) return lock_error;
     start_exit_ = 2;
-    return "the state dir " + state_dir_ + " belongs to another pto-runner serve (pid " + holder + ", lock " + state_dir_ +
+    return "the state dir " + state_dir() + " belongs to another pto-runner serve (pid " + holder + ", lock " + state_dir() +
            "/daemon.lock); stop it, or give this one another --state-dir";
   }
   return "";
 }
 
-std::string Daemon::open_sandbox(const Project& project) {
+std::string Daemon::open_sandbox(const Project& project, std::unique_ptr<SandboxPool>& sandbox) {
   // Steps run as sandbox users, each run's its own; they reach their run's tree through a state dir closed to
   // them otherwise (sandbox/run_tree). Without them, said loudly, here and in the status and on the page.
-  sandbox_ = std::make_unique<SandboxPool>(cfg_.sandbox, cfg_.shared_files, cfg_.all_card_files(), cfg_.lock_dir);
-  users_ = std::make_unique<UserQueue>(
-      io_, *sandbox_, [this](const std::string& id) { return find_run(id); }, [this](HostedRun& run) { run_begun(run); },
-      [this] { view_changed(); });
-  if (std::string e = close_state_dir(state_dir_); !e.empty()) return e;
-  if (!sandbox_->active()) {
+  sandbox = std::make_unique<SandboxPool>(cfg_.sandbox, cfg_.shared_files, cfg_.all_card_files(), cfg_.lock_dir);
+  if (std::string e = close_state_dir(state_dir()); !e.empty()) return e;
+  if (!sandbox->active()) {
     spdlog::warn("NO SANDBOX: pull requests' steps run as the daemon's own user (uid {}) and can reach its token, journal "
                  "and every other run: {}",
-                 ::geteuid(), sandbox_->why());
+                 ::geteuid(), sandbox->why());
     return "";
   }
-  if (std::string dir = unsearchable_ancestor(state_dir_); !dir.empty()) {
+  if (std::string dir = unsearchable_ancestor(state_dir()); !dir.empty()) {
     start_exit_ = 2;
-    return "sandbox users cannot reach the state dir " + state_dir_ + ": " + dir +
+    return "sandbox users cannot reach the state dir " + state_dir() + ": " + dir +
            " is not searchable by others (chmod o+x it, or give another --state-dir)";
   }
   // Without `source:` steps run in the definitions' own tree, which they then read as their user.
@@ -197,7 +194,7 @@ std::string Daemon::open_sandbox(const Project& project) {
     start_exit_ = 2;
     return "sandbox users cannot reach the root " + project.root + " where steps run: " + dir + " is not searchable by others (chmod o+x it)";
   }
-  spdlog::info("sandbox: {} users ({} .. {}); each run's steps run as its own", sandbox_->size(), cfg_.sandbox.user(0),
+  spdlog::info("sandbox: {} users ({} .. {}); each run's steps run as its own", sandbox->size(), cfg_.sandbox.user(0),
                cfg_.sandbox.user(cfg_.sandbox.count - 1));
   return "";
 }
@@ -206,7 +203,7 @@ std::string Daemon::read_tokens(const Project& project, EndpointSettings& where)
   // Token: the configured file, or one generated on first start and kept (0600) in the state dir.
   token_path_ = resolve_under_root(project.root, !opts_.token_file.empty() ? opts_.token_file : cfg_.token_file);
   if (token_path_.empty()) {
-    token_path_ = state_dir_ + "/token";
+    token_path_ = state_dir() + "/token";
     if (std::string e = make_token_file(token_path_); !e.empty()) return e;
   }
   std::string token_error;
@@ -229,12 +226,14 @@ std::string Daemon::open_history_and_host() {
   pools_ = std::make_unique<WorkerPools>();
   if (cfg_.source.configured()) {
     SourceConfig src = cfg_.source;
-    if (src.mirror.empty()) src.mirror = state_dir_ + "/source.git";  // paths were resolved with the host dirs
+    if (src.mirror.empty()) src.mirror = state_dir() + "/source.git";  // paths were resolved with the host dirs
     cfg_.source = src;
     mirror_ = std::make_unique<GitMirror>(src);
   }
-  history_ = std::make_unique<RunHistory>(state_dir_, model_, pools_->git, mirror_.get(),
-                                          [this](const std::string& run, const std::string& why) { stop_run_for_journal(run, why); });
+  history_ = std::make_unique<RunHistory>(state_dir(), model_, pools_->git, mirror_.get(),
+                                          [this](const std::string& run, const std::string& why) {
+                                            if (runs_) runs_->stop_for_journal(run, why);
+                                          });
   if (std::string e = history_->open(opts_.rebuild_journal); !e.empty()) return e;
   history_->batch_card_events(io_);
   open_tests();
@@ -249,10 +248,10 @@ std::string Daemon::open_history_and_host() {
   ho.simulate = opts_.simulate;
   ho.wait_for_drained = true;  // drained cards may return: steps wait for them (`run` fails fast)
   ho.watch_outside = true;     // the status shows a card another program used free as soon as it is
-  ho.slurm_instance = slurm_instance_tag(state_dir_);  // it holds the state dir: what the tag left is its own
+  ho.slurm_instance = slurm_instance_tag(state_dir());  // it holds the state dir: what the tag left is its own
   ho.cancel_slurm_leftovers = true;
   if (cfg_.supervise) {  // under Slurm too: srun, whose end is the step's, must outlive this daemon
-    ho.supervise_dir = supervisor_dir(state_dir_);
+    ho.supervise_dir = supervisor_dir(state_dir());
     ho.self_exe = self_executable();
   }
   std::string host_error;
@@ -262,7 +261,7 @@ std::string Daemon::open_history_and_host() {
   host_->set_on_change([this] { view_changed(); });
   // On-call hears of cards going bad or coming back, and of runs' red steps (notify/host_notices). Its status
   // changes on its senders' threads: the read model is refreshed on this one.
-  notices_ = std::make_unique<HostNotices>(journal_file(state_dir_), [this] { return url(); },
+  notices_ = std::make_unique<HostNotices>(journal_file(state_dir()), [this] { return url(); },
                                            [this] { boost::asio::post(io_, [this] { view_changed(); }); });
   notices_->open(cfg_);
   reporter_->set_on_step_final([this](const RunRecord& r, const Plan& p, int job, int step) {
@@ -275,28 +274,35 @@ std::string Daemon::open_history_and_host() {
 }
 
 void Daemon::wire_leases() {
-  // A lease's client heartbeats every second; five missed and it is gone (killed, lost): its cards come back.
-  leases_ = std::make_unique<HostLeases>(io_, *host_, 5, cfg_.kill_grace_seconds);
-  // A run's user may open its leased cards' files while it holds them (as its steps' own: exec/card_access).
-  leases_->desk.set_card_access([this](const Lease& l, bool granted) {
-    if (HostedRun* run = find_run(l.request.run_id)) run->lease_card_access(l, granted);
-  });
-  leases_->desk.set_on_ended([this](const Lease& l) { lease_ended(l); });
-  leases_->book.set_on_change([this] {
-    view_changed();
-    if (stop_.stopping()) boost::asio::post(io_, [this] { stop_.check(); });
-  });
-  leases_->book.set_on_ended([this](const std::string& how, double held) { model_.metrics.lease_seconds.observe(how, held); });
-  hand_leases_to_supervisor();
+  leases_ = std::make_unique<HostLeases>(HostLeases::Parts{io_, *host_, cfg_, *history_, model_.metrics, stop_},
+                                         [this](const std::string& id) { return find_run(id); }, [this] { refresh_view(); },
+                                         [this] { view_changed(); });
+}
+
+void Daemon::host_runs(std::unique_ptr<SandboxPool> sandbox) {
+  RunHost::Events on;
+  on.muted = [this](const std::string& test) { return mutes_->muted(test); };
+  on.finished = [this](HostedRun& run) {
+    bisections_->probe_finished(run.id(), run.engine().record(), run.engine().plan(), run.request().value("sha", ""));  // a probe's verdict
+    controls_->finished(run.id(), run.engine().record(), run.engine().plan());  // a control's verdict to its pull request's step
+  };
+  on.cancelled = [this](const std::string& id) { controls_->cancel_of(id); };  // its end waits for them
+  on.refresh = [this] { refresh_view(); };
+  on.changed = [this] { view_changed(); };
+  on.after_run = [this] { retention_->prune(false); };
+  runs_ = std::make_unique<RunHost>(RunHostParts{io_, *host_, cfg_, *history_, *reporter_, *leases_, *pools_, mirror_.get(), stop_, model_},
+                                    RunDefaults{opts_.load, opts_.simulate, opts_.time_scale}, std::move(sandbox), std::move(on));
+  retention_ = std::make_unique<Retention>(
+      io_, *history_, cfg_, [this](const std::string& id) { return runs_->holds(id); }, [this] { return stop_.cancelling(); },
+      [this] { view_changed(); });
 }
 
 void Daemon::start_prober() {
-  // Bad cards come back after passing probes (host/card_prober), where there is a check to run.
-  if (cfg_.health.check.empty() || host_->cluster_picks_cards() || opts_.simulate) return;
+  if (opts_.simulate) return;  // simulated steps break no card
   std::error_code ec;
-  fs::create_directories(state_dir_ + "/probes", ec);
-  prober_ = std::make_unique<CardProber>(
-      io_, *host_->pool, *host_->executor, cfg_.health, state_dir_ + "/probes",
+  fs::create_directories(state_dir() + "/probes", ec);
+  host_->start_prober(
+      io_, cfg_.health, state_dir() + "/probes",
       [this](int card, const std::string& cmd, double seconds, const std::string& failure) {
         const double end = epoch_now();
         history_->card_event({card, "health-check", end - seconds, end, cmd, "", "", failure.empty() ? "passed" : "failed", failure});
@@ -304,10 +310,8 @@ void Daemon::start_prober() {
       },
       [this](int card) {
         spdlog::info("card {} passed {} health probes in a row: back in service", card, cfg_.health.return_after);
-        host_->dispatcher->poke();
         view_changed();
       });
-  prober_->start();
 }
 
 std::string Daemon::listen(const EndpointSettings& where) {
@@ -321,13 +325,13 @@ std::string Daemon::listen(const EndpointSettings& where) {
     for (auto& [name, fd] : host_->supervised->take_listeners()) given.add({fd, name});
   endpoints_ = std::make_unique<ApiEndpoints>(io_, &pools_->reads, model_, *this, access_);
   bool config_error = false;
-  if (std::string e = endpoints_->open(where, cfg_, opts_.limits, given, state_dir_, config_error); !e.empty()) {
+  if (std::string e = endpoints_->open(where, cfg_, opts_.limits, given, state_dir(), config_error); !e.empty()) {
     if (config_error) start_exit_ = 2;
     return e;
   }
   // Copies outlive this daemon in its steps' supervisor: while it restarts nothing else can bind its address.
   if (host_->supervised) host_->supervised->keep_listeners(endpoints_->sockets());
-  leases_->site.emplace(LeaseSite{access_, leases_->book, endpoints_->steps_url()});
+  leases_->open_site(access_, endpoints_->steps_url());
   return "";
 }
 

@@ -1,11 +1,11 @@
 #pragma once
 // Daemon: the host side of `pto-runner serve`. One io_context thread owns everything: the host (cards, the one
-// queue, executors: host/host), the runs it hosts (each a HostedRun: hosting/hosted_run), the queue of runs
-// waiting for a sandbox user, the run history (journal and records: store/run_history) and the read model the
-// API renders (read_model/, refreshed in daemon/daemon_view.cpp). The API (server/api) is its own type over
-// that read model and this class's narrow HostCommands face; the daemon answers its commands here (runs:
-// daemon_runs.cpp, leases: daemon_leases.cpp, attached clients: hosting/attached_runs), decides what happens on signals
-// (drain, cancel: daemon_stop.cpp and daemon/shutdown; reload: daemon_reload.cpp), and never renders a GET itself. There are no
+// queue, executors: host/host), the runs it hosts (hosting/run_host), the run history (journal and records:
+// store/run_history) and the read model the API renders (read_model/, refreshed in daemon/daemon_view.cpp).
+// The API (server/api) is its own type over that read model and this class's narrow HostCommands face, which
+// hands each command to its owner (daemon_commands.cpp; runs: hosting/run_host, leases: hosting/host_leases, mutes: testcases/mute_book,
+// bisections: bisect/); the daemon decides what happens on signals (drain, cancel: daemon_stop.cpp and
+// hosting/shutdown; reload: daemon_reload.cpp), and never renders a GET itself. There are no
 // locks because there is no second thread; blocking work (git, file reads, handing a worktree to a run's user)
 // goes to a worker pool and answers through the engine thread.
 #include <chrono>
@@ -23,14 +23,12 @@
 #include "bisect/bisections.h"
 #include "bisect/control_runs.h"
 #include "config/project.h"
-#include "daemon/run_reporter.h"
-#include "daemon/shutdown.h"
-#include "daemon/worker_pools.h"
+#include "store/run_reporter.h"
+#include "hosting/shutdown.h"
+#include "hosting/worker_pools.h"
+#include "hosting/run_host.h"
 #include "host/host.h"
-#include "hosting/hosted_run.h"
-#include "hosting/attached_runs.h"
 #include "hosting/host_leases.h"
-#include "hosting/user_queue.h"
 #include "notify/host_notices.h"
 #include "daemon/model_refresh.h"
 #include "testcases/mute_book.h"
@@ -40,6 +38,7 @@
 #include "server/api_endpoints.h"
 #include "server/host_commands.h"
 #include "source/git_mirror.h"
+#include "store/retention.h"
 #include "store/run_history.h"
 
 namespace boost::asio {
@@ -109,57 +108,22 @@ class Daemon : public HostCommands {
   // Starting (daemon.cpp), each part "" or the error (start_exit_ set where it is not 3).
   std::string start_unguarded();
   std::string load_settings(Project& project);
-  std::string open_sandbox(const Project& project);
+  /// The users steps run as (made here, handed to the runs' host once the parts it needs exist).
+  std::string open_sandbox(const Project& project, std::unique_ptr<SandboxPool>& sandbox);
   /// The tokens, and `where` it listens (runner.yml and the flags; checked here, bound by listen()).
   std::string read_tokens(const Project& project, EndpointSettings& where);
   std::string open_history_and_host();
   void wire_leases();
+  void host_runs(std::unique_ptr<SandboxPool> sandbox);
   void start_prober();
   std::string listen(const EndpointSettings& where);
+  const std::string& state_dir() const { return cfg_.state_dir; }
 
-  // Runs (daemon_runs.cpp).
-  /// Plans and makes a run whose definitions are loaded (in `root`, or a commit's worktree), then begins it.
-  Answer start_run(EngineOptions eo, const RunSubmission& s, Project project, Diagnostics diags, const std::string& peer);
-  /// What is journaled of a submission (never env values: they may be secrets).
-  nlohmann::json request_of(const RunSubmission& s, const EngineOptions& eo) const;
-  /// Its plan (every job of an attached run, only what a probe needs); `missing`: the probed step or test the
-  /// commit lacks.
-  Plan plan_of(const Project& project, const RunSubmission& s, Diagnostics& diags, std::string& missing);
-  /// What the host lends every run's engine: the lead executor, the mutes, the learned test durations.
-  void host_engine_options(EngineOptions& eo);
-  /// A run has its sandbox user and tree: its supervisor keeps what a next daemon needs to take it over.
-  void run_begun(HostedRun& run);
-  /// The run's handover to the step supervisor, now and each time a step's end adds to it (daemon_runs.cpp).
-  void keep_handover(HostedRun& run);
-  // Taking over the runs an earlier daemon left to its steps' supervisor (daemon_adopt.cpp).
-  static bool adoptable(const nlohmann::json& request);
-  std::set<std::string> adopt_runs();
-  void hand_leases_to_supervisor();
-  void restore_leases(const std::set<std::string>& adopted);
-  /// `slurm_jobs`: the Slurm jobs of its steps taken over (their names) are added to it.
-  std::string adopt_run(const nlohmann::json& journaled, const nlohmann::json& kept, std::set<std::string>& slurm_jobs);
-  void on_run_finished(HostedRun& run);
-  /// The run's user went back: it leaves the host; waiting runs are started.
-  void run_returned(const std::string& id);
-  HostedRun* find_run(const std::string& id);
-  /// Which pull request a submission is a run of ("" for none): "OWNER/REPO#N" from refs/pull/N/*, else
-  /// "OWNER/REPO:HEAD_REF" from github.head_ref (daemon_queue.cpp).
-  static std::string pull_request_of(const RunSubmission& s);
-  /// `supersede: pull-request`: the older active runs of `pull_request` are cancelled, naming run `id`.
-  void supersede_older(const std::string& id, const std::string& pull_request);
-  /// A journal write for `run` failed: the run ends with an infrastructure error (not inside its transition).
-  void stop_run_for_journal(const std::string& run, const std::string& why);
+  HostedRun* find_run(const std::string& id) { return runs_ ? runs_->find(id) : nullptr; }
 
-
-  /// A granted lease ended: its cards' history and, when its client said its command failed, its cause and
-  /// its cards charged (the step's run for a step's lease; here for an operator's) (daemon_leases.cpp).
-  void lease_ended(const Lease& l);
-
-  // Stopping (daemon_stop.cpp; the stopping state is Shutdown's: daemon/shutdown).
+  // Stopping (daemon_stop.cpp; the stopping state is Shutdown's: hosting/shutdown).
   bool quiet() const;     // no run, checkout or lease of ours is active
   void close();           // the end of a stop: timers and listeners
-  void arm_retention_timer();
-  void prune(bool at_start);
 
   // Test results (daemon_mutes.cpp): the mutes (testcases/mute_book, kept in the test history) and the view of them.
   void open_tests();
@@ -171,7 +135,7 @@ class Daemon : public HostCommands {
   /// How bisections and control runs have their probe runs made here (daemon_probes.cpp).
   ProbeHost probe_host();
 
-  /// A step of a run reached its final state: counted, and told to on-call where it asks for that (daemon_runs.cpp).
+  /// A step of a run reached its final state: counted, and told to on-call where it asks for that (daemon_commands.cpp).
   void step_final(const RunRecord& r, const Plan& p, int job, int step);
 
   /// The read model (daemon/daemon_view.cpp): refreshed soon after a change (daemon/model_refresh).
@@ -181,7 +145,7 @@ class Daemon : public HostCommands {
   boost::asio::io_context& io_;
   DaemonOptions opts_;
   RunnerConfig cfg_;
-  std::string state_dir_, token_path_;
+  std::string token_path_;
   int start_exit_ = 3;
   int state_lock_fd_ = -1;  // flock on <state-dir>/daemon.lock while this daemon runs
   Access access_;  // before the runs: a run forgets its tokens here when it goes
@@ -189,24 +153,18 @@ class Daemon : public HostCommands {
   std::unique_ptr<RunHistory> history_;
   std::unique_ptr<RunReporter> reporter_;  // every run's journal and observer
   std::unique_ptr<HostLeases> leases_;  // the book, the desk and the site runs reach them through (hosting/host_leases)
-  std::unique_ptr<class CardProber> prober_;  // with health.check: probes bad cards back into service
-  std::unique_ptr<WorkerPools> pools_;  // blocking work off the engine thread: reads, git (daemon/worker_pools)
+  std::unique_ptr<WorkerPools> pools_;  // blocking work off the engine thread: reads, git (hosting/worker_pools)
   std::unique_ptr<GitMirror> mirror_;  // with runner.yml `source:`
-  std::unique_ptr<SandboxPool> sandbox_;  // the users steps run as; inactive (said loudly) without them
-  std::map<std::string, std::unique_ptr<HostedRun>> runs_;      // hosted and not yet given back
-  std::set<std::string> preparing_;                             // submissions whose commit is being checked out
-  std::unique_ptr<UserQueue> users_;  // runs waiting for a sandbox user (hosting/user_queue)
-  AttachedRuns attached_{[this](const std::string& id) { return find_run(id); }};  // submit --attach (hosting/attached_runs)
+  std::unique_ptr<RunHost> runs_;  // the runs, their sandbox users, checkouts and take-over (hosting/run_host)
 
   std::unique_ptr<MuteBook> mutes_;  // runner.yml's and the API's (testcases/mute_book), made by open_tests()
   ReadModel model_;
   std::unique_ptr<ModelRefresh> refresh_;
-  std::map<int, bool> drained_seen_;  // each card's drained state at the last refresh (card history events)
   std::unique_ptr<ApiEndpoints> endpoints_;  // the API, its listeners and the steps' own endpoint (server/api_endpoints)
 
   // Stopping: SIGTERM drains (accepted runs go on), SIGINT or a second SIGTERM cancels.
   Shutdown stop_;
-  std::unique_ptr<boost::asio::steady_timer> retention_timer_;
+  std::unique_ptr<Retention> retention_;  // at start, after each run, hourly (store/retention)
 
   std::unique_ptr<HostNotices> notices_;  // on-call's notifications (notify/host_notices)
 

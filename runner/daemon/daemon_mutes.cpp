@@ -1,6 +1,6 @@
 // The daemon's part in test results (docs/maintainers.md, "Test results"): its MuteBook (testcases/mute_book)
 // kept in the test history, so a restart keeps the API's mutes, and what the read model shows of them. Recording each step's tests is the reporter's
-// (daemon/run_reporter); the queries are store/case_history_queries.
+// (store/run_reporter); the queries are store/case_history_queries.
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
@@ -23,7 +23,7 @@ void Daemon::open_tests() {
   if (h) {
     kept = h->load_mutes();
     if (!h->error().empty()) spdlog::error("test mutes cannot be read back: {} (the API's mutes are lost until it can)", h->error());
-    model_.tests = std::make_shared<TestHistoryQueries>(journal_file(state_dir_));
+    model_.tests = std::make_shared<TestHistoryQueries>(journal_file(state_dir()));
   }
   mutes_ = std::make_unique<MuteBook>(cfg_.tests, std::move(kept), [h](const std::vector<TestMute>& api) {
     if (!h) return std::string("no test history");

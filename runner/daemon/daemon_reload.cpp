@@ -4,7 +4,6 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/daemon.h"
-#include "host/card_prober.h"
 #include "util/token_file.h"
 
 namespace pto {
@@ -37,7 +36,7 @@ std::string Daemon::reload() {
 
   // The token: a configured file is read again (a rotated token takes effect now).
   std::string next_token_path = resolve_under_root(opts_.load.root, !opts_.token_file.empty() ? opts_.token_file : next.token_file);
-  if (next_token_path.empty()) next_token_path = state_dir_ + "/token";
+  if (next_token_path.empty()) next_token_path = state_dir() + "/token";
   std::string e;
   std::string token = read_private_token_file(next_token_path, e);
   if (!e.empty()) {
@@ -133,12 +132,11 @@ std::string Daemon::reload() {
   applied.notify = next.notify;
   cfg_ = applied;
   leases_->book.set_kill_grace(cfg_.kill_grace_seconds);
-  if (prober_) prober_->set_health(cfg_.health);
   mutes_->reconfigure(cfg_.tests);
   publish_mutes();
   view_changed();
   if (logged.empty()) say("runner.yml read again: nothing changed");
-  prune(false);
+  retention_->prune(false);
   return logged;
 }
 

@@ -1,6 +1,5 @@
 // Stopping the daemon (docs/operators.md): SIGTERM drains (accepted runs go on to their end,
-// their clients read the end), SIGINT or a second SIGTERM cancels everything, SIGUSR2 hands over; and
-// retention, which runs at start, after each run and hourly.
+// their clients read the end), SIGINT or a second SIGTERM cancels everything, SIGUSR2 hands over.
 #include <signal.h>
 
 #include <boost/asio/io_context.hpp>
@@ -12,31 +11,14 @@
 
 namespace pto {
 
-void Daemon::prune(bool at_start) {
-  history_->prune(cfg_.retention, cfg_.tests.retention_days, cfg_.source.keep_worktrees, at_start,
-                  [this](const std::string& id) { return runs_.count(id) > 0 || preparing_.count(id) > 0; });
-  view_changed();
-}
-
-void Daemon::arm_retention_timer() {
-  // Besides at start and after each run: hourly, so max-age-days holds on an idle host too.
-  if (!retention_timer_) retention_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
-  retention_timer_->expires_after(std::chrono::hours(1));
-  retention_timer_->async_wait([this](boost::system::error_code ec) {
-    if (ec || stop_.cancelling()) return;
-    prune(false);
-    arm_retention_timer();
-  });
-}
-
 void Daemon::drain(std::function<void(int)> done) {
   if (stop_.stopping()) return;
   const double minutes = cfg_.shutdown_timeout_minutes;
   spdlog::warn("SIGTERM: draining: {} active run(s) go on to their end (at most {} min, shutdown-timeout-minutes); "
                "no new runs or leases; SIGTERM again or SIGINT cancels them",
-               runs_.size(), minutes);
+               runs_->size(), minutes);
   stop_.begin_drain(std::move(done), minutes * 60, [this] {
-    spdlog::warn("shutdown-timeout-minutes passed with {} run(s) still active: cancelling them", runs_.size());
+    spdlog::warn("shutdown-timeout-minutes passed with {} run(s) still active: cancelling them", runs_->size());
     cancel_all(143, nullptr);
   });
   view_changed();
@@ -47,8 +29,7 @@ void Daemon::cancel_all(int exit_code, std::function<void(int)> done) {
   view_changed();
   if (!quiet()) {
     spdlog::warn("cancelling {} active run(s) and {} lease(s)", model_.active.size(), leases_->book.active().size());
-    for (auto& [id, run] : runs_)
-      if (!run->engine().finished()) run->cancel(SIGTERM);
+    runs_->cancel_all(SIGTERM);
     leases_->book.end_all("the daemon is shutting down");
   }
   stop_.check();
@@ -58,7 +39,7 @@ bool Daemon::quiet() const {
   // Nothing of ours runs: no run, no submission being checked out, no lease holding cards (an operator's
   // lease's command would otherwise outlive the daemon's flock on its card).
   // A finished run stays until it is given back (its tree returned to root, its user to the pool).
-  return runs_.empty() && preparing_.empty() && leases_->book.granted_count() == 0 && leases_->book.active().empty();
+  return (!runs_ || runs_->empty()) && leases_->book.granted_count() == 0 && leases_->book.active().empty();
 }
 
 void Daemon::hand_over() {
@@ -66,8 +47,8 @@ void Daemon::hand_over() {
 }
 
 void Daemon::close() {
-  if (retention_timer_) retention_timer_->cancel();
-  if (users_) users_->stop();
+  if (retention_) retention_->stop();
+  if (runs_) runs_->stop();
   if (refresh_) refresh_->stop();
   // Stopping for good (not a hand-over): the supervisor's copies of the listeners go too, so the address is free.
   if (host_ && host_->supervised) host_->supervised->forget_listeners();

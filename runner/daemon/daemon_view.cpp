@@ -4,6 +4,7 @@
 #include "daemon/daemon.h"
 #include "testcases/mutes.h"
 #include "exec/cgroup_tree.h"
+#include "sandbox/sandbox_pool.h"
 
 namespace pto {
 
@@ -18,11 +19,12 @@ void Daemon::refresh_view() {
     v.supervisor.steps = static_cast<int>(host_->supervised->active());
   }
   if (reporter_) v.toolchain = reporter_->toolchain();
-  v.sandbox.active = sandbox_->active();
-  v.sandbox.why_not = sandbox_->why();
-  v.sandbox.users = static_cast<int>(sandbox_->size());
-  v.sandbox.lent = static_cast<int>(sandbox_->size() - sandbox_->free_count());
-  if (users_) v.sandbox.waiting = users_->waiting();
+  const SandboxPool& sandbox = runs_->sandbox();
+  v.sandbox.active = sandbox.active();
+  v.sandbox.why_not = sandbox.why();
+  v.sandbox.users = static_cast<int>(sandbox.size());
+  v.sandbox.lent = static_cast<int>(sandbox.size() - sandbox.free_count());
+  v.sandbox.waiting = runs_->waiting_for_user();
   model_.metrics.journal_failing = history_->journal_failing();
   model_.metrics.leases_by_end = leases_->book.ended_by_reason();
   model_.metrics.tests_muted = mutes_ ? mutes_->in_force() : 0;  // a mute that ended today is out of the count
@@ -31,7 +33,7 @@ void Daemon::refresh_view() {
   host_->describe(v, describe_runs(model_, host_->broker().queue(), leases_->book.active()));
   // A card drained or returned since the last refresh (by a person, by its failures, by a reload): the cards'
   // history says when and why.
-  for (CardEvent& e : drain_changes(v, drained_seen_, epoch_now())) history_->card_event(std::move(e));
+  for (CardEvent& e : refresh_->drain_changes(v, epoch_now())) history_->card_event(std::move(e));
   v.leases = leases_->desk.active_json();
   notices_->queue(v);
   v.notify = notices_->status();

@@ -55,6 +55,8 @@ void ModelRefresh::refreshed(bool busy) {
   });
 }
 
+std::vector<CardEvent> ModelRefresh::drain_changes(const HostView& v, double now) { return pto::drain_changes(v, drained_seen_, now); }
+
 void ModelRefresh::stop() {
   stopped_ = true;
   soon_->cancel();

@@ -33,6 +33,8 @@ class ModelRefresh {
   /// A refresh ran (now). `busy`: something waits or holds a card (refresh again within a second).
   void refreshed(bool busy);
   void stop();
+  /// Cards drained or returned since the last refresh that asked (drain_changes below).
+  std::vector<CardEvent> drain_changes(const HostView& v, double now);
 
  private:
   boost::asio::io_context& io_;
@@ -40,6 +42,7 @@ class ModelRefresh {
   std::unique_ptr<boost::asio::steady_timer> soon_, tick_;
   bool pending_ = false, tick_armed_ = false, stopped_ = false;
   std::chrono::steady_clock::time_point refreshed_at_;
+  std::map<int, bool> drained_seen_;  // each card's drained state at the last refresh
 };
 
 /// The model's active runs and the queue as the status shows them (model.host.active, model.host.queue, the

@@ -1,6 +1,6 @@
 #pragma once
 // RunJournal: where the engine writes down every transition of a run before anyone else hears of it (the
-// daemon's run history, store/run_history, through daemon/run_reporter; nothing for a foreground `run`).
+// daemon's run history, store/run_history, through store/run_reporter; nothing for a foreground `run`).
 // A journal that missed a transition would replay a crashed run wrong, so the engine calls it from the one
 // function every step transition goes through (RunEngine::transition), and for every job's end.
 #include "engine/run_state.h"

@@ -31,6 +31,8 @@ class io_context;
 
 namespace pto {
 
+class CardProber;
+
 struct HostOptions {
   bool simulate = false;        // steps sleep their expected time
   bool simulate_lead = false;   // with simulate: the lead job sleeps too (else it runs for real)
@@ -64,6 +66,9 @@ struct Host {
   std::unique_ptr<Executor> executor;
   SupervisedExecutor* supervised = nullptr;  // the executor, when the supervisor holds the steps
   std::unique_ptr<Executor> lead_executor;  // only under simulate without simulate_lead; else null
+  std::unique_ptr<CardProber> prober;       // with health.check: bad cards probed back into service (start_prober)
+  Host();
+  ~Host();
   /// What steps ask for cards: Slurm's broker with `executor: slurm`, else this host's dispatcher.
   CardBroker& broker() { return slurm_broker ? static_cast<CardBroker&>(*slurm_broker) : *dispatcher; }
 
@@ -75,7 +80,13 @@ struct Host {
   HostChange change_card(int card, bool drain, const std::string& reason);
   /// An operator drains a Slurm node or resumes it (blocking, at most 10 s: an operator's rare action).
   HostChange change_node(const std::string& node, bool drain, const std::string& reason);
-  /// SIGHUP: new cards, groups, types, drain policy. What changed, one line each.
+  /// With `health.check` on the host's own cards: a bad card comes back after passing probes (host/card_prober),
+  /// each probe told to `probed` (card, command, seconds, failure or ""), a return to `returned` (after which
+  /// waiting steps are offered it). Nothing without a check or under Slurm.
+  void start_prober(boost::asio::io_context& io, const HealthConfig& health, const std::string& log_dir,
+                    std::function<void(int card, const std::string& command, double seconds, const std::string& failure)> probed,
+                    std::function<void(int card)> returned);
+  /// SIGHUP: new cards, groups, types, drain policy, the health check. What changed, one line each.
   std::vector<std::string> reconfigure(const RunnerConfig& next);
   /// Called when the queue, the cards or the cluster changed (for the read model).
   void set_on_change(std::function<void()> f);

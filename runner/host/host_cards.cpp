@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "exec/process_marker.h"
+#include "host/card_prober.h"
 #include "slurm/slurm_command.h"
 #include "slurm/slurm_executor.h"
 
@@ -54,7 +55,23 @@ HostChange Host::change_node(const std::string& node, bool drain, const std::str
   return c;
 }
 
+Host::Host() = default;
+Host::~Host() = default;
+
+void Host::start_prober(boost::asio::io_context& io, const HealthConfig& health, const std::string& log_dir,
+                        std::function<void(int, const std::string&, double, const std::string&)> probed,
+                        std::function<void(int)> returned) {
+  if (health.check.empty() || cluster_picks_cards()) return;
+  prober = std::make_unique<CardProber>(io, *pool, *executor, health, log_dir, std::move(probed),
+                                        [this, returned = std::move(returned)](int card) {
+                                          returned(card);
+                                          dispatcher->poke();
+                                        });
+  prober->start();
+}
+
 std::vector<std::string> Host::reconfigure(const RunnerConfig& next) {
+  if (prober) prober->set_health(next.health);
   std::vector<std::string> changes = pool->reconfigure(next);
   const HostBudget before{dispatcher->host_use().cpus, dispatcher->host_use().memory}, after = host_budget(next.host);
   if (before.cpus != after.cpus || before.memory != after.memory) {

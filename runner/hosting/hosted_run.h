@@ -1,6 +1,6 @@
 #pragma once
 // HostedRun: one run as its host holds it, from its plan until nothing of it is left on the host. The same
-// class for `serve` (the daemon holds many: daemon/) and `run` (one: commands/run_command.cpp); what a run
+// class for `serve` (the daemon holds many: hosting/run_host) and `run` (one: hosting/foreground_run); what a run
 // needs of a host beyond its engine lands here (test results, control runs, bisection probes and re-adoption
 // after a restart are more of the same hosting).
 //
@@ -101,7 +101,7 @@ class HostedRun : private RunObserver {
   };
   using Reattach = std::function<Reattached(const StepId& step, const std::string& marker, const std::vector<int>& cards,
                                             std::function<void(const StepOutcome&)> done)>;
-  /// Instead of begin(): goes on with a run an earlier daemon hosted (daemon/daemon_adopt.cpp), from its
+  /// Instead of begin(): goes on with a run an earlier daemon hosted (hosting/run_host_adopt.cpp), from its
   /// journaled engine state, as `user` again (its sandbox user's name; "" none). "" or why it cannot.
   std::string adopt(RunRecord saved, const std::string& user, const Reattach& reattach);
   /// The engine's cancel, supersede and abort, with the run's leases ended too. A run that never began ends at

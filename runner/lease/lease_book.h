@@ -59,7 +59,7 @@ class LeaseBook {
   /// its grant (`held_seconds` ago). Its cards must already be held (the caller adopted them).
   void restore(Lease lease, double held_seconds);
   /// Where a granted lease's cgroup is made (default: this process's tree; a daemon with a step supervisor
-  /// makes it in the supervisor's, so that the command in it outlives the daemon: daemon_leases.cpp).
+  /// makes it in the supervisor's, so that the command in it outlives the daemon: hosting/host_leases.cpp).
   void set_cgroup_maker(std::function<std::string(const std::string& lease)> f) { make_cgroup_ = std::move(f); }
   /// SIGHUP: a new kill grace for revocations from now on.
   void set_kill_grace(double seconds) { kill_grace_ = seconds; }

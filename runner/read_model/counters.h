@@ -1,6 +1,6 @@
 #pragma once
 // The counters and histograms behind /metrics, part of the read model: the daemon's engine thread counts into
-// them (daemon/run_reporter, the lease book's ends, the run history), /metrics renders them
+// them (store/run_reporter, the lease book's ends, the run history), /metrics renders them
 // (server/metrics). Plain values, no rendering here.
 #include <map>
 #include <string>

@@ -82,7 +82,7 @@ std::string ApiEndpoints::open(const EndpointSettings& settings, const RunnerCon
   unsigned short steps_port = 0;
   split_listen(settings.steps_listen, steps_address, steps_port);
   // With port 0 its port is kept in the state dir and taken again at the next start: the steps a next daemon
-  // takes over (daemon_adopt.cpp) still reach it at the address their environment says. Taken meanwhile (no
+  // takes over (hosting/run_host_adopt.cpp) still reach it at the address their environment says. Taken meanwhile (no
   // supervisor kept it): another port.
   const std::string port_file = state_dir + "/steps-endpoint-port";
   unsigned short port = steps_port;

@@ -50,7 +50,7 @@ class RunHistory {
   std::string open(bool rebuild);
   /// After a crash: every run the journal never saw finish is marked interrupted (its running steps
   /// interrupted, the rest cancelled) and whatever still carries its marker is killed.
-  /// Runs in `adopted` (taken over by this daemon: daemon/daemon_adopt.cpp) are left alone.
+  /// Runs in `adopted` (taken over by this daemon: hosting/run_host_adopt.cpp) are left alone.
   void recover(const std::set<std::string>& adopted = {});
   /// Fills the read model's recent runs and counts, and gives every finished run a run.json (a run older than
   /// run.json, or whose record could not be written, is served from it like the others).

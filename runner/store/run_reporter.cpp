@@ -1,8 +1,7 @@
-#include "daemon/run_reporter.h"
+#include "store/run_reporter.h"
 
 #include "engine/run_state_json.h"
 #include "report/run_view.h"
-#include "server/metrics.h"
 #include "store/run_history.h"
 #include "util/ids.h"
 

@@ -13,7 +13,12 @@
 
 #include <spdlog/spdlog.h>
 
-#include "daemon/daemon.h"
+#include "hosting/run_host.h"
+
+#include "host/host.h"
+#include "hosting/host_leases.h"
+#include "hosting/worker_pools.h"
+#include "store/run_history.h"
 #include "supervise/wire.h"
 #include "engine/run_state_json.h"
 #include "slurm/slurm_command.h"
@@ -22,18 +27,18 @@
 
 namespace pto {
 
-bool Daemon::adoptable(const nlohmann::json& request) {
+bool RunHost::adoptable(const nlohmann::json& request) {
   return !request.contains("probe") && !request.contains("attach");
 }
 
-std::set<std::string> Daemon::adopt_runs() {
+std::set<std::string> RunHost::adopt() {
   std::set<std::string> adopted;
-  SupervisedExecutor* sup = host_->supervised;
+  SupervisedExecutor* sup = parts_.host.supervised;
   if (!sup) return adopted;
   std::set<std::string> slurm_jobs;  // Slurm jobs of the steps taken over (their names)
   const nlohmann::json& kept = sup->kept_runs();
   std::set<std::string> unfinished;
-  for (const auto& run : history_->journal().unfinished_runs()) {
+  for (const auto& run : parts_.history.journal().unfinished_runs()) {
     const std::string id = run.value("id", "");
     unfinished.insert(id);
     if (!kept.contains(id)) continue;
@@ -49,20 +54,20 @@ std::set<std::string> Daemon::adopt_runs() {
   for (const auto& [id, data] : kept.items())
     if (!unfinished.count(id)) sup->forget_run(id);
   // Under Slurm: what the last daemon left in Slurm and nobody took over is cancelled (as without supervisors).
-  host_->cancel_slurm_leftovers(slurm_jobs);
+  parts_.host.cancel_slurm_leftovers(slurm_jobs);
   return adopted;
 }
 
-std::string Daemon::adopt_run(const nlohmann::json& journaled, const nlohmann::json& kept, std::set<std::string>& slurm_jobs) {
+std::string RunHost::adopt_run(const nlohmann::json& journaled, const nlohmann::json& kept, std::set<std::string>& slurm_jobs) {
   const std::string id = journaled.value("id", "");
   const nlohmann::json request = journaled.value("request", nlohmann::json::object());
   if (!adoptable(request)) return "a probe or an attached run";
-  std::optional<nlohmann::json> saved = history_->engine_state(id);
+  std::optional<nlohmann::json> saved = parts_.history.engine_state(id);
   if (!saved) return "no engine state was kept";
 
-  EngineOptions eo = make_engine_options(opts_.load.root, state_dir_, cfg_, opts_.simulate, opts_.time_scale, InheritedEnv::AllowList);
+  EngineOptions eo = engine_options();
   eo.run_id = id;
-  eo.run_dir = run_dir(state_dir_, id);
+  eo.run_dir = run_dir(parts_.cfg.state_dir, id);
   Diagnostics diags;
   Project project;
   if (request.contains("source")) {
@@ -70,10 +75,10 @@ std::string Daemon::adopt_run(const nlohmann::json& journaled, const nlohmann::j
     eo.root = request["source"].value("worktree", "");
     LoadOptions lo;
     lo.root = eo.root;
-    lo.host = cfg_;
+    lo.host = parts_.cfg;
     project = load_project(lo, diags);
   } else {
-    project = load_project(opts_.load, diags);
+    project = load_project(defaults_.load, diags);
   }
   RunSubmission s;
   s.jobs = request.value("jobs", std::vector<std::string>{});
@@ -84,11 +89,10 @@ std::string Daemon::adopt_run(const nlohmann::json& journaled, const nlohmann::j
   eo.base_env = kept.value("base_env", std::map<std::string, std::string>{});
   eo.mask = std::make_shared<SecretMask>();
   eo.mask->add_values(kept.value("mask", std::vector<std::string>{}));
-  host_engine_options(eo);
+  lend_to_engine(eo);
   const std::string run_token = eo.base_env.count("PTO_RUNNER_LEASE_TOKEN") ? eo.base_env["PTO_RUNNER_LEASE_TOKEN"] : "";
 
-  RunHosting hosting{io_, *host_->clock, host_->broker(), *host_->executor, *sandbox_, cfg_, leases_->site_or_null(), &pools_->git};
-  auto run = std::make_unique<HostedRun>(hosting, std::move(plan), std::move(eo), request, reporter_.get(), reporter_.get(), run_token);
+  auto run = make(std::move(plan), std::move(eo), request, run_token);
   HostedRun& r = *run;
   auto reattach = [this, &r, &slurm_jobs](const StepId& step, const std::string& marker, const std::vector<int>& cards,
                              std::function<void(const StepOutcome&)> done) -> HostedRun::Reattached {
@@ -98,16 +102,16 @@ std::string Daemon::adopt_run(const nlohmann::json& journaled, const nlohmann::j
     what.marker = marker;
     what.label = step_label(pj, pj.steps[step.step]);
     what.log_path = sr.log_path;
-    what.grace_seconds = cfg_.kill_grace_seconds;
+    what.grace_seconds = parts_.cfg.kill_grace_seconds;
     what.devices = pj.steps[step.step].devices;
     HeldStep held;
     const bool ended = !done;  // its reports were being read: nothing holds it, its cards are held afresh
-    const std::uint64_t handle = ended ? 0 : host_->adopt_step(what, {sr.node, cards, sr.executor_job}, r.engine().shared_mask(), std::move(done), held);
+    const std::uint64_t handle = ended ? 0 : parts_.host.adopt_step(what, {sr.node, cards, sr.executor_job}, r.engine().shared_mask(), std::move(done), held);
     if (!handle && !ended) return {};
     // Its cards are held again: a running step's on the flocks its supervisor kept, an ended one's locked
     // afresh (its supervisor let them go), so nothing else gets them before its end gives them back. (Under
     // Slurm, Slurm holds them.)
-    if (!cards.empty() && host_->dispatcher && !host_->cluster_picks_cards()) host_->dispatcher->adopt(cards, held.lock_fds, what.label, r.id());
+    if (!cards.empty() && parts_.host.dispatcher && !parts_.host.cluster_picks_cards()) parts_.host.dispatcher->adopt(cards, held.lock_fds, what.label, r.id());
     else
       close_fds(held.lock_fds);
     if (!sr.executor_job.empty()) slurm_jobs.insert(job_name_of(marker));
@@ -120,10 +124,7 @@ std::string Daemon::adopt_run(const nlohmann::json& journaled, const nlohmann::j
     if (file_env[j].is_object()) state.jobs[j].file_env = file_env[j].get<std::map<std::string, std::string>>();
   if (std::string why = r.adopt(std::move(state), kept.value("user", ""), reattach); !why.empty()) return why;
   keep_handover(r);  // what it had is still kept; from here on it follows what its steps add
-  runs_[id] = std::move(run);
-  model_.active[id] = {&r.engine(), &r.request()};
-  r.set_on_finished([this](HostedRun& finished) { on_run_finished(finished); });
-  if (request.contains("priority")) host_->broker().set_priority(id, request["priority"].value("value", 0));
+  keep(std::move(run));
   return "";
 }
 

@@ -1,4 +1,4 @@
-#include "daemon/shutdown.h"
+#include "hosting/shutdown.h"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>

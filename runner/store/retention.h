@@ -1,0 +1,37 @@
+#pragma once
+// Retention (docs/operators.md, "Retention"): what the run history keeps is pruned at start, after each run,
+// and hourly, so that `retention.max-age-days` holds on an idle host too. The pruning itself is the history's
+// (RunHistory::prune); this is when, with which settings, and never of a run still hosted.
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <boost/asio/steady_timer.hpp>
+
+#include "config/runner_config.h"
+
+namespace pto {
+
+class RunHistory;
+
+class Retention {
+ public:
+  /// `cfg`: the settings as the last reload left them. `in_use(id)`: run `id` is hosted or being made (its
+  /// folder stays). `paused()`: no hourly pruning (the daemon is cancelling). `changed`: the history shrank.
+  Retention(boost::asio::io_context& io, RunHistory& history, const RunnerConfig& cfg, std::function<bool(const std::string&)> in_use,
+            std::function<bool()> paused, std::function<void()> changed);
+  void prune(bool at_start);
+  /// Hourly from now on, until stop().
+  void start();
+  void stop() { timer_.cancel(); }
+
+ private:
+  RunHistory& history_;
+  const RunnerConfig& cfg_;
+  std::function<bool(const std::string&)> in_use_;
+  std::function<bool()> paused_;
+  std::function<void()> changed_;
+  boost::asio::steady_timer timer_;
+};
+
+}  // namespace pto
