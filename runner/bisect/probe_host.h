@@ -2,7 +2,7 @@
 // What a host does for the questions asked on its cards (bisections, control runs: bisect/): it makes a probe
 // run, one job's step (or some of its tests) at one commit, as any submission is made (its worktree, its
 // definitions, the sandbox), at the priority given; it cancels one; it runs blocking git work off its engine
-// thread. The daemon adapts its own run submission to this face (daemon/daemon_probes.cpp), so bisect/ knows
+// thread. The daemon adapts its own run submission to this face (hosting/run_host_probes.cpp), so bisect/ knows
 // nothing of the API or the daemon.
 #include <functional>
 #include <string>

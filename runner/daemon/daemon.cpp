@@ -104,14 +104,14 @@ std::string Daemon::start_unguarded() {
   // The questions asked on its cards (bisect/): a pull request's red step also run on main, and bisections,
   // kept in the journal's file (those that were running go on after the take-over, their lost probes again).
   controls_ = std::make_unique<ControlRuns>(
-      probe_host(), mirror_.get(), cfg_.main_ref,
+      runs_->probes(), mirror_.get(), cfg_.main_ref,
       [this](const std::string& id) -> RunEngine* {
         HostedRun* run = find_run(id);
         return run ? &run->engine() : nullptr;
       },
       [this] { view_changed(); });
   bisections_ = std::make_unique<Bisections>(
-      probe_host(), mirror_.get(),
+      runs_->probes(), mirror_.get(),
       [this](const std::string& id, nlohmann::json shown) {
         auto at = std::find_if(model_.bisections.begin(), model_.bisections.end(), [&](const nlohmann::json& b) { return b["id"] == id; });
         if (at != model_.bisections.end()) *at = std::move(shown);

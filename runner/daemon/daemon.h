@@ -129,12 +129,6 @@ class Daemon : public HostCommands {
   void open_tests();
   void publish_mutes();
 
-  /// Who the daemon is when it makes runs itself (a bisection's probes, a control run): the admin, named.
-  static Caller own_caller(const std::string& what);
-
-  /// How bisections and control runs have their probe runs made here (daemon_probes.cpp).
-  ProbeHost probe_host();
-
   /// A step of a run reached its final state: counted, and told to on-call where it asks for that (daemon_commands.cpp).
   void step_final(const RunRecord& r, const Plan& p, int job, int step);
 

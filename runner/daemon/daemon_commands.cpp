@@ -1,4 +1,5 @@
-// The daemon's HostCommands, each handed to its owner (runs: hosting/run_host, leases: hosting/host_leases),
+// The daemon's HostCommands, each handed to its owner (runs: hosting/run_host, leases: hosting/host_leases,
+// bisections: bisect/bisections),
 // and what a step's end tells on-call.
 #include <spdlog/spdlog.h>
 
@@ -29,6 +30,13 @@ Answer Daemon::heartbeat_lease(const std::string& id, const Caller& by) { return
 void Daemon::end_lease(const std::string& id, const std::string& why, const LeaseReport& report, const Caller& by, Reply reply) {
   leases_->end(id, why, report, by, std::move(reply));
 }
+
+void Daemon::start_bisection(BisectSpec spec, const Caller& by, Reply reply) {
+  if (!endpoints_ || stop_.stopping()) return reply(stop_.refusal());
+  bisections_->start(std::move(spec), by.peer, std::move(reply));
+}
+
+Answer Daemon::cancel_bisection(const std::string& id, const Caller& by) { return bisections_->cancel(id, by.peer); }
 
 void Daemon::step_final(const RunRecord& r, const Plan& p, int job, int step) {
   HostedRun* run = find_run(r.id);

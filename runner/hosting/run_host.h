@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bisect/probe_host.h"
 #include "config/project.h"
 #include "hosting/attached_runs.h"
 #include "hosting/hosted_run.h"
@@ -86,6 +87,10 @@ class RunHost {
   void cancel_all(int signal);
   /// A journal write for `run` failed: the run ends with an infrastructure error (on a later turn of the loop).
   void stop_for_journal(const std::string& run, const std::string& why);
+
+  /// How bisections and control runs have their probe runs made: as submissions here, named for what asked
+  /// (run_host_probes.cpp).
+  ProbeHost probes();
 
   /// At start, before anything is submitted: the runs the last daemon left to its steps' supervisor go on
   /// here (run_host_adopt.cpp). Returns their ids.
