@@ -58,7 +58,7 @@ for round in $(seq 1 "$ROUNDS"); do
       for _ in $(seq 1 200); do grep -q "listening on" "$WORK/serve.out" && break; sleep 0.05; done
       port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/serve.out" | head -1)
       t1=$(now)
-      "$BIN" submit --server "http://127.0.0.1:$port" --token-file "$WORK/$kind/state/token" --wait --poll-interval 0.05 \
+      "$BIN" submit --server "http://127.0.0.1:$port" --token-file "$WORK/$kind/state/token" --wait --poll-interval ${POLL:-0.05} \
         > "$WORK/out.txt" 2>&1 || { cat "$WORK/out.txt" >&2; kill "$spid"; exit 1; }
       t2=$(now)
       kill -TERM "$spid"; wait "$spid" || true

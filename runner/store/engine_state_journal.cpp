@@ -20,11 +20,26 @@ std::unique_ptr<EngineStateJournal> EngineStateJournal::open(const std::string& 
   return db ? std::unique_ptr<EngineStateJournal>(new EngineStateJournal(db)) : nullptr;
 }
 
+std::unique_ptr<EngineStateJournal> EngineStateJournal::on(sqlite3* journal, std::string& error) {
+  try {
+    sqlite_exec(journal, "CREATE TABLE IF NOT EXISTS engine_runs(run TEXT PRIMARY KEY, head TEXT NOT NULL)");
+    sqlite_exec(journal,
+                "CREATE TABLE IF NOT EXISTS engine_steps(run TEXT NOT NULL, job INTEGER NOT NULL, step INTEGER NOT NULL, state TEXT NOT NULL,"
+                " PRIMARY KEY(run, job, step))");
+  } catch (const std::exception& e) {
+    error = std::string("the runs' engine state: ") + e.what();
+    return nullptr;
+  }
+  auto j = std::unique_ptr<EngineStateJournal>(new EngineStateJournal(journal));
+  j->owns_ = false;
+  return j;
+}
+
 EngineStateJournal::EngineStateJournal(sqlite3* db) : db_(db), stmts_(std::make_unique<StmtCache>(db)) {}
 
 EngineStateJournal::~EngineStateJournal() {
   stmts_->clear();  // SQLite closes no connection with statements left
-  sqlite3_close(db_);
+  if (owns_) sqlite3_close(db_);
 }
 
 namespace {

@@ -19,6 +19,9 @@ namespace pto {
 class EngineStateJournal {
  public:
   static std::unique_ptr<EngineStateJournal> open(const std::string& path, std::string& error);
+  /// On the journal's own connection (`journal` outlives it): a transition's event and its engine state are
+  /// then written by one connection, one transaction (RunHistory::step_transition).
+  static std::unique_ptr<EngineStateJournal> on(sqlite3* journal, std::string& error);
   ~EngineStateJournal();
   EngineStateJournal(const EngineStateJournal&) = delete;
   EngineStateJournal& operator=(const EngineStateJournal&) = delete;
@@ -36,6 +39,7 @@ class EngineStateJournal {
  private:
   explicit EngineStateJournal(sqlite3* db);
   sqlite3* db_;
+  bool owns_ = true;
   std::unique_ptr<class StmtCache> stmts_;  // its statements, prepared once (written at every step transition)
   std::map<std::string, std::string> heads_;  // each run's head as last written: unchanged, it is not written again
   std::string error_;

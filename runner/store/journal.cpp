@@ -224,6 +224,24 @@ bool Journal::event(const std::string& run, const std::string& kind, int job, in
   });
 }
 
+bool Journal::together(const std::function<bool()>& f) {
+  if (!sqlite3_get_autocommit(db_)) return f();  // already inside one
+  try {
+    (*stmts_)("BEGIN IMMEDIATE").step();
+  } catch (const std::exception&) {
+    return f();  // each write on its own, as without
+  }
+  const bool ok = f();
+  try {
+    (*stmts_)("COMMIT").step();
+    return ok;
+  } catch (const std::exception& e) {
+    write_error_ = e.what();
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);  // a failed write may have ended it already
+    return false;
+  }
+}
+
 bool Journal::run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record) {
   return write([&] {
     // A run whose creation could not be journaled (the disk was full then) is inserted now.

@@ -6,6 +6,7 @@
 // events (every transition, carrying the job's or step's whole JSON). A run's state at any moment is its
 // skeleton with its events applied in order, which is exactly what recovery does after a crash.
 #include <map>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,6 +34,9 @@ class Journal {
   /// nothing when the file does not exist or cannot be opened.
   static std::unique_ptr<Journal> open_readonly(const std::string& path);
   ~Journal();
+  /// For the tables that share its connection and its thread (store/engine_state_journal): one connection
+  /// writing the file means no other's page cache to invalidate, and a transition's writes in one transaction.
+  sqlite3* connection() const { return db_; }
 
   // Writes never throw: a full disk, an I/O error or a read-only remount must not take the daemon down. Each
   // returns false on failure, with the reason in write_error() (cleared by the next write that succeeds).
@@ -41,6 +45,9 @@ class Journal {
   /// `kind` is "job" or "step"; `data` is that job's or step's JSON as the API renders it.
   bool event(const std::string& run, const std::string& kind, int job, int step, const nlohmann::json& data);
   bool run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record);
+  /// `f`'s writes (this journal's and those sharing its connection) as one transaction: one commit instead of
+  /// one per write. `f`'s answer, false too when the commit failed (write_error() says why).
+  bool together(const std::function<bool()>& f);
   const std::string& write_error() const { return write_error_; }
   const std::string& path() const { return path_; }
 

@@ -78,7 +78,7 @@ std::string RunHistory::open(bool rebuild_requested) {
     return "the journal " + path + " is damaged (" + bad + ")" + how;
   }
   // The engine state shares the file; without it runs go on, and are interrupted by a restart as before.
-  engine_state_ = EngineStateJournal::open(path, error);
+  engine_state_ = EngineStateJournal::on(journal_->connection(), error);
   if (!engine_state_) spdlog::error("{}: runs cannot be taken over by the next daemon", error);
   // The test history shares the file; without it runs go on (their records keep their tests).
   tests_ = TestHistory::open(path, error);
@@ -230,8 +230,14 @@ void RunHistory::run_created(const std::string& id, const std::string& created, 
   journal_result(ok, id);
 }
 
-void RunHistory::step_changed(const std::string& run, int job, int step, const nlohmann::json& data) {
-  journal_result(journal_->event(run, "step", job, step, data), run);
+void RunHistory::step_changed(const std::string& run, int job, int step, const nlohmann::json& data, const nlohmann::json* head,
+                              const nlohmann::json* step_state) {
+  journal_result(journal_->together([&] {
+                   const bool ok = journal_->event(run, "step", job, step, data);
+                   if (head && step_state) engine_state_changed(run, *head, job, step, *step_state);
+                   return ok;
+                 }),
+                 run);
 }
 
 void RunHistory::engine_state_changed(const std::string& run, const nlohmann::json& head, int job, int step,

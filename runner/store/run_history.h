@@ -57,7 +57,10 @@ class RunHistory {
   void load();
 
   void run_created(const std::string& id, const std::string& created, const nlohmann::json& request, const nlohmann::json& skeleton);
-  void step_changed(const std::string& run, int job, int step, const nlohmann::json& data);
+  /// A step's transition: its event (`data`) and, with `head` and `step_state`, the engine's own state of it
+  /// (engine_state_changed), in one transaction of the journal's connection.
+  void step_changed(const std::string& run, int job, int step, const nlohmann::json& data, const nlohmann::json* head = nullptr,
+                    const nlohmann::json* step_state = nullptr);
   void job_finished(const std::string& run, int job, const nlohmann::json& data, const nlohmann::json& record);
   /// The engine's own state of a run at step (job, step)'s transition (store/engine_state_journal), for a
   /// daemon that takes the run over after this one; `step_state` null: only the head changed.

@@ -16,8 +16,10 @@ RunReporter::RunReporter(RunHistory& history, Metrics& metrics, bool learn_durat
       changed_(std::move(changed)) {}
 
 void RunReporter::step_changed(const RunRecord& r, const Plan& p, int job, int step) {
-  history_.step_changed(r.id, job, step, step_to_json(r, p, job, step, 0));
-  step_updated(r, job, step);
+  if (!keep_engine_state_) return history_.step_changed(r.id, job, step, step_to_json(r, p, job, step, 0));
+  // The event and the engine's state of the step in one transaction (one commit a transition, not two).
+  const nlohmann::json head = run_head_json(r, false), state = step_state_json(r.jobs[job].steps[step]);
+  history_.step_changed(r.id, job, step, step_to_json(r, p, job, step, 0), &head, &state);
 }
 
 void RunReporter::step_updated(const RunRecord& r, int job, int step) {

@@ -52,6 +52,15 @@ inline sqlite3* open_side_connection(const std::string& path, const std::string&
 /// that writes per step transition: parsing them cost as much as the write).
 template <typename F>
 bool side_transaction(sqlite3* db, std::string& error, const std::string& what, F&& f, StmtCache* stmts = nullptr) {
+  if (!sqlite3_get_autocommit(db)) {  // inside its connection's open transaction: part of it (its owner commits)
+    try {
+      f();
+      return true;
+    } catch (const std::exception& e) {
+      error = what.empty() ? std::string(e.what()) : what + ": " + e.what();
+      return false;
+    }
+  }
   try {
     if (stmts) (*stmts)("BEGIN IMMEDIATE").step();
     else sqlite_exec(db, "BEGIN IMMEDIATE");
