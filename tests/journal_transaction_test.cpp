@@ -13,6 +13,8 @@ using namespace pto;
 using namespace pto::test;
 
 namespace {
+const nlohmann::json kHead = {{"id", "r1"}, {"jobs", nlohmann::json::array({nlohmann::json::object()})}};
+
 /// Rows of `table` as another connection of the file sees them now.
 int rows(const std::string& path, const std::string& table) {
   sqlite3* db = nullptr;
@@ -39,7 +41,7 @@ TEST_CASE("journal: a step's event and its engine state are one transaction on o
 
   const bool ok = journal->together([&] {
     const bool wrote = journal->event("r1", "step", 0, 0, {{"state", "running"}});
-    CHECK(state->save("r1", {{"id", "r1"}}, 0, 0, {{"state", "running"}}));
+    CHECK(state->save("r1", kHead, 0, 0, {{"state", "running"}}));
     // Not committed yet: another connection sees neither write.
     CHECK(rows(path, "events") == events_before);
     CHECK(rows(path, "engine_steps") == 0);
@@ -50,7 +52,9 @@ TEST_CASE("journal: a step's event and its engine state are one transaction on o
   CHECK(rows(path, "engine_steps") == 1);
   CHECK(rows(path, "engine_runs") == 1);
   // Outside a transaction each write commits on its own, as before.
-  CHECK(state->save("r1", {{"id", "r1"}}, 0, 1, {{"state", "waiting"}}));
+  CHECK(state->save("r1", kHead, 0, 1, {{"state", "waiting"}}));
   CHECK(rows(path, "engine_steps") == 2);
-  REQUIRE(state->load("r1"));
+  auto kept = state->load("r1");
+  REQUIRE(kept);
+  CHECK((*kept)["jobs"][0]["steps"][1]["state"] == "waiting");
 }
