@@ -1,5 +1,5 @@
 // RunHost (hosting/run_host), the daemon's runs without its API: a real host on simulated cards, a real run
-// history in a temporary state dir, the real lease book; submissions answered, runs listed while hosted and
+// history in a temporary state dir, its real lease book; submissions answered, runs listed while hosted and
 // gone once given back, a newer run of a pull request superseding the older, cancel's answers, and no run
 // while the host stops.
 #include <boost/asio/io_context.hpp>
@@ -11,7 +11,7 @@
 #include "hosting/host_leases.h"
 #include "hosting/run_host.h"
 #include "hosting/shutdown.h"
-#include "hosting/worker_pools.h"
+#include "util/worker_pools.h"
 #include "read_model/read_model.h"
 #include "sandbox/sandbox_pool.h"
 #include "store/run_history.h"
@@ -37,7 +37,6 @@ struct Hosting {
   Shutdown stop{io, [this] { return quiet; }, [] {}};
   std::unique_ptr<RunHistory> history;
   std::unique_ptr<RunReporter> reporter;
-  std::unique_ptr<HostLeases> leases;
   std::unique_ptr<RunHost> runs;
   std::vector<std::string> finished, cancelled;
   std::map<std::string, std::string> superseded_by;  // of the runs that ended
@@ -67,7 +66,6 @@ struct Hosting {
           return r ? &r->request() : nullptr;
         },
         [] {});
-    leases = std::make_unique<HostLeases>(HostLeases::Parts{io, *host, cfg, *history, model.metrics, stop}, find, [] {}, [] {});
     RunHost::Events on;
     on.muted = [](const std::string&) { return std::optional<TestMute>(); };
     on.finished = [this](HostedRun& r) {
@@ -80,7 +78,7 @@ struct Hosting {
     on.after_run = [this] { ++after_run; };
     LoadOptions lo;
     lo.root = dir.str();
-    runs = std::make_unique<RunHost>(RunHostParts{io, *host, cfg, *history, *reporter, *leases, pools, nullptr, stop, model},
+    runs = std::make_unique<RunHost>(RunHostParts{io, *host, cfg, *history, *reporter, pools, nullptr, stop, model},
                                      RunDefaults{lo, true, 0.0005},
                                      std::make_unique<SandboxPool>(cfg.sandbox, cfg.shared_files, cfg.all_card_files(), cfg.lock_dir),
                                      std::move(on));

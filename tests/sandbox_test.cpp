@@ -170,6 +170,7 @@ TEST_CASE("sandbox: a step over pids-max or memory-max fails with that reason in
   CHECK(step_log(hog).find("memory-max (64 MiB)") != std::string::npos);
   // One user, lent again to each run in turn; the host goes on.
   json fine = s.wait_run(s.submit_run({{"jobs", {"fine"}}}), 60);
+  INFO(fine.dump(2));
   CHECK(fine["state"] == "succeeded");
 }
 

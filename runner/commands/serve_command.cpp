@@ -53,9 +53,10 @@ void register_serve_command(CLI::App& app, CommonOptions& common, int& exit_code
     }
     boost::asio::io_context io;
     Daemon daemon(io, *o);
-    if (std::string err = daemon.start(); !err.empty()) {
+    int start_exit = 0;
+    if (std::string err = daemon.start(start_exit); !err.empty()) {
       std::cerr << "pto-runner serve: " << err << "\n";
-      exit_code = daemon.start_exit_code();
+      exit_code = start_exit;
       return;
     }
     // The address really bound (a wildcard shown as it is, a port of 0 resolved).

@@ -20,12 +20,11 @@
 #include <boost/asio/steady_timer.hpp>
 #include <nlohmann/json.hpp>
 
-#include "bisect/bisections.h"
-#include "bisect/control_runs.h"
+#include "bisect/host_questions.h"
 #include "config/project.h"
 #include "store/run_reporter.h"
 #include "hosting/shutdown.h"
-#include "hosting/worker_pools.h"
+#include "util/worker_pools.h"
 #include "hosting/run_host.h"
 #include "host/host.h"
 #include "hosting/host_leases.h"
@@ -39,6 +38,7 @@
 #include "server/host_commands.h"
 #include "source/git_mirror.h"
 #include "store/retention.h"
+#include "store/run_store.h"
 #include "store/run_history.h"
 
 namespace boost::asio {
@@ -66,14 +66,13 @@ class Daemon : public HostCommands {
   Daemon(boost::asio::io_context& io, DaemonOptions opts);
   ~Daemon() override;
   /// Loads host settings, takes the state dir (one daemon per state dir), opens and checks the journal,
-  /// recovers interrupted runs, listens. Returns "" or the error; start_exit_code() then says 2 (bad settings,
+  /// recovers interrupted runs, listens. Returns "" or the error; `exit_code` then says 2 (bad settings,
   /// the state dir is another daemon's) or 3 (the host: disk, journal, port).
-  std::string start();
-  int start_exit_code() const { return start_exit_; }
+  std::string start(int& exit_code);
   unsigned short port() const;
   /// Where it is reachable, as bound (http[s]://ADDRESS:PORT).
   std::string url() const;
-  const std::string& token_path() const { return token_path_; }
+  const std::string& token_path() const { return access_.admin_token_file(); }
   /// SIGTERM: no new runs, and no leases but those of accepted runs (503 with the reason); accepted runs go on
   /// to their end, then `done(0)`. Past `shutdown-timeout-minutes` the rest is cancelled, then `done(143)`.
   /// After the last run the daemon still answers until each run finished meanwhile has been read once (its
@@ -105,7 +104,7 @@ class Daemon : public HostCommands {
   Answer cancel_bisection(const std::string& id, const Caller& by) override;
 
  private:
-  // Starting (daemon.cpp), each part "" or the error (start_exit_ set where it is not 3).
+  // Starting (daemon.cpp), each part "" or the error (exit 3), or it throws BadSettings (exit 2).
   std::string start_unguarded();
   std::string load_settings(Project& project);
   /// The users steps run as (made here, handed to the runs' host once the parts it needs exist).
@@ -113,7 +112,6 @@ class Daemon : public HostCommands {
   /// The tokens, and `where` it listens (runner.yml and the flags; checked here, bound by listen()).
   std::string read_tokens(const Project& project, EndpointSettings& where);
   std::string open_history_and_host();
-  void wire_leases();
   void host_runs(std::unique_ptr<SandboxPool> sandbox);
   void start_prober();
   std::string listen(const EndpointSettings& where);
@@ -125,45 +123,30 @@ class Daemon : public HostCommands {
   bool quiet() const;     // no run, checkout or lease of ours is active
   void close();           // the end of a stop: timers and listeners
 
-  // Test results (daemon_mutes.cpp): the mutes (testcases/mute_book, kept in the test history) and the view of them.
-  void open_tests();
-  void publish_mutes();
-
   /// A step of a run reached its final state: counted, and told to on-call where it asks for that (daemon_commands.cpp).
   void step_final(const RunRecord& r, const Plan& p, int job, int step);
 
   /// The read model (daemon/daemon_view.cpp): refreshed soon after a change (daemon/model_refresh).
-  void view_changed() { if (refresh_) refresh_->changed(); }
+  void view_changed() { view_.changed(); }
   void refresh_view();
 
   boost::asio::io_context& io_;
   DaemonOptions opts_;
   RunnerConfig cfg_;
-  std::string token_path_;
-  int start_exit_ = 3;
-  int state_lock_fd_ = -1;  // flock on <state-dir>/daemon.lock while this daemon runs
   Access access_;  // before the runs: a run forgets its tokens here when it goes
+  ModelRefresh view_;  // the read model the API renders, refreshed soon after a change (daemon/model_refresh)
+  std::unique_ptr<RunStore> store_;  // the state dir: its lock, the history, the reporter, mutes, retention, mirror, workers
   std::unique_ptr<Host> host_;  // cards, broker, executors, reaper, clock (host/host: wired as for `run`)
-  std::unique_ptr<RunHistory> history_;
-  std::unique_ptr<RunReporter> reporter_;  // every run's journal and observer
-  std::unique_ptr<HostLeases> leases_;  // the book, the desk and the site runs reach them through (hosting/host_leases)
-  std::unique_ptr<WorkerPools> pools_;  // blocking work off the engine thread: reads, git (hosting/worker_pools)
-  std::unique_ptr<GitMirror> mirror_;  // with runner.yml `source:`
   std::unique_ptr<RunHost> runs_;  // the runs, their sandbox users, checkouts and take-over (hosting/run_host)
 
-  std::unique_ptr<MuteBook> mutes_;  // runner.yml's and the API's (testcases/mute_book), made by open_tests()
-  ReadModel model_;
-  std::unique_ptr<ModelRefresh> refresh_;
   std::unique_ptr<ApiEndpoints> endpoints_;  // the API, its listeners and the steps' own endpoint (server/api_endpoints)
 
   // Stopping: SIGTERM drains (accepted runs go on), SIGINT or a second SIGTERM cancels.
   Shutdown stop_;
-  std::unique_ptr<Retention> retention_;  // at start, after each run, hourly (store/retention)
 
   std::unique_ptr<HostNotices> notices_;  // on-call's notifications (notify/host_notices)
 
-  std::unique_ptr<Bisections> bisections_;  // bisect/bisections: its probes are runs made here
-  std::unique_ptr<ControlRuns> controls_;  // bisect/control_runs: a pull request's red step also run on main
+  std::unique_ptr<HostQuestions> questions_;  // bisections and control runs (bisect/host_questions): probes made by runs_
 };
 
 }  // namespace pto

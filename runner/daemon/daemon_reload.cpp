@@ -5,7 +5,7 @@
 
 #include "config/settings_reload.h"
 #include "daemon/daemon.h"
-#include "util/token_file.h"
+#include "server/admin_token.h"
 
 namespace pto {
 
@@ -28,29 +28,25 @@ std::string Daemon::reload() {
   resolve_host_dirs(next, opts_.load.root, opts_.lock_dir, opts_.state_dir);
 
   // The token: a configured file is read again (a rotated token takes effect now).
-  std::string next_token_path = resolve_under_root(opts_.load.root, !opts_.token_file.empty() ? opts_.token_file : next.token_file);
-  if (next_token_path.empty()) next_token_path = state_dir() + "/token";
-  std::string e;
-  std::string token = read_private_token_file(next_token_path, e);
-  if (!e.empty()) {
+  AdminToken admin;
+  bool bad_settings = false;
+  if (std::string e = read_admin_token(opts_.load.root, opts_.token_file, next.token_file, state_dir(), false, admin, bad_settings); !e.empty()) {
     spdlog::error("reload: {}; keeping the old settings", e);
     return "kept the old settings: " + e + "\n";
   }
-  if (!access_.is_admin_token(token) || next_token_path != token_path_) say("token read again from " + next_token_path);
-  access_.set_admin_token(token);
-  token_path_ = next_token_path;
+  if (!access_.is_admin_token(admin.token) || admin.path != access_.admin_token_file()) say("token read again from " + admin.path);
+  access_.set_admin_token(admin.token, admin.path);
 
   for (const auto& change : host_->reconfigure(next)) say(change);
   SettingsReload r = reload_settings(cfg_, next);
   for (const auto& line : r.said) say(line);
   notices_->reload(next, say);  // it compares with the receivers in force
   cfg_ = r.applied;
-  leases_->book.set_kill_grace(cfg_.kill_grace_seconds);
-  mutes_->reconfigure(cfg_.tests);
-  publish_mutes();
+  runs_->leases().book.set_kill_grace(cfg_.kill_grace_seconds);
+  store_->reconfigure(cfg_.tests);
   view_changed();
   if (logged.empty()) say("runner.yml read again: nothing changed");
-  retention_->prune(false);
+  store_->retention().prune(false);
   return logged;
 }
 

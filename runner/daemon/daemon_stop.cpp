@@ -28,28 +28,23 @@ void Daemon::cancel_all(int exit_code, std::function<void(int)> done) {
   if (!stop_.begin_cancel(exit_code, std::move(done))) return;
   view_changed();
   if (!quiet()) {
-    spdlog::warn("cancelling {} active run(s) and {} lease(s)", model_.active.size(), leases_->book.active().size());
+    spdlog::warn("cancelling {} active run(s) and {} lease(s)", view_.model.active.size(), runs_->leases().book.active().size());
     runs_->cancel_all(SIGTERM);
-    leases_->book.end_all("the daemon is shutting down");
+    runs_->leases().book.end_all("the daemon is shutting down");
   }
   stop_.check();
 }
 
-bool Daemon::quiet() const {
-  // Nothing of ours runs: no run, no submission being checked out, no lease holding cards (an operator's
-  // lease's command would otherwise outlive the daemon's flock on its card).
-  // A finished run stays until it is given back (its tree returned to root, its user to the pool).
-  return (!runs_ || runs_->empty()) && leases_->book.granted_count() == 0 && leases_->book.active().empty();
-}
+bool Daemon::quiet() const { return !runs_ || runs_->quiet(); }
 
 void Daemon::hand_over() {
-  if (history_) history_->flush();
+  if (store_ && store_->opened()) store_->history().flush();
 }
 
 void Daemon::close() {
-  if (retention_) retention_->stop();
+  if (store_ && store_->opened()) store_->retention().stop();
   if (runs_) runs_->stop();
-  if (refresh_) refresh_->stop();
+  view_.stop();
   // Stopping for good (not a hand-over): the supervisor's copies of the listeners go too, so the address is free.
   if (host_ && host_->supervised) host_->supervised->forget_listeners();
   if (endpoints_) endpoints_->stop();

@@ -9,8 +9,8 @@
 namespace pto {
 
 void Daemon::refresh_view() {
-  ++model_.generation;
-  HostView& v = model_.host;
+  ++view_.model.generation;
+  HostView& v = view_.model.host;
   v.draining = stop_.draining();
   v.containment = CgroupTree::instance().available() ? "cgroup" : "process group + sweep";
   v.supervisor.active = host_->supervised != nullptr;
@@ -18,27 +18,27 @@ void Daemon::refresh_view() {
     v.supervisor.pid = host_->supervised->supervisor_pid();
     v.supervisor.steps = static_cast<int>(host_->supervised->active());
   }
-  if (reporter_) v.toolchain = reporter_->toolchain();
+  v.toolchain = store_->reporter().toolchain();
   const SandboxPool& sandbox = runs_->sandbox();
   v.sandbox.active = sandbox.active();
   v.sandbox.why_not = sandbox.why();
   v.sandbox.users = static_cast<int>(sandbox.size());
   v.sandbox.lent = static_cast<int>(sandbox.size() - sandbox.free_count());
   v.sandbox.waiting = runs_->waiting_for_user();
-  model_.metrics.journal_failing = history_->journal_failing();
-  model_.metrics.leases_by_end = leases_->book.ended_by_reason();
-  model_.metrics.tests_muted = mutes_ ? mutes_->in_force() : 0;  // a mute that ended today is out of the count
-  model_.metrics.tests_flaky = history_->tests_flaky();
+  view_.model.metrics.journal_failing = store_->history().journal_failing();
+  view_.model.metrics.leases_by_end = runs_->leases().book.ended_by_reason();
+  view_.model.metrics.tests_muted = store_->mutes_in_force();  // a mute that ended today is out of the count
+  view_.model.metrics.tests_flaky = store_->history().tests_flaky();
 
-  host_->describe(v, describe_runs(model_, host_->broker().queue(), leases_->book.active()));
+  host_->describe(v, describe_runs(view_.model, host_->broker().queue(), runs_->leases().book.active()));
   // A card drained or returned since the last refresh (by a person, by its failures, by a reload): the cards'
   // history says when and why.
-  for (CardEvent& e : refresh_->drain_changes(v, epoch_now())) history_->card_event(std::move(e));
-  v.leases = leases_->desk.active_json();
+  for (CardEvent& e : view_.drain_changes(v, epoch_now())) store_->history().card_event(std::move(e));
+  v.leases = runs_->leases().desk.active_json();
   notices_->queue(v);
   v.notify = notices_->status();
-  v.runs_by_result["running"] = static_cast<int>(model_.active.size());
-  refresh_->refreshed(host_busy(v));
+  v.runs_by_result["running"] = static_cast<int>(view_.model.active.size());
+  view_.refreshed(host_busy(v));
 }
 
 }  // namespace pto

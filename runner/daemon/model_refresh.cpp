@@ -28,7 +28,7 @@ ModelRefresh::ModelRefresh(boost::asio::io_context& io, std::function<void()> re
 ModelRefresh::~ModelRefresh() = default;
 
 void ModelRefresh::changed() {
-  if (pending_ || stopped_) return;
+  if (pending_ || stopped_ || !armed_) return;
   pending_ = true;
   auto since = steady_now() - refreshed_at_;
   if (since >= kInterval) {

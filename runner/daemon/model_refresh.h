@@ -25,9 +25,13 @@ namespace pto {
 
 class ModelRefresh {
  public:
-  /// `refresh` renders the model; it calls refreshed() at its end.
+  /// `refresh` renders the model; it calls refreshed() at its end. Changes are not heard until arm().
   ModelRefresh(boost::asio::io_context& io, std::function<void()> refresh);
   ~ModelRefresh();
+  /// The model the API renders: its owner.
+  ReadModel model;
+  /// What a refresh reads exists (the daemon started): changes are heard from now on.
+  void arm() { armed_ = true; }
   /// Something changed: refresh soon.
   void changed();
   /// A refresh ran (now). `busy`: something waits or holds a card (refresh again within a second).
@@ -40,7 +44,7 @@ class ModelRefresh {
   boost::asio::io_context& io_;
   std::function<void()> refresh_;
   std::unique_ptr<boost::asio::steady_timer> soon_, tick_;
-  bool pending_ = false, tick_armed_ = false, stopped_ = false;
+  bool pending_ = false, tick_armed_ = false, stopped_ = false, armed_ = false;
   std::chrono::steady_clock::time_point refreshed_at_;
   std::map<int, bool> drained_seen_;  // each card's drained state at the last refresh
 };

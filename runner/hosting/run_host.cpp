@@ -15,7 +15,7 @@
 #include "host/host.h"
 #include "hosting/host_leases.h"
 #include "hosting/shutdown.h"
-#include "hosting/worker_pools.h"
+#include "util/worker_pools.h"
 #include "plan/probe_plan.h"
 #include "read_model/read_model.h"
 #include "report/run_view.h"
@@ -64,7 +64,9 @@ RunHost::RunHost(RunHostParts parts, RunDefaults defaults, std::unique_ptr<Sandb
       events_(std::move(events)),
       users_(parts.io, *sandbox_, [this](const std::string& id) { return find(id); }, [this](HostedRun& run) { begun(run); },
              [this] { events_.changed(); }),
-      attached_([this](const std::string& id) { return find(id); }) {}
+      attached_([this](const std::string& id) { return find(id); }),
+      leases_(HostLeases::Parts{parts.io, parts.host, parts.cfg, parts.history, parts.model.metrics, parts.stop},
+              [this](const std::string& id) { return find(id); }, [this] { events_.refresh(); }, [this] { events_.changed(); }) {}
 
 RunHost::~RunHost() = default;
 
@@ -185,7 +187,7 @@ nlohmann::json RunHost::request_of(const RunSubmission& s, const EngineOptions& 
 
 std::unique_ptr<HostedRun> RunHost::make(Plan plan, EngineOptions eo, nlohmann::json request, const std::string& run_token) {
   RunHosting lent{parts_.io, *parts_.host.clock, parts_.host.broker(), *parts_.host.executor, *sandbox_, parts_.cfg,
-                  parts_.leases.site_or_null(), &parts_.pools.git};
+                  leases_.site_or_null(), &parts_.pools.git};
   return std::make_unique<HostedRun>(lent, std::move(plan), std::move(eo), std::move(request), &parts_.reporter, &parts_.reporter,
                                      run_token);
 }

@@ -24,6 +24,7 @@
 #include "bisect/probe_host.h"
 #include "config/project.h"
 #include "hosting/attached_runs.h"
+#include "hosting/host_leases.h"
 #include "hosting/hosted_run.h"
 #include "hosting/user_queue.h"
 #include "server/host_commands.h"
@@ -40,7 +41,6 @@ class RunReporter;
 class SandboxPool;
 class Shutdown;
 struct Host;
-struct HostLeases;
 struct ReadModel;
 struct WorkerPools;
 
@@ -51,7 +51,6 @@ struct RunHostParts {
   const RunnerConfig& cfg;  // the host's settings as the last reload left them
   RunHistory& history;
   RunReporter& reporter;  // every run's journal and observer
-  HostLeases& leases;
   WorkerPools& pools;
   GitMirror* mirror;  // with `source:`: runs are of commits, each in its own worktree; null: of `load.root`
   Shutdown& stop;     // while the daemon stops, no new run
@@ -93,13 +92,19 @@ class RunHost {
   ProbeHost probes();
 
   /// At start, before anything is submitted: the runs the last daemon left to its steps' supervisor go on
-  /// here (run_host_adopt.cpp). Returns their ids.
+  /// here (run_host_adopt.cpp), and the leases that were theirs or an operator's. Returns the runs' ids.
   std::set<std::string> adopt();
+  /// The cards' leases: its runs' (task-submit) and operators' (hosting/host_leases).
+  HostLeases& leases() { return leases_; }
 
   HostedRun* find(const std::string& id);
   std::size_t size() const { return runs_.size(); }
   /// No run is hosted and no commit is being checked out.
   bool empty() const { return runs_.empty() && preparing_.empty(); }
+  /// Nothing of it is active: no run, no checkout, no lease holding cards (an operator's lease's command would
+  /// otherwise outlive the daemon's flock on its card). A finished run stays until it is given back (its tree
+  /// returned to root, its user to the pool).
+  bool quiet() { return empty() && leases_.book.granted_count() == 0 && leases_.book.active().empty(); }
   /// Run `id` is hosted or being checked out (its folder is not retention's to remove).
   bool holds(const std::string& id) const { return runs_.count(id) > 0 || preparing_.count(id) > 0; }
   const SandboxPool& sandbox() const { return *sandbox_; }
@@ -143,6 +148,7 @@ class RunHost {
   std::set<std::string> preparing_;                         // submissions whose commit is being checked out
   UserQueue users_;       // runs waiting for a sandbox user
   AttachedRuns attached_;  // submit --attach
+  HostLeases leases_;
 };
 
 /// Which pull request a submission is a run of ("" for none): "OWNER/REPO#N" from refs/pull/N/*, else

@@ -17,7 +17,7 @@
 
 #include "host/host.h"
 #include "hosting/host_leases.h"
-#include "hosting/worker_pools.h"
+#include "util/worker_pools.h"
 #include "store/run_history.h"
 #include "supervise/wire.h"
 #include "engine/run_state_json.h"
@@ -55,6 +55,7 @@ std::set<std::string> RunHost::adopt() {
     if (!unfinished.count(id)) sup->forget_run(id);
   // Under Slurm: what the last daemon left in Slurm and nobody took over is cancelled (as without supervisors).
   parts_.host.cancel_slurm_leftovers(slurm_jobs);
+  leases_.restore(adopted);  // the leases of the runs that go on (and operators'), their cards held again
   return adopted;
 }
 

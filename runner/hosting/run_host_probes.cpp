@@ -7,7 +7,7 @@
 
 #include "hosting/run_host.h"
 #include "hosting/shutdown.h"
-#include "hosting/worker_pools.h"
+#include "util/worker_pools.h"
 
 namespace pto {
 

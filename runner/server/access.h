@@ -39,7 +39,12 @@ class Access {
  public:
   /// `reads_need_token`: GETs too need a token (any the caller may hold).
   explicit Access(bool reads_need_token = false) : reads_need_token_(reads_need_token) {}
-  void set_admin_token(std::string token) { admin_token_ = std::move(token); }
+  /// `file`: where it was read (the daemon says so at start and compares at a reload).
+  void set_admin_token(std::string token, std::string file = "") {
+    admin_token_ = std::move(token);
+    admin_token_file_ = std::move(file);
+  }
+  const std::string& admin_token_file() const { return admin_token_file_; }
   void set_read_token(std::string token) { read_token_ = std::move(token); }
   void set_reads_need_token(bool need) { reads_need_token_ = need; }
   bool is_admin_token(const std::string& token) const { return token == admin_token_; }
@@ -68,7 +73,7 @@ class Access {
  private:
   Caller identify_peer(const HttpRequest& req, Caller c) const;
   bool reads_need_token_;
-  std::string admin_token_, read_token_;
+  std::string admin_token_, admin_token_file_, read_token_;
   struct Scope {
     std::string run;
     std::optional<StepId> step;
