@@ -60,7 +60,7 @@ struct Hosting {
     REQUIRE(history->open(false).empty());
     auto find = [this](const std::string& id) { return runs ? runs->find(id) : nullptr; };
     reporter = std::make_unique<RunReporter>(
-        *history, model.metrics, false,
+        *history, model.metrics, cfg.main_ref, false,
         [find](const std::string& id) -> const nlohmann::json* {
           HostedRun* r = find(id);
           return r ? &r->request() : nullptr;

@@ -178,4 +178,15 @@ Project load_project(const LoadOptions& opts, Diagnostics& diags) {
   return p;
 }
 
+StartFindings split_start_findings(const Diagnostics& diags, const Project& project, const std::string& root) {
+  StartFindings out;
+  for (const auto& d : diags.items()) {
+    if (d.severity != Severity::Error) continue;
+    const bool host = d.file == project.runner.file || d.file == "(command line)" || d.file == root ||
+                      (!project.runner.env_file.empty() && d.file == project.runner.env_file);
+    (host ? out.host : out.definitions) += "\n" + format_diagnostic(d);
+  }
+  return out;
+}
+
 }  // namespace pto

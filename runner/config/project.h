@@ -55,6 +55,13 @@ struct Project {
 /// load_project and by the daemon's reload (SIGHUP).
 RunnerConfig load_host_config(const LoadOptions& opts, Diagnostics& diags, bool* default_host = nullptr);
 Project load_project(const LoadOptions& opts, Diagnostics& diags);
+/// A daemon's findings at start, each formatted: the host's settings' errors (runner.yml, its env-file, the
+/// command line: it must not start) apart from the definitions' (job and model files: runs are refused, 400
+/// with the findings, until they are fixed, since every submission reads them again).
+struct StartFindings {
+  std::string host, definitions;
+};
+StartFindings split_start_findings(const Diagnostics& diags, const Project& project, const std::string& root);
 
 /// A path from runner.yml or a flag: `~/` expanded, relative paths taken from the project root, made absolute
 /// (steps run in other directories). Empty stays empty.

@@ -99,4 +99,15 @@ SettingsReload reload_settings(const RunnerConfig& now, const RunnerConfig& next
   return out;
 }
 
+std::optional<RunnerConfig> reread_host_settings(const LoadOptions& load, const std::string& lock_dir, const std::string& state_dir,
+                                                 std::string& errors) {
+  Diagnostics diags;
+  RunnerConfig next = load_host_config(load, diags);
+  for (const auto& d : diags.items())
+    if (d.severity == Severity::Error) errors += "\n  " + format_diagnostic(d);
+  if (!errors.empty()) return std::nullopt;
+  resolve_host_dirs(next, load.root, lock_dir, state_dir);
+  return next;
+}
+
 }  // namespace pto

@@ -4,9 +4,11 @@
 // lock directories, the source repository, containment, executor, slurm, supervise, sandbox users) is said to
 // need a restart and stays as the daemon started with it. Pure: the daemon applies the answer (its cards, its
 // token, its receivers are the host's, the access's and the notices' own to compare).
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "config/project.h"
 #include "config/runner_config.h"
 
 namespace pto {
@@ -17,5 +19,10 @@ struct SettingsReload {
 };
 
 SettingsReload reload_settings(const RunnerConfig& now, const RunnerConfig& next);
+
+/// runner.yml read again as the daemon read it at start (with the flags' `lock_dir` and `state_dir`): the
+/// settings, or nothing with every error in `errors`, one finding a line.
+std::optional<RunnerConfig> reread_host_settings(const LoadOptions& load, const std::string& lock_dir, const std::string& state_dir,
+                                                 std::string& errors);
 
 }  // namespace pto

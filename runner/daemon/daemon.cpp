@@ -3,30 +3,22 @@
 // the read model, the API. Each part says "" or what is wrong (the host's fault: exit 3), or throws BadSettings
 // (runner.yml's or the flags': exit 2).
 #include "daemon/daemon.h"
-#include "supervise/supervisor.h"
-#include "util/process_env.h"
 
-#include <fcntl.h>
+#include <signal.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/address.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/thread_pool.hpp>
-#include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 
 #include <spdlog/spdlog.h>
 
+#include "config/settings_reload.h"
 #include "exec/cgroup_tree.h"
 #include "sandbox/run_tree.h"
 #include "server/inherited_listeners.h"
-#include "store/state_dir_lock.h"
-#include "util/build_commit.h"
 #include "server/admin_token.h"
 #include "util/state_paths.h"
 #include "util/clock.h"
@@ -38,7 +30,7 @@ namespace pto {
 Daemon::Daemon(boost::asio::io_context& io, DaemonOptions opts)
     : io_(io),
       opts_(std::move(opts)),
-      view_(io, [this] { refresh_view(); }),
+      view_(io),
       stop_(io, [this] { return quiet(); }, [this] { close(); }) {}
 
 Daemon::~Daemon() {
@@ -90,16 +82,8 @@ std::string Daemon::start_unguarded() {
     spdlog::info("containment: process groups and a /proc sweep (no cgroup v2: {})", CgroupTree::instance().why_not());
 
   // The read model's fixed parts, the history it lists, and a first rendering before anyone asks.
-  view_.arm();
-  view_.model.host.version = PTO_RUNNER_VERSION;
-  view_.model.host.commit = kBuildCommit;
-  view_.model.host.simulate = opts_.simulate;
-  {
-    Diagnostics d;  // the pin the definitions ask for, shown until a lead job ran
-    VersionsEnv pin = load_versions_env(opts_.load.root + "/toolchain/versions.env", "toolchain/versions.env", d);
-    view_.model.host.pin_version = pin.ptoas_version;
-    view_.model.host.pin_sha256 = pin.sha256_for(host_arch());
-  }
+  view_.arm({*host_, *runs_, *store_, *notices_, stop_});
+  view_.describe_daemon(opts_.load.root, opts_.simulate);
   // The questions asked on its cards (bisect/): a pull request's red step also run on main, and bisections,
   // kept in the journal's file (those that were running go on after the take-over, their lost probes again).
   questions_ = std::make_unique<HostQuestions>(
@@ -120,7 +104,7 @@ std::string Daemon::start_unguarded() {
   if (host_->supervised) host_->supervised->let_go_of_unadopted();
   store_->retention().prune(true);
   store_->history().load();
-  refresh_view();
+  view_.now();
   store_->retention().start();
   boost::asio::post(io_, [this] { questions_->resume(); });
   return listening;
@@ -129,19 +113,11 @@ std::string Daemon::start_unguarded() {
 std::string Daemon::load_settings(Project& project) {
   Diagnostics diags;
   project = load_project(opts_.load, diags);  // host settings now; job files again per submitted run
-  // Host settings must be right to start; a broken job file only makes submissions fail (400, with the
-  // findings) until it is fixed, since every submission reads the definitions again.
-  std::string host_errors, definition_errors;
-  for (const auto& d : diags.items()) {
-    if (d.severity != Severity::Error) continue;
-    bool host = d.file == project.runner.file || d.file == "(command line)" || d.file == opts_.load.root ||
-                (!project.runner.env_file.empty() && d.file == project.runner.env_file);
-    (host ? host_errors : definition_errors) += "\n" + format_diagnostic(d);
-  }
-  if (!host_errors.empty()) throw BadSettings("the host settings have errors:" + host_errors);
-  if (!definition_errors.empty() && !project.runner.source.configured())
+  const StartFindings found = split_start_findings(diags, project, opts_.load.root);
+  if (!found.host.empty()) throw BadSettings("the host settings have errors:" + found.host);
+  if (!found.definitions.empty() && !project.runner.source.configured())
     std::fprintf(stderr, "pto-runner serve: warning: the definitions have errors; runs are refused until they are fixed:%s\n",
-                 definition_errors.c_str());
+                 found.definitions.c_str());
   cfg_ = project.runner;
   resolve_host_dirs(cfg_, project.root, opts_.lock_dir, opts_.state_dir);
   std::string why;
@@ -163,13 +139,10 @@ std::string Daemon::open_sandbox(const Project& project, std::unique_ptr<Sandbox
                  ::geteuid(), sandbox->why());
     return "";
   }
-  if (std::string dir = unsearchable_ancestor(state_dir()); !dir.empty())
-    throw BadSettings("sandbox users cannot reach the state dir " + state_dir() + ": " + dir +
-                      " is not searchable by others (chmod o+x it, or give another --state-dir)");
   // Without `source:` steps run in the definitions' own tree, which they then read as their user.
-  if (std::string dir = cfg_.source.configured() ? "" : unsearchable_ancestor(project.root); !dir.empty())
-    throw BadSettings("sandbox users cannot reach the root " + project.root + " where steps run: " + dir +
-                      " is not searchable by others (chmod o+x it)");
+  std::vector<std::pair<std::string, std::string>> dirs = {{state_dir(), "the state dir"}};
+  if (!cfg_.source.configured()) dirs.push_back({project.root, "the root where steps run"});
+  if (std::string e = unreachable_by_users(dirs, "give another --state-dir or root"); !e.empty()) throw BadSettings(e);
   spdlog::info("sandbox: {} users ({} .. {}); each run's steps run as its own", sandbox->size(), cfg_.sandbox.user(0),
                cfg_.sandbox.user(cfg_.sandbox.count - 1));
   return "";
@@ -202,18 +175,8 @@ std::string Daemon::open_history_and_host() {
   hooks.in_use = [this](const std::string& id) { return runs_ && runs_->holds(id); };
   hooks.paused = [this] { return stop_.cancelling(); };
   if (std::string e = store_->open(io_, cfg_, view_.model, opts_.rebuild_journal, !opts_.simulate, std::move(hooks)); !e.empty()) return e;
-  HostOptions ho;
-  ho.simulate = opts_.simulate;
-  ho.wait_for_drained = true;  // drained cards may return: steps wait for them (`run` fails fast)
-  ho.watch_outside = true;     // the status shows a card another program used free as soon as it is
-  ho.slurm_instance = slurm_instance_tag(state_dir());  // it holds the state dir: what the tag left is its own
-  ho.cancel_slurm_leftovers = true;
-  if (cfg_.supervise) {  // under Slurm too: srun, whose end is the step's, must outlive this daemon
-    ho.supervise_dir = supervisor_dir(state_dir());
-    ho.self_exe = self_executable();
-  }
   std::string host_error;
-  host_ = wire_host(io_, cfg_, ho, host_error);
+  host_ = wire_host(io_, cfg_, HostOptions::daemon(state_dir(), opts_.simulate, cfg_.supervise), host_error);
   if (!host_) return host_error;
   store_->reporter().set_keep_engine_state(host_->supervised != nullptr);
   host_->set_on_change([this] { view_changed(); });
@@ -223,10 +186,13 @@ std::string Daemon::open_history_and_host() {
                                            [this] { boost::asio::post(io_, [this] { view_changed(); }); });
   notices_->open(cfg_);
   store_->reporter().set_on_step_final([this](const RunRecord& r, const Plan& p, int job, int step) {
-    step_final(r, p, job, step);
-    if (HostedRun* run = find_run(r.id)) questions_->step_final(r, p, job, step, run->request());
-  });
-  if (host_->pool)
+    HostedRun* run = find_run(r.id);
+    if (!run) return;
+    const nlohmann::json& request = run->request();
+    if (!request.contains("probe"))  // a bisection's probe or a control: its own story, not on-call's
+      notices_->step_final(r, p, job, step, {request.value("ref", ""), request.value("sha", ""), &run->engine().mask()});
+    questions_->step_final(r, p, job, step, request);
+  });  if (host_->pool)
     host_->pool->set_on_health([this](int card, CardHealth from, CardHealth to, const std::string& why) { notices_->card(card, from, to, why); });
   return "";
 }
@@ -238,7 +204,7 @@ void Daemon::host_runs(std::unique_ptr<SandboxPool> sandbox) {
     questions_->run_finished(run.id(), run.engine().record(), run.engine().plan(), run.request().value("sha", ""));
   };
   on.cancelled = [this](const std::string& id) { questions_->run_cancelled(id); };
-  on.refresh = [this] { refresh_view(); };
+  on.refresh = [this] { view_.now(); };
   on.changed = [this] { view_changed(); };
   on.after_run = [this] { store_->retention().prune(false); };
   runs_ = std::make_unique<RunHost>(RunHostParts{io_, *host_, cfg_, store_->history(), store_->reporter(), store_->pools(), store_->mirror(), stop_, view_.model},
@@ -287,36 +253,143 @@ std::string Daemon::url() const { return endpoints_ ? endpoints_->url() : ""; }
 
 unsigned short Daemon::port() const { return endpoints_ ? endpoints_->port() : 0; }
 
-namespace {
-
-Answer answer_of(const HostChange& c, nlohmann::json done) {
-  switch (c.result) {
-    case HostChange::Result::Done: return {Outcome::Ok, std::move(done)};
-    case HostChange::Result::NoSuch: return Answer::error(Outcome::NotFound, c.message);
-    case HostChange::Result::Refused: return Answer::error(Outcome::BadRequest, c.message);
-    case HostChange::Result::WrongExecutor: return Answer::error(Outcome::Conflict, c.message);
-    case HostChange::Result::Failed: return Answer::error(Outcome::Unavailable, c.message);
-  }
-  return Answer::error(Outcome::Unavailable, c.message);
-}
-
-}  // namespace
-
 Answer Daemon::change_card(int card, bool drain, const std::string& reason, const Caller& by) {
-  HostChange c = host_->change_card(card, drain, reason);
-  if (c.result != HostChange::Result::Done) return answer_of(c, {});
-  if (drain) spdlog::warn("card {} drained by request from {}: {}", card, by.peer, reason);
-  else spdlog::info("card {} returned to service by request from {}", card, by.peer);
-  refresh_view();  // a client's own change is in the status it reads next
-  if (drain) return {Outcome::Ok, {{"card", card}, {"state", "drained"}, {"reason", reason}}};
-  return {Outcome::Ok, {{"card", card}, {"state", "free"}, {"changed", c.changed}}};
+  Answer a = host_->change_card(card, drain, reason, by.peer);
+  if (a.outcome == Outcome::Ok) view_.now();  // a client's own change is in the status it reads next
+  return a;
 }
 
 Answer Daemon::change_node(const std::string& node, bool drain, const std::string& reason, const Caller& by) {
-  HostChange c = host_->change_node(node, drain, reason);
-  if (c.result != HostChange::Result::Done) return answer_of(c, {});
-  spdlog::warn("Slurm node {} {} by request from {}{}", node, drain ? "drained" : "resumed", by.peer, drain ? ": " + reason : "");
-  return {Outcome::Ok, {{"node", node}, {"state", drain ? "drain" : "resume"}, {"reason", drain ? reason : ""}}};
+  return host_->change_node(node, drain, reason, by.peer);
 }
+
+
+
+// SIGHUP: the daemon reads runner.yml again (config/settings_reload: what moves over, what needs a restart)
+// and hands each part its settings: the token, the cards, the receivers, the mutes, the leases' kill grace,
+// retention. A file with errors keeps every old setting.
+std::string Daemon::reload() {
+  std::string logged;
+  auto say = [&](const std::string& line) {
+    spdlog::info("reload: {}", line);
+    logged += line + "\n";
+  };
+  std::string errors;
+  std::optional<RunnerConfig> reread = reread_host_settings(opts_.load, opts_.lock_dir, opts_.state_dir, errors);
+  if (!reread) {
+    spdlog::error("reload: the host settings have errors; keeping the old ones:{}", errors);
+    return "kept the old settings:" + errors + "\n";
+  }
+  const RunnerConfig& next = *reread;
+
+  // The token: a configured file is read again (a rotated token takes effect now).
+  AdminToken admin;
+  bool bad_settings = false;
+  if (std::string e = read_admin_token(opts_.load.root, opts_.token_file, next.token_file, state_dir(), false, admin, bad_settings); !e.empty()) {
+    spdlog::error("reload: {}; keeping the old settings", e);
+    return "kept the old settings: " + e + "\n";
+  }
+  if (!access_.is_admin_token(admin.token) || admin.path != access_.admin_token_file()) say("token read again from " + admin.path);
+  access_.set_admin_token(admin.token, admin.path);
+
+  for (const auto& change : host_->reconfigure(next)) say(change);
+  SettingsReload r = reload_settings(cfg_, next);
+  for (const auto& line : r.said) say(line);
+  notices_->reload(next, say);  // it compares with the receivers in force
+  cfg_ = r.applied;
+  runs_->leases().book.set_kill_grace(cfg_.kill_grace_seconds);
+  store_->reconfigure(cfg_.tests);
+  view_changed();
+  if (logged.empty()) say("runner.yml read again: nothing changed");
+  store_->retention().prune(false);
+  return logged;
+}
+
+
+// Stopping the daemon (docs/operators.md): SIGTERM drains (accepted runs go on to their end,
+// their clients read the end), SIGINT or a second SIGTERM cancels everything, SIGUSR2 hands over.
+void Daemon::drain(std::function<void(int)> done) {
+  if (stop_.stopping()) return;
+  const double minutes = cfg_.shutdown_timeout_minutes;
+  spdlog::warn("SIGTERM: draining: {} active run(s) go on to their end (at most {} min, shutdown-timeout-minutes); "
+               "no new runs or leases; SIGTERM again or SIGINT cancels them",
+               runs_->size(), minutes);
+  stop_.begin_drain(std::move(done), minutes * 60, [this] {
+    spdlog::warn("shutdown-timeout-minutes passed with {} run(s) still active: cancelling them", runs_->size());
+    cancel_all(143, nullptr);
+  });
+  view_changed();
+}
+
+void Daemon::cancel_all(int exit_code, std::function<void(int)> done) {
+  if (!stop_.begin_cancel(exit_code, std::move(done))) return;
+  view_changed();
+  if (!quiet()) {
+    spdlog::warn("cancelling {} active run(s) and {} lease(s)", view_.model.active.size(), runs_->leases().book.active().size());
+    runs_->cancel_all(SIGTERM);
+    runs_->leases().book.end_all("the daemon is shutting down");
+  }
+  stop_.check();
+}
+
+bool Daemon::quiet() const { return !runs_ || runs_->quiet(); }
+
+void Daemon::hand_over() {
+  if (store_ && store_->opened()) store_->history().flush();
+}
+
+void Daemon::close() {
+  if (store_ && store_->opened()) store_->retention().stop();
+  if (runs_) runs_->stop();
+  view_.stop();
+  // Stopping for good (not a hand-over): the supervisor's copies of the listeners go too, so the address is free.
+  if (host_ && host_->supervised) host_->supervised->forget_listeners();
+  if (endpoints_) endpoints_->stop();
+}
+
+void Daemon::run_read(const std::string& id) { stop_.run_read(id); }
+
+
+// The API's commands (HostCommands), each handed to its owner: runs and their clients (hosting/run_host),
+// leases (hosting/host_leases), mutes (store/run_store), bisections (bisect/host_questions), cards (host/host).
+namespace {
+// Who made a mute, as it is kept and logged: a token says no name, so the admin is named by where it called from.
+std::string who(const Caller& by) { return by.user.empty() ? "admin (" + by.peer + ")" : by.user; }
+}  // namespace
+
+void Daemon::submit_run(RunSubmission submission, const Caller& by, Reply reply) {
+  if (!endpoints_) return reply(stop_.refusal());
+  runs_->submit(std::move(submission), by.peer, std::move(reply));
+}
+
+Answer Daemon::cancel_run(const std::string& id, const Caller& by) { return runs_->cancel(id, by.peer); }
+
+Answer Daemon::detach_client(const std::string& run, const std::string& client, bool cancel, const Caller&) {
+  Answer a = runs_->detach(run, client, cancel);
+  if (a.outcome == Outcome::Ok) view_.now();
+  return a;
+}
+
+void Daemon::request_lease(LeaseRequest request, const Caller& by, Reply reply) {
+  if (!endpoints_) return reply(stop_.refusal());
+  runs_->leases().request(std::move(request), by, std::move(reply));
+}
+
+Answer Daemon::heartbeat_lease(const std::string& id, const Caller& by) { return runs_->leases().heartbeat(id, by); }
+
+void Daemon::end_lease(const std::string& id, const std::string& why, const LeaseReport& report, const Caller& by, Reply reply) {
+  runs_->leases().end(id, why, report, by, std::move(reply));
+}
+
+void Daemon::start_bisection(BisectSpec spec, const Caller& by, Reply reply) {
+  if (!endpoints_ || stop_.stopping()) return reply(stop_.refusal());
+  questions_->start_bisection(std::move(spec), by.peer, std::move(reply));
+}
+
+Answer Daemon::cancel_bisection(const std::string& id, const Caller& by) { return questions_->cancel_bisection(id, by.peer); }
+
+Answer Daemon::mute_test(const TestMute& m, const Caller& by) { return store_->mute(m, who(by)); }
+
+Answer Daemon::unmute_test(const std::string& glob, const Caller& by) { return store_->unmute(glob, who(by)); }
 
 }  // namespace pto

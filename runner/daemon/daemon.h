@@ -1,13 +1,13 @@
 #pragma once
-// Daemon: the host side of `pto-runner serve`. One io_context thread owns everything: the host (cards, the one
-// queue, executors: host/host), the runs it hosts (hosting/run_host), the run history (journal and records:
-// store/run_history) and the read model the API renders (read_model/, refreshed in daemon/daemon_view.cpp).
-// The API (server/api) is its own type over that read model and this class's narrow HostCommands face, which
-// hands each command to its owner (daemon_commands.cpp; runs: hosting/run_host, leases: hosting/host_leases, mutes: testcases/mute_book,
-// bisections: bisect/); the daemon decides what happens on signals (drain, cancel: daemon_stop.cpp and
-// hosting/shutdown; reload: daemon_reload.cpp), and never renders a GET itself. There are no
-// locks because there is no second thread; blocking work (git, file reads, handing a worktree to a run's user)
-// goes to a worker pool and answers through the engine thread.
+// Daemon: `pto-runner serve`'s composition root. It builds the parts in the order they depend on each other,
+// wires them, starts them and stops them: the state dir and what is kept there (store/run_store), the host's
+// cards, queue and executors (host/host), the runs it hosts and their leases (hosting/run_host), on-call's
+// notifications (notify/host_notices), bisections and control runs (bisect/host_questions), the read model and
+// its refresh (daemon/model_refresh), and the API (server/api_endpoints), which reads that model and hands
+// each command (this class's HostCommands face) to its owner. It decides what happens on signals (drain,
+// cancel: hosting/shutdown keeps the stopping state; SIGHUP: config/settings_reload) and never renders a GET.
+// There are no locks because there is no second thread; blocking work (git, file reads, handing a worktree to
+// a run's user) goes to the store's worker pools and answers through the engine thread.
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -119,16 +119,13 @@ class Daemon : public HostCommands {
 
   HostedRun* find_run(const std::string& id) { return runs_ ? runs_->find(id) : nullptr; }
 
-  // Stopping (daemon_stop.cpp; the stopping state is Shutdown's: hosting/shutdown).
+  // Stopping (the stopping state is Shutdown's: hosting/shutdown).
   bool quiet() const;     // no run, checkout or lease of ours is active
   void close();           // the end of a stop: timers and listeners
 
-  /// A step of a run reached its final state: counted, and told to on-call where it asks for that (daemon_commands.cpp).
-  void step_final(const RunRecord& r, const Plan& p, int job, int step);
 
-  /// The read model (daemon/daemon_view.cpp): refreshed soon after a change (daemon/model_refresh).
+  /// The read model is refreshed soon after a change (daemon/model_refresh).
   void view_changed() { view_.changed(); }
-  void refresh_view();
 
   boost::asio::io_context& io_;
   DaemonOptions opts_;

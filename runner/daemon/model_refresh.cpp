@@ -19,27 +19,26 @@ namespace {
 constexpr auto kInterval = std::chrono::milliseconds(10);
 }  // namespace
 
-ModelRefresh::ModelRefresh(boost::asio::io_context& io, std::function<void()> refresh)
+ModelRefresh::ModelRefresh(boost::asio::io_context& io)
     : io_(io),
-      refresh_(std::move(refresh)),
       soon_(std::make_unique<boost::asio::steady_timer>(io)),
       tick_(std::make_unique<boost::asio::steady_timer>(io)) {}
 
 ModelRefresh::~ModelRefresh() = default;
 
 void ModelRefresh::changed() {
-  if (pending_ || stopped_ || !armed_) return;
+  if (pending_ || stopped_ || !from_) return;
   pending_ = true;
   auto since = steady_now() - refreshed_at_;
   if (since >= kInterval) {
     boost::asio::post(io_, [this] {
-      if (pending_ && !stopped_) refresh_();
+      if (pending_ && !stopped_) now();
     });
     return;
   }
   soon_->expires_after(kInterval - since);
   soon_->async_wait([this](boost::system::error_code ec) {
-    if (!ec && pending_ && !stopped_) refresh_();
+    if (!ec && pending_ && !stopped_) now();
   });
 }
 

@@ -7,11 +7,12 @@
 //
 // What a refresh reads is each owner's: the runs (the model's active engines and requests), the broker's
 // queue, the active leases (describe_runs below), the cards (the host's description, host/host_cards.cpp).
-// The daemon gathers them (daemon/daemon_view.cpp).
+// The gathering is daemon/model_gather.cpp.
 #include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <boost/asio/steady_timer.hpp>
@@ -23,15 +24,35 @@
 
 namespace pto {
 
+class HostNotices;
+class RunHost;
+class RunStore;
+class Shutdown;
+struct Host;
+
+/// What a refresh reads: each owner of what the status shows. Each outlives the refresh.
+struct ViewSources {
+  Host& host;
+  RunHost& runs;
+  RunStore& store;
+  HostNotices& notices;
+  const Shutdown& stop;
+};
+
 class ModelRefresh {
  public:
-  /// `refresh` renders the model; it calls refreshed() at its end. Changes are not heard until arm().
-  ModelRefresh(boost::asio::io_context& io, std::function<void()> refresh);
+  /// Changes are not heard until arm().
+  explicit ModelRefresh(boost::asio::io_context& io);
   ~ModelRefresh();
   /// The model the API renders: its owner.
   ReadModel model;
   /// What a refresh reads exists (the daemon started): changes are heard from now on.
-  void arm() { armed_ = true; }
+  void arm(ViewSources from) { from_.emplace(from); }
+  /// Refreshes at once (a command's client reads its own change next): daemon/model_gather.cpp.
+  void now();
+  /// What never changes while it runs: its version and commit, whether it simulates, and the pin the
+  /// definitions in `root` ask for (shown until a lead job ran).
+  void describe_daemon(const std::string& root, bool simulate);
   /// Something changed: refresh soon.
   void changed();
   /// A refresh ran (now). `busy`: something waits or holds a card (refresh again within a second).
@@ -42,9 +63,9 @@ class ModelRefresh {
 
  private:
   boost::asio::io_context& io_;
-  std::function<void()> refresh_;
+  std::optional<ViewSources> from_;
   std::unique_ptr<boost::asio::steady_timer> soon_, tick_;
-  bool pending_ = false, tick_armed_ = false, stopped_ = false, armed_ = false;
+  bool pending_ = false, tick_armed_ = false, stopped_ = false;
   std::chrono::steady_clock::time_point refreshed_at_;
   std::map<int, bool> drained_seen_;  // each card's drained state at the last refresh
 };

@@ -1,4 +1,6 @@
 #include "host/host.h"
+#include "supervise/supervisor.h"
+#include "util/process_env.h"
 
 #include <spdlog/spdlog.h>
 
@@ -7,6 +9,20 @@
 #include "slurm/slurm_executor.h"
 
 namespace pto {
+
+HostOptions HostOptions::daemon(const std::string& state_dir, bool simulate, bool supervise) {
+  HostOptions ho;
+  ho.simulate = simulate;
+  ho.wait_for_drained = true;
+  ho.watch_outside = true;
+  ho.slurm_instance = slurm_instance_tag(state_dir);
+  ho.cancel_slurm_leftovers = true;
+  if (supervise) {
+    ho.supervise_dir = supervisor_dir(state_dir);
+    ho.self_exe = self_executable();
+  }
+  return ho;
+}
 
 std::unique_ptr<Host> wire_host(boost::asio::io_context& io, const RunnerConfig& cfg, const HostOptions& opts,
                                 std::string& error) {

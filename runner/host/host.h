@@ -22,6 +22,7 @@
 #include "slurm/slurm_broker.h"
 #include "slurm/slurm_cluster.h"
 #include "supervise/supervised_executor.h"
+#include "util/answer.h"
 #include "util/clock.h"
 #include "read_model/host_view.h"
 
@@ -46,14 +47,10 @@ struct HostOptions {
   /// `self_exe`; "" runs them as this process's children (`run`, the simulator, `supervise: false`).
   std::string supervise_dir;
   std::string self_exe;
-};
-
-/// The answer to an operator's change of a card or a node.
-struct HostChange {
-  enum class Result { Done, NoSuch, Refused, WrongExecutor, Failed };
-  Result result = Result::Done;
-  std::string message;  // why not (Refused, Failed: the cluster's own words)
-  bool changed = false;
+  /// A daemon's host, holding `state_dir`: drained cards may return (steps wait for them, where `run` fails
+  /// fast), a card another program used shows free as soon as it is, what its Slurm tag left is its own, and
+  /// with `supervise` its steps (under Slurm, srun, whose end is the step's) outlive it.
+  static HostOptions daemon(const std::string& state_dir, bool simulate, bool supervise);
 };
 
 struct Host {
@@ -76,10 +73,12 @@ struct Host {
   /// True when the cluster (Slurm) picks the cards: no card ids in requests, nodes rather than cards drained.
   bool cluster_picks_cards() const { return slurm != nullptr; }
   bool has_card(int id) const;
-  /// An operator drains card `card` (with `reason`) or returns it to service.
-  HostChange change_card(int card, bool drain, const std::string& reason);
-  /// An operator drains a Slurm node or resumes it (blocking, at most 10 s: an operator's rare action).
-  HostChange change_node(const std::string& node, bool drain, const std::string& reason);
+  /// An operator (`by`) drains card `card` (with `reason`) or returns it to service: logged, and answered as the
+  /// API answers it (404 no such card, 409 under Slurm).
+  Answer change_card(int card, bool drain, const std::string& reason, const std::string& by);
+  /// An operator drains a Slurm node or resumes it (blocking, at most 10 s: an operator's rare action): 409
+  /// without Slurm, 400 refused by Slurm, 503 Slurm not answering.
+  Answer change_node(const std::string& node, bool drain, const std::string& reason, const std::string& by);
   /// With `health.check` on the host's own cards: a bad card comes back after passing probes (host/card_prober),
   /// each probe told to `probed` (card, command, seconds, failure or ""), a return to `returned` (after which
   /// waiting steps are offered it). Nothing without a check or under Slurm.

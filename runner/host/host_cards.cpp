@@ -15,44 +15,30 @@ namespace pto {
 
 bool Host::has_card(int id) const { return !slurm && pool->has_card(id); }
 
-HostChange Host::change_card(int card, bool drain, const std::string& reason) {
-  HostChange c;
-  if (slurm) {
-    c.result = HostChange::Result::WrongExecutor;
-    c.message = "under executor: slurm the cards are Slurm's, and Slurm drains nodes: "
-                "POST /api/v1/nodes/NODE/drain (pto-runner devices --drain-node NODE)";
-    return c;
-  }
-  if (!pool->has_card(card)) {
-    c.result = HostChange::Result::NoSuch;
-    c.message = "no card " + std::to_string(card);
-    return c;
-  }
+Answer Host::change_card(int card, bool drain, const std::string& reason, const std::string& by) {
+  if (slurm)
+    return Answer::error(Outcome::Conflict, "under executor: slurm the cards are Slurm's, and Slurm drains nodes: "
+                                            "POST /api/v1/nodes/NODE/drain (pto-runner devices --drain-node NODE)");
+  if (!pool->has_card(card)) return Answer::error(Outcome::NotFound, "no card " + std::to_string(card));
   if (drain) {
     pool->drain(card, reason);
-    c.changed = true;
-  } else {
-    c.changed = pool->undrain(card);
-    dispatcher->poke();  // a step may have waited for it
+    spdlog::warn("card {} drained by request from {}: {}", card, by, reason);
+    return {Outcome::Ok, {{"card", card}, {"state", "drained"}, {"reason", reason}}};
   }
-  return c;
+  const bool changed = pool->undrain(card);
+  dispatcher->poke();  // a step may have waited for it
+  spdlog::info("card {} returned to service by request from {}", card, by);
+  return {Outcome::Ok, {{"card", card}, {"state", "free"}, {"changed", changed}}};
 }
 
-HostChange Host::change_node(const std::string& node, bool drain, const std::string& reason) {
-  HostChange c;
-  if (!slurm) {
-    c.result = HostChange::Result::WrongExecutor;
-    c.message = "nodes are Slurm's: this daemon runs executor: local; drain a card with /api/v1/devices/ID/drain";
-    return c;
-  }
+Answer Host::change_node(const std::string& node, bool drain, const std::string& reason, const std::string& by) {
+  if (!slurm)
+    return Answer::error(Outcome::Conflict, "nodes are Slurm's: this daemon runs executor: local; drain a card with /api/v1/devices/ID/drain");
   SlurmCommandResult r = slurm->set_node_drained(node, drain, reason);
-  if (!r.ok()) {
-    c.result = r.error.empty() ? HostChange::Result::Refused : HostChange::Result::Failed;
-    c.message = "scontrol: " + r.why();
-    return c;
-  }
-  c.changed = true;
-  return c;
+  // Refused by Slurm (an unknown node, a bad state) is the request's fault; Slurm not answering is the host's.
+  if (!r.ok()) return Answer::error(r.error.empty() ? Outcome::BadRequest : Outcome::Unavailable, "scontrol: " + r.why());
+  spdlog::warn("Slurm node {} {} by request from {}{}", node, drain ? "drained" : "resumed", by, drain ? ": " + reason : "");
+  return {Outcome::Ok, {{"node", node}, {"state", drain ? "drain" : "resume"}, {"reason", drain ? reason : ""}}};
 }
 
 Host::Host() = default;

@@ -55,12 +55,10 @@ std::string ForegroundRun::open(ExitCode& code) {
   // Said, as serve says it: runner.yml asks for sandbox users and root's steps run as root instead.
   if (sandbox_cfg.enabled && ::geteuid() == 0 && !sandbox_->active()) warnings_.push_back("NO SANDBOX: the steps run as root: " + sandbox_->why());
   if (!sandbox_->active()) return "";
-  for (const std::string& dir : {state_dir, eo_.root})
-    if (std::string closed = unsearchable_ancestor(dir); !closed.empty()) {
-      code = ExitCode::BadInput;
-      return "sandbox users cannot reach " + dir + ": " + closed +
-             " is not searchable by others (chmod o+x it, or sandbox: off in runner.yml)";
-    }
+  if (std::string e = unreachable_by_users({{state_dir, "the state dir"}, {eo_.root, "the root"}}, "sandbox: off in runner.yml"); !e.empty()) {
+    code = ExitCode::BadInput;
+    return e;
+  }
   return close_state_dir(state_dir);
 }
 

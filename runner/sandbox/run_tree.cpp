@@ -96,6 +96,14 @@ std::string reclaim_run_tree(const std::string& run_dir) {
   return problem;
 }
 
+std::string unreachable_by_users(const std::vector<std::pair<std::string, std::string>>& dirs, const std::string& otherwise) {
+  for (const auto& [path, what] : dirs)
+    if (std::string closed = unsearchable_ancestor(path); !closed.empty())
+      return "sandbox users cannot reach " + what + " " + path + ": " + closed + " is not searchable by others (chmod o+x it, or " +
+             otherwise + ")";
+  return "";
+}
+
 std::string unsearchable_ancestor(const std::string& path) {
   fs::path p = fs::absolute(path).lexically_normal();
   fs::path at;

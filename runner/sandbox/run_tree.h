@@ -6,6 +6,8 @@
 // (0700): files/ (the $GITHUB_* files), home/ ($HOME), tmp/ ($TMPDIR, $RUNNER_TEMP) and src/ (the commit's
 // worktree) with its git admin dir in the mirror. Another run's user can enter none of them.
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "exec/run_as.h"
 #include "util/state_paths.h"
@@ -31,5 +33,8 @@ std::string reclaim_run_tree(const std::string& run_dir);
 /// The first directory on the way to `path` that others cannot search (mode without o+x), "" when every one
 /// can be: sandbox users must reach their run's tree.
 std::string unsearchable_ancestor(const std::string& path);
+/// "" when sandbox users can reach each of `dirs` ({path, what it is}), else which ancestor closes which, and
+/// how to open it (chmod o+x, or `otherwise`).
+std::string unreachable_by_users(const std::vector<std::pair<std::string, std::string>>& dirs, const std::string& otherwise);
 
 }  // namespace pto

@@ -7,10 +7,11 @@
 
 namespace pto {
 
-RunReporter::RunReporter(RunHistory& history, Metrics& metrics, bool learn_durations,
+RunReporter::RunReporter(RunHistory& history, Metrics& metrics, const std::string& main_ref, bool learn_durations,
                          std::function<const nlohmann::json*(const std::string&)> request_of, std::function<void()> changed)
     : history_(history),
       metrics_(metrics),
+      main_ref_(main_ref),
       learn_durations_(learn_durations),
       request_of_(std::move(request_of)),
       changed_(std::move(changed)) {}
@@ -54,7 +55,18 @@ void RunReporter::on_step_changed(const RunRecord& r, const Plan& p, int job, in
   if (s.started_at >= 0 && s.finished_at >= 0) metrics_.step_seconds.observe(to_string(s.state), s.finished_at - s.started_at);
   if (p.jobs[job].lead) lead_job_ended(r, s);
   if (p.jobs[job].steps[step].tests.any() && !s.tests.empty()) tests_ended(r, p, job, step);
+  if (p.jobs[job].steps[step].tests.any() && (s.state == StepState::Failed || s.state == StepState::TimedOut) &&
+      s.error.rfind("ran no tests", 0) == 0)
+    ran_no_tests(r);
   if (step_final_) step_final_(r, p, job, step);
+}
+
+void RunReporter::ran_no_tests(const RunRecord& r) {
+  // Counted by branch (a probe's or a control's is its own story, not main's): main's going to zero tests pages.
+  const nlohmann::json* request = request_of_(r.id);
+  if (request && request->contains("probe")) return;
+  const std::string ref = request ? request->value("ref", "") : "";
+  metrics_.ran_no_tests_by_branch[ref == main_ref_ ? "main" : ref.rfind("refs/pull/", 0) == 0 ? "pull_request" : "other"]++;
 }
 
 void RunReporter::tests_ended(const RunRecord& r, const Plan& p, int job, int step) {

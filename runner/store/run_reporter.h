@@ -21,7 +21,8 @@ class RunReporter : public RunObserver, public RunJournal {
   /// `request_of(id)`: the journaled request of active run `id` (null: none). `learn_durations`: successful
   /// steps' times teach the next plans (not when steps only sleep). `changed`: the read model should be
   /// refreshed soon.
-  RunReporter(RunHistory& history, Metrics& metrics, bool learn_durations,
+  /// `main_ref`: runner.yml's main branch, read when asked (it outlives this; a reload changes it).
+  RunReporter(RunHistory& history, Metrics& metrics, const std::string& main_ref, bool learn_durations,
               std::function<const nlohmann::json*(const std::string& id)> request_of, std::function<void()> changed);
   /// The pinned toolchain as the last lead job left it (the status shows it).
   const ToolchainStatus& toolchain() const { return toolchain_; }
@@ -48,9 +49,12 @@ class RunReporter : public RunObserver, public RunJournal {
   void lead_job_ended(const RunRecord& r, const StepRecord& s);
   /// A step with `tests:` ended: its cases into the test history, their last results into the metrics.
   void tests_ended(const RunRecord& r, const Plan& p, int job, int step);
+  /// A step with `tests:` failed having run none: counted by its run's branch.
+  void ran_no_tests(const RunRecord& r);
 
   RunHistory& history_;
   Metrics& metrics_;
+  const std::string& main_ref_;
   ToolchainStatus toolchain_;
   bool learn_durations_;
   bool keep_engine_state_ = false;

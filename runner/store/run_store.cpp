@@ -43,6 +43,8 @@ std::unique_ptr<RunStore> RunStore::take(const std::string& state_dir, std::stri
   return std::unique_ptr<RunStore>(new RunStore(state_dir, fd));
 }
 
+RunStore::RunStore(std::string state_dir, int lock_fd) : state_dir_(std::move(state_dir)), lock_fd_(lock_fd) {}
+
 RunStore::~RunStore() {
   pools_.join();  // what they run reads and writes the history and the mirror
   retention_.reset();
@@ -81,7 +83,7 @@ std::string RunStore::open(boost::asio::io_context& io, RunnerConfig& cfg, ReadM
   // A step's tests are written off the engine thread: the metrics' flaky count is refreshed when they are.
   history_->set_on_tests_written([&io, changed = hooks.changed] { boost::asio::post(io, changed); });
 
-  reporter_ = std::make_unique<RunReporter>(*history_, model.metrics, learn_durations, hooks.request_of, hooks.changed);
+  reporter_ = std::make_unique<RunReporter>(*history_, model.metrics, cfg.main_ref, learn_durations, hooks.request_of, hooks.changed);
   retention_ = std::make_unique<Retention>(io, *history_, cfg, hooks.in_use, hooks.paused, hooks.changed);
   return "";
 }

@@ -69,7 +69,7 @@ class RunStore {
   int mutes_in_force() const { return mutes_ ? mutes_->in_force() : 0; }
 
  private:
-  RunStore(std::string state_dir, int lock_fd) : state_dir_(std::move(state_dir)), lock_fd_(lock_fd) {}
+  RunStore(std::string state_dir, int lock_fd);
   void publish_mutes();
 
   std::string state_dir_;
