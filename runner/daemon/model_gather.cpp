@@ -19,6 +19,7 @@ namespace pto {
 
 void ModelRefresh::now() {
   if (!from_) return;  // not armed yet: nothing to read
+  const auto began = steady_now();
   const ViewSources& f = *from_;
   ++model.generation;
   HostView& v = model.host;
@@ -49,7 +50,7 @@ void ModelRefresh::now() {
   f.notices.queue(v);
   v.notify = f.notices.status();
   v.runs_by_result["running"] = static_cast<int>(model.active.size());
-  refreshed(host_busy(v));
+  refreshed(host_busy(v), began);
 }
 
 void ModelRefresh::describe_daemon(const std::string& root, bool simulate) {

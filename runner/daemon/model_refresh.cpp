@@ -17,6 +17,10 @@ namespace pto {
 
 namespace {
 constexpr auto kInterval = std::chrono::milliseconds(10);
+// A refresh of a large host (thousands of steps queued) walks them all: the wait between refreshes grows with
+// what one costs, so they take at most a tenth of the engine thread, and the status lags by at most this much.
+constexpr auto kMaxInterval = std::chrono::milliseconds(100);
+constexpr int kCostShare = 10;
 }  // namespace
 
 ModelRefresh::ModelRefresh(boost::asio::io_context& io)
@@ -30,21 +34,23 @@ void ModelRefresh::changed() {
   if (pending_ || stopped_ || !from_) return;
   pending_ = true;
   auto since = steady_now() - refreshed_at_;
-  if (since >= kInterval) {
+  if (since >= interval_) {
     boost::asio::post(io_, [this] {
       if (pending_ && !stopped_) now();
     });
     return;
   }
-  soon_->expires_after(kInterval - since);
+  soon_->expires_after(interval_ - since);
   soon_->async_wait([this](boost::system::error_code ec) {
     if (!ec && pending_ && !stopped_) now();
   });
 }
 
-void ModelRefresh::refreshed(bool busy) {
+void ModelRefresh::refreshed(bool busy, std::chrono::steady_clock::time_point began) {
   pending_ = false;
   refreshed_at_ = steady_now();
+  const auto cost = std::chrono::duration_cast<std::chrono::steady_clock::duration>(refreshed_at_ - began);
+  interval_ = std::clamp<std::chrono::steady_clock::duration>(cost * kCostShare, kInterval, kMaxInterval);
   if (!busy || tick_armed_ || stopped_) return;
   tick_armed_ = true;
   tick_->expires_after(std::chrono::seconds(1));

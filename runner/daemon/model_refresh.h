@@ -1,7 +1,8 @@
 #pragma once
 // ModelRefresh: how the read model stays current without a GET ever computing it. After a transition the
 // host calls changed(); the model is refreshed on the next turn of the loop after a burst of them, at most
-// once per 10 ms however many there are; while anything waits or holds a card it is refreshed at least once a
+// once per 10 ms however many there are (once per ten times what a refresh costs where that is more, at most
+// 100 ms: a host with thousands of steps queued); while anything waits or holds a card it is refreshed at least once a
 // second, so waits and busy times keep counting with no transition at all. A command (submit, cancel, drain)
 // refreshes it before answering, so its client reads its own change.
 //
@@ -55,8 +56,9 @@ class ModelRefresh {
   void describe_daemon(const std::string& root, bool simulate);
   /// Something changed: refresh soon.
   void changed();
-  /// A refresh ran (now). `busy`: something waits or holds a card (refresh again within a second).
-  void refreshed(bool busy);
+  /// A refresh that `began` then ran (it ends now). `busy`: something waits or holds a card (refresh again
+  /// within a second).
+  void refreshed(bool busy, std::chrono::steady_clock::time_point began);
   void stop();
   /// Cards drained or returned since the last refresh that asked (drain_changes below).
   std::vector<CardEvent> drain_changes(const HostView& v, double now);
@@ -67,6 +69,7 @@ class ModelRefresh {
   std::unique_ptr<boost::asio::steady_timer> soon_, tick_;
   bool pending_ = false, tick_armed_ = false, stopped_ = false;
   std::chrono::steady_clock::time_point refreshed_at_;
+  std::chrono::steady_clock::duration interval_ = std::chrono::milliseconds(10);  // between refreshes: 10 ms, more when one costs more
   std::map<int, bool> drained_seen_;  // each card's drained state at the last refresh
 };
 
