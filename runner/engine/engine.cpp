@@ -46,6 +46,7 @@ RunEngine::RunEngine(EngineSeams seams, Plan plan, EngineOptions opts)
     run_.jobs.push_back(std::move(jr));
     legs_by_name_[plan_.jobs[j].name].push_back(j);
   }
+  recount();
 }
 
 RunEngine::~RunEngine() = default;
@@ -85,10 +86,31 @@ Executor& RunEngine::executor_for(const PlanStep& step) {
   return step.kind == StepKind::ToolchainSetup && opts_.lead_executor ? *opts_.lead_executor : executor_;
 }
 
+void RunEngine::recount() {
+  tally_.assign(run_.jobs.size(), JobTally{});
+  for (std::size_t j = 0; j < run_.jobs.size(); ++j)
+    for (std::size_t s = 0; s < run_.jobs[j].steps.size(); ++s) {
+      const StepState st = run_.jobs[j].steps[s].state;
+      const bool plain = !plan_.jobs[j].steps[s].if_has_status_function;
+      JobTally& t = tally_[j];
+      t.final += is_final(st);
+      t.active += st == StepState::Waiting || st == StepState::Running;
+      t.plain += plain;
+      t.plain_final += plain && is_final(st);
+    }
+}
+
 void RunEngine::transition(std::size_t j, std::size_t s, StepState to) {
   StepRecord& sr = run_.jobs[j].steps[s];
   const StepState from = sr.state;
   sr.state = to;
+  JobTally& tally = tally_[j];
+  if (is_final(from) != is_final(to)) {
+    if (is_final(to)) ++tally.final, tally.plain_final += !plan_.jobs[j].steps[s].if_has_status_function;
+    else --tally.final, tally.plain_final -= !plan_.jobs[j].steps[s].if_has_status_function;
+  }
+  auto active = [](StepState st) { return st == StepState::Waiting || st == StepState::Running; };
+  if (active(from) != active(to)) tally.active += active(to) ? 1 : -1;
   const std::string at = clock_.iso_now();
   const double t = now();
   if (to == StepState::Waiting && sr.runnable_at < 0) {
@@ -226,13 +248,10 @@ void RunEngine::skip_job(std::size_t j, JobState state, const std::string& reaso
 void RunEngine::advance(std::size_t j) {
   JobRecord& jr = run_.jobs[j];
   const PlanJob& pj = plan_.jobs[j];
-  // One pass to count; the loops below keep the count current, so a 1,000-step job stays linear per event.
-  int active = 0;
-  bool all_final = true;
-  for (const auto& s : jr.steps) {
-    active += s.state == StepState::Waiting || s.state == StepState::Running;
-    all_final = all_final && is_final(s.state);
-  }
+  // The counts are kept by transition(): an event costs what it changes, not the job's length.
+  JobTally& t = tally_[j];
+  int active = t.active;
+  bool all_final = t.final == jr.steps.size();
   if (all_final) {
     finish_job(j);
     return;
@@ -250,31 +269,24 @@ void RunEngine::advance(std::size_t j) {
   } else {
     // Parallel: every plain step at once (bounded by max-parallel and cards); steps whose if: calls a status
     // function (cleanup, reporting) run after the others, one by one, when their outcome is known.
-    bool plain_done = true;
-    for (std::size_t s = jr.first_unsettled; s < jr.steps.size(); ++s) {
-      if (pj.steps[s].if_has_status_function) continue;
-      if (jr.steps[s].state == StepState::Pending) {
-        // A shard waits for its split step's collection.
-        if (pj.steps[s].shard && !is_final(jr.steps[static_cast<std::size_t>(pj.steps[s].collect_step)].state)) {
-          plain_done = false;
-          continue;
-        }
-        if (pj.max_parallel > 0 && active >= pj.max_parallel) {
-          plain_done = false;
-          break;
-        }
-        if (try_start_step(j, s)) ++active;
-      }
-      if (!is_final(jr.steps[s].state)) plain_done = false;
+    for (std::size_t s = std::max(jr.first_unsettled, t.scan_from); s < jr.steps.size(); ++s) {
+      if (pj.steps[s].if_has_status_function || jr.steps[s].state != StepState::Pending) continue;
+      // A shard waits for its split step's collection.
+      if (pj.steps[s].shard && !is_final(jr.steps[static_cast<std::size_t>(pj.steps[s].collect_step)].state)) continue;
+      if (pj.max_parallel > 0 && active >= pj.max_parallel) break;
+      if (try_start_step(j, s)) ++active;
     }
-    // Steps before first_unsettled are final; skip them next time.
+    // Steps before first_unsettled are final, and before scan_from none plain is pending: skipped next time.
     while (jr.first_unsettled < jr.steps.size() && is_final(jr.steps[jr.first_unsettled].state)) ++jr.first_unsettled;
+    while (t.scan_from < jr.steps.size() &&
+           (jr.steps[t.scan_from].state != StepState::Pending || pj.steps[t.scan_from].if_has_status_function))
+      ++t.scan_from;
+    const bool plain_done = t.plain_final == t.plain;
     if (plain_done && active == 0)
       for (std::size_t s = 0; s < jr.steps.size(); ++s)
         if (jr.steps[s].state == StepState::Pending && try_start_step(j, s)) break;
   }
-  all_final = std::all_of(jr.steps.begin() + static_cast<std::ptrdiff_t>(jr.first_unsettled), jr.steps.end(),
-                          [](const StepRecord& s) { return is_final(s.state); });
+  all_final = t.final == jr.steps.size();
   if (all_final && !is_final(jr.state)) finish_job(j);
 }
 

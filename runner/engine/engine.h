@@ -207,6 +207,17 @@ class RunEngine {
   RunJournal* journal_;
   RunRecord run_;
   LegsByName legs_by_name_;
+  /// What advance() needs of each job's steps without walking them all at every event (a 2,000-step job
+  /// would make a run's cost grow with its square): kept by transition(), counted afresh by recount().
+  struct JobTally {
+    std::size_t final = 0;        // steps in a final state
+    int active = 0;               // waiting or running
+    std::size_t plain = 0;        // steps whose if: calls no status function
+    std::size_t plain_final = 0;  // of those, final
+    std::size_t scan_from = 0;    // parallel jobs: before it no plain step is pending
+  };
+  std::vector<JobTally> tally_;
+  void recount();
   DataFlow flow_;
   std::map<std::size_t, std::unique_ptr<Clock::Timer>> job_timeouts_;
   /// A step waiting for cards under timeout-minutes or queue-timeout-minutes.

@@ -31,6 +31,7 @@ std::string RunEngine::adopt(RunRecord saved, const Reattach& reattach) {
       if (s.created.empty()) s.created = saved.created;
   }
   run_ = std::move(saved);
+  recount();
   started_ = true;
   // Health checks' markers count from a number of this start's own: a check the last daemon left running is
   // still held by the supervisor (until it is stopped), and a new one must never carry its marker.
