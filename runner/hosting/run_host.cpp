@@ -62,11 +62,11 @@ RunHost::RunHost(RunHostParts parts, RunDefaults defaults, std::unique_ptr<Sandb
       defaults_(std::move(defaults)),
       sandbox_(std::move(sandbox)),
       events_(std::move(events)),
+      leases_(HostLeases::Parts{parts.io, parts.host, parts.cfg, parts.history, parts.model.metrics, parts.stop},
+              [this](const std::string& id) { return find(id); }, [this] { events_.refresh(); }, [this] { events_.changed(); }),
       users_(parts.io, *sandbox_, [this](const std::string& id) { return find(id); }, [this](HostedRun& run) { begun(run); },
              [this] { events_.changed(); }),
-      attached_([this](const std::string& id) { return find(id); }),
-      leases_(HostLeases::Parts{parts.io, parts.host, parts.cfg, parts.history, parts.model.metrics, parts.stop},
-              [this](const std::string& id) { return find(id); }, [this] { events_.refresh(); }, [this] { events_.changed(); }) {}
+      attached_([this](const std::string& id) { return find(id); }) {}
 
 RunHost::~RunHost() = default;
 

@@ -144,11 +144,11 @@ class RunHost {
   RunDefaults defaults_;
   std::unique_ptr<SandboxPool> sandbox_;  // the users steps run as; inactive (said loudly) without them
   Events events_;
+  HostLeases leases_;  // before the runs: a run dropped unreturned forgets its tokens through its lease site
   std::map<std::string, std::unique_ptr<HostedRun>> runs_;  // hosted and not yet given back
   std::set<std::string> preparing_;                         // submissions whose commit is being checked out
   UserQueue users_;       // runs waiting for a sandbox user
   AttachedRuns attached_;  // submit --attach
-  HostLeases leases_;
 };
 
 /// Which pull request a submission is a run of ("" for none): "OWNER/REPO#N" from refs/pull/N/*, else
