@@ -47,6 +47,15 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
     RunnerConfig cfg = loaded->project.runner;
     resolve_host_dirs(cfg, loaded->project.root, opts->lock_dir, opts->state_dir);
 
+    // Before the run it observes, so it outlives it.
+    ConsoleOptions co;
+    co.github = inside_github_actions();
+    if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY")) co.step_summary = summary;
+    co.stream_output = !opts->simulate;
+    bool sequential = loaded->plan.jobs.size() == 1 && !loaded->plan.jobs[0].parallel;
+    co.prefix_lines = !sequential;
+    co.live = !co.github && ::isatty(STDOUT_FILENO);
+    ConsoleReporter console(co);
     ForegroundOptions fo{opts->simulate, opts->simulate_toolchain, opts->time_scale, ""};
     if (const char* trace = std::getenv("PTO_RUNNER_TRACE")) fo.trace_file = trace;
     ForegroundRun run(cfg, loaded->project.root, fo);
@@ -58,16 +67,6 @@ void register_run_command(CLI::App& app, CommonOptions& common, int& exit_code) 
     }
     for (const auto& w : run.warnings()) std::cerr << "pto-runner: " << w << "\n";
     const EngineOptions& eo = run.options();
-
-    ConsoleOptions co;
-    co.github = inside_github_actions();
-    if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY")) co.step_summary = summary;
-    co.stream_output = !opts->simulate;
-    bool sequential = loaded->plan.jobs.size() == 1 && !loaded->plan.jobs[0].parallel;
-    co.prefix_lines = !sequential;
-    co.live = !co.github && ::isatty(STDOUT_FILENO);
-    ConsoleReporter console(co);
-
     std::cout << "pto-runner: run " << eo.run_id << ": " << loaded->plan.jobs.size() << " jobs on cards "
               << join_ids(cfg.device_ids) << (opts->simulate ? " (simulated)" : "") << "; logs in " << eo.run_dir
               << "\n";

@@ -63,9 +63,8 @@ std::string ForegroundRun::open(ExitCode& code) {
 }
 
 bool ForegroundRun::run(const Plan& plan, RunObserver& observer) {
-  std::optional<LeaseSite> site;
-  if (leases_) site.emplace(LeaseSite{leases_->access(), leases_->book(), leases_->url()});
-  RunHosting lent{io_, *host_->clock, host_->broker(), *host_->executor, *sandbox_, cfg_, site ? &*site : nullptr, nullptr};
+  if (leases_) site_.emplace(LeaseSite{leases_->access(), leases_->book(), leases_->url()});
+  RunHosting lent{io_, *host_->clock, host_->broker(), *host_->executor, *sandbox_, cfg_, site_ ? &*site_ : nullptr, nullptr};
   run_ = std::make_unique<HostedRun>(lent, plan, eo_, nlohmann::json::object(), &observer, nullptr);
   HostedRun& run = *run_;
   if (leases_) {

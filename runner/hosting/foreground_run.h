@@ -17,11 +17,11 @@
 
 #include "config/runner_config.h"
 #include "engine/engine.h"
+#include "hosting/hosted_run.h"
 #include "util/exit_code.h"
 
 namespace pto {
 
-class HostedRun;
 class LeaseEndpoint;
 class SandboxPool;
 struct Host;
@@ -62,6 +62,7 @@ class ForegroundRun {
   std::unique_ptr<Host> host_;
   EngineOptions eo_;
   std::unique_ptr<LeaseEndpoint> leases_;  // null: a simulated run's steps take no cards themselves
+  std::optional<LeaseSite> site_;          // where the run reaches leases_: outlives the run (its tokens go there)
   std::unique_ptr<SandboxPool> sandbox_;
   std::unique_ptr<HostedRun> run_;
   std::vector<std::string> warnings_;

@@ -34,6 +34,8 @@ class EngineStateJournal {
   /// was saved. Steps never saved are absent (the caller fills them in from the plan).
   std::optional<nlohmann::json> load(const std::string& run);
   bool drop(const std::string& run);
+  /// A transaction that held its writes was not committed: its head is written again next time.
+  void forget_written(const std::string& run) { heads_.erase(run); }
   const std::string& error() const { return error_; }
 
  private:

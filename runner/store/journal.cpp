@@ -232,12 +232,15 @@ bool Journal::together(const std::function<bool()>& f) {
     return f();  // each write on its own, as without
   }
   const bool ok = f();
+  // A full disk or an I/O error rolls the whole transaction back at once: nothing to commit, and the write's
+  // own error is the one to tell.
+  if (sqlite3_get_autocommit(db_)) return false;
   try {
     (*stmts_)("COMMIT").step();
     return ok;
   } catch (const std::exception& e) {
-    write_error_ = e.what();
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);  // a failed write may have ended it already
+    if (ok) write_error_ = e.what();
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     return false;
   }
 }

@@ -232,12 +232,15 @@ void RunHistory::run_created(const std::string& id, const std::string& created, 
 
 void RunHistory::step_changed(const std::string& run, int job, int step, const nlohmann::json& data, const nlohmann::json* head,
                               const nlohmann::json* step_state) {
-  journal_result(journal_->together([&] {
-                   const bool ok = journal_->event(run, "step", job, step, data);
-                   if (head && step_state) engine_state_changed(run, *head, job, step, *step_state);
-                   return ok;
-                 }),
-                 run);
+  const bool with_state = head && step_state && engine_state_;
+  const bool ok = journal_->together([&] {
+    if (!journal_->event(run, "step", job, step, data)) return false;  // the run ends: its state need not be kept
+    if (with_state) engine_state_changed(run, *head, job, step, *step_state);
+    return true;
+  });
+  // Not committed: what the engine state remembers having written is not known to be there.
+  if (!ok && with_state) engine_state_->forget_written(run);
+  journal_result(ok, run);
 }
 
 void RunHistory::engine_state_changed(const std::string& run, const nlohmann::json& head, int job, int step,
