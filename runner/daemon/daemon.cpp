@@ -297,7 +297,7 @@ std::string Daemon::reload() {
   for (const auto& line : r.said) say(line);
   notices_->reload(next, say);  // it compares with the receivers in force
   cfg_ = r.applied;
-  runs_->leases().book.set_kill_grace(cfg_.kill_grace_seconds);
+  runs_->leases().set_kill_grace(cfg_.kill_grace_seconds);
   store_->reconfigure(cfg_.tests);
   view_changed();
   if (logged.empty()) say("runner.yml read again: nothing changed");
