@@ -113,6 +113,31 @@ std::vector<Violation> check_layout(const fs::path& root) {
   return out;
 }
 
+/// The composition root stays one (issue 48): `serve`'s parts are wired in runner/daemon/daemon.cpp, under 300
+/// lines, by a `Daemon` of at most 12 fields (runner/daemon/daemon.h); behaviour belongs to the parts it wires.
+void check_composition_root(const fs::path& root, std::vector<Violation>& out) {
+  constexpr int kMaxLines = 299, kMaxFields = 12;
+  std::ifstream cpp(root / "runner/daemon/daemon.cpp");
+  int lines = 0;
+  for (std::string line; std::getline(cpp, line);) ++lines;
+  if (lines > kMaxLines)
+    out.push_back({"runner/daemon/daemon.cpp", kMaxLines + 1, "composition-root",
+                   std::to_string(lines) + " lines: the daemon wires its parts; give the behaviour to the part it is about"});
+  std::ifstream h(root / "runner/daemon/daemon.h");
+  static const std::regex field(R"(^\s*[A-Za-z_][\w:<>,\s\*&]*[\s\*&]\w+_\s*(\{[^}]*\})?\s*;\s*$)");
+  bool in_daemon = false;
+  int n = 0, fields = 0;
+  for (std::string line; std::getline(h, line);) {
+    ++n;
+    if (line.rfind("class Daemon", 0) == 0) in_daemon = true;
+    else if (in_daemon && line.rfind("};", 0) == 0) in_daemon = false;
+    const std::string code = line.substr(0, line.find("//"));
+    if (in_daemon && std::regex_match(code, field) && ++fields == kMaxFields + 1)
+      out.push_back({"runner/daemon/daemon.h", n, "composition-root", "Daemon's field " + std::to_string(fields) + ": at most " +
+                                                                            std::to_string(kMaxFields) + "; a part owns its own state"});
+  }
+}
+
 std::string listing(const std::vector<Violation>& vs) {
   std::string s;
   for (const auto& v : vs) s += v.text() + "\n";
@@ -122,8 +147,9 @@ std::string listing(const std::vector<Violation>& vs) {
 }  // namespace
 
 TEST_CASE("architecture: the tree keeps the layout's rules (no folder cycle, no production file named like a test, the clocks read "
-          "in util/clock alone, a run folder's parts named in util/state_paths alone)", "[architecture]") {
-  const std::vector<Violation> found = check_layout(source_dir());
+          "in util/clock alone, a run folder's parts named in util/state_paths alone, a small composition root)", "[architecture]") {
+  std::vector<Violation> found = check_layout(source_dir());
+  check_composition_root(source_dir(), found);
   INFO(listing(found));
   CHECK(found.empty());
 }
@@ -143,7 +169,13 @@ TEST_CASE("architecture: the checker finds each rule broken on purpose in a tree
   t.write("runner/engine/logs.cpp", "auto a = run_logs(run_dir) + \"/x.log\";  // inside its part: allowed\n"
                                     "auto b = opts_.run_dir + \"/logs\";\nauto c = fs::path(opts_.run_dir) / \"files\";\n");
   t.write("runner/util/state_paths.h", "inline std::string run_logs(const std::string& run_dir) { return run_dir + \"/logs\"; }\n");
-  const std::vector<Violation> found = check_layout(t.path());
+  std::string daemon_cpp, daemon_h = "#pragma once\nclass Daemon {\n private:\n  void wire();\n";
+  for (int i = 0; i < 300; ++i) daemon_cpp += "// wiring\n";
+  for (int i = 0; i < 13; ++i) daemon_h += "  std::unique_ptr<Part> part" + std::to_string(i) + "_;  // a part\n";
+  t.write("runner/daemon/daemon.cpp", daemon_cpp);
+  t.write("runner/daemon/daemon.h", daemon_h + "};\nstruct After { int not_counted_; };\n");
+  std::vector<Violation> found = check_layout(t.path());
+  check_composition_root(t.path(), found);
   const std::string all = listing(found);
   INFO(all);
   CHECK(all.find("runner/engine/engine.h:4: folder-cycle: folders include each other: engine/ -> store/ -> read_model/ -> engine/") !=
@@ -158,5 +190,8 @@ TEST_CASE("architecture: the checker finds each rule broken on purpose in a tree
   CHECK(all.find("runner/engine/logs.cpp:2: run-folder") != std::string::npos);
   CHECK(all.find("runner/engine/logs.cpp:3: run-folder") != std::string::npos);
   CHECK(all.find("runner/util/") == std::string::npos);  // an include down the layers is no loop, util/ is the home of both
-  CHECK(found.size() == 10);  // the three includes of the loop, the two names, the three reads, the two spelled parts
+  CHECK(all.find("runner/daemon/daemon.cpp:300: composition-root: 300 lines") != std::string::npos);
+  CHECK(all.find("runner/daemon/daemon.h:17: composition-root: Daemon's field 13") != std::string::npos);
+  // the three includes of the loop, the two names, the three reads, the two spelled parts, the root's two
+  CHECK(found.size() == 12);
 }

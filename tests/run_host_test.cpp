@@ -142,7 +142,7 @@ TEST_CASE("run host: a newer run of the same pull request supersedes the older o
   // Cancelled on request: accepted once, its control runs told; the rest go when the host stops.
   CHECK(h.runs->cancel(second, "test").outcome == Outcome::Accepted);
   CHECK(h.cancelled == std::vector<std::string>{second});
-  h.runs->cancel_all(15);
+  h.runs->cancel_all(143, nullptr);
   REQUIRE(h.settle([&] { return h.runs->empty(); }));
   CHECK(h.finished.size() == 3);
 }

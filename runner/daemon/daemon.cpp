@@ -16,8 +16,8 @@
 #include <spdlog/spdlog.h>
 
 #include "config/settings_reload.h"
+#include "daemon/command_desk.h"
 #include "exec/cgroup_tree.h"
-#include "sandbox/run_tree.h"
 #include "server/inherited_listeners.h"
 #include "server/admin_token.h"
 #include "util/state_paths.h"
@@ -70,8 +70,10 @@ std::string Daemon::start_unguarded() {
   Project project;
   EndpointSettings where;  // where it listens, as runner.yml and the flags say (checked here, bound by listen())
   if (std::string e = load_settings(project); !e.empty()) return e;
-  std::unique_ptr<SandboxPool> sandbox;
-  if (std::string e = open_sandbox(project, sandbox); !e.empty()) return e;
+  std::string sandbox_error, unreachable;  // the sandbox users, and the state dir closed to them
+  auto sandbox = open_daemon_sandbox(cfg_, state_dir(), cfg_.source.configured() ? "" : project.root, sandbox_error, unreachable);
+  if (!unreachable.empty()) throw BadSettings(unreachable);
+  if (!sandbox) return sandbox_error;
   if (std::string e = read_tokens(project, where); !e.empty()) return e;
   if (std::string e = open_history_and_host(); !e.empty()) return e;
   host_runs(std::move(sandbox));
@@ -125,26 +127,6 @@ std::string Daemon::load_settings(Project& project) {
   store_ = RunStore::take(state_dir(), why, theirs);
   if (!store_ && theirs) throw BadSettings(why);
   if (!store_) return why;
-  return "";
-}
-
-std::string Daemon::open_sandbox(const Project& project, std::unique_ptr<SandboxPool>& sandbox) {
-  // Steps run as sandbox users, each run's its own; they reach their run's tree through a state dir closed to
-  // them otherwise (sandbox/run_tree). Without them, said loudly, here and in the status and on the page.
-  sandbox = std::make_unique<SandboxPool>(cfg_.sandbox, cfg_.shared_files, cfg_.all_card_files(), cfg_.lock_dir);
-  if (std::string e = close_state_dir(state_dir()); !e.empty()) return e;
-  if (!sandbox->active()) {
-    spdlog::warn("NO SANDBOX: pull requests' steps run as the daemon's own user (uid {}) and can reach its token, journal "
-                 "and every other run: {}",
-                 ::geteuid(), sandbox->why());
-    return "";
-  }
-  // Without `source:` steps run in the definitions' own tree, which they then read as their user.
-  std::vector<std::pair<std::string, std::string>> dirs = {{state_dir(), "the state dir"}};
-  if (!cfg_.source.configured()) dirs.push_back({project.root, "the root where steps run"});
-  if (std::string e = unreachable_by_users(dirs, "give another --state-dir or root"); !e.empty()) throw BadSettings(e);
-  spdlog::info("sandbox: {} users ({} .. {}); each run's steps run as its own", sandbox->size(), cfg_.sandbox.user(0),
-               cfg_.sandbox.user(cfg_.sandbox.count - 1));
   return "";
 }
 
@@ -237,7 +219,8 @@ std::string Daemon::listen(const EndpointSettings& where) {
   for (const auto& p : problems) spdlog::warn("{}", p);
   if (host_->supervised)
     for (auto& [name, fd] : host_->supervised->take_listeners()) given.add({fd, name});
-  endpoints_ = std::make_unique<ApiEndpoints>(io_, &store_->pools().reads, view_.model, *this, access_);
+  auto desk = std::make_unique<CommandDesk>(CommandDesk::Owners{*runs_, *host_, *store_, *questions_, stop_, view_});
+  endpoints_ = std::make_unique<ApiEndpoints>(io_, &store_->pools().reads, view_.model, std::move(desk), access_);
   bool config_error = false;
   if (std::string e = endpoints_->open(where, cfg_, opts_.limits, given, state_dir(), config_error); !e.empty()) {
     if (config_error) throw BadSettings(e);
@@ -252,18 +235,6 @@ std::string Daemon::listen(const EndpointSettings& where) {
 std::string Daemon::url() const { return endpoints_ ? endpoints_->url() : ""; }
 
 unsigned short Daemon::port() const { return endpoints_ ? endpoints_->port() : 0; }
-
-Answer Daemon::change_card(int card, bool drain, const std::string& reason, const Caller& by) {
-  Answer a = host_->change_card(card, drain, reason, by.peer);
-  if (a.outcome == Outcome::Ok) view_.now();  // a client's own change is in the status it reads next
-  return a;
-}
-
-Answer Daemon::change_node(const std::string& node, bool drain, const std::string& reason, const Caller& by) {
-  return host_->change_node(node, drain, reason, by.peer);
-}
-
-
 
 // SIGHUP: the daemon reads runner.yml again (config/settings_reload: what moves over, what needs a restart)
 // and hands each part its settings: the token, the cards, the receivers, the mutes, the leases' kill grace,
@@ -283,15 +254,12 @@ std::string Daemon::reload() {
   const RunnerConfig& next = *reread;
 
   // The token: a configured file is read again (a rotated token takes effect now).
-  AdminToken admin;
-  bool bad_settings = false;
-  if (std::string e = read_admin_token(opts_.load.root, opts_.token_file, next.token_file, state_dir(), false, admin, bad_settings); !e.empty()) {
+  std::string token_changed;
+  if (std::string e = reload_admin_token(access_, opts_.load.root, opts_.token_file, next.token_file, state_dir(), token_changed); !e.empty()) {
     spdlog::error("reload: {}; keeping the old settings", e);
     return "kept the old settings: " + e + "\n";
   }
-  if (!access_.is_admin_token(admin.token) || admin.path != access_.admin_token_file()) say("token read again from " + admin.path);
-  access_.set_admin_token(admin.token, admin.path);
-
+  if (!token_changed.empty()) say(token_changed);
   for (const auto& change : host_->reconfigure(next)) say(change);
   SettingsReload r = reload_settings(cfg_, next);
   for (const auto& line : r.said) say(line);
@@ -305,32 +273,11 @@ std::string Daemon::reload() {
   return logged;
 }
 
-
 // Stopping the daemon (docs/operators.md): SIGTERM drains (accepted runs go on to their end,
 // their clients read the end), SIGINT or a second SIGTERM cancels everything, SIGUSR2 hands over.
-void Daemon::drain(std::function<void(int)> done) {
-  if (stop_.stopping()) return;
-  const double minutes = cfg_.shutdown_timeout_minutes;
-  spdlog::warn("SIGTERM: draining: {} active run(s) go on to their end (at most {} min, shutdown-timeout-minutes); "
-               "no new runs or leases; SIGTERM again or SIGINT cancels them",
-               runs_->size(), minutes);
-  stop_.begin_drain(std::move(done), minutes * 60, [this] {
-    spdlog::warn("shutdown-timeout-minutes passed with {} run(s) still active: cancelling them", runs_->size());
-    cancel_all(143, nullptr);
-  });
-  view_changed();
-}
+void Daemon::drain(std::function<void(int)> done) { runs_->drain(cfg_.shutdown_timeout_minutes, std::move(done)); }
 
-void Daemon::cancel_all(int exit_code, std::function<void(int)> done) {
-  if (!stop_.begin_cancel(exit_code, std::move(done))) return;
-  view_changed();
-  if (!quiet()) {
-    spdlog::warn("cancelling {} active run(s) and {} lease(s)", view_.model.active.size(), runs_->leases().book.active().size());
-    runs_->cancel_all(SIGTERM);
-    runs_->leases().book.end_all("the daemon is shutting down");
-  }
-  stop_.check();
-}
+void Daemon::cancel_all(int exit_code, std::function<void(int)> done) { runs_->cancel_all(exit_code, std::move(done)); }
 
 bool Daemon::quiet() const { return !runs_ || runs_->quiet(); }
 
@@ -346,50 +293,5 @@ void Daemon::close() {
   if (host_ && host_->supervised) host_->supervised->forget_listeners();
   if (endpoints_) endpoints_->stop();
 }
-
-void Daemon::run_read(const std::string& id) { stop_.run_read(id); }
-
-
-// The API's commands (HostCommands), each handed to its owner: runs and their clients (hosting/run_host),
-// leases (hosting/host_leases), mutes (store/run_store), bisections (bisect/host_questions), cards (host/host).
-namespace {
-// Who made a mute, as it is kept and logged: a token says no name, so the admin is named by where it called from.
-std::string who(const Caller& by) { return by.user.empty() ? "admin (" + by.peer + ")" : by.user; }
-}  // namespace
-
-void Daemon::submit_run(RunSubmission submission, const Caller& by, Reply reply) {
-  if (!endpoints_) return reply(stop_.refusal());
-  runs_->submit(std::move(submission), by.peer, std::move(reply));
-}
-
-Answer Daemon::cancel_run(const std::string& id, const Caller& by) { return runs_->cancel(id, by.peer); }
-
-Answer Daemon::detach_client(const std::string& run, const std::string& client, bool cancel, const Caller&) {
-  Answer a = runs_->detach(run, client, cancel);
-  if (a.outcome == Outcome::Ok) view_.now();
-  return a;
-}
-
-void Daemon::request_lease(LeaseRequest request, const Caller& by, Reply reply) {
-  if (!endpoints_) return reply(stop_.refusal());
-  runs_->leases().request(std::move(request), by, std::move(reply));
-}
-
-Answer Daemon::heartbeat_lease(const std::string& id, const Caller& by) { return runs_->leases().heartbeat(id, by); }
-
-void Daemon::end_lease(const std::string& id, const std::string& why, const LeaseReport& report, const Caller& by, Reply reply) {
-  runs_->leases().end(id, why, report, by, std::move(reply));
-}
-
-void Daemon::start_bisection(BisectSpec spec, const Caller& by, Reply reply) {
-  if (!endpoints_ || stop_.stopping()) return reply(stop_.refusal());
-  questions_->start_bisection(std::move(spec), by.peer, std::move(reply));
-}
-
-Answer Daemon::cancel_bisection(const std::string& id, const Caller& by) { return questions_->cancel_bisection(id, by.peer); }
-
-Answer Daemon::mute_test(const TestMute& m, const Caller& by) { return store_->mute(m, who(by)); }
-
-Answer Daemon::unmute_test(const std::string& glob, const Caller& by) { return store_->unmute(glob, who(by)); }
 
 }  // namespace pto

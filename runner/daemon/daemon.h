@@ -4,7 +4,7 @@
 // cards, queue and executors (host/host), the runs it hosts and their leases (hosting/run_host), on-call's
 // notifications (notify/host_notices), bisections and control runs (bisect/host_questions), the read model and
 // its refresh (daemon/model_refresh), and the API (server/api_endpoints), which reads that model and hands
-// each command (this class's HostCommands face) to its owner. It decides what happens on signals (drain,
+// each command to its owner through the desk it is given (daemon/command_desk). It decides what happens on signals (drain,
 // cancel: hosting/shutdown keeps the stopping state; SIGHUP: config/settings_reload) and never renders a GET.
 // There are no locks because there is no second thread; blocking work (git, file reads, handing a worktree to
 // a run's user) goes to the store's worker pools and answers through the engine thread.
@@ -35,7 +35,6 @@
 #include "sandbox/sandbox_pool.h"
 #include "server/access.h"
 #include "server/api_endpoints.h"
-#include "server/host_commands.h"
 #include "source/git_mirror.h"
 #include "store/retention.h"
 #include "store/run_store.h"
@@ -61,10 +60,10 @@ struct DaemonOptions {
   HttpLimits limits;
 };
 
-class Daemon : public HostCommands {
+class Daemon {
  public:
   Daemon(boost::asio::io_context& io, DaemonOptions opts);
-  ~Daemon() override;
+  ~Daemon();
   /// Loads host settings, takes the state dir (one daemon per state dir), opens and checks the journal,
   /// recovers interrupted runs, listens. Returns "" or the error; `exit_code` then says 2 (bad settings,
   /// the state dir is another daemon's) or 3 (the host: disk, journal, port).
@@ -88,27 +87,10 @@ class Daemon : public HostCommands {
   /// writing it (the cards' history: RunHistory::batch_card_events) is written now.
   void hand_over();
 
-  // HostCommands: what the API may ask, already checked for its caller (server/access).
-  void submit_run(RunSubmission submission, const Caller& by, Reply reply) override;
-  Answer cancel_run(const std::string& id, const Caller& by) override;
-  Answer change_card(int card, bool drain, const std::string& reason, const Caller& by) override;
-  Answer change_node(const std::string& node, bool drain, const std::string& reason, const Caller& by) override;
-  void request_lease(LeaseRequest request, const Caller& by, Reply reply) override;
-  Answer heartbeat_lease(const std::string& id, const Caller& by) override;
-  void end_lease(const std::string& id, const std::string& why, const LeaseReport& report, const Caller& by, Reply reply) override;
-  void run_read(const std::string& id) override;
-  Answer detach_client(const std::string& run, const std::string& client, bool cancel, const Caller& by) override;
-  Answer mute_test(const TestMute& mute, const Caller& by) override;
-  Answer unmute_test(const std::string& glob, const Caller& by) override;
-  void start_bisection(BisectSpec spec, const Caller& by, Reply reply) override;
-  Answer cancel_bisection(const std::string& id, const Caller& by) override;
-
  private:
   // Starting (daemon.cpp), each part "" or the error (exit 3), or it throws BadSettings (exit 2).
   std::string start_unguarded();
   std::string load_settings(Project& project);
-  /// The users steps run as (made here, handed to the runs' host once the parts it needs exist).
-  std::string open_sandbox(const Project& project, std::unique_ptr<SandboxPool>& sandbox);
   /// The tokens, and `where` it listens (runner.yml and the flags; checked here, bound by listen()).
   std::string read_tokens(const Project& project, EndpointSettings& where);
   std::string open_history_and_host();

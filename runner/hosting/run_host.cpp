@@ -8,6 +8,7 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include <algorithm>
+#include <csignal>
 #include <regex>
 
 #include <spdlog/spdlog.h>
@@ -273,9 +274,28 @@ Answer RunHost::cancel(const std::string& id, const std::string& peer) {
   return {Outcome::Accepted, {{"id", id}, {"state", "cancelling"}}};
 }
 
-void RunHost::cancel_all(int signal) {
-  for (auto& [id, run] : runs_)
-    if (!run->engine().finished()) run->cancel(signal);
+void RunHost::drain(double minutes, std::function<void(int)> done) {
+  if (parts_.stop.stopping()) return;
+  spdlog::warn("SIGTERM: draining: {} active run(s) go on to their end (at most {} min, shutdown-timeout-minutes); "
+               "no new runs or leases; SIGTERM again or SIGINT cancels them",
+               runs_.size(), minutes);
+  parts_.stop.begin_drain(std::move(done), minutes * 60, [this] {
+    spdlog::warn("shutdown-timeout-minutes passed with {} run(s) still active: cancelling them", runs_.size());
+    cancel_all(143, nullptr);
+  });
+  events_.changed();
+}
+
+void RunHost::cancel_all(int exit_code, std::function<void(int)> done) {
+  if (!parts_.stop.begin_cancel(exit_code, std::move(done))) return;
+  events_.changed();
+  if (!quiet()) {
+    spdlog::warn("cancelling {} active run(s) and {} lease(s)", runs_.size(), leases_.book.active().size());
+    for (auto& [id, run] : runs_)
+      if (!run->engine().finished()) run->cancel(SIGTERM);
+    leases_.book.end_all("the daemon is shutting down");
+  }
+  parts_.stop.check();
 }
 
 void RunHost::finished(HostedRun& run) {

@@ -82,8 +82,12 @@ class RunHost {
   void submit(RunSubmission s, const std::string& peer, HostCommands::Reply reply);
   Answer cancel(const std::string& id, const std::string& peer);
   Answer detach(const std::string& run, const std::string& client, bool cancel) { return attached_.detach(run, client, cancel); }
-  /// Every active run cancelled with `signal` (the daemon stops).
-  void cancel_all(int signal);
+  /// SIGTERM: no new runs, and no leases but accepted runs'; accepted runs go on to their end, then `done(0)`.
+  /// Past `minutes` (shutdown-timeout-minutes) the rest is cancelled, then `done(143)` (hosting/shutdown).
+  void drain(double minutes, std::function<void(int exit_code)> done);
+  /// SIGINT, a second SIGTERM, a drain past its bound: every active run cancelled (SIGTERM to its steps) and
+  /// every lease ended; `done(exit_code)` once all have stopped.
+  void cancel_all(int exit_code, std::function<void(int exit_code)> done);
   /// A journal write for `run` failed: the run ends with an infrastructure error (on a later turn of the loop).
   void stop_for_journal(const std::string& run, const std::string& why);
 

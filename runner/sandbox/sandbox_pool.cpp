@@ -14,8 +14,11 @@
 #include <set>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "exec/card_access.h"
 #include "exec/run_sync.h"
+#include "sandbox/run_tree.h"
 #include "sandbox/user_leftovers.h"
 #include "util/lock_file.h"
 #include "util/process_env.h"
@@ -173,6 +176,27 @@ std::vector<std::string> remove_sandbox_users(const SandboxConfig& cfg, std::str
     said.push_back("removed " + name);
   }
   return said;
+}
+
+std::unique_ptr<SandboxPool> open_daemon_sandbox(const RunnerConfig& cfg, const std::string& state_dir, const std::string& steps_root,
+                                                 std::string& error, std::string& unreachable) {
+  // Steps run as sandbox users, each run's its own; they reach their run's tree through a state dir closed to
+  // them otherwise. Without them, said loudly, here and in the status and on the page.
+  auto sandbox = std::make_unique<SandboxPool>(cfg.sandbox, cfg.shared_files, cfg.all_card_files(), cfg.lock_dir);
+  if (error = close_state_dir(state_dir); !error.empty()) return nullptr;
+  if (!sandbox->active()) {
+    spdlog::warn("NO SANDBOX: pull requests' steps run as the daemon's own user (uid {}) and can reach its token, journal "
+                 "and every other run: {}",
+                 ::geteuid(), sandbox->why());
+    return sandbox;
+  }
+  // Without `source:` steps run in the definitions' own tree, which they then read as their user.
+  std::vector<std::pair<std::string, std::string>> dirs = {{state_dir, "the state dir"}};
+  if (!steps_root.empty()) dirs.push_back({steps_root, "the root where steps run"});
+  if (unreachable = unreachable_by_users(dirs, "give another --state-dir or root"); !unreachable.empty()) return nullptr;
+  spdlog::info("sandbox: {} users ({} .. {}); each run's steps run as its own", sandbox->size(), cfg.sandbox.user(0),
+               cfg.sandbox.user(cfg.sandbox.count - 1));
+  return sandbox;
 }
 
 }  // namespace pto

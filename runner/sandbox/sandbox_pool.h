@@ -7,6 +7,7 @@
 // Whether the pool is active is decided once, at start: the daemon is root, `sandbox` is not off, and every
 // user exists. Otherwise why() says so, and the daemon says it loudly (log, status, page).
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,6 +54,13 @@ class SandboxPool : public UserLender {
   std::vector<std::string> shared_files_, card_files_;
   std::string why_not_;
 };
+
+/// The daemon's pool (`serve`): its users, and the state dir closed to others (sandbox/run_tree). Without
+/// users it is still made, inactive, and said loudly (steps then run as the daemon's own uid). "" or the host's
+/// problem in `error`; `unreachable` names a place the users must reach and cannot (the state dir, and
+/// `steps_root` when not ""): runner.yml's or the flags' fault.
+std::unique_ptr<SandboxPool> open_daemon_sandbox(const RunnerConfig& cfg, const std::string& state_dir, const std::string& steps_root,
+                                                 std::string& error, std::string& unreachable);
 
 /// `pto-runner sandbox setup`: makes the missing sandbox users (useradd: system users without a home or a
 /// login shell, each with its own group, in `sandbox.groups`). Lines of what it did; "" error or why not.

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "config/project.h"
+#include "server/access.h"
 #include "util/random_hex.h"
 #include "util/token_file.h"
 
@@ -39,6 +40,16 @@ std::string read_admin_token(const std::string& root, const std::string& flag, c
   out.token = read_private_token_file(out.path, error);
   bad_settings = !error.empty();
   return error;
+}
+
+std::string reload_admin_token(Access& access, const std::string& root, const std::string& flag, const std::string& configured,
+                               const std::string& state_dir, std::string& changed) {
+  AdminToken admin;
+  bool bad_settings = false;
+  if (std::string e = read_admin_token(root, flag, configured, state_dir, false, admin, bad_settings); !e.empty()) return e;
+  changed = access.is_admin_token(admin.token) && admin.path == access.admin_token_file() ? "" : "token read again from " + admin.path;
+  access.set_admin_token(admin.token, admin.path);
+  return "";
 }
 
 }  // namespace pto

@@ -16,4 +16,11 @@ struct AdminToken {
 std::string read_admin_token(const std::string& root, const std::string& flag, const std::string& configured, const std::string& state_dir,
                              bool generate, AdminToken& out, bool& bad_settings);
 
+class Access;
+
+/// SIGHUP: the token read again by the same rule into `access` (a rotated token takes effect now). "" or why
+/// not (the old token kept); `changed` names what changed ("" when nothing did).
+std::string reload_admin_token(Access& access, const std::string& root, const std::string& flag, const std::string& configured,
+                               const std::string& state_dir, std::string& changed);
+
 }  // namespace pto

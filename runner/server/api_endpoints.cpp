@@ -45,9 +45,9 @@ std::string EndpointSettings::read(const RunnerConfig& cfg, const std::string& r
   return "";
 }
 
-ApiEndpoints::ApiEndpoints(boost::asio::io_context& io, boost::asio::thread_pool* workers, const ReadModel& model, HostCommands& commands,
-                           Access& access)
-    : api_(io, workers, model, commands, access), io_(io), access_(access) {}
+ApiEndpoints::ApiEndpoints(boost::asio::io_context& io, boost::asio::thread_pool* workers, const ReadModel& model,
+                           std::unique_ptr<HostCommands> commands, Access& access)
+    : commands_(std::move(commands)), api_(io, workers, model, *commands_, access), io_(io), access_(access) {}
 
 ApiEndpoints::~ApiEndpoints() = default;
 

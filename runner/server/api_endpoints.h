@@ -40,10 +40,10 @@ struct EndpointSettings {
 
 class ApiEndpoints {
  public:
-  /// The API over `model` and `commands`, with `access` deciding who may do what; `workers` read files off
-  /// the engine thread.
-  ApiEndpoints(boost::asio::io_context& io, boost::asio::thread_pool* workers, const ReadModel& model, HostCommands& commands,
-               Access& access);
+  /// The API over `model` and `commands` (its own: they live as long as something can call them), with
+  /// `access` deciding who may do what; `workers` read files off the engine thread.
+  ApiEndpoints(boost::asio::io_context& io, boost::asio::thread_pool* workers, const ReadModel& model,
+               std::unique_ptr<HostCommands> commands, Access& access);
   ~ApiEndpoints();
 
   /// Listens as `settings` says, on the sockets `given` holds for those addresses where it does. "" or why
@@ -63,6 +63,7 @@ class ApiEndpoints {
   std::vector<std::pair<std::string, int>> sockets() const;
 
  private:
+  std::unique_ptr<HostCommands> commands_;  // before the API that calls them
   Api api_;
   EndpointSettings settings_;
   boost::asio::io_context& io_;
