@@ -8,7 +8,7 @@ BUILD=(cmake g++ make dpkg-dev libboost1.81-dev libboost-filesystem1.81-dev liby
   libcli11-dev libspdlog-dev libssl-dev libcurl4-openssl-dev libarchive-dev libsqlite3-dev libacl1-dev
   libpugixml-dev git)
 TESTS=(catch2 python3 python3-venv util-linux procps curl wrk prometheus chromium slurm-wlm munge adduser acl
-  openssl mkdocs python3-pytest prometheus-alertmanager systemd)
+  openssl mkdocs python3-pytest prometheus-alertmanager systemd ccache nginx-core)
 case "${1:-}" in
   --package) PACKAGES=("${BUILD[@]}"); TOOLS=no ;;
   "") PACKAGES=("${BUILD[@]}" "${TESTS[@]}"); TOOLS=yes ;;

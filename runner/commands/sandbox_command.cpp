@@ -27,7 +27,7 @@ void register_sandbox_command(CLI::App& app, CommonOptions& common, int& exit_co
       return;
     }
     std::string error;
-    for (const auto& line : make ? setup_sandbox_users(sb, error) : remove_sandbox_users(sb, error)) std::cout << line << "\n";
+    for (const auto& line : make ? setup_sandbox_users(sb, project.runner.caches.group, error) : remove_sandbox_users(sb, project.runner.caches.group, error)) std::cout << line << "\n";
     if (!error.empty()) {
       std::cerr << "pto-runner sandbox: " << error << "\n";
       exit_code = 3;

@@ -8,11 +8,28 @@ namespace {
 
 const std::vector<std::string> kJobKeys = {"name",     "needs",    "if",       "env",      "timeout-minutes",
                                            "continue-on-error",    "strategy", "defaults", "steps",
-                                           "parallel", "toolchain", "outputs"};
+                                           "parallel", "toolchain", "outputs", "caches"};
 const std::vector<std::string> kStepKeys = {"name",  "run",     "env",     "if",      "timeout-minutes",
                                             "continue-on-error", "working-directory", "shell", "devices", "cpus", "memory",
                                             "retry", "models",  "expected-minutes", "id", "device-type",
-                                            "queue-timeout-minutes", "run-timeout-minutes", "tests", "split"};
+                                            "queue-timeout-minutes", "run-timeout-minutes", "tests", "split", "caches"};
+
+/// A cache variable the step's or the job's `env:` sets too: one of them would silently lose.
+void check_cache_vars(const JobDef& job, Diagnostics& diags) {
+  for (const StepDef& sd : job.steps) {
+    std::map<std::string, const CacheUse*> vars;
+    for (const auto* list : {&job.caches, &sd.caches})
+      for (const CacheUse& c : *list) vars[c.var] = &c;
+    for (const auto& [var, use] : vars) {
+      const bool in_step = sd.env.count(var) > 0, in_job = job.env.count(var) > 0;
+      if (!in_step && !in_job) continue;
+      const SourceLoc at = in_step ? sd.env_locs.at(var) : job.env_loc;
+      diags.error(job.file, at.line, at.col, "cache-var-set",
+                  "env." + var + " is cache '" + use->name + "''s variable (caches: on line " + std::to_string(use->loc.line) +
+                      "); pto-runner sets it to the tier the run may write: remove it from env");
+    }
+  }
+}
 
 bool valid_job_name(const std::string& s) {
   static const std::regex re("[A-Za-z_][A-Za-z0-9_.-]*");
@@ -141,6 +158,7 @@ StepDef read_step(const YAML::Node& node, const std::string& file, Diagnostics& 
     YAML::Node en = m.get("env");
     for (auto it = en.begin(); it != en.end(); ++it) s.env_locs[it->first.Scalar()] = loc_of(it->second);
   }
+  if (m.has("caches")) s.caches = read_caches(m.get("caches"), file, diags);
   if (auto v = m.string("if")) {
     s.if_expr = *v;
     s.if_loc = loc_of(m.get("if"));
@@ -325,6 +343,7 @@ static JobDef load_job_file_unguarded(const std::string& path, const std::string
     job.env = *v;
     job.env_loc = loc_of(m.get("env"));
   }
+  if (m.has("caches")) job.caches = read_caches(m.get("caches"), display, diags);
   if (m.has("outputs")) {
     YAML::Node outs = m.get("outputs");
     if (!outs.IsMap()) {
@@ -388,7 +407,33 @@ static JobDef load_job_file_unguarded(const std::string& path, const std::string
     }
     if (job.steps.empty()) m.error_at(steps, "bad-value", "job: 'steps' is empty");
   }
+  check_cache_vars(job, diags);
   return job;
+}
+
+std::vector<CacheUse> read_caches(const YAML::Node& node, const std::string& file, Diagnostics& diags) {
+  std::vector<CacheUse> out;
+  const SourceLoc at = loc_of(node);
+  if (!node.IsMap()) {
+    diags.error(file, at.line, at.col, "wrong-type", "'caches' expects a mapping of NAME: ENV_VAR, e.g. {ccache: CCACHE_DIR}, got " + describe_node(node));
+    return out;
+  }
+  static const std::regex name_re("[a-z0-9][a-z0-9_.-]{0,63}"), var_re("[A-Z_][A-Z0-9_]{0,127}");
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const SourceLoc k = loc_of(it->first), v = loc_of(it->second);
+    const std::string name = it->first.Scalar();
+    if (!std::regex_match(name, name_re)) {
+      diags.error(file, k.line, k.col, "bad-value", "caches: a cache's name is lower-case letters, digits, . _ - (a directory's name), got '" + name + "'");
+      continue;
+    }
+    if (!it->second.IsScalar() || !std::regex_match(it->second.Scalar(), var_re)) {
+      diags.error(file, v.line, v.col, "bad-value", "caches." + name + " is the variable that gets its directory, like CCACHE_DIR, got " +
+                                                        (it->second.IsScalar() ? "'" + it->second.Scalar() + "'" : describe_node(it->second)));
+      continue;
+    }
+    out.push_back({name, it->second.Scalar(), v});
+  }
+  return out;
 }
 
 JobDef load_job_file(const std::string& path, const std::string& display, const std::string& stem,

@@ -59,6 +59,15 @@ struct TestsSpec {
 /// Reads `tests:`; kept apart for its own tests.
 TestsSpec read_tests_spec(const YAML::Node& node, const std::string& file, Diagnostics& diags);
 
+/// `caches: {NAME: ENV_VAR}` on a job or a step: each named cache's directory handed to the step in ENV_VAR,
+/// in the tier the run's ref may write (caches/cache_tiers). In file order, with where each is written.
+struct CacheUse {
+  std::string name, var;
+  SourceLoc loc;
+};
+/// Reads a `caches:` mapping (names: a-z, 0-9, . _ -; variables: A-Z, 0-9, _).
+std::vector<CacheUse> read_caches(const YAML::Node& node, const std::string& file, Diagnostics& diags);
+
 struct StepDef {
   std::string id;    // GitHub's step id, for steps.ID.* in later steps
   SourceLoc id_loc;
@@ -67,6 +76,7 @@ struct StepDef {
   std::vector<std::string> models;
   std::vector<SourceLoc> model_locs;
   std::map<std::string, std::string> env;
+  std::vector<CacheUse> caches;  // beside the job's (a step's own wins for a name both give)
   std::string if_expr;
   std::optional<double> timeout_minutes;
   std::optional<double> queue_timeout_minutes, run_timeout_minutes;
@@ -112,6 +122,7 @@ struct JobDef {
   std::string if_expr;
   SourceLoc if_loc;
   std::map<std::string, std::string> env;
+  std::vector<CacheUse> caches;
   std::optional<double> timeout_minutes;
   bool continue_on_error = false;
   std::optional<MatrixDef> matrix;

@@ -34,6 +34,8 @@ void resolve_host_dirs(RunnerConfig& cfg, const std::string& root, const std::st
   if (!cfg.source.mirror.empty()) cfg.source.mirror = resolve_under_root(root, cfg.source.mirror);
   for (NotifyReceiver& r : cfg.notify.receivers)
     if (!r.secret_file.empty()) r.secret_file = resolve_under_root(root, r.secret_file);
+  cfg.caches.dir = cfg.caches.dir.empty() ? cfg.state_dir + "/caches" : resolve_under_root(root, cfg.caches.dir);
+  if (!cfg.caches.remote_credential_file.empty()) cfg.caches.remote_credential_file = resolve_under_root(root, cfg.caches.remote_credential_file);
 }
 
 std::string apply_device_overrides(RunnerConfig& cfg, const std::string& devices, const std::string& groups) {

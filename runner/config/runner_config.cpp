@@ -482,6 +482,45 @@ HostBudget host_budget(const HostBudgetConfig& cfg) {
   return b;
 }
 
+static void read_caches(MapReader& m, RunnerConfig& cfg) {
+  MapReader c(m.get("caches"), "caches", {"dir", "protected-refs", "max-size", "pr-max-age-days", "group", "remote"}, m.file(), m.diags());
+  if (!c.is_map()) return;
+  const SourceLoc at = loc_of(m.get("caches"));
+  cfg.caches.line = at.line;
+  cfg.caches.col = at.col;
+  if (auto v = c.string("dir")) cfg.caches.dir = *v;
+  if (auto v = c.strings("protected-refs", true)) {
+    cfg.caches.protected_refs = *v;
+    for (const std::string& r : *v)
+      if (r.rfind("refs/", 0) != 0)
+        c.error_at(c.get("protected-refs"), "bad-value", "caches: 'protected-refs' are full refs like refs/heads/main, got '" + r + "'");
+  }
+  if (auto v = c.size("max-size", 1 << 20)) cfg.caches.max_size = *v;
+  if (auto v = c.number("pr-max-age-days", 0.001, 3650)) cfg.caches.pr_max_age_days = *v;
+  if (auto v = c.string("group")) cfg.caches.group = *v;
+  if (!c.has("remote")) return;
+  MapReader r(c.get("remote"), "caches.remote", {"url", "credential-file"}, m.file(), m.diags());
+  if (!r.is_map()) return;
+  if (auto v = r.string("url")) {
+    cfg.caches.remote_url = *v;
+    if (v->rfind("http://", 0) != 0 && v->rfind("https://", 0) != 0)
+      r.error_at(r.get("url"), "bad-value", "caches.remote: 'url' is http://HOST/PATH/ or https://..., got '" + *v + "'");
+    else if (v->find('@') != std::string::npos)
+      r.error_at(r.get("url"), "bad-value", "caches.remote: 'url' carries no credential; give it in 'credential-file'");
+  }
+  if (auto v = r.string("credential-file")) cfg.caches.remote_credential_file = *v;
+  if (!cfg.caches.remote_url.empty() && cfg.caches.remote_credential_file.empty())
+    r.error_at(c.get("remote"), "missing-key", "caches.remote: 'credential-file' (user:password, readable by root alone) is needed to write");
+}
+
+bool RunnerConfig::protected_ref(const std::string& ref) const {
+  if (ref.empty()) return false;
+  if (caches.protected_refs.empty()) return ref == main_ref || ref.rfind("refs/heads/gh-readonly-queue/", 0) == 0;
+  for (const std::string& glob : caches.protected_refs)
+    if (::fnmatch(glob.c_str(), ref.c_str(), 0) == 0) return true;
+  return false;
+}
+
 static void read_retention(MapReader& m, RunnerConfig& cfg) {
   MapReader r(m.get("retention"), "retention", {"max-runs", "max-age-days"}, m.file(), m.diags());
   if (r.is_map()) {
@@ -617,7 +656,7 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
               {"devices", "state-dir", "cache-dir", "toolchain-mirror", "listen", "steps-listen", "token-file", "health",
                "kill-grace-seconds", "source", "retention", "log-max-mb", "containment", "supervise",
                "shutdown-timeout-minutes", "executor", "slurm", "env", "env-file", "sandbox", "read-token-file", "tls",
-               "insecure-listen", "max-connections-per-client", "request-timeout-seconds", "max-cards-per-run", "priorities", "supersede", "listen-unix", "submit-group", "tests", "host", "notify", "main-branch"},
+               "insecure-listen", "max-connections-per-client", "request-timeout-seconds", "max-cards-per-run", "priorities", "supersede", "listen-unix", "submit-group", "tests", "host", "notify", "main-branch", "caches"},
               display, diags);
   if (!m.is_map()) return cfg;
   if (m.has("devices")) read_devices(m, cfg);
@@ -630,6 +669,7 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
   read_priorities(m, cfg);
   if (m.has("sandbox")) read_sandbox(m, cfg);
   if (m.has("retention")) read_retention(m, cfg);
+  if (m.has("caches")) read_caches(m, cfg);
   if (m.has("tests")) read_tests(m, cfg);
   if (m.has("host")) read_host(m, cfg);
   if (m.has("notify")) read_notify(m, cfg);

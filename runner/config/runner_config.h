@@ -90,6 +90,23 @@ struct RetentionConfig {
   double max_age_days = 90;
 };
 
+/// runner.yml `caches:` (docs/maintainers.md, "Caches"): where jobs' named caches live and which run may write
+/// which tier. A run of a protected ref reads and writes the protected tier; any other run reads it and writes
+/// only its own (a pull request's, a branch's), so nothing a pull request writes is read by main.
+struct CachesConfig {
+  std::string dir;  // "" = <state-dir>/caches
+  /// `protected-refs`: globs (`*` any characters, `/` too); empty = main-branch and GitHub's merge queues.
+  std::vector<std::string> protected_refs;
+  std::uint64_t max_size = 20ull << 30;  // each cache's tiers, together; least recently used out first
+  double pr_max_age_days = 7;            // an unprotected tier unused this long is removed
+  /// `group`: the group whose members (a protected run's steps, and nobody else) write the protected tier.
+  std::string group = "pto-cache";
+  /// `remote: {url, credential-file}`: a ccache cache's protected tier on an HTTP server shared by hosts
+  /// (nginx WebDAV); written with the credential (`user:password`) by protected runs only.
+  std::string remote_url, remote_credential_file;
+  int line = 0, col = 0;  // where runner.yml says `caches:` (0: not at all)
+};
+
 /// A muted test (`tests.mute` in runner.yml, or `POST /api/v1/tests/mute`): it still runs and its result is
 /// shown, but its failure never makes a step red, through `until` (a UTC date, inclusive).
 struct TestMute {
@@ -290,10 +307,13 @@ struct RunnerConfig {
   HealthConfig health;
   SourceConfig source;
   RetentionConfig retention;
+  CachesConfig caches;
   TestsConfig tests;
   NotifyConfig notify;
   /// `main-branch`: the ref whose red runs are `main-red` (and whose steps that ran no tests the alerts count).
   std::string main_ref = "refs/heads/main";
+  /// Whether a run of `ref` writes the protected tier of the caches (caches.protected-refs).
+  bool protected_ref(const std::string& ref) const;
 };
 
 /// YYYY-MM-DD naming a real day.

@@ -16,6 +16,7 @@
 #include "util/byte_size.h"
 #include "util/ids.h"
 #include "util/process_env.h"
+#include "util/regular_file.h"
 #include "util/secret_mask.h"
 #include "util/clock.h"
 #include "util/state_paths.h"
@@ -438,6 +439,10 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
     double left = std::max(0.001, *ps.timeout_minutes * 60 - waited);
     l.timeout_seconds = l.timeout_seconds > 0 ? std::min(l.timeout_seconds, left) : left;
   }
+  // Its named caches, in the tier this run writes (caches/cache_tiers); a ccache's statistics come back in a log.
+  if (opts_.caches)
+    for (const auto& [name, var] : ps.caches)
+      for (const auto& [k, v] : opts_.caches->step_env(name, var, cache_stats_log(j, s, name))) set_env(l.env, k, v);
   l.grace_seconds = opts_.kill_grace_seconds;
   l.log_max_bytes = opts_.log_max_bytes;
   if (opts_.step_lease_token && ps.kind != StepKind::ToolchainSetup)
@@ -545,13 +550,39 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
   judge_attempt_end(j, s, o);
 }
 
+std::string RunEngine::cache_stats_log(std::size_t j, std::size_t s, const std::string& name) const {
+  return run_ccache_stats(opts_.run_dir, std::to_string(j + 1) + "-" + std::to_string(s + 1) + "-" + std::to_string(run_.jobs[j].steps[s].attempt), name);
+}
+
+std::map<std::string, CacheCounts> RunEngine::read_cache_stats(const std::vector<std::pair<std::string, std::string>>& logs) {
+  // A build of thousands of files writes a few hundred KiB; more than 4 MiB is not ccache's.
+  std::map<std::string, CacheCounts> out;
+  for (const auto& [name, path] : logs) {
+    std::string text, error;
+    if (read_regular_file(path, 4 << 20, text, error)) out[name] += parse_ccache_stats_log(text);
+    std::error_code ec;
+    fs::remove(path, ec);  // a retry counts its own calls
+  }
+  return out;
+}
+
+void RunEngine::add_cache_counts(StepRecord& sr, const std::map<std::string, CacheCounts>& counts) {
+  for (const auto& [name, c] : counts) sr.caches[name] += c;
+}
+
 void RunEngine::judge_attempt_end(std::size_t j, std::size_t s, const StepOutcome& o) {
   JobRecord& jr = run_.jobs[j];
   StepRecord& sr = jr.steps[s];
   const PlanStep& ps = plan_.jobs[j].steps[s];
   const bool cancelled = o.cancelled || (jr.cancelled && !o.timed_out) || run_.cancelled;
   const bool judge_tests = ps.tests.any() && ps.kind != StepKind::CollectTests && !cancelled && !o.timed_out && o.error.empty() && !opts_.simulate;
-  if (!judge_tests || !opts_.offload) {
+  // Its ccaches' statistics logs, read with its reports (a step writes them: they are the step's files).
+  std::vector<std::pair<std::string, std::string>> stats;
+  if (opts_.caches && !opts_.simulate)
+    for (const auto& [name, var] : ps.caches)
+      if (RunCaches::is_ccache(var)) stats.push_back({name, cache_stats_log(j, s, name)});
+  if ((!judge_tests && stats.empty()) || !opts_.offload) {
+    add_cache_counts(sr, read_cache_stats(stats));
     finish_attempt(j, s, o, cancelled, judge_tests, judge_tests ? read_junit_reports(report_query(j, s)) : ParsedReports{});
     return;
   }
@@ -561,8 +592,16 @@ void RunEngine::judge_attempt_end(std::size_t j, std::size_t s, const StepOutcom
   sr.ended = o;
   if (journal_) journal_->step_updated(run_, static_cast<int>(j), static_cast<int>(s));
   auto read = std::make_shared<ParsedReports>();
-  opts_.offload([read, q = report_query(j, s)] { *read = read_junit_reports(q); },
-                [this, j, s, o, read] { finish_attempt(j, s, o, false, true, std::move(*read)); });
+  auto counts = std::make_shared<std::map<std::string, CacheCounts>>();
+  opts_.offload(
+      [read, counts, judge_tests, stats, q = report_query(j, s)] {
+        if (judge_tests) *read = read_junit_reports(q);
+        *counts = read_cache_stats(stats);
+      },
+      [this, j, s, o, read, counts, cancelled, judge_tests] {
+        add_cache_counts(run_.jobs[j].steps[s], *counts);
+        finish_attempt(j, s, o, cancelled, judge_tests, std::move(*read));
+      });
 }
 
 void RunEngine::finish_attempt(std::size_t j, std::size_t s, const StepOutcome& o, bool cancelled, bool judge_tests, ParsedReports reports) {

@@ -152,6 +152,11 @@ class RunEngine {
   /// `cancelled`: it was cancelled when it ended (a cancel that came while its reports were read changes
   /// nothing: it had ended by itself, and is judged as it ended).
   void finish_attempt(std::size_t job, std::size_t step, const StepOutcome& o, bool cancelled, bool judge_tests, ParsedReports reports);
+  /// Where attempt `attempt` of a step writes cache `name`'s ccache statistics (CCACHE_STATSLOG).
+  std::string cache_stats_log(std::size_t job, std::size_t step, const std::string& name) const;
+  /// Blocking (the step's files, read with its reports): each log's counts, the logs removed.
+  static std::map<std::string, CacheCounts> read_cache_stats(const std::vector<std::pair<std::string, std::string>>& logs);
+  static void add_cache_counts(StepRecord& sr, const std::map<std::string, CacheCounts>& counts);
   void fail_fast(std::size_t job);
   void finish_job(std::size_t job);
   void cancel_job(std::size_t job, const std::string& reason);

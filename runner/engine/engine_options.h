@@ -11,6 +11,7 @@
 #include <string>
 
 #include "config/runner_config.h"
+#include "caches/cache_tiers.h"
 #include "exec/run_as.h"
 #include "exec/step_limits.h"
 
@@ -51,6 +52,9 @@ struct EngineOptions {
   /// open its own cards' files only (`card_files`, {id} their id). The lead job runs as the daemon, its smoke
   /// check as this user. Unset: steps run as whoever runs pto-runner.
   std::optional<RunAs> run_as;
+  /// The run's named caches and the tier it writes (caches/cache_tiers): each step with `caches:` gets their
+  /// variables. Unset: a step's caches get nothing (its variables stay unset).
+  std::shared_ptr<const RunCaches> caches;
   StepLimits::Spec limits;
   std::vector<std::string> card_files;
   /// When set, each attempt of a step gets a lease token of its own ($PTO_RUNNER_LEASE_TOKEN), from the host

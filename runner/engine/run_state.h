@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "caches/ccache_stats.h"
 #include "engine/failure_evidence.h"
 #include "exec/executor.h"
 #include "plan/plan.h"
@@ -66,6 +67,8 @@ struct StepRecord {
   std::vector<int> avoid;  // cards a retry elsewhere must not get
   std::map<std::string, std::string> outputs;  // from $GITHUB_OUTPUT
   std::string summary;  // what it wrote to $GITHUB_STEP_SUMMARY (Markdown, at most 1 MiB, as GitHub keeps)
+  /// Its ccache caches' calls, hits and misses over its attempts (caches/ccache_stats), by cache name.
+  std::map<std::string, CacheCounts> caches;
   /// A step with `tests:` (engine/engine_cases.cpp): every attempt's test cases, their sum, why the last
   /// attempt's reports could not be read, and whether its current attempt reruns only the tests not yet done.
   std::vector<TestCase> tests;

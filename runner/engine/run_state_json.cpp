@@ -96,6 +96,11 @@ json step_state_json(const StepRecord& s) {
           {"avoid", s.avoid},
           {"outputs", s.outputs},
           {"summary", s.summary},
+          {"caches", [&] {
+             nlohmann::json c = nlohmann::json::object();
+             for (const auto& [name, counts] : s.caches) c[name] = counts.json();
+             return c;
+           }()},
           {"tests", tests},
           {"tests_error", s.tests_error},
           {"tests_rerun", s.tests_rerun},
@@ -144,6 +149,8 @@ StepRecord step_state_from_json(const json& j) {
   s.avoid = get<std::vector<int>>(j, "avoid", {});
   s.outputs = get<std::map<std::string, std::string>>(j, "outputs", {});
   s.summary = get<std::string>(j, "summary", "");
+  if (j.contains("caches") && j["caches"].is_object())
+    for (auto it = j["caches"].begin(); it != j["caches"].end(); ++it) s.caches[it.key()] = CacheCounts::from_json(it.value());
   for (const auto& c : get<json>(j, "tests", json::array())) s.tests.push_back(TestCase::from_json(c));
   if (!s.tests.empty()) s.tests_summary = summarize_tests(s.tests);  // derived: its flaky marks are set again
   s.tests_error = get<std::string>(j, "tests_error", "");

@@ -31,6 +31,9 @@ HostedRun::HostedRun(const RunHosting& host, Plan plan, EngineOptions eo, nlohma
     eo.step_lease_token = [this](std::size_t job, std::size_t step, double seconds_left) { return step_token(job, step, seconds_left); };
   }
   base_env_ = eo.base_env;
+  caches_ = eo.caches;
+  for (const PlanJob& j : plan.jobs)
+    for (const PlanStep& st : j.steps) cache_names_.insert(st.caches.begin(), st.caches.end());
   engine_ = std::make_unique<RunEngine>(EngineSeams{host_.io, host_.clock, host_.broker, host_.executor, this, journal},
                                         std::move(plan), std::move(eo));
   engine_->set_on_finished([this] {
@@ -48,6 +51,8 @@ bool HostedRun::begin() {
   if (!host_.users.active()) {
     begun_ = true;
     if (std::string e = prepare_run_tree(run_dir_, nullptr); !e.empty()) spdlog::warn("run {}: {}", id_, e);
+    if (caches_ && !cache_names_.empty())
+      if (std::string e = caches_->prepare(cache_names_, nullptr); !e.empty()) spdlog::warn("run {}: its caches: {}", id_, e);
     engine_->start();
     return true;
   }
@@ -55,13 +60,21 @@ bool HostedRun::begin() {
   if (!user) return false;
   begun_ = true;
   user_ = *user;
+  // A protected run's user writes the protected tier of the caches as a member of their group (caches/cache_tiers).
+  if (caches_ && !cache_names_.empty() && caches_->group()) user_->groups.push_back(*caches_->group());
   engine_->run_as(*user_);
-  // The worktree may hold thousands of files to hand to the user: off the engine thread.
-  off_thread([dir = run_dir_, u = *user_] { return prepare_run_tree(dir, &u); },
-             [this](const std::string& problem) {
-               engine_->start();
-               if (!problem.empty()) engine_->abort("the run's directory could not be given to its sandbox user: " + problem);
-             });
+  // The worktree may hold thousands of files to hand to the user, and so may its caches' tier: off the engine thread.
+  off_thread(
+      [dir = run_dir_, u = *user_, caches = caches_, names = cache_names_] {
+        std::string e = prepare_run_tree(dir, &u);
+        if (e.empty() && caches && !names.empty())
+          if (std::string c = caches->prepare(names, &u); !c.empty()) e = "its caches: " + c;
+        return e;
+      },
+      [this](const std::string& problem) {
+        engine_->start();
+        if (!problem.empty()) engine_->abort("the run's directory could not be given to its sandbox user: " + problem);
+      });
   return true;
 }
 
@@ -86,6 +99,7 @@ std::string HostedRun::adopt(RunRecord saved, const std::string& user, const Rea
     std::optional<RunAs> u = host_.users.lend_again(id_, user);
     if (!u) return "its sandbox user " + user + " cannot be lent to it again";
     user_ = *u;
+    if (caches_ && !cache_names_.empty() && caches_->group()) user_->groups.push_back(*caches_->group());
     engine_->run_as(*user_);
   }
   return engine_->adopt(std::move(saved), [this, reattach](std::size_t j, std::size_t s, const std::string& marker, const std::vector<int>& cards,
@@ -179,7 +193,14 @@ void HostedRun::give_back(std::function<void()> done) {
   if (!user_) return done();
   // What its user owned in its tree goes back to root first (its $GITHUB_* files may hold secret values, its
   // home what it left there): the next run lent this user must find nothing of this one.
-  off_thread([dir = run_dir_] { return reclaim_run_tree(dir); },
+  off_thread(
+      [dir = run_dir_, caches = caches_, names = cache_names_, uid = user_->uid] {
+        std::string e = reclaim_run_tree(dir);
+        // What a protected run's user wrote in the protected tiers goes to root before the user is lent again.
+        if (caches && !names.empty())
+          if (std::string c = caches->reclaim(names, uid); !c.empty() && e.empty()) e = "its caches: " + c;
+        return e;
+      },
              [this, done = std::move(done)](const std::string& problem) {
                if (!problem.empty()) spdlog::error("run {}: {}", id_, problem);
                if (std::string swept = host_.users.give_back(id_); !swept.empty()) spdlog::warn("run {} ended: {}", id_, swept);

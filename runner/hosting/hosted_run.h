@@ -148,6 +148,8 @@ class HostedRun : private RunObserver {
   RunHosting host_;
   std::string id_, run_dir_;
   std::map<std::string, std::string> base_env_;  // what every step of it starts from (handover)
+  std::shared_ptr<const RunCaches> caches_;        // its named caches' tiers (caches/cache_tiers), or null
+  std::map<std::string, std::string> cache_names_;  // the caches its steps name: name -> variable
   nlohmann::json request_;
   RunObserver* observer_;
   std::unique_ptr<RunEngine> engine_;

@@ -13,6 +13,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "caches/cache_tiers.h"
 #include "host/host.h"
 #include "hosting/host_leases.h"
 #include "hosting/shutdown.h"
@@ -147,8 +148,10 @@ Plan RunHost::plan_of(const Project& project, const RunSubmission& s, Diagnostic
   return plan;
 }
 
-void RunHost::lend_to_engine(EngineOptions& eo) {
+void RunHost::lend_to_engine(EngineOptions& eo, const std::string& ref) {
   eo.lead_executor = parts_.host.lead_executor.get();
+  // Its named caches, in the tier its ref may write (caches/cache_tiers); a remote's credential is masked.
+  eo.caches = caches_for_run(parts_.cfg, ref, eo.run_dir, sandbox_->active());
   // A step's test reports are read and parsed on the worker pool, never on this thread (a GET waits on it).
   eo.offload = [this](std::function<void()> work, std::function<void()> then) {
     boost::asio::post(parts_.pools.reads, [this, work = std::move(work), then = std::move(then)]() mutable {
@@ -216,7 +219,8 @@ Answer RunHost::start(EngineOptions eo, const RunSubmission& s, Project project,
   }
   if (!s.ref.empty()) eo.base_env["PTO_RUNNER_REF"] = s.ref;
   if (!s.sha.empty()) eo.base_env["PTO_RUNNER_SHA"] = s.sha;
-  lend_to_engine(eo);
+  lend_to_engine(eo, s.ref);
+  if (!eo.caches->remote_credential().empty()) eo.mask->add(eo.caches->remote_credential());
   nlohmann::json request = request_of(s, eo);
   const std::string pull_request = request.value("pull_request", "");
 

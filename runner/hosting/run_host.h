@@ -126,7 +126,7 @@ class RunHost {
   Plan plan_of(const Project& project, const RunSubmission& s, Diagnostics& diags, std::string& missing);
   EngineOptions engine_options() const;
   /// What the host lends every run's engine: the lead executor, the mutes, the learned test durations.
-  void lend_to_engine(EngineOptions& eo);
+  void lend_to_engine(EngineOptions& eo, const std::string& ref);
   /// A run as this host lends it (`run_token`: the one it had, a run taken over); keep() hosts it from then on
   /// (listed in the read model, given its place among runs, its end heard here).
   std::unique_ptr<HostedRun> make(Plan plan, EngineOptions eo, nlohmann::json request, const std::string& run_token = "");

@@ -90,7 +90,7 @@ std::string RunHost::adopt_run(const nlohmann::json& journaled, const nlohmann::
   eo.base_env = kept.value("base_env", std::map<std::string, std::string>{});
   eo.mask = std::make_shared<SecretMask>();
   eo.mask->add_values(kept.value("mask", std::vector<std::string>{}));
-  lend_to_engine(eo);
+  lend_to_engine(eo, request.value("ref", ""));
   const std::string run_token = eo.base_env.count("PTO_RUNNER_LEASE_TOKEN") ? eo.base_env["PTO_RUNNER_LEASE_TOKEN"] : "";
 
   auto run = make(std::move(plan), std::move(eo), request, run_token);

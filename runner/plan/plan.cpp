@@ -332,6 +332,9 @@ class Builder {
       const std::string shell = !sd.shell.empty() ? sd.shell : !def.default_shell.empty() ? def.default_shell : "bash";
       std::map<std::string, std::string> env;
       for (const auto& [k, v] : sd.env) env[k] = subst(v, leg, def.file, sd.loc);
+      std::map<std::string, std::string> caches;  // the job's, then the step's own for a name both give
+      for (const auto* list : {&def.caches, &sd.caches})
+        for (const CacheUse& c : *list) caches[c.name] = c.var;
       const bool status_fn = [&] {
         std::string err;
         auto c = sd.if_expr.empty() ? std::nullopt : Condition::parse(sd.if_expr, err);
@@ -376,6 +379,7 @@ class Builder {
         s.shell = shell;
         s.working_directory = wd;
         s.env = env;
+        s.caches = caches;
         s.if_expr = sd.if_expr;
         s.if_has_status_function = status_fn;
         s.devices = explicit_devices.value_or(0);
@@ -415,6 +419,7 @@ class Builder {
           s.working_directory = wd;
           s.env = env;
           for (const auto& [k, v] : ex.env) s.env[k] = v;
+          s.caches = caches;
           s.if_expr = sd.if_expr;
           s.if_has_status_function = status_fn;
           s.devices = explicit_devices.value_or(ex.devices);

@@ -31,6 +31,8 @@ struct PlanStep {
   std::string shell = "bash";
   std::string working_directory;
   std::map<std::string, std::string> env;  // the step's own env (job env is on the job)
+  /// Its named caches, the job's and its own: name -> the variable that gets the directory (caches/).
+  std::map<std::string, std::string> caches;
   std::string if_expr;
   /// The `if:` calls success()/failure()/always()/cancelled(): in a parallel job such a step is cleanup and
   /// runs after the others.

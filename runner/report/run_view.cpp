@@ -53,6 +53,10 @@ nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step
   if (!ps.id.empty()) j["step_id"] = ps.id;
   j["outputs"] = s.outputs;
   j["summary"] = nullable(s.summary);
+  if (!s.caches.empty()) {  // its ccaches' calls, hits and misses (caches/ccache_stats)
+    j["caches"] = nlohmann::json::object();
+    for (const auto& [name, c] : s.caches) j["caches"][name] = c.json();
+  }
   // Every red is true: each failed attempt's cause and evidence, the step's cause and its verdict.
   j["cause"] = nullable(s.cause);
   j["verdict"] = nullable(s.verdict);
@@ -294,6 +298,18 @@ nlohmann::json run_to_json(const RunRecord& r, const Plan& p, const std::string&
     }
   }
   j["progress"] = {{"steps", steps}, {"finished", done}};
+  // The run's caches: each one's counts over its steps, with the tier it wrote.
+  std::map<std::string, CacheCounts> caches;
+  for (const auto& jr : r.jobs)
+    for (const auto& s : jr.steps)
+      for (const auto& [name, c] : s.caches) caches[name] += c;
+  if (!caches.empty()) {
+    j["caches"] = nlohmann::json::object();
+    for (const auto& [name, c] : caches) {
+      j["caches"][name] = c.json();
+      j["caches"][name]["hit_ratio"] = c.calls ? static_cast<double>(c.hits) / c.calls : 0.0;
+    }
+  }
   return j;
 }
 

@@ -134,11 +134,19 @@ const RunAs* SandboxPool::of(const std::string& run) const {
   return it == lent_.end() ? nullptr : &users_[it->second];
 }
 
-std::vector<std::string> setup_sandbox_users(const SandboxConfig& cfg, std::string& error) {
+std::vector<std::string> setup_sandbox_users(const SandboxConfig& cfg, const std::string& cache_group, std::string& error) {
   std::vector<std::string> said;
   if (::geteuid() != 0) {
     error = "sandbox setup makes users: run it as root";
     return said;
+  }
+  if (!cache_group.empty() && !::getgrnam(cache_group.c_str())) {
+    SyncResult r = run_sync({"groupadd", "--system", cache_group}, environment_list(), 30, "/dev/null");
+    if (!r.outcome.ok()) {
+      error = "groupadd " + cache_group + " failed: " + r.output.substr(0, 300);
+      return said;
+    }
+    said.push_back("made group " + cache_group + " (the caches' protected tier)");
   }
   std::string groups;
   for (const auto& g : cfg.groups) groups += (groups.empty() ? "" : ",") + g;
@@ -163,8 +171,16 @@ std::vector<std::string> setup_sandbox_users(const SandboxConfig& cfg, std::stri
   return said;
 }
 
-std::vector<std::string> remove_sandbox_users(const SandboxConfig& cfg, std::string& error) {
+std::vector<std::string> remove_sandbox_users(const SandboxConfig& cfg, const std::string& cache_group, std::string& error) {
   std::vector<std::string> said;
+  if (!cache_group.empty() && ::getgrnam(cache_group.c_str())) {
+    SyncResult r = run_sync({"groupdel", cache_group}, environment_list(), 30, "/dev/null");
+    if (!r.outcome.ok()) {
+      error = "groupdel " + cache_group + " failed: " + r.output.substr(0, 300);
+      return said;
+    }
+    said.push_back("removed group " + cache_group);
+  }
   for (int i = 0; i < cfg.count; ++i) {
     const std::string name = cfg.user(i);
     if (!::getpwnam(name.c_str())) continue;

@@ -64,8 +64,10 @@ std::unique_ptr<SandboxPool> open_daemon_sandbox(const RunnerConfig& cfg, const 
 
 /// `pto-runner sandbox setup`: makes the missing sandbox users (useradd: system users without a home or a
 /// login shell, each with its own group, in `sandbox.groups`). Lines of what it did; "" error or why not.
-std::vector<std::string> setup_sandbox_users(const SandboxConfig& cfg, std::string& error);
-/// `pto-runner sandbox remove`: removes them (userdel).
-std::vector<std::string> remove_sandbox_users(const SandboxConfig& cfg, std::string& error);
+/// `cache_group` (caches.group): made too when missing, with no member: a protected run's steps get it as a
+/// supplementary group for that run alone (caches/cache_tiers).
+std::vector<std::string> setup_sandbox_users(const SandboxConfig& cfg, const std::string& cache_group, std::string& error);
+/// `pto-runner sandbox remove`: removes them (userdel), and the cache group.
+std::vector<std::string> remove_sandbox_users(const SandboxConfig& cfg, const std::string& cache_group, std::string& error);
 
 }  // namespace pto

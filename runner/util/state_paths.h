@@ -23,6 +23,13 @@ inline std::string run_files(const std::string& run_dir) { return run_dir + "/fi
 inline std::string run_home(const std::string& run_dir) { return run_dir + "/home"; }
 inline std::string run_temp(const std::string& run_dir) { return run_dir + "/tmp"; }
 /// What the lead job found (PTOAS_*), for the run's later steps.
+/// A protected run's ccache directory for cache NAME (statistics and temporary files; its results go to the
+/// protected tier): the run's own, gone with tmp/, so nothing planted there reaches a later run.
+inline std::string run_ccache_dir(const std::string& run_dir, const std::string& name) { return run_temp(run_dir) + "/ccache-" + name; }
+/// Where a step attempt's ccache writes its statistics log (CCACHE_STATSLOG), read when the attempt ends.
+inline std::string run_ccache_stats(const std::string& run_dir, const std::string& attempt_label, const std::string& name) {
+  return run_temp(run_dir) + "/ccache-stats-" + attempt_label + "-" + name + ".log";
+}
 inline std::string run_toolchain_env(const std::string& run_dir) { return run_dir + "/toolchain.env"; }
 /// Where steps with `tests:` write their reports, and the pytest plugin that writes them.
 inline std::string run_test_reports(const std::string& run_dir) { return run_dir + "/tests"; }
