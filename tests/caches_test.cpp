@@ -2,11 +2,13 @@
 // step's ccache did, and a real CMake project of 50 sources built through real ccache by a daemon whose steps run
 // as sandbox users: main warms the protected tier, a pull request reads it and writes only its own, and what a
 // pull request's step plants is never read by main.
+#include <fcntl.h>
 #include <grp.h>
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
 
+#include "caches/cache_prune.h"
 #include "caches/cache_tiers.h"
 #include "caches/ccache_stats.h"
 #include "config/project.h"
@@ -114,6 +116,50 @@ TEST_CASE("caches: a step's ccache statistics log gives its calls, hits (from th
   CHECK(c.remote_hits == 1);
   CHECK(c.misses == 1);
   CHECK(CacheCounts::from_json(c.json()).misses == 1);
+}
+
+namespace {
+
+void age(const fs::path& p, double days) {
+  struct timespec t[2];
+  t[0].tv_sec = t[1].tv_sec = ::time(nullptr) - static_cast<time_t>(days * 86400);
+  t[0].tv_nsec = t[1].tv_nsec = 0;
+  REQUIRE(::utimensat(AT_FDCWD, p.c_str(), t, AT_SYMLINK_NOFOLLOW) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("caches: a tier unused past pr-max-age-days goes whole, and past max-size the least recently used files go "
+          "first, never one touched in the last minutes", "[caches]") {
+  TempDir d;
+  CachesConfig cfg;
+  cfg.dir = (d.path() / "caches").string();
+  cfg.max_size = 10000;
+  cfg.pr_max_age_days = 7;
+  const std::string kb(1000, 'x');
+  for (int i = 0; i < 8; ++i) age(d.write("caches/cc/protected/o" + std::to_string(i), kb), 1 + (8 - i));  // o0 oldest
+  age(d.write("caches/cc/scopes/pr-1/a", kb), 8);
+  age(d.path() / "caches/cc/scopes/pr-1", 8);
+  d.write("caches/cc/scopes/pr-2/fresh1", kb);
+  d.write("caches/cc/scopes/pr-2/fresh2", kb);
+  d.write("caches/cc/scopes/pr-2/fresh3", kb);
+  age(d.write("caches/pip/protected/p", kb), 100);  // old, but its cache is within its bound
+  std::vector<std::string> removed;
+  auto usage = prune_caches(cfg, static_cast<double>(::time(nullptr)), removed);
+  INFO(Catch::Detail::stringify(removed));
+  CHECK_FALSE(fs::exists(d.path() / "caches/cc/scopes/pr-1"));
+  CHECK(fs::exists(d.path() / "caches/cc/scopes/pr-2/fresh1"));
+  // 11 KB over 10 KB: down to 9 KB, oldest first, the three fresh files kept.
+  CHECK_FALSE(fs::exists(d.path() / "caches/cc/protected/o0"));
+  CHECK_FALSE(fs::exists(d.path() / "caches/cc/protected/o1"));
+  CHECK(fs::exists(d.path() / "caches/cc/protected/o2"));
+  CHECK(usage["cc"].bytes == 9000);
+  CHECK(usage["cc"].scopes == 1);
+  CHECK(usage["pip"].bytes == 1000);
+  CHECK(fs::exists(d.path() / "caches/pip/protected/p"));
+  REQUIRE(removed.size() == 2);
+  CHECK(removed[0].find("tier pr-1") != std::string::npos);
+  CHECK(removed[1].find("2 least recently used") != std::string::npos);
 }
 
 namespace {
@@ -235,6 +281,22 @@ TEST_CASE("caches: a real CMake build of 50 sources through real ccache: main's 
 
   const json main3 = build("refs/heads/main");
   CHECK(counts(main3).hits == 50);
+  // Seen by on-call: hits and misses of every finished build, and the tiers' size once retention measured them.
+  json caches;
+  CHECK(wait_until([&] {
+    caches = s.get("/api/v1/status")["caches"];
+    return caches.contains("ccache") && caches["ccache"]["bytes"].get<double>() > 0;
+  }, 20));
+  INFO(caches.dump());
+  CacheCounts all;
+  for (const json* r : std::initializer_list<const json*>{&main1, &main2, &pr1, &pr2, &poison, &main3})
+    if (r->contains("caches")) all += counts(*r);
+  CHECK(caches["ccache"]["hits"] == all.hits);
+  CHECK(caches["ccache"]["misses"] == all.misses);
+  const std::string metrics = pto::api_request("GET", s.url("/metrics")).body;
+  CHECK(metrics.find("pto_runner_cache_hits_total{cache=\"ccache\"} " + std::to_string(caches["ccache"]["hits"].get<long long>())) !=
+        std::string::npos);
+  CHECK(metrics.find("pto_runner_cache_bytes{cache=\"ccache\"}") != std::string::npos);
   CHECK(objects(main3) == objects(main1));  // the very objects of main's clean build
   CHECK(objects(main3).size() == 50);
 }

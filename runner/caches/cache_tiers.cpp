@@ -1,6 +1,7 @@
 #include "caches/cache_tiers.h"
 
 #include <grp.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -109,6 +110,7 @@ std::string RunCaches::prepare(const std::map<std::string, std::string>& names, 
     if (scope_.writes_protected) continue;
     const std::string own = scope_tier(name);
     if (std::string e = make_dir(own, uid, gid, 0700); !e.empty()) return e;
+    ::utimensat(AT_FDCWD, own.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);  // used now: its age counts from here (cache_prune)
     if (!user) continue;  // no sandbox: every tier is the daemon's user's already
     // What an earlier run of the scope left is this run's user's now (a later run may have another user).
     std::string e = walk(own, [&](const std::string& path, const struct stat& st) -> std::string {

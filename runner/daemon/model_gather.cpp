@@ -41,6 +41,10 @@ void ModelRefresh::now() {
   model.metrics.leases_by_end = f.runs.leases().book.ended_by_reason();
   model.metrics.tests_muted = f.store.mutes_in_force();  // a mute that ended today is out of the count
   model.metrics.tests_flaky = f.store.history().tests_flaky();
+  model.host.caches.clear();
+  for (const auto& [name, bytes] : model.metrics.cache_bytes) model.host.caches[name].bytes = bytes;
+  for (const auto& [name, n] : model.metrics.cache_hits) model.host.caches[name].hits = n;
+  for (const auto& [name, n] : model.metrics.cache_misses) model.host.caches[name].misses = n;
 
   f.host.describe(v, describe_runs(model, f.host.broker().queue(), f.runs.leases().book.active()));
   // A card drained or returned since the last refresh (by a person, by its failures, by a reload): the cards'

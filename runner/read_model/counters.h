@@ -50,6 +50,10 @@ struct Metrics {
   int tests_muted = 0;  // mutes in force now
   int tests_flaky = 0;  // tests flaky on some ref within tests.window-days (from the test history)
   bool journal_failing = false;
+  /// The named caches (caches/): what each holds on disk (measured when retention prunes them) and its
+  /// ccaches' hits and misses over finished steps.
+  std::map<std::string, unsigned long long> cache_bytes;
+  std::map<std::string, long long> cache_hits, cache_misses;
   /// Steps with `tests:` that failed "ran no tests", by branch: "main" (runner.yml main-branch), "pull_request",
   /// "other" (each from 0, so an alert's increase() sees the first one).
   std::map<std::string, long long> ran_no_tests_by_branch = {{"main", 0}, {"pull_request", 0}, {"other", 0}};

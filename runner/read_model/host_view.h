@@ -142,6 +142,12 @@ struct HostView {
   std::vector<RunOverview> active;
   std::deque<RunOverview> recent;  // finished runs, newest first (the API's run list)
   std::map<std::string, int> runs_by_result;
+  /// Each named cache (caches/): bytes on disk, its ccaches' hits and misses since the daemon started.
+  struct CacheView {
+    unsigned long long bytes = 0;
+    long long hits = 0, misses = 0;
+  };
+  std::map<std::string, CacheView> caches;
 };
 
 /// What the read model knows of who uses the cards, for the host's description of them (Host::describe): the step running on each card (local), the

@@ -163,6 +163,12 @@ std::string render_metrics(const HostView& v, const Metrics& m, double uptime_se
     auto it = m.tests_by_result.find(r);
     p.sample("pto_runner_tests_total", {{"result", r}}, it == m.tests_by_result.end() ? 0.0 : static_cast<double>(it->second));
   }
+  p.family("pto_runner_cache_bytes", "gauge", "What each named cache's tiers hold on disk (measured when retention prunes them)");
+  for (const auto& [name, bytes] : m.cache_bytes) p.sample("pto_runner_cache_bytes", {{"cache", name}}, static_cast<double>(bytes));
+  p.family("pto_runner_cache_hits_total", "counter", "Compiler calls of finished steps answered by a ccache cache");
+  for (const auto& [name, n] : m.cache_hits) p.sample("pto_runner_cache_hits_total", {{"cache", name}}, static_cast<double>(n));
+  p.family("pto_runner_cache_misses_total", "counter", "Compiler calls of finished steps a ccache cache could not answer");
+  for (const auto& [name, n] : m.cache_misses) p.sample("pto_runner_cache_misses_total", {{"cache", name}}, static_cast<double>(n));
   p.family("pto_runner_tests_muted", "gauge", "Mutes in force (runner.yml tests.mute and the API's)");
   p.sample("pto_runner_tests_muted", {}, m.tests_muted);
   p.family("pto_runner_tests_flaky", "gauge", "Tests that failed and then passed on the same commit within tests.window-days");

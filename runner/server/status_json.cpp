@@ -140,6 +140,10 @@ nlohmann::json status_to_json(const HostView& v, bool full_queue, double uptime_
                     {"error", or_null(t.error)},
                     {"run", or_null(t.run)}};
   j["runs_by_result"] = v.runs_by_result;
+  j["caches"] = nlohmann::json::object();
+  for (const auto& [name, c] : v.caches)
+    j["caches"][name] = {{"bytes", c.bytes}, {"hits", c.hits}, {"misses", c.misses},
+                         {"hit_ratio", c.hits + c.misses ? static_cast<double>(c.hits) / (c.hits + c.misses) : 0.0}};
   const SandboxView& sb = v.sandbox;
   j["sandbox"] = {{"active", sb.active}, {"why_not", or_null(sb.why_not)}, {"users", sb.users}, {"lent", sb.lent}, {"waiting", sb.waiting}};
   // Where on-call is told (runner.yml notify): a receiver that keeps failing is seen here first.

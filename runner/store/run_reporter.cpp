@@ -48,6 +48,10 @@ void RunReporter::on_step_changed(const RunRecord& r, const Plan& p, int job, in
   }
   if (!is_final(s.state)) return;
   metrics_.steps_by_result[to_string(s.state)]++;
+  for (const auto& [name, c] : s.caches) {
+    metrics_.cache_hits[name] += c.hits;
+    metrics_.cache_misses[name] += c.misses;
+  }
   // What a successful run of this step took, to estimate its next run (simulated sleeps say nothing).
   if (s.state == StepState::Succeeded && learn_durations_ && p.jobs[job].steps[step].kind == StepKind::Command && s.started_at >= 0 &&
       s.finished_at >= s.started_at)

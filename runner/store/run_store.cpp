@@ -84,7 +84,7 @@ std::string RunStore::open(boost::asio::io_context& io, RunnerConfig& cfg, ReadM
   history_->set_on_tests_written([&io, changed = hooks.changed] { boost::asio::post(io, changed); });
 
   reporter_ = std::make_unique<RunReporter>(*history_, model.metrics, cfg.main_ref, learn_durations, hooks.request_of, hooks.changed);
-  retention_ = std::make_unique<Retention>(io, *history_, cfg, hooks.in_use, hooks.paused, hooks.changed);
+  retention_ = std::make_unique<Retention>(io, *history_, cfg, hooks.in_use, hooks.paused, hooks.changed, pools_.reads, model.metrics);
   return "";
 }
 
