@@ -2,6 +2,8 @@
 // unmounted in a mount namespace of its own), the env-file keys the definitions require and the sandbox users;
 // one complete (card files standing in for /dev/davinci*, its group given to the sandbox users, a root lock
 // dir, a 0600 token, users made with useradd and removed after, a fake npu-smi).
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
@@ -28,7 +30,7 @@ void make_host(TempDir& d, const std::string& users, const std::string& env_file
   d.write("runner.yml", "devices:\n  ids: [0, 1]\n  lock-dir: " + (d.path() / "locks").string() + "\n  card-files: " +
                             (d.path() / "dev/davinci{id}").string() + "\n  shared-files: [" + (d.path() / "dev/davinci_manager").string() +
                             "]\ntoken-file: " + (d.path() / "token").string() + "\nenv-file: host.env\nsandbox:\n  users: " + users +
-                            "\n  count: 2\n");
+                            "\n  count: 2\ncaches:\n  group: " + users + "c\n");
   write_project(d, {{"b.yml", "name: b\nsteps:\n  - run: |\n      : \"${CI_CACHE_ROOT:?set it in the runner's .env}\"\n"
                               "      eval \"$(tool export)\"\n      : \"${TOOL_HOME:?set by tool export}\"\n"}});
   d.write("bin/npu-smi", "#!/bin/sh\necho npu-smi\n");
@@ -67,6 +69,7 @@ TEST_CASE("doctor: a host without cgroup delegation, the env-file keys and the s
     CHECK(status_of(r, "cgroup") == "FAIL");
     CHECK(status_of(r, "env") == "FAIL");
     CHECK(status_of(r, "sandbox") == "FAIL");
+    CHECK(status_of(r, "caches") == "FAIL");  // no cache group: protected runs could not write main's tier
     for (const auto& c : r["checks"])
       if (c["status"] == "FAIL") CHECK_FALSE(c["fix"].get<std::string>().empty());  // every failure says what to do
     CHECK(r.dump().find("CI_CACHE_ROOT") != std::string::npos);
@@ -79,9 +82,11 @@ TEST_CASE("doctor: a host without cgroup delegation, the env-file keys and the s
     struct Users {
       Users() {
         for (const char* u : {"ptodoc0", "ptodoc1"}) REQUIRE(sh(std::string("useradd -M -r -s /usr/sbin/nologin ") + u) == 0);
+        REQUIRE(sh("groupadd -r ptodocc") == 0);
       }
       ~Users() {
         for (const char* u : {"ptodoc0", "ptodoc1"}) sh(std::string("userdel ") + u);
+        sh("groupdel ptodocc");
       }
     } users;
     json r = doctor_json(d);
@@ -92,5 +97,12 @@ TEST_CASE("doctor: a host without cgroup delegation, the env-file keys and the s
     }
     CHECK(r["exit_code"] == 0);
     for (const auto& c : r["checks"]) CHECK(c["status"] == "ok");
+    // A protected tier another user could write is refused.
+    const fs::path tier = d.path() / "state/caches/ccache/protected";
+    fs::create_directories(tier);
+    REQUIRE(::chmod(tier.c_str(), 0777) == 0);
+    json bad = doctor_json(d);
+    CHECK(status_of(bad, "caches") == "FAIL");
+    CHECK(bad.dump().find("protected is writable by others") != std::string::npos);
   }
 }

@@ -19,7 +19,9 @@ struct SandboxUsers {
   std::string prefix = "ptsb" + pto::random_hex(2) + "-";
   int count;
   SandboxUsers(const TempDir& d, int n, const std::string& more = "") : dir(d), count(n) {
-    dir.write("runner.yml", "sandbox:\n  users: " + prefix + "\n  count: " + std::to_string(count) + "\n" + more);
+    // A cache group of its own too (caches.group), unless the test names one: tests make and remove theirs at once.
+    const std::string group = more.find("caches:") == std::string::npos ? "caches:\n  group: " + prefix + "c\n" : "";
+    dir.write("runner.yml", "sandbox:\n  users: " + prefix + "\n  count: " + std::to_string(count) + "\n" + more + group);
     CommandResult r = run_cli({"--root", dir.str(), "sandbox", "setup"});
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);

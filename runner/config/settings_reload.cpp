@@ -24,6 +24,12 @@ SettingsReload reload_settings(const RunnerConfig& now, const RunnerConfig& next
     say("shutdown-timeout-minutes " + text(now.shutdown_timeout_minutes) + " -> " + text(next.shutdown_timeout_minutes));
   if (next.retention.max_runs != now.retention.max_runs || next.retention.max_age_days != now.retention.max_age_days)
     say("retention max-runs " + std::to_string(next.retention.max_runs) + ", max-age-days " + text(next.retention.max_age_days));
+  {
+    const CachesConfig &a = now.caches, &b = next.caches;
+    if (a.dir != b.dir || a.protected_refs != b.protected_refs || a.max_size != b.max_size || a.pr_max_age_days != b.pr_max_age_days ||
+        a.group != b.group || a.remote_url != b.remote_url || a.remote_credential_file != b.remote_credential_file)
+      say("caches changed: new runs use them");
+  }
 
   // Needs a restart: said, not applied.
   auto restart = [&](const char* key, const std::string& was, const std::string& will) {
@@ -82,6 +88,7 @@ SettingsReload reload_settings(const RunnerConfig& now, const RunnerConfig& next
   applied.log_max_bytes = next.log_max_bytes;
   applied.shutdown_timeout_minutes = next.shutdown_timeout_minutes;
   applied.retention = next.retention;
+  applied.caches = next.caches;
   applied.tests = next.tests;
   applied.token_file = next.token_file;
   applied.cache_dir = next.cache_dir;

@@ -196,6 +196,49 @@ CheckResult check_sandbox(const RunnerConfig& rc) {
   return r;
 }
 
+/// The caches' tiers owned as caches/cache_tiers makes them: a protected tier another user could write is a
+/// cache poisoning waiting to happen (pypto's shared ccache dir with umask 000 was one).
+CheckResult check_caches(const RunnerConfig& rc) {
+  CheckResult r{"caches"};
+  const std::string dir = rc.caches.dir.empty() ? rc.state_dir + "/caches" : rc.caches.dir;
+  const struct group* g = ::getgrnam(rc.caches.group.c_str());
+  if (rc.sandbox.enabled && !g) {
+    r.status = CheckStatus::Fail;
+    r.detail = "the group " + rc.caches.group + " (caches.group) does not exist: protected runs cannot write the protected tier";
+    r.fix = "pto-runner sandbox setup (makes it)";
+    return r;
+  }
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    r.detail = dir + " is made at the first run with caches";
+    return r;
+  }
+  std::vector<std::string> wrong;
+  auto check = [&](const fs::path& p, bool protected_tier) {
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0) return;
+    if (S_ISLNK(st.st_mode)) wrong.push_back(p.string() + " is a symbolic link");
+    else if (st.st_uid != 0) wrong.push_back(p.string() + " is owned by uid " + std::to_string(st.st_uid) + ", not root");
+    else if (st.st_mode & S_IWOTH) wrong.push_back(p.string() + " is writable by others");
+    else if (protected_tier && rc.sandbox.enabled && g && st.st_gid != g->gr_gid)
+      wrong.push_back(p.string() + " is not of group " + rc.caches.group);
+  };
+  check(dir, false);
+  for (fs::directory_iterator c(dir, ec), end; !ec && c != end; c.increment(ec)) {
+    check(c->path(), false);
+    check(c->path() / "protected", true);
+    check(c->path() / "scopes", false);
+  }
+  if (!wrong.empty()) {
+    r.status = CheckStatus::Fail;
+    r.detail = wrong.front() + (wrong.size() > 1 ? " (and " + std::to_string(wrong.size() - 1) + " more)" : "");
+    r.fix = "remove " + dir + " (the next runs make it again, cold) or give it back to root: chown root; chmod o-w";
+    return r;
+  }
+  r.detail = dir + ": owned as it should be";
+  return r;
+}
+
 CheckResult check_token(const RunnerConfig& rc, const std::string& root, const DoctorOptions& opts) {
   CheckResult r{"token"};
   std::string path = resolve_under_root(root, !opts.token_file.empty() ? opts.token_file : rc.token_file);
@@ -393,6 +436,7 @@ DoctorReport run_doctor(const Project& project, const DoctorOptions& opts) {
   out.checks.push_back(check_incumbent(rc));
   out.checks.push_back(check_cgroup(rc));
   out.checks.push_back(check_sandbox(rc));
+  out.checks.push_back(check_caches(rc));
   out.checks.push_back(check_token(rc, project.root, opts));
   out.checks.push_back(check_python(project));
   out.checks.push_back(check_npu_smi());

@@ -142,7 +142,7 @@ std::vector<std::string> setup_sandbox_users(const SandboxConfig& cfg, const std
   }
   if (!cache_group.empty() && !::getgrnam(cache_group.c_str())) {
     SyncResult r = run_sync({"groupadd", "--system", cache_group}, environment_list(), 30, "/dev/null");
-    if (!r.outcome.ok()) {
+    if (!r.outcome.ok() && !::getgrnam(cache_group.c_str())) {  // made meanwhile by another setup: there
       error = "groupadd " + cache_group + " failed: " + r.output.substr(0, 300);
       return said;
     }
