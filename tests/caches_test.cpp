@@ -300,3 +300,116 @@ TEST_CASE("caches: a real CMake build of 50 sources through real ccache: main's 
   CHECK(objects(main3) == objects(main1));  // the very objects of main's clean build
   CHECK(objects(main3).size() == 50);
 }
+
+namespace {
+
+/// A real nginx serving WebDAV under /ccache/ on a free loopback port, taking PUT and DELETE only with the
+/// credential (auth_basic with an htpasswd made by openssl), stopped by its pid at the end.
+struct WebDav {
+  TempDir dir;
+  int port = free_tcp_port();
+  std::string user = "builder", password = "pw" + random_hex(8);
+  WebDav() {
+    const std::string d = dir.str();
+    fs::create_directories(dir.path() / "dav/ccache");
+    REQUIRE(sh("chown -R nobody " + d + "/dav && chmod 0755 " + d) == 0);
+    std::string hash;
+    REQUIRE(sh("openssl passwd -apr1 '" + password + "'", &hash) == 0);
+    dir.write("htpasswd", user + ":" + hash);
+    dir.write("nginx.conf", "daemon on;\npid " + d + "/nginx.pid;\nerror_log " + d + "/error.log;\nevents {}\nhttp {\n"
+                            "  access_log " + d + "/access.log;\n  client_body_temp_path " + d + "/body;\n"
+                            "  proxy_temp_path " + d + "/proxy;\n  fastcgi_temp_path " + d + "/fcgi;\n  uwsgi_temp_path " + d + "/uwsgi;\n"
+                            "  scgi_temp_path " + d + "/scgi;\n  server {\n    listen 127.0.0.1:" + std::to_string(port) + ";\n"
+                            "    root " + d + "/dav;\n    location /ccache/ {\n      dav_methods PUT DELETE;\n"
+                            "      create_full_put_path on;\n      limit_except GET HEAD { auth_basic \"ccache\"; auth_basic_user_file " +
+                            d + "/htpasswd; }\n    }\n  }\n}\n");
+    std::string out;
+    INFO(out);
+    REQUIRE(sh("nginx -p " + d + " -c " + d + "/nginx.conf 2>&1", &out) == 0);
+  }
+  ~WebDav() { sh("kill $(cat " + dir.str() + "/nginx.pid) 2>/dev/null"); }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port) + "/ccache/"; }
+  /// The access log's PUT requests with their status codes, in order.
+  std::vector<int> puts() const {
+    std::vector<int> codes;
+    std::istringstream in(read_file(dir.path() / "access.log"));
+    for (std::string line; std::getline(in, line);) {
+      const auto at = line.find("\"PUT ");
+      if (at == std::string::npos) continue;
+      const auto end = line.find('"', at + 1);
+      codes.push_back(std::stoi(line.substr(end + 2, 3)));
+    }
+    return codes;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("caches: two hosts share main's ccache through a real nginx WebDAV remote: the second host's first main build "
+          "hits it, and its pull requests read it but never write it, not even by PUTting to every URL they see",
+          "[caches][sandbox]") {
+  SKIP_UNLESS_ROOT();
+  REQUIRE(sh("command -v ccache >/dev/null && command -v nginx >/dev/null && command -v curl >/dev/null") == 0);
+  WebDav dav;
+  TempDir shared;  // the project both hosts build (a commit's tree, as each host's checkout has it)
+  open_to_sandbox(shared);
+  write_cmake_project(shared);
+  const std::string proj = (shared.path() / "proj").string();
+  const std::string build_yml = "name: build\ncaches: {ccache: CCACHE_DIR}\nsteps:\n  - name: build\n    run: |\n"
+                                "      cmake -S " + proj + " -B \"$RUNNER_TEMP/b\" -DCMAKE_BUILD_TYPE=Release "
+                                "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache > /dev/null\n"
+                                "      cmake --build \"$RUNNER_TEMP/b\" -j 2 > /dev/null\n";
+  // A pull request's step PUTs to every http URL its ccache was given, without and with what it can guess.
+  const std::string put_yml = "name: put\nsteps:\n  - name: put\n    caches: {ccache: CCACHE_DIR}\n    run: |\n"
+                              "      echo forged > \"$RUNNER_TEMP/f\"\n"
+                              "      for u in $(echo \"$CCACHE_REMOTE_STORAGE\" | grep -o 'http://[^| ]*'); do\n"
+                              "        echo \"PUT $(curl -s -o /dev/null -w '%{http_code}' -T \"$RUNNER_TEMP/f\" \"${u}ab/forged\")\"\n"
+                              "        echo \"PUT $(curl -s -o /dev/null -w '%{http_code}' -u builder:guess -T \"$RUNNER_TEMP/f\" \"${u}ab/forged2\")\"\n"
+                              "      done\n";
+  struct Host {
+    Served s;
+    std::unique_ptr<SandboxUsers> users;
+    Host(const WebDav& dav, const std::string& build, const std::string& put) {
+      open_to_sandbox(s.dir);
+      const fs::path cred = s.dir.write("ccache-credential", dav.user + ":" + dav.password + "\n");
+      REQUIRE(::chmod(cred.c_str(), 0600) == 0);
+      users = std::make_unique<SandboxUsers>(s.dir, 1, "caches:\n  group: ptcr" + random_hex(3) + "\n  remote: {url: '" + dav.url() +
+                                                           "', credential-file: " + cred.string() + "}\n");
+      write_project(s.dir, {{"build.yml", build}, {"put.yml", put}});
+      s.start();
+    }
+    json run(const std::string& job, const std::string& ref) {
+      json r = s.wait_run(s.submit_run({{"jobs", {job}}, {"ref", ref}}), 180);
+      INFO(r.dump(2));
+      INFO(read_file(r["jobs"][0]["steps"][0]["log_path"].get<std::string>()));
+      REQUIRE(r["state"] == "succeeded");
+      return r;
+    }
+  };
+  Host one(dav, build_yml, put_yml), two(dav, build_yml, put_yml);
+  auto counts = [](const json& run) { return CacheCounts::from_json(run["caches"]["ccache"]); };
+
+  const json cold = one.run("build", "refs/heads/main");
+  CHECK(counts(cold).misses == 50);
+  const std::vector<int> written = dav.puts();
+  CHECK(std::count(written.begin(), written.end(), 201) >= 50);  // main wrote its results with the credential
+  const std::string credential_log = read_file(cold["jobs"][0]["steps"][0]["log_path"].get<std::string>());
+  CHECK(credential_log.find(dav.password) == std::string::npos);
+
+  const json warm = two.run("build", "refs/heads/main");
+  CHECK(counts(warm).hits >= 45);  // >= 90%, from the other host's results
+  const std::size_t before_pr = dav.puts().size();
+  const json pr = two.run("build", "refs/pull/9/head");
+  CHECK(counts(pr).hits >= 45);
+  const json put = two.run("put", "refs/pull/9/head");
+  const std::string log = read_file(put["jobs"][0]["steps"][0]["log_path"].get<std::string>());
+  INFO(log);
+  CHECK(log.find("PUT 401") != std::string::npos);
+  CHECK(log.find("PUT 201") == std::string::npos);
+  CHECK(log.find("PUT 204") == std::string::npos);
+  CHECK(log.find(dav.password) == std::string::npos);
+  const std::vector<int> after = dav.puts();
+  REQUIRE(after.size() >= before_pr + 2);  // the step's attempts reached the server
+  for (std::size_t i = before_pr; i < after.size(); ++i) CHECK(after[i] == 401);  // and nothing of the pull request's was taken
+  CHECK_FALSE(fs::exists(dav.dir.path() / "dav/ccache/ccache/ab/forged"));
+}

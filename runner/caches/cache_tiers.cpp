@@ -78,7 +78,9 @@ std::vector<std::pair<std::string, std::string>> RunCaches::step_env(const std::
   std::string remote = cfg_.remote_url;
   if (!remote.empty() && remote.back() != '/') remote += '/';
   if (!remote.empty()) remote += name + "/";
-  std::vector<std::pair<std::string, std::string>> env = {{"CCACHE_STATSLOG", stats_log}};
+  // Paths under the run's directory (its worktree, its build trees in tmp/) hashed relative to it: another run
+  // of the same tree, here or on another host, has other directories and the same results.
+  std::vector<std::pair<std::string, std::string>> env = {{"CCACHE_STATSLOG", stats_log}, {"CCACHE_BASEDIR", run_dir_}};
   if (scope_.writes_protected) {
     // Its own CCACHE_DIR, the run's, holds only ccache's statistics and temporary files (and no ccache.conf an
     // earlier run could have planted): the results go to the tier.
