@@ -1,5 +1,7 @@
 #include "hosting/foreground_run.h"
 
+#include <cstdlib>
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -8,9 +10,11 @@
 #include "host/host.h"
 #include "hosting/hosted_run.h"
 #include "sandbox/run_tree.h"
+#include "caches/cache_tiers.h"
 #include "sandbox/sandbox_pool.h"
 #include "server/lease_endpoint.h"
 #include "store/case_history_queries.h"
+#include "util/secret_mask.h"
 #include "util/state_paths.h"
 
 namespace pto {
@@ -65,6 +69,14 @@ std::string ForegroundRun::open(ExitCode& code) {
 bool ForegroundRun::run(const Plan& plan, RunObserver& observer) {
   if (leases_) site_.emplace(LeaseSite{leases_->access(), leases_->book(), leases_->url()});
   RunHosting lent{io_, *host_->clock, host_->broker(), *host_->executor, *sandbox_, cfg_, site_ ? &*site_ : nullptr, nullptr};
+  // Its caches' tier by $GITHUB_REF (a workflow's run; none: a tier of its own, "local"). `run` trusts its
+  // caller: whoever runs it on the host could write there anyway; the daemon is what scopes untrusted runs.
+  const char* ref = std::getenv("GITHUB_REF");
+  eo_.caches = caches_for_run(cfg_, ref ? ref : "", eo_.run_dir, sandbox_->active());
+  if (!eo_.caches->remote_credential().empty()) {
+    if (!eo_.mask) eo_.mask = std::make_shared<SecretMask>();
+    eo_.mask->add(eo_.caches->remote_credential());
+  }
   run_ = std::make_unique<HostedRun>(lent, plan, eo_, nlohmann::json::object(), &observer, nullptr);
   HostedRun& run = *run_;
   if (leases_) {
