@@ -15,7 +15,7 @@
 // (`remote_only`, with `update-mtime` so the least recently used can be pruned) and read by the others as
 // `file:DIR|read-only` beside their own primary CCACHE_DIR: no copy, and nothing they write reaches it. Other
 // caches (pip, uv) of an unprotected run get their own tier only, cold at first: an overlay of the protected
-// tier in the step's mount namespace is not built yet (docs/maintainers.md, "Caches").
+// tier would hand the run's user directories it cannot write (docs/choices.md, "Caches").
 #include <sys/types.h>
 
 #include <map>
