@@ -54,7 +54,7 @@ nlohmann::json github_context() {
 struct SubmitOptions {
   std::string server, token_file, ref, sha, attach;
   std::vector<std::string> jobs, env, secrets;
-  bool wait = false, follow = false, control = false;
+  bool wait = false, follow = false, control = false, no_reuse = false;
   double poll = 1.0, heartbeat = 300;
   int tail = 40;
 };
@@ -84,6 +84,7 @@ std::string submission_body(const SubmitOptions& o, const std::string& key, nloh
   }
   if (!key.empty()) body["attach"] = key;
   if (o.control) body["control"] = true;
+  if (o.no_reuse) body["reuse"] = false;
   return "";
 }
 
@@ -205,6 +206,7 @@ void register_submit_command(CLI::App& app, CommonOptions& common, int& exit_cod
   cmd->add_option("--job", o->jobs, "Only these jobs (and the jobs they need)");
   cmd->add_flag("--wait", o->wait, "Follow the run to its end and exit with its result");
   cmd->add_flag("--follow", o->follow, "With --wait: stream running steps' output live, prefixed [job / step]");
+  cmd->add_flag("--no-reuse", o->no_reuse, "Run every step, even one whose inputs were already tested green (docs/maintainers.md, \"Reuse\")");
   cmd->add_flag("--control", o->control, "A step that fails also runs on the merge base: its verdict says whether main fails too");
   add_daemon_options(*cmd, o->server, o->token_file, "the admin token");
   cmd->add_option("--ref", o->ref, "Git ref under test (default $GITHUB_REF)");

@@ -8,11 +8,11 @@ namespace {
 
 const std::vector<std::string> kJobKeys = {"name",     "needs",    "if",       "env",      "timeout-minutes",
                                            "continue-on-error",    "strategy", "defaults", "steps",
-                                           "parallel", "toolchain", "outputs", "caches"};
+                                           "parallel", "toolchain", "outputs", "caches", "reuse"};
 const std::vector<std::string> kStepKeys = {"name",  "run",     "env",     "if",      "timeout-minutes",
                                             "continue-on-error", "working-directory", "shell", "devices", "cpus", "memory",
                                             "retry", "models",  "expected-minutes", "id", "device-type",
-                                            "queue-timeout-minutes", "run-timeout-minutes", "tests", "split", "caches"};
+                                            "queue-timeout-minutes", "run-timeout-minutes", "tests", "split", "caches", "reuse"};
 
 /// A cache variable the step's or the job's `env:` sets too: one of them would silently lose.
 void check_cache_vars(const JobDef& job, Diagnostics& diags) {
@@ -159,6 +159,7 @@ StepDef read_step(const YAML::Node& node, const std::string& file, Diagnostics& 
     for (auto it = en.begin(); it != en.end(); ++it) s.env_locs[it->first.Scalar()] = loc_of(it->second);
   }
   if (m.has("caches")) s.caches = read_caches(m.get("caches"), file, diags);
+  if (m.has("reuse")) s.reuse = read_reuse(m.get("reuse"), file, diags);
   if (auto v = m.string("if")) {
     s.if_expr = *v;
     s.if_loc = loc_of(m.get("if"));
@@ -344,6 +345,7 @@ static JobDef load_job_file_unguarded(const std::string& path, const std::string
     job.env_loc = loc_of(m.get("env"));
   }
   if (m.has("caches")) job.caches = read_caches(m.get("caches"), display, diags);
+  if (m.has("reuse")) job.reuse = read_reuse(m.get("reuse"), display, diags);
   if (m.has("outputs")) {
     YAML::Node outs = m.get("outputs");
     if (!outs.IsMap()) {
@@ -434,6 +436,24 @@ std::vector<CacheUse> read_caches(const YAML::Node& node, const std::string& fil
     out.push_back({name, it->second.Scalar(), v});
   }
   return out;
+}
+
+std::optional<ReuseSpec> read_reuse(const YAML::Node& node, const std::string& file, Diagnostics& diags) {
+  ReuseSpec r;
+  r.loc = loc_of(node);
+  if (node.IsScalar() && (node.Scalar() == "false" || node.Scalar() == "true")) {
+    r.enabled = node.Scalar() == "true";
+    return r;
+  }
+  MapReader m(node, "reuse", {"inputs"}, file, diags);
+  if (!m.is_map()) return std::nullopt;
+  if (auto v = m.strings("inputs", true)) {
+    r.inputs = *v;
+    for (const std::string& g : *v)
+      if (g.empty() || g[0] == '/' || g.find("..") != std::string::npos)
+        m.error_at(m.get("inputs"), "bad-value", "reuse: 'inputs' are globs relative to the repository, like src/** or python/*.py, got '" + g + "'");
+  }
+  return r;
 }
 
 JobDef load_job_file(const std::string& path, const std::string& display, const std::string& stem,

@@ -68,6 +68,15 @@ struct CacheUse {
 /// Reads a `caches:` mapping (names: a-z, 0-9, . _ -; variables: A-Z, 0-9, _).
 std::vector<CacheUse> read_caches(const YAML::Node& node, const std::string& file, Diagnostics& diags);
 
+/// `reuse:` on a job or a step: `false` (always run), or `{inputs: [GLOB, ...]}` (the files its result depends
+/// on; by default the whole commit). A green result of the same inputs is reused rather than run again (reuse/).
+struct ReuseSpec {
+  bool enabled = true;
+  std::vector<std::string> inputs;
+  SourceLoc loc;
+};
+std::optional<ReuseSpec> read_reuse(const YAML::Node& node, const std::string& file, Diagnostics& diags);
+
 struct StepDef {
   std::string id;    // GitHub's step id, for steps.ID.* in later steps
   SourceLoc id_loc;
@@ -77,6 +86,7 @@ struct StepDef {
   std::vector<SourceLoc> model_locs;
   std::map<std::string, std::string> env;
   std::vector<CacheUse> caches;  // beside the job's (a step's own wins for a name both give)
+  std::optional<ReuseSpec> reuse;  // in place of the job's
   std::string if_expr;
   std::optional<double> timeout_minutes;
   std::optional<double> queue_timeout_minutes, run_timeout_minutes;
@@ -123,6 +133,7 @@ struct JobDef {
   SourceLoc if_loc;
   std::map<std::string, std::string> env;
   std::vector<CacheUse> caches;
+  std::optional<ReuseSpec> reuse;
   std::optional<double> timeout_minutes;
   bool continue_on_error = false;
   std::optional<MatrixDef> matrix;

@@ -656,7 +656,7 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
               {"devices", "state-dir", "cache-dir", "toolchain-mirror", "listen", "steps-listen", "token-file", "health",
                "kill-grace-seconds", "source", "retention", "log-max-mb", "containment", "supervise",
                "shutdown-timeout-minutes", "executor", "slurm", "env", "env-file", "sandbox", "read-token-file", "tls",
-               "insecure-listen", "max-connections-per-client", "request-timeout-seconds", "max-cards-per-run", "priorities", "supersede", "listen-unix", "submit-group", "tests", "host", "notify", "main-branch", "caches"},
+               "insecure-listen", "max-connections-per-client", "request-timeout-seconds", "max-cards-per-run", "priorities", "supersede", "listen-unix", "submit-group", "tests", "host", "notify", "main-branch", "caches", "reuse"},
               display, diags);
   if (!m.is_map()) return cfg;
   if (m.has("devices")) read_devices(m, cfg);
@@ -670,6 +670,10 @@ static RunnerConfig load_runner_config_unguarded(const std::string& path, const 
   if (m.has("sandbox")) read_sandbox(m, cfg);
   if (m.has("retention")) read_retention(m, cfg);
   if (m.has("caches")) read_caches(m, cfg);
+  if (m.has("reuse")) {
+    MapReader r(m.get("reuse"), "reuse", {"max-age-days"}, display, diags);
+    if (auto v = r.number("max-age-days", 0, 3650)) cfg.reuse_max_age_days = *v;
+  }
   if (m.has("tests")) read_tests(m, cfg);
   if (m.has("host")) read_host(m, cfg);
   if (m.has("notify")) read_notify(m, cfg);

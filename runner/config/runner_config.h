@@ -308,6 +308,8 @@ struct RunnerConfig {
   SourceConfig source;
   RetentionConfig retention;
   CachesConfig caches;
+  /// `reuse: {max-age-days}`: how old a green result may be and still stand in for a step (reuse/).
+  double reuse_max_age_days = 7;
   TestsConfig tests;
   NotifyConfig notify;
   /// `main-branch`: the ref whose red runs are `main-red` (and whose steps that ran no tests the alerts count).

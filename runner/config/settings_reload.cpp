@@ -89,6 +89,7 @@ SettingsReload reload_settings(const RunnerConfig& now, const RunnerConfig& next
   applied.shutdown_timeout_minutes = next.shutdown_timeout_minutes;
   applied.retention = next.retention;
   applied.caches = next.caches;
+  applied.reuse_max_age_days = next.reuse_max_age_days;
   applied.tests = next.tests;
   applied.token_file = next.token_file;
   applied.cache_dir = next.cache_dir;

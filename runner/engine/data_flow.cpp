@@ -17,7 +17,7 @@ namespace {
 
 std::string outcome_of(StepState st) {
   switch (st) {
-    case StepState::Succeeded: case StepState::Deduplicated: return "success";
+    case StepState::Succeeded: case StepState::Deduplicated: case StepState::Reused: return "success";
     case StepState::Failed: case StepState::TimedOut: return "failure";
     case StepState::Cancelled: case StepState::Interrupted: return "cancelled";
     default: return "skipped";

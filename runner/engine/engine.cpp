@@ -14,6 +14,7 @@
 #include "plan/condition.h"
 #include "sandbox/run_tree.h"
 #include "util/byte_size.h"
+#include "util/api_paths.h"
 #include "util/ids.h"
 #include "util/process_env.h"
 #include "util/regular_file.h"
@@ -128,6 +129,7 @@ void RunEngine::transition(std::size_t j, std::size_t s, StepState to) {
     sr.finished = at;
     sr.finished_at = t;
   }
+  if (to == StepState::Succeeded) record_result(j, s);
   if (journal_) journal_->step_changed(run_, plan_, static_cast<int>(j), static_cast<int>(s));
   if (observer_) observer_->on_step_changed(run_, plan_, static_cast<int>(j), static_cast<int>(s), from);
 }
@@ -313,8 +315,52 @@ bool RunEngine::try_start_step(std::size_t j, std::size_t s) {
       return false;
     }
   }
+  if (reuse_step(j, s)) return false;
   enqueue(j, s);
   return true;
+}
+
+bool RunEngine::reuse_step(std::size_t j, std::size_t s) {
+  const PlanStep& ps = plan_.jobs[j].steps[s];
+  StepRecord& sr = run_.jobs[j].steps[s];
+  if (!opts_.reuse || !ps.reuse || ps.kind != StepKind::Command || opts_.simulate || sr.attempt > 0) return false;
+  auto tree = input_trees_.find(globs_text(ps.reuse_inputs));
+  if (tree == input_trees_.end() || tree->second.empty()) return false;
+  ResultKeyParts k;
+  k.step_key = ps.key;
+  k.inputs_tree = tree->second;
+  k.job_env = plan_.jobs[j].env;
+  for (std::size_t n = 0; n < plan_.jobs.size(); ++n)
+    if (std::count(plan_.jobs[j].needs.begin(), plan_.jobs[j].needs.end(), plan_.jobs[n].name)) k.needs_outputs[plan_.jobs[n].id] = run_.jobs[n].outputs;
+  k.toolchain = plan_.ptoas_version + " " + plan_.arch;
+  k.host_env = opts_.base_env;
+  k.card_type = ps.device_type;
+  sr.result_key = result_key(k);
+  std::optional<ReusableResult> found = opts_.reuse->find(sr.result_key);
+  if (!found) return false;
+  sr.reused_from = StepRecord::ReusedFrom{found->run, found->step, found->label, found->log, found->card_seconds};
+  sr.outputs = found->outputs;
+  sr.verdict = "reused from run " + found->run + ", step " + found->label;
+  transition(j, s, StepState::Reused);
+  return true;
+}
+
+void RunEngine::record_result(std::size_t j, std::size_t s) {
+  const PlanStep& ps = plan_.jobs[j].steps[s];
+  const StepRecord& sr = run_.jobs[j].steps[s];
+  if (!opts_.reuse || sr.result_key.empty() || sr.state != StepState::Succeeded || sr.wrote_env || !sr.failures.empty() || !sr.lease_failures.empty() ||
+      !sr.cause.empty() || sr.tests_summary.flaky > 0 || sr.tests_summary.muted > 0 || sr.tests_summary.recovered > 0)
+    return;
+  ReusableResult r;
+  r.key = sr.result_key;
+  r.run = run_.id;
+  r.step = StepId{j, s}.text();
+  r.label = label(j, s);
+  r.log = api_path::step_log(run_.id, r.step);
+  r.finished = epoch_now();
+  r.card_seconds = sr.started_at >= 0 && sr.finished_at >= sr.started_at ? (sr.finished_at - sr.started_at) * ps.devices : 0;
+  r.outputs = sr.outputs;
+  opts_.reuse->record(r);
 }
 
 void RunEngine::enqueue(std::size_t j, std::size_t s) {
@@ -661,7 +707,10 @@ void RunEngine::finish_attempt(std::size_t j, std::size_t s, const StepOutcome& 
   // The final attempt's $GITHUB_ENV/PATH/OUTPUT count, whatever its result (as in GitHub); a malformed one
   // fails the step.
   std::string file_error;
+  const auto env_before = jr.file_env;
+  const auto path_before = jr.path_prepend;
   if (o.error.empty() && !flow_.take_step_files(j, s, file_error)) sr.error = file_error;
+  sr.wrote_env = jr.file_env != env_before || jr.path_prepend != path_before;  // later steps read it: not reusable
   if (!o.limit_reached.empty()) sr.error = o.limit_reached;
   // A split step's collection that ran well: its tests split across its shards (or why they cannot be).
   if (ps.kind == StepKind::CollectTests && o.ok() && sr.error.empty() && !cancelled && !opts_.simulate)

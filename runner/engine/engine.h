@@ -68,6 +68,9 @@ class RunEngine {
 
   /// Before start(): every step of the run but the lead job runs as `user` (a daemon's sandbox user), with its
   /// own $HOME and $TMPDIR in the run's directory (sandbox/run_tree), and hands back files only it owns.
+  /// The trees of the run's inputs (reuse/result_key: by globs_text of a step's `reuse.inputs`), known before
+  /// it starts: with EngineOptions::reuse, a step whose result key has a green result is `reused`.
+  void set_input_trees(std::map<std::string, std::string> trees) { input_trees_ = std::move(trees); }
   void run_as(const RunAs& user);
   void start();
   /// How a running step of an adopted run is found again (the daemon's supervisor, hosting/hosted_run): by
@@ -157,6 +160,13 @@ class RunEngine {
   /// Blocking (the step's files, read with its reports): each log's counts, the logs removed.
   static std::map<std::string, CacheCounts> read_cache_stats(const std::vector<std::pair<std::string, std::string>>& logs);
   static void add_cache_counts(StepRecord& sr, const std::map<std::string, CacheCounts>& counts);
+  /// A step about to be queued whose inputs were already tested green stands in with that result (`reused`):
+  /// true when it did. Its result key is kept either way, for record_result.
+  bool reuse_step(std::size_t job, std::size_t step);
+  /// A step that ended green with nothing doubtful in it (no failed attempt, no flaky or muted test, no
+  /// $GITHUB_ENV or $GITHUB_PATH for later steps) may stand in for the same inputs later.
+  void record_result(std::size_t job, std::size_t step);
+  std::map<std::string, std::string> input_trees_;
   void fail_fast(std::size_t job);
   void finish_job(std::size_t job);
   void cancel_job(std::size_t job, const std::string& reason);

@@ -12,6 +12,7 @@
 
 #include "config/runner_config.h"
 #include "caches/cache_tiers.h"
+#include "reuse/result_key.h"
 #include "exec/run_as.h"
 #include "exec/step_limits.h"
 
@@ -55,6 +56,14 @@ struct EngineOptions {
   /// The run's named caches and the tier it writes (caches/cache_tiers): each step with `caches:` gets their
   /// variables. Unset: a step's caches get nothing (its variables stay unset).
   std::shared_ptr<const RunCaches> caches;
+  /// Reusing green results of the same inputs (reuse/): `find` the result a step's key may stand in with,
+  /// `record` a step that ended green and may stand in later. Unset (a run without a commit, `--no-reuse`):
+  /// every step runs. The inputs' trees come with set_input_trees().
+  struct Reuse {
+    std::function<std::optional<ReusableResult>(const std::string& key)> find;
+    std::function<void(const ReusableResult& made)> record;
+  };
+  std::optional<Reuse> reuse;
   StepLimits::Spec limits;
   std::vector<std::string> card_files;
   /// When set, each attempt of a step gets a lease token of its own ($PTO_RUNNER_LEASE_TOKEN), from the host

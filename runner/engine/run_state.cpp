@@ -14,6 +14,7 @@ std::string to_string(StepState s) {
     case StepState::Skipped: return "skipped";
     case StepState::Deduplicated: return "deduplicated";
     case StepState::Interrupted: return "interrupted";
+    case StepState::Reused: return "reused";
   }
   return "?";
 }

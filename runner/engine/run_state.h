@@ -16,7 +16,7 @@
 
 namespace pto {
 
-enum class StepState { Pending, Waiting, Running, Succeeded, Failed, TimedOut, Cancelled, Skipped, Deduplicated, Interrupted };
+enum class StepState { Pending, Waiting, Running, Succeeded, Failed, TimedOut, Cancelled, Skipped, Deduplicated, Interrupted, Reused };
 enum class JobState { Pending, Running, Succeeded, Failed, Cancelled, Skipped };
 
 std::string to_string(StepState s);
@@ -69,6 +69,14 @@ struct StepRecord {
   std::string summary;  // what it wrote to $GITHUB_STEP_SUMMARY (Markdown, at most 1 MiB, as GitHub keeps)
   /// Its ccache caches' calls, hits and misses over its attempts (caches/ccache_stats), by cache name.
   std::map<std::string, CacheCounts> caches;
+  /// Its result key (reuse/result_key) when its run may reuse results, and, when it was `reused`, where from.
+  std::string result_key;
+  struct ReusedFrom {
+    std::string run, step, label, log;
+    double card_seconds = 0;
+  };
+  std::optional<ReusedFrom> reused_from;
+  bool wrote_env = false;  // its final attempt changed $GITHUB_ENV or $GITHUB_PATH for later steps (not kept)
   /// A step with `tests:` (engine/engine_cases.cpp): every attempt's test cases, their sum, why the last
   /// attempt's reports could not be read, and whether its current attempt reruns only the tests not yet done.
   std::vector<TestCase> tests;

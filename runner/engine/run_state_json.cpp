@@ -47,7 +47,7 @@ StepRecord::Failure failure_from(const json& j) {
 
 StepState step_state_named(const std::string& s) {
   for (StepState st : {StepState::Pending, StepState::Waiting, StepState::Running, StepState::Succeeded, StepState::Failed, StepState::TimedOut,
-                       StepState::Cancelled, StepState::Skipped, StepState::Deduplicated, StepState::Interrupted})
+                       StepState::Cancelled, StepState::Skipped, StepState::Deduplicated, StepState::Interrupted, StepState::Reused})
     if (to_string(st) == s) return st;
   return StepState::Pending;
 }
@@ -101,6 +101,10 @@ json step_state_json(const StepRecord& s) {
              for (const auto& [name, counts] : s.caches) c[name] = counts.json();
              return c;
            }()},
+          {"result_key", s.result_key},
+          {"reused_from", s.reused_from ? json{{"run", s.reused_from->run}, {"step", s.reused_from->step}, {"label", s.reused_from->label},
+                                               {"log", s.reused_from->log}, {"card_seconds", s.reused_from->card_seconds}}
+                                        : json(nullptr)},
           {"tests", tests},
           {"tests_error", s.tests_error},
           {"tests_rerun", s.tests_rerun},
@@ -149,6 +153,12 @@ StepRecord step_state_from_json(const json& j) {
   s.avoid = get<std::vector<int>>(j, "avoid", {});
   s.outputs = get<std::map<std::string, std::string>>(j, "outputs", {});
   s.summary = get<std::string>(j, "summary", "");
+  s.result_key = get<std::string>(j, "result_key", "");
+  if (j.contains("reused_from") && j["reused_from"].is_object()) {
+    const json& r = j["reused_from"];
+    s.reused_from = StepRecord::ReusedFrom{get<std::string>(r, "run", ""), get<std::string>(r, "step", ""), get<std::string>(r, "label", ""),
+                                           get<std::string>(r, "log", ""), get<double>(r, "card_seconds", 0)};
+  }
   if (j.contains("caches") && j["caches"].is_object())
     for (auto it = j["caches"].begin(); it != j["caches"].end(); ++it) s.caches[it.key()] = CacheCounts::from_json(it.value());
   for (const auto& c : get<json>(j, "tests", json::array())) s.tests.push_back(TestCase::from_json(c));

@@ -10,11 +10,13 @@
 
 #include "exec/card_access.h"
 #include "lease/lease_book.h"
+#include "reuse/result_key.h"
 #include "sandbox/run_tree.h"
 #include "sandbox/user_lender.h"
 #include "server/access.h"
 #include "util/random_hex.h"
 #include "util/secret_mask.h"
+#include "util/state_paths.h"
 
 namespace pto {
 
@@ -33,7 +35,10 @@ HostedRun::HostedRun(const RunHosting& host, Plan plan, EngineOptions eo, nlohma
   base_env_ = eo.base_env;
   caches_ = eo.caches;
   for (const PlanJob& j : plan.jobs)
-    for (const PlanStep& st : j.steps) cache_names_.insert(st.caches.begin(), st.caches.end());
+    for (const PlanStep& st : j.steps) {
+      cache_names_.insert(st.caches.begin(), st.caches.end());
+      if (eo.reuse && st.reuse) reuse_globs_.insert(st.reuse_inputs);
+    }
   engine_ = std::make_unique<RunEngine>(EngineSeams{host_.io, host_.clock, host_.broker, host_.executor, this, journal},
                                         std::move(plan), std::move(eo));
   engine_->set_on_finished([this] {
@@ -53,6 +58,7 @@ bool HostedRun::begin() {
     if (std::string e = prepare_run_tree(run_dir_, nullptr); !e.empty()) spdlog::warn("run {}: {}", id_, e);
     if (caches_ && !cache_names_.empty())
       if (std::string e = caches_->prepare(cache_names_, nullptr); !e.empty()) spdlog::warn("run {}: its caches: {}", id_, e);
+    engine_->set_input_trees(read_input_trees());
     engine_->start();
     return true;
   }
@@ -64,18 +70,34 @@ bool HostedRun::begin() {
   if (caches_ && !cache_names_.empty() && caches_->group()) user_->groups.push_back(*caches_->group());
   engine_->run_as(*user_);
   // The worktree may hold thousands of files to hand to the user, and so may its caches' tier: off the engine thread.
+  auto trees = std::make_shared<std::map<std::string, std::string>>();
   off_thread(
-      [dir = run_dir_, u = *user_, caches = caches_, names = cache_names_] {
+      [this, dir = run_dir_, u = *user_, caches = caches_, names = cache_names_, trees] {
+        *trees = read_input_trees();  // before its worktree is its user's
         std::string e = prepare_run_tree(dir, &u);
         if (e.empty() && caches && !names.empty())
           if (std::string c = caches->prepare(names, &u); !c.empty()) e = "its caches: " + c;
         return e;
       },
-      [this](const std::string& problem) {
+      [this, trees](const std::string& problem) {
+        engine_->set_input_trees(std::move(*trees));
         engine_->start();
         if (!problem.empty()) engine_->abort("the run's directory could not be given to its sandbox user: " + problem);
       });
   return true;
+}
+
+std::map<std::string, std::string> HostedRun::read_input_trees() const {
+  std::map<std::string, std::string> trees;
+  const std::string src = run_worktree(run_dir_);
+  for (const auto& globs : reuse_globs_) {
+    std::vector<std::string> with_pin = globs;
+    if (!with_pin.empty()) with_pin.push_back("toolchain/versions.env");  // the pin is an input of every step
+    std::string error;
+    trees[globs_text(globs)] = inputs_tree(src, with_pin, error);
+    if (!error.empty()) spdlog::warn("run {}: its steps are not reused: {}", id_, error);
+  }
+  return trees;
 }
 
 nlohmann::json HostedRun::handover() const {

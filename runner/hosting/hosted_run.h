@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -150,6 +151,11 @@ class HostedRun : private RunObserver {
   std::map<std::string, std::string> base_env_;  // what every step of it starts from (handover)
   std::shared_ptr<const RunCaches> caches_;        // its named caches' tiers (caches/cache_tiers), or null
   std::map<std::string, std::string> cache_names_;  // the caches its steps name: name -> variable
+  /// With reuse: each distinct `reuse.inputs` of its steps (the pin file added), whose trees are read from its
+  /// worktree before it starts (reuse/result_key).
+  std::set<std::vector<std::string>> reuse_globs_;
+  /// The trees of reuse_globs_ in its worktree (blocking: git), by globs_text of the step's own globs.
+  std::map<std::string, std::string> read_input_trees() const;
   nlohmann::json request_;
   RunObserver* observer_;
   std::unique_ptr<RunEngine> engine_;

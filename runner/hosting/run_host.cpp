@@ -27,8 +27,10 @@
 #include "store/learned_durations.h"
 #include "store/run_history.h"
 #include "store/run_reporter.h"
+#include "store/step_results.h"
 #include "supervise/wire.h"
 #include "util/api_paths.h"
+#include "util/clock.h"
 #include "util/secret_mask.h"
 #include "util/state_paths.h"
 
@@ -148,6 +150,24 @@ Plan RunHost::plan_of(const Project& project, const RunSubmission& s, Diagnostic
   return plan;
 }
 
+EngineOptions::Reuse RunHost::reuse_hooks(const CacheScope& scope) {
+  EngineOptions::Reuse r;
+  if (!parts_.results) return r;
+  // Scoped as the caches are: a pull request takes main's results and its own, never another pull request's;
+  // main takes any (a merged tree its pull request tested green is the very tree it tests).
+  std::vector<std::string> scopes;
+  if (!scope.writes_protected) scopes = {"protected", scope.name};
+  r.find = [this, scopes](const std::string& key) {
+    return parts_.results->find(key, scopes, epoch_now() - parts_.cfg.reuse_max_age_days * 86400);
+  };
+  r.record = [this, name = scope.name](const ReusableResult& made) {
+    ReusableResult kept = made;
+    kept.scope = name;
+    if (!parts_.results->record(kept)) spdlog::warn("run {}: its result of {} cannot be kept for reuse: {}", made.run, made.label, parts_.results->error());
+  };
+  return r;
+}
+
 void RunHost::lend_to_engine(EngineOptions& eo, const std::string& ref) {
   eo.lead_executor = parts_.host.lead_executor.get();
   // Its named caches, in the tier its ref may write (caches/cache_tiers); a remote's credential is masked.
@@ -182,6 +202,7 @@ nlohmann::json RunHost::request_of(const RunSubmission& s, const EngineOptions& 
   if (s.probe)
     request["probe"] = {{"purpose", s.probe->purpose}, {"job", s.probe->job}, {"step", s.probe->step}, {"tests", s.probe->tests}};
   if (s.control) request["control"] = true;
+  if (!s.reuse) request["reuse"] = false;
   const std::string pull_request = pull_request_of(s);
   if (!pull_request.empty()) request["pull_request"] = pull_request;
   if (parts_.mirror) request["source"] = {{"repo", parts_.cfg.source.repo}, {"worktree", eo.root}};
@@ -221,6 +242,9 @@ Answer RunHost::start(EngineOptions eo, const RunSubmission& s, Project project,
   if (!s.sha.empty()) eo.base_env["PTO_RUNNER_SHA"] = s.sha;
   lend_to_engine(eo, s.ref);
   if (!eo.caches->remote_credential().empty()) eo.mask->add(eo.caches->remote_credential());
+  // A run of a commit may take a green result of the same inputs for a step (reuse/), unless it asks not to; a
+  // probe or a control run is asked to run, never to remember.
+  if (s.reuse && !s.sha.empty() && parts_.mirror && parts_.results && !s.probe) eo.reuse = reuse_hooks(eo.caches->scope());
   nlohmann::json request = request_of(s, eo);
   const std::string pull_request = request.value("pull_request", "");
 

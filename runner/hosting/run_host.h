@@ -40,6 +40,7 @@ class RunHistory;
 class RunReporter;
 class SandboxPool;
 class Shutdown;
+class StepResults;
 struct Host;
 struct ReadModel;
 struct WorkerPools;
@@ -55,6 +56,7 @@ struct RunHostParts {
   GitMirror* mirror;  // with `source:`: runs are of commits, each in its own worktree; null: of `load.root`
   Shutdown& stop;     // while the daemon stops, no new run
   ReadModel& model;   // its active runs are listed there
+  StepResults* results = nullptr;  // green results a step may be reused from (reuse/); null: every step runs
 };
 
 /// How the daemon was started: where definitions are read without `source:`, and whether steps only sleep.
@@ -127,6 +129,8 @@ class RunHost {
   EngineOptions engine_options() const;
   /// What the host lends every run's engine: the lead executor, the mutes, the learned test durations.
   void lend_to_engine(EngineOptions& eo, const std::string& ref);
+  /// How a run of `scope` finds and keeps reusable results (store/step_results).
+  EngineOptions::Reuse reuse_hooks(const CacheScope& scope);
   /// A run as this host lends it (`run_token`: the one it had, a run taken over); keep() hosts it from then on
   /// (listed in the read model, given its place among runs, its end heard here).
   std::unique_ptr<HostedRun> make(Plan plan, EngineOptions eo, nlohmann::json request, const std::string& run_token = "");

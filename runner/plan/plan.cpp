@@ -335,6 +335,7 @@ class Builder {
       std::map<std::string, std::string> caches;  // the job's, then the step's own for a name both give
       for (const auto* list : {&def.caches, &sd.caches})
         for (const CacheUse& c : *list) caches[c.name] = c.var;
+      const std::optional<ReuseSpec>& reuse = sd.reuse ? sd.reuse : def.reuse;
       const bool status_fn = [&] {
         std::string err;
         auto c = sd.if_expr.empty() ? std::nullopt : Condition::parse(sd.if_expr, err);
@@ -380,6 +381,10 @@ class Builder {
         s.working_directory = wd;
         s.env = env;
         s.caches = caches;
+        if (reuse) {
+          s.reuse = reuse->enabled;
+          s.reuse_inputs = reuse->inputs;
+        }
         s.if_expr = sd.if_expr;
         s.if_has_status_function = status_fn;
         s.devices = explicit_devices.value_or(0);
@@ -420,6 +425,10 @@ class Builder {
           s.env = env;
           for (const auto& [k, v] : ex.env) s.env[k] = v;
           s.caches = caches;
+          if (reuse) {
+            s.reuse = reuse->enabled;
+            s.reuse_inputs = reuse->inputs;
+          }
           s.if_expr = sd.if_expr;
           s.if_has_status_function = status_fn;
           s.devices = explicit_devices.value_or(ex.devices);

@@ -33,6 +33,10 @@ struct PlanStep {
   std::map<std::string, std::string> env;  // the step's own env (job env is on the job)
   /// Its named caches, the job's and its own: name -> the variable that gets the directory (caches/).
   std::map<std::string, std::string> caches;
+  /// `reuse:` (the step's, else its job's): whether a green result of its inputs may stand in for running it,
+  /// and the globs of those inputs (empty: the whole commit).
+  bool reuse = true;
+  std::vector<std::string> reuse_inputs;
   std::string if_expr;
   /// The `if:` calls success()/failure()/always()/cancelled(): in a parallel job such a step is cleanup and
   /// runs after the others.

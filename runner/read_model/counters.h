@@ -54,6 +54,10 @@ struct Metrics {
   /// ccaches' hits and misses over finished steps.
   std::map<std::string, unsigned long long> cache_bytes;
   std::map<std::string, long long> cache_hits, cache_misses;
+  /// Steps that stood in with an earlier green result of the same inputs (reuse/), and the card-seconds that
+  /// result took: what running them again would have cost.
+  long long steps_reused = 0;
+  double card_seconds_saved = 0;
   /// Steps with `tests:` that failed "ran no tests", by branch: "main" (runner.yml main-branch), "pull_request",
   /// "other" (each from 0, so an alert's increase() sees the first one).
   std::map<std::string, long long> ran_no_tests_by_branch = {{"main", 0}, {"pull_request", 0}, {"other", 0}};

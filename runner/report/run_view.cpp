@@ -50,9 +50,14 @@ nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step
   j["log"] = s.log_path.empty() ? nlohmann::json(nullptr)
                                 : nlohmann::json(api_path::step_log(r.id, StepId{static_cast<std::size_t>(job), static_cast<std::size_t>(step)}.text()));
   j["log_path"] = nullable(s.log_path);
+  if (s.reused_from) j["log"] = s.reused_from->log;
   if (!ps.id.empty()) j["step_id"] = ps.id;
   j["outputs"] = s.outputs;
   j["summary"] = nullable(s.summary);
+  if (s.reused_from)  // it did not run: its verdict, tests and log are those of the step it came from
+    j["reused_from"] = {{"run", s.reused_from->run}, {"step", s.reused_from->step}, {"label", s.reused_from->label},
+                        {"log", s.reused_from->log}, {"card_seconds", s.reused_from->card_seconds},
+                        {"text", "reused from run " + s.reused_from->run + ", step " + s.reused_from->label}};
   if (!s.caches.empty()) {  // its ccaches' calls, hits and misses (caches/ccache_stats)
     j["caches"] = nlohmann::json::object();
     for (const auto& [name, c] : s.caches) j["caches"][name] = c.json();

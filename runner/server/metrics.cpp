@@ -163,6 +163,10 @@ std::string render_metrics(const HostView& v, const Metrics& m, double uptime_se
     auto it = m.tests_by_result.find(r);
     p.sample("pto_runner_tests_total", {{"result", r}}, it == m.tests_by_result.end() ? 0.0 : static_cast<double>(it->second));
   }
+  p.family("pto_runner_steps_reused_total", "counter", "Steps not run: an earlier green result of the same inputs stood in");
+  p.sample("pto_runner_steps_reused_total", {}, static_cast<double>(m.steps_reused));
+  p.family("pto_runner_card_seconds_saved_total", "counter", "Card-seconds the reused steps' results took when they ran");
+  p.sample("pto_runner_card_seconds_saved_total", {}, m.card_seconds_saved);
   p.family("pto_runner_cache_bytes", "gauge", "What each named cache's tiers hold on disk (measured when retention prunes them)");
   for (const auto& [name, bytes] : m.cache_bytes) p.sample("pto_runner_cache_bytes", {{"cache", name}}, static_cast<double>(bytes));
   p.family("pto_runner_cache_hits_total", "counter", "Compiler calls of finished steps answered by a ccache cache");

@@ -16,7 +16,7 @@ std::optional<BodyError> parse_run_submission(const std::string& text, RunSubmis
   if (body.is_discarded()) return refuse("", "the body is not valid JSON");
   if (!body.is_object()) return refuse("", "the body must be a JSON object {\"jobs\": [...], \"ref\", \"sha\", \"env\", \"github\"}");
   for (const auto& [k, v] : body.items())
-    if (k != "jobs" && k != "ref" && k != "sha" && k != "env" && k != "secrets" && k != "github" && k != "attach" && k != "control")
+    if (k != "jobs" && k != "ref" && k != "sha" && k != "env" && k != "secrets" && k != "github" && k != "attach" && k != "control" && k != "reuse")
       return refuse(k, "unknown field '" + k + "'");
   if (body.contains("attach")) {
     if (!body["attach"].is_string() || !matches(body["attach"].get<std::string>(), "[A-Za-z0-9_./:-]{1,300}"))
@@ -39,6 +39,10 @@ std::optional<BodyError> parse_run_submission(const std::string& text, RunSubmis
   if (body.contains("control")) {
     if (!body["control"].is_boolean()) return refuse("control", "control is true or false (submit --control)");
     s.control = body["control"].get<bool>();
+  }
+  if (body.contains("reuse")) {
+    if (!body["reuse"].is_boolean()) return refuse("reuse", "reuse is true or false (submit --no-reuse)");
+    s.reuse = body["reuse"].get<bool>();
   }
   for (const char* field : {"env", "secrets"}) {
     if (!body.contains(field)) continue;

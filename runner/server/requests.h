@@ -25,6 +25,8 @@ struct RunSubmission {
   std::string attach;        // submit --attach: the workflow run's key (one pto-runner run per workflow run)
   /// `submit --control`: a red step of this run also runs on its merge base (bisect/control_runs).
   bool control = false;
+  /// `submit --no-reuse` (`"reuse": false`): every step runs, none is taken from an earlier green result.
+  bool reuse = true;
   /// A run the daemon makes itself, never from a body: a probe of one step (or of some tests of it) of one job
   /// (plan/probe_plan), at its own priority, for a bisection or a control run.
   struct Probe {

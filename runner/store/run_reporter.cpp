@@ -48,6 +48,10 @@ void RunReporter::on_step_changed(const RunRecord& r, const Plan& p, int job, in
   }
   if (!is_final(s.state)) return;
   metrics_.steps_by_result[to_string(s.state)]++;
+  if (s.state == StepState::Reused && s.reused_from) {
+    ++metrics_.steps_reused;
+    metrics_.card_seconds_saved += s.reused_from->card_seconds;
+  }
   for (const auto& [name, c] : s.caches) {
     metrics_.cache_hits[name] += c.hits;
     metrics_.cache_misses[name] += c.misses;

@@ -12,7 +12,9 @@
 #include "source/git_mirror.h"
 #include "store/case_history.h"
 #include "store/case_history_queries.h"
+#include "store/step_results.h"
 #include "store/retention.h"
+#include "store/step_results.h"
 #include "store/run_history.h"
 #include "store/run_reporter.h"
 #include "store/state_dir_lock.h"
@@ -83,6 +85,9 @@ std::string RunStore::open(boost::asio::io_context& io, RunnerConfig& cfg, ReadM
   // A step's tests are written off the engine thread: the metrics' flaky count is refreshed when they are.
   history_->set_on_tests_written([&io, changed = hooks.changed] { boost::asio::post(io, changed); });
 
+  std::string results_error;
+  results_ = StepResults::open(journal_file(state_dir_), results_error);
+  if (!results_) spdlog::error("results cannot be reused: {}", results_error);
   reporter_ = std::make_unique<RunReporter>(*history_, model.metrics, cfg.main_ref, learn_durations, hooks.request_of, hooks.changed);
   retention_ = std::make_unique<Retention>(io, *history_, cfg, hooks.in_use, hooks.paused, hooks.changed, pools_.reads, model.metrics);
   return "";

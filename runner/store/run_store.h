@@ -23,6 +23,8 @@ class io_context;
 
 namespace pto {
 
+class StepResults;
+
 class GitMirror;
 class Retention;
 class RunHistory;
@@ -54,6 +56,8 @@ class RunStore {
   bool opened() const { return retention_ != nullptr; }
   RunHistory& history() { return *history_; }
   RunReporter& reporter() { return *reporter_; }
+  /// The green results steps may be reused from (null when they cannot be kept: every step then runs).
+  StepResults* results() { return results_.get(); }
   Retention& retention() { return *retention_; }
   WorkerPools& pools() { return pools_; }
   GitMirror* mirror() { return mirror_.get(); }
@@ -78,6 +82,7 @@ class RunStore {
   std::unique_ptr<GitMirror> mirror_;
   std::unique_ptr<RunHistory> history_;
   std::unique_ptr<RunReporter> reporter_;
+  std::unique_ptr<StepResults> results_;
   std::unique_ptr<MuteBook> mutes_;
   std::unique_ptr<Retention> retention_;
   ReadModel* model_ = nullptr;

@@ -1,0 +1,135 @@
+// Nothing run twice (reuse/): a step whose inputs were already tested green is `reused`, not run again, with a
+// link to the run it came from. A daemon with `source:` runs commits of a real git repository; marker files
+// say which steps really ran.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "reuse/result_key.h"
+#include "served_daemon.h"
+#include "source_repo.h"
+#include "test_support.h"
+
+using namespace pto::test;
+
+namespace {
+
+struct ReuseDaemon {
+  SourceRepo repo;
+  Served served;
+  std::string out() const { return (served.dir.path() / "out").string(); }
+  void start() {
+    fs::create_directories(out());
+    served.dir.write("runner.yml", "source:\n  repo: " + repo.path() + "\n");
+    served.start();
+  }
+  json run(const std::string& sha, const std::string& ref, bool reuse = true) const {
+    json body = {{"sha", sha}, {"ref", ref}, {"env", {{"OUT", out()}}}};
+    if (!reuse) body["reuse"] = false;
+    json r = served.wait_run(served.submit_run(body), 60);
+    INFO(r.dump(2));
+    return r;
+  }
+  /// How many times step `name` really ran (its marker's lines).
+  int ran(const std::string& name) const {
+    std::ifstream in(fs::path(out()) / name);
+    int n = 0;
+    for (std::string line; std::getline(in, line);) ++n;
+    return n;
+  }
+};
+
+const json& step(const json& run, int i) { return run["jobs"][0]["steps"][i]; }
+
+}  // namespace
+
+TEST_CASE("reuse: the result key leaves out what names the run and keeps what the step depends on", "[reuse]") {
+  pto::ResultKeyParts a;
+  a.step_key = "k";
+  a.inputs_tree = "tree1";
+  a.host_env = {{"PTO_RUNNER_REF", "refs/pull/1/merge"}, {"GITHUB_SHA", "abc"}, {"CANN_ROOT", "/opt/cann"}};
+  pto::ResultKeyParts b = a;
+  b.host_env["PTO_RUNNER_REF"] = "refs/heads/main";
+  b.host_env["RUNNER_TEMP"] = "/tmp/x";
+  CHECK(pto::result_key(a) == pto::result_key(b));
+  for (auto change : std::vector<std::function<void(pto::ResultKeyParts&)>>{
+           [](pto::ResultKeyParts& p) { p.inputs_tree = "tree2"; }, [](pto::ResultKeyParts& p) { p.host_env["CANN_ROOT"] = "/other"; },
+           [](pto::ResultKeyParts& p) { p.toolchain = "v0.53"; }, [](pto::ResultKeyParts& p) { p.card_type = "a5"; },
+           [](pto::ResultKeyParts& p) { p.needs_outputs["lib"]["commit"] = "c2"; }, [](pto::ResultKeyParts& p) { p.job_env["X"] = "1"; }}) {
+    pto::ResultKeyParts c = a;
+    change(c);
+    CHECK(pto::result_key(c) != pto::result_key(a));
+  }
+}
+
+TEST_CASE("reuse: main's run of a tree its pull request tested green reuses every step; another pull request, --no-reuse, "
+          "a red result and a change of the inputs run again; a docs-only change reuses the steps that do not read docs",
+          "[reuse]") {
+  ReuseDaemon d;
+  d.repo.write("src/a.c", "int a;\n");
+  d.repo.write("docs/x.md", "# x\n");
+  d.repo.write("jobs/t.yml", "name: t\nsteps:\n"
+                             "  - name: unit\n    devices: 1\n    reuse: {inputs: ['src/**']}\n"
+                             "    run: echo $PTO_RUNNER_RUN_ID >> \"$OUT/unit\" && test ! -e \"$OUT/fail-unit\"\n"
+                             "  - name: system\n    devices: 1\n    run: echo $PTO_RUNNER_RUN_ID >> \"$OUT/system\"\n"
+                             "  - name: writes-env\n    run: echo \"X=1\" >> \"$GITHUB_ENV\"; echo $PTO_RUNNER_RUN_ID >> \"$OUT/env\"\n");
+  const std::string a = d.repo.commit("a");
+  d.start();
+
+  const json pr1 = d.run(a, "refs/pull/1/merge");
+  REQUIRE(pr1["state"] == "succeeded");
+  CHECK(d.ran("unit") == 1);
+  // Another pull request of the very tree runs it all: it never takes another pull request's results.
+  const json pr2 = d.run(a, "refs/pull/2/merge");
+  REQUIRE(pr2["state"] == "succeeded");
+  CHECK(d.ran("unit") == 2);
+  CHECK(step(pr2, 0)["state"] == "succeeded");
+
+  // The merge: a new commit of the same tree, on main.
+  REQUIRE(sh("cd " + d.repo.path() + " && git -c user.name=t -c user.email=t@example.com commit -q --allow-empty -m merge") == 0);
+  std::string merged;
+  REQUIRE(sh("cd " + d.repo.path() + " && git rev-parse HEAD", &merged) == 0);
+  merged.pop_back();
+  const json main1 = d.run(merged, "refs/heads/main");
+  REQUIRE(main1["state"] == "succeeded");
+  CHECK(d.ran("unit") == 2);
+  CHECK(d.ran("system") == 2);
+  CHECK(step(main1, 0)["state"] == "reused");
+  CHECK(step(main1, 1)["state"] == "reused");
+  const std::string from = step(main1, 0)["reused_from"]["run"];
+  CHECK((from == pr1["id"] || from == pr2["id"]));
+  CHECK(step(main1, 0)["reused_from"]["text"].get<std::string>().find("reused from run " + from) == 0);
+  CHECK(step(main1, 0)["log"].get<std::string>().find(from) != std::string::npos);  // its log is the one it came from
+  // A step that hands $GITHUB_ENV to later steps is not kept for reuse: it runs again.
+  CHECK(step(main1, 2)["state"] == "succeeded");
+  CHECK(d.ran("env") == 3);
+  const std::string metrics = pto::api_request("GET", d.served.url("/metrics")).body;
+  CHECK(metrics.find("pto_runner_steps_reused_total 2") != std::string::npos);
+
+  // --no-reuse: everything runs.
+  const json fresh = d.run(merged, "refs/heads/main", false);
+  CHECK(step(fresh, 0)["state"] == "succeeded");
+  CHECK(d.ran("unit") == 3);
+
+  // A docs-only change: the unit step reads src/ only.
+  d.repo.write("docs/x.md", "# x, reworded\n");
+  const std::string docs = d.repo.commit("docs");
+  const json main2 = d.run(docs, "refs/heads/main");
+  CHECK(step(main2, 0)["state"] == "reused");
+  CHECK(step(main2, 1)["state"] == "succeeded");
+  CHECK(d.ran("unit") == 3);
+  CHECK(d.ran("system") == 4);
+
+  // A red result is never reused: the same tree runs again once whatever broke it is gone.
+  d.repo.write("src/a.c", "int a2;\n");
+  const std::string changed = d.repo.commit("src");
+  d.served.dir.write("out/fail-unit", "");
+  const json red = d.run(changed, "refs/heads/main");
+  CHECK(red["state"] == "failed");
+  CHECK(d.ran("unit") == 4);
+  fs::remove(d.served.dir.path() / "out/fail-unit");
+  const json green = d.run(changed, "refs/heads/main");
+  CHECK(green["state"] == "succeeded");
+  CHECK(step(green, 0)["state"] == "succeeded");
+  CHECK(d.ran("unit") == 5);
+}
