@@ -62,8 +62,8 @@ TEST_CASE("reuse: the result key leaves out what names the run and keeps what th
   }
 }
 
-TEST_CASE("reuse: main's run of a tree its pull request tested green reuses every step; another pull request, --no-reuse, "
-          "a red result and a change of the inputs run again; a docs-only change reuses the steps that do not read docs",
+TEST_CASE("reuse: main's run of a tree its pull request tested green reuses every step, while another pull request, "
+          "--no-reuse, a red result and a change of the inputs run again, and a docs-only change reuses the steps that do not read docs",
           "[reuse]") {
   ReuseDaemon d;
   d.repo.write("src/a.c", "int a;\n");

@@ -103,6 +103,6 @@ TEST_CASE("shipped definitions: a host without a5 cards refuses the a5 job at it
   p.base.write("host.yml", "devices:\n  ids: [0, 1, 2, 3]\n  type: a2a3\n");
   CommandResult r = p.cli({"plan", "--job", "mixed-kernel-tests-a5"});
   CHECK(r.exit_code == 2);
-  CHECK(r.err.find("jobs/mixed-kernel-tests-a5.yml:8:18: error: step 'Test mixed-kernel system tests (A5, on board)' needs "
+  CHECK(r.err.find("jobs/mixed-kernel-tests-a5.yml:11:18: error: step 'Test mixed-kernel system tests (A5, on board)' needs "
                    "cards of type 'a5'; no card of this host has it (types: a2a3) [unknown-device-type]") != std::string::npos);
 }

@@ -295,7 +295,8 @@ TEST_CASE("source: old worktrees and runs are pruned by keep-worktrees and reten
   d.start("  keep-worktrees: 1\nretention:\n  max-runs: 2\n");
   std::vector<std::string> ids;
   for (int i = 0; i < 3; ++i) {
-    auto r = d.submit(sha);
+    // Each run runs its step (not reused from the one before), so each has a log of its own.
+    auto r = d.served.post(api_path::kRuns, {{"sha", sha}, {"ref", "refs/pull/1/merge"}, {"reuse", false}});
     REQUIRE(r.status == 201);
     ids.push_back(json::parse(r.body)["id"]);
     d.served.wait_run(ids.back());

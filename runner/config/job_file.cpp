@@ -450,8 +450,9 @@ std::optional<ReuseSpec> read_reuse(const YAML::Node& node, const std::string& f
   if (auto v = m.strings("inputs", true)) {
     r.inputs = *v;
     for (const std::string& g : *v)
-      if (g.empty() || g[0] == '/' || g.find("..") != std::string::npos)
-        m.error_at(m.get("inputs"), "bad-value", "reuse: 'inputs' are globs relative to the repository, like src/** or python/*.py, got '" + g + "'");
+      if (g.empty() || g == "!" || g[g[0] == '!'] == '/' || g.find("..") != std::string::npos)
+        m.error_at(m.get("inputs"), "bad-value",
+                   "reuse: 'inputs' are globs relative to the repository, like src/** or !docs/** (left out), got '" + g + "'");
   }
   return r;
 }

@@ -39,7 +39,7 @@ std::string inputs_tree(const std::string& worktree, const std::vector<std::stri
   else {
     // The checkout's index is its commit's tree (read before any step ran); ls-files takes glob pathspecs.
     argv.insert(argv.end(), {"ls-files", "--stage", "--full-name", "--"});
-    for (const std::string& g : globs) argv.push_back(":(glob)" + g);
+    for (const std::string& g : globs) argv.push_back(g[0] == '!' ? ":(exclude,glob)" + g.substr(1) : ":(glob)" + g);
   }
   SyncResult r = run_sync(argv, environment_list(), 60, "/dev/null");
   if (!r.outcome.ok()) {

@@ -36,7 +36,8 @@ struct ResultKeyParts {
 /// RUNNER_*) are left out, so a pull request's run and main's run of one tree have the same key.
 std::string result_key(const ResultKeyParts& parts);
 
-/// The inputs' tree of a commit checked out in `worktree`: the commit's tree id for no globs, else a digest of
+/// The inputs' tree of a commit checked out in `worktree` (globs as git's `:(glob)` pathspecs, `!GLOB` leaves
+/// files out): the commit's tree id for no globs, else a digest of
 /// `git ls-files --stage` of the files the globs name (a fresh checkout's index is its commit). "" (and `error`) when git cannot say: the step is not reused.
 std::string inputs_tree(const std::string& worktree, const std::vector<std::string>& globs, std::string& error);
 

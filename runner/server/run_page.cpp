@@ -157,6 +157,11 @@ function drawWaterfall(run) {
       note.textContent = cards + (why(st) && st.state !== "succeeded" ? " · " + why(st) : "");
       g.appendChild(note);
     }
+    if (st.reused_from) {  // it did not run: drawn apart, with where its result came from
+      const note = svg("text", {x: x(seconds(st.finished) || t0) + 4, y: y + 14, class: "muted reused"});
+      note.textContent = "reused, not run: " + st.reused_from.text;
+      g.appendChild(note);
+    }
     box.appendChild(g);
   });
   document.getElementById("waterfall").replaceChildren(box);

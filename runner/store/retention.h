@@ -15,6 +15,7 @@
 namespace pto {
 
 class RunHistory;
+class StepResults;
 struct Metrics;
 
 class Retention {
@@ -23,7 +24,8 @@ class Retention {
   /// folder stays). `paused()`: no hourly pruning (the daemon is cancelling). `changed`: the history shrank.
   /// `work`: where the caches are walked; `metrics`: their sizes, set on the engine's thread.
   Retention(boost::asio::io_context& io, RunHistory& history, const RunnerConfig& cfg, std::function<bool(const std::string&)> in_use,
-            std::function<bool()> paused, std::function<void()> changed, boost::asio::thread_pool& work, Metrics& metrics);
+            std::function<bool()> paused, std::function<void()> changed, boost::asio::thread_pool& work, Metrics& metrics,
+            StepResults* results = nullptr);
   void prune(bool at_start);
   /// Hourly from now on, until stop().
   void start();
@@ -39,6 +41,7 @@ class Retention {
   boost::asio::io_context& io_;
   boost::asio::thread_pool& work_;
   Metrics& metrics_;
+  StepResults* results_;  // reusable results past reuse.max-age-days go too
   bool caches_pruning_ = false;  // one walk at a time
   void prune_caches();
 };

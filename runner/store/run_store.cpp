@@ -89,7 +89,7 @@ std::string RunStore::open(boost::asio::io_context& io, RunnerConfig& cfg, ReadM
   results_ = StepResults::open(journal_file(state_dir_), results_error);
   if (!results_) spdlog::error("results cannot be reused: {}", results_error);
   reporter_ = std::make_unique<RunReporter>(*history_, model.metrics, cfg.main_ref, learn_durations, hooks.request_of, hooks.changed);
-  retention_ = std::make_unique<Retention>(io, *history_, cfg, hooks.in_use, hooks.paused, hooks.changed, pools_.reads, model.metrics);
+  retention_ = std::make_unique<Retention>(io, *history_, cfg, hooks.in_use, hooks.paused, hooks.changed, pools_.reads, model.metrics, results_.get());
   return "";
 }
 

@@ -69,6 +69,9 @@ bool StepResults::prune(double before) {
     Stmt s(db_, "DELETE FROM step_results WHERE finished < ?");
     s.bind(1, before);
     s.step();
+    // A result whose run retention removed has no log to link to any more.
+    Stmt gone(db_, "DELETE FROM step_results WHERE run NOT IN (SELECT id FROM runs)");
+    gone.step();
   });
 }
 

@@ -23,7 +23,7 @@ class StepResults {
   bool record(const StepResult& r);
   /// The newest result of `key` from one of `scopes` (any scope when empty) that finished at or after `since`.
   std::optional<StepResult> find(const std::string& key, const std::vector<std::string>& scopes, double since);
-  /// Results older than `before` go (retention).
+  /// Results older than `before` go, and those of runs no longer kept (retention).
   bool prune(double before);
   const std::string& error() const { return error_; }
 
