@@ -133,3 +133,31 @@ TEST_CASE("reuse: main's run of a tree its pull request tested green reuses ever
   CHECK(step(green, 0)["state"] == "succeeded");
   CHECK(d.ran("unit") == 5);
 }
+
+TEST_CASE("reuse: a step runs again when a job it needs fetched something else (its output changed), and is reused while "
+          "it is the same", "[reuse]") {
+  ReuseDaemon d;
+  // `lib` fetches from outside the commit (here a file beside it) and says what it got, as the shipped
+  // pypto-lib-checkout says the commit it cloned.
+  d.repo.write("jobs/lib.yml", "name: lib\nreuse: false\noutputs:\n  commit: ${{ steps.get.outputs.commit }}\nsteps:\n"
+                               "  - id: get\n    run: echo \"commit=$(cat \"$OUT/lib-commit\")\" >> \"$GITHUB_OUTPUT\"\n");
+  d.repo.write("jobs/model.yml", "name: model\nneeds: [lib]\nsteps:\n"
+                                 "  - name: moe\n    devices: 2\n    run: echo $PTO_RUNNER_RUN_ID >> \"$OUT/moe\"\n");
+  const std::string a = d.repo.commit("a");
+  d.start();
+  d.served.dir.write("out/lib-commit", "c1\n");
+  auto moe = [](const json& run) {
+    for (const auto& j : run["jobs"])
+      if (j["id"] == "model") return j["steps"][0];
+    return json();
+  };
+  REQUIRE(d.run(a, "refs/heads/main")["state"] == "succeeded");
+  CHECK(d.ran("moe") == 1);
+  const json same = d.run(a, "refs/heads/main");
+  CHECK(moe(same)["state"] == "reused");
+  CHECK(moe(same)["reused_from"]["card_seconds"].get<double>() > 0);  // two cards for as long as it ran
+  d.served.dir.write("out/lib-commit", "c2\n");
+  const json other = d.run(a, "refs/heads/main");
+  CHECK(moe(other)["state"] == "succeeded");
+  CHECK(d.ran("moe") == 2);
+}
