@@ -58,6 +58,7 @@ nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step
     j["reused_from"] = {{"run", s.reused_from->run}, {"step", s.reused_from->step}, {"label", s.reused_from->label},
                         {"log", s.reused_from->log}, {"card_seconds", s.reused_from->card_seconds},
                         {"text", "reused from run " + s.reused_from->run + ", step " + s.reused_from->label}};
+  if (s.reused_from && ps.tests.any()) j["reused_from"]["tests"] = api_path::run_tests(s.reused_from->run);  // its cases are that run's
   if (!s.caches.empty()) {  // its ccaches' calls, hits and misses (caches/ccache_stats)
     j["caches"] = nlohmann::json::object();
     for (const auto& [name, c] : s.caches) j["caches"][name] = c.json();
