@@ -12,6 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "util/owned_dir.h"
 #include "util/regular_file.h"
 #include "util/state_paths.h"
 
@@ -25,18 +26,6 @@ std::string slug(const std::string& s) {
   std::string out;
   for (char c : s) out += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' ? c : '-';
   return out.substr(0, 100);
-}
-
-/// `dir` made as a directory of `uid`:`gid` with `mode`, not a link planted where it was expected.
-std::string make_dir(const std::string& dir, uid_t uid, gid_t gid, mode_t mode) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return "cannot create " + dir + ": " + ec.message();
-  struct stat st {};
-  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return dir + " is not a directory";
-  if ((st.st_uid != uid || st.st_gid != gid) && ::lchown(dir.c_str(), uid, gid) != 0) return "cannot chown " + dir + ": " + std::strerror(errno);
-  if ((st.st_mode & 07777) != mode && ::chmod(dir.c_str(), mode) != 0) return "cannot chmod " + dir + ": " + std::strerror(errno);
-  return "";
 }
 
 /// Each entry under `dir` (not itself) passed to `each` with its lstat; links are entries, never followed.
@@ -101,17 +90,20 @@ std::vector<std::pair<std::string, std::string>> RunCaches::step_env(const std::
 }
 
 std::string RunCaches::prepare(const std::map<std::string, std::string>& names, const RunAs* user) const {
-  const uid_t uid = user ? user->uid : ::geteuid();
-  const gid_t gid = user ? user->gid : ::getegid();
-  if (std::string e = make_dir(cfg_.dir, 0, 0, 0755); !e.empty()) return e;
+  // The tiers' parents are the daemon's (root's on a host; a developer's own daemon keeps its user's).
+  const uid_t me = ::geteuid();
+  const gid_t mine = ::getegid();
+  const uid_t uid = user ? user->uid : me;
+  const gid_t gid = user ? user->gid : mine;
+  if (std::string e = make_owned_dir(cfg_.dir, 0755, me, mine); !e.empty()) return e;
   for (const auto& [name, var] : names) {
-    if (std::string e = make_dir(cfg_.dir + "/" + name, 0, 0, 0755); !e.empty()) return e;
-    if (std::string e = make_dir(cfg_.dir + "/" + name + "/scopes", 0, 0, 0711); !e.empty()) return e;
-    // Without a group (no sandbox: every step is root's) the tier is root's alone.
-    if (std::string e = make_dir(protected_tier(name), 0, group_.value_or(0), group_ ? 02775 : 0755); !e.empty()) return e;
+    if (std::string e = make_owned_dir(cfg_.dir + "/" + name, 0755, me, mine); !e.empty()) return e;
+    if (std::string e = make_owned_dir(cfg_.dir + "/" + name + "/scopes", 0711, me, mine); !e.empty()) return e;
+    // Without a group (no sandbox: every step is the daemon's user's) the tier is the daemon's alone.
+    if (std::string e = make_owned_dir(protected_tier(name), group_ ? 02775 : 0755, me, group_.value_or(mine)); !e.empty()) return e;
     if (scope_.writes_protected) continue;
     const std::string own = scope_tier(name);
-    if (std::string e = make_dir(own, uid, gid, 0700); !e.empty()) return e;
+    if (std::string e = make_owned_dir(own, 0700, uid, gid); !e.empty()) return e;
     ::utimensat(AT_FDCWD, own.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);  // used now: its age counts from here (cache_prune)
     if (!user) continue;  // no sandbox: every tier is the daemon's user's already
     // What an earlier run of the scope left is this run's user's now (a later run may have another user).

@@ -1,4 +1,5 @@
 #include "sandbox/run_tree.h"
+#include "util/owned_dir.h"
 #include "util/state_paths.h"
 
 #include <fcntl.h>
@@ -16,15 +17,7 @@ namespace pto {
 namespace {
 
 std::string make_dir(const std::string& dir, mode_t mode, const RunAs* owner) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return "cannot create " + dir + ": " + ec.message();
-  // Not a link a step planted where a directory was expected: lchown/chmod of what is there.
-  struct stat st {};
-  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return dir + " is not a directory";
-  if (owner && ::lchown(dir.c_str(), owner->uid, owner->gid) != 0) return "cannot chown " + dir + ": " + std::strerror(errno);
-  if (::chmod(dir.c_str(), mode) != 0) return "cannot chmod " + dir + ": " + std::strerror(errno);
-  return "";
+  return owner ? make_owned_dir(dir, mode, owner->uid, owner->gid) : make_owned_dir(dir, mode);
 }
 
 /// Everything under `dir` (itself included) to `owner`, links themselves and never what they point at.
