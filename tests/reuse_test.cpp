@@ -161,3 +161,33 @@ TEST_CASE("reuse: a step runs again when a job it needs fetched something else (
   CHECK(moe(other)["state"] == "succeeded");
   CHECK(d.ran("moe") == 2);
 }
+
+TEST_CASE("reuse: a reused step with tests shows the cases of the run it came from, and the test history counts them once",
+          "[reuse]") {
+  ReuseDaemon d;
+  d.repo.write("jobs/u.yml", "name: u\nsteps:\n  - name: cases\n    tests: {junit: 'cases.xml'}\n    run: |\n"
+                             "      echo $PTO_RUNNER_RUN_ID >> \"$OUT/cases\"\n"
+                             "      echo '<testsuite><testcase classname=\"t\" name=\"a\"/><testcase classname=\"t\" name=\"b\"/></testsuite>' > cases.xml\n");
+  const std::string a = d.repo.commit("a");
+  d.start();
+  const json pr = d.run(a, "refs/pull/4/merge");
+  REQUIRE(pr["state"] == "succeeded");
+  CHECK(step(pr, 0)["tests"]["passed"] == 2);
+  REQUIRE(sh("cd " + d.repo.path() + " && git -c user.name=t -c user.email=t@example.com commit -q --allow-empty -m merge") == 0);
+  std::string merged;
+  REQUIRE(sh("cd " + d.repo.path() + " && git rev-parse HEAD", &merged) == 0);
+  merged.pop_back();
+  const json main = d.run(merged, "refs/heads/main");
+  CHECK(step(main, 0)["state"] == "reused");
+  CHECK(d.ran("cases") == 1);
+  CHECK(step(main, 0)["tests"]["passed"] == 2);
+  const json cases = d.served.get(pto::api_path::run_tests(main["id"]));
+  INFO(cases.dump());
+  CHECK(cases.dump().find("\"t::a\"") != std::string::npos);
+  // The test history has the one run that ran them (its pull request's): main's reused copy is no result of main.
+  const json on_pr = d.served.get(std::string(pto::api_path::kTests) + "/t::a?ref=refs/pull/4/merge");
+  const json on_main = d.served.get(std::string(pto::api_path::kTests) + "/t::a?ref=refs/heads/main");
+  INFO(on_pr.dump() << "\n" << on_main.dump());
+  CHECK(on_pr.dump().find(pr["id"].get<std::string>()) != std::string::npos);
+  CHECK(on_main.dump().find(main["id"].get<std::string>()) == std::string::npos);
+}

@@ -340,6 +340,8 @@ bool RunEngine::reuse_step(std::size_t j, std::size_t s) {
   if (!found) return false;
   sr.reused_from = StepRecord::ReusedFrom{found->run, found->step, found->label, found->log, found->card_seconds};
   sr.outputs = found->outputs;
+  sr.tests = std::move(found->tests);  // its cases as they were, in this run's tests and junit.xml
+  if (!sr.tests.empty()) sr.tests_summary = summarize_tests(sr.tests);
   sr.verdict = "reused from run " + found->run + ", step " + found->label;
   transition(j, s, StepState::Reused);
   return true;
@@ -360,6 +362,7 @@ void RunEngine::record_result(std::size_t j, std::size_t s) {
   r.finished = epoch_now();
   r.card_seconds = sr.started_at >= 0 && sr.finished_at >= sr.started_at ? (sr.finished_at - sr.started_at) * ps.devices : 0;
   r.outputs = sr.outputs;
+  r.tests = sr.tests;
   opts_.reuse->record(r);
 }
 

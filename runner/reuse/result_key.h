@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "testcases/case_result.h"
+
 namespace pto {
 
 /// A green result a step may be reused from: where it came from and what a later run needs of it.
@@ -20,6 +22,7 @@ struct ReusableResult {
   double finished = 0;           // seconds since the epoch
   double card_seconds = 0;       // cards times seconds it ran: what reusing it saves
   std::map<std::string, std::string> outputs;
+  std::vector<TestCase> tests;  // its test cases (a step with `tests:`), shown again where it is reused
 };
 
 struct ResultKeyParts {

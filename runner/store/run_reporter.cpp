@@ -62,7 +62,8 @@ void RunReporter::on_step_changed(const RunRecord& r, const Plan& p, int job, in
     history_.record_duration(p.jobs[job].steps[step].key, s.finished_at - s.started_at, s.finished);
   if (s.started_at >= 0 && s.finished_at >= 0) metrics_.step_seconds.observe(to_string(s.state), s.finished_at - s.started_at);
   if (p.jobs[job].lead) lead_job_ended(r, s);
-  if (p.jobs[job].steps[step].tests.any() && !s.tests.empty()) tests_ended(r, p, job, step);
+  // A reused step's cases ran in the run it came from: the test history has them from there.
+  if (p.jobs[job].steps[step].tests.any() && !s.tests.empty() && s.state != StepState::Reused) tests_ended(r, p, job, step);
   if (p.jobs[job].steps[step].tests.any() && (s.state == StepState::Failed || s.state == StepState::TimedOut) &&
       s.error.rfind("ran no tests", 0) == 0)
     ran_no_tests(r);

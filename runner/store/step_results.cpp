@@ -15,7 +15,7 @@ std::unique_ptr<StepResults> StepResults::open(const std::string& path, std::str
       path, "the reusable results",
       {"CREATE TABLE IF NOT EXISTS step_results(key TEXT NOT NULL, scope TEXT NOT NULL, run TEXT NOT NULL, step TEXT NOT NULL,"
        " label TEXT NOT NULL, finished REAL NOT NULL, outputs TEXT NOT NULL, log TEXT NOT NULL, card_seconds REAL NOT NULL,"
-       " PRIMARY KEY(run, step))",
+       " tests TEXT NOT NULL DEFAULT '[]', PRIMARY KEY(run, step))",
        "CREATE INDEX IF NOT EXISTS step_results_key ON step_results(key, finished)"},
       error);
   return db ? std::unique_ptr<StepResults>(new StepResults(db)) : nullptr;
@@ -26,10 +26,12 @@ StepResults::~StepResults() { sqlite3_close(db_); }
 bool StepResults::record(const StepResult& r) {
   return side_transaction(db_, error_, "reusable results", [&] {
     Stmt s(db_,
-           "INSERT OR REPLACE INTO step_results(key, scope, run, step, label, finished, outputs, log, card_seconds) "
-           "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)");
+           "INSERT OR REPLACE INTO step_results(key, scope, run, step, label, finished, outputs, log, card_seconds, tests) "
+           "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    nlohmann::json tests = nlohmann::json::array();
+    for (const TestCase& c : r.tests) tests.push_back(c.json());
     s.bind(1, r.key).bind(2, r.scope).bind(3, r.run).bind(4, r.step).bind(5, r.label).bind(6, r.finished).bind(7, nlohmann::json(r.outputs).dump());
-    s.bind(8, r.log).bind(9, r.card_seconds);
+    s.bind(8, r.log).bind(9, r.card_seconds).bind(10, tests.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     s.step();
   });
 }
@@ -37,7 +39,7 @@ bool StepResults::record(const StepResult& r) {
 std::optional<StepResult> StepResults::find(const std::string& key, const std::vector<std::string>& scopes, double since) {
   try {
     Stmt s(db_,
-           "SELECT scope, run, step, label, finished, outputs, log, card_seconds FROM step_results WHERE key = ? AND finished >= ? "
+           "SELECT scope, run, step, label, finished, outputs, log, card_seconds, tests FROM step_results WHERE key = ? AND finished >= ? "
            "ORDER BY finished DESC");
     s.bind(1, key).bind(2, since);
     while (s.step()) {
@@ -55,6 +57,9 @@ std::optional<StepResult> StepResults::find(const std::string& key, const std::v
           if (it.value().is_string()) r.outputs[it.key()] = it.value().get<std::string>();
       r.log = s.text(6);
       r.card_seconds = s.real(7);
+      const nlohmann::json tests = nlohmann::json::parse(s.text(8), nullptr, false);
+      if (tests.is_array())
+        for (const auto& c : tests) r.tests.push_back(TestCase::from_json(c));
       return r;
     }
     return std::nullopt;
