@@ -105,6 +105,13 @@ TEST_CASE("reuse: main's run of a tree its pull request tested green reuses ever
   CHECK(d.ran("env") == 3);
   const std::string metrics = pto::api_request("GET", d.served.url("/metrics")).body;
   CHECK(metrics.find("pto_runner_steps_reused_total 2") != std::string::npos);
+  // The run's page draws a reused step apart, with where it came from.
+  std::string dom;
+  if (d.served.page_dom(dom, pto::api_path::run_page(main1["id"].get<std::string>()))) {
+    INFO(dom.substr(0, 4000));
+    CHECK(dom.find("reused, not run: reused from run " + from) != std::string::npos);
+    CHECK(dom.find("data-state=\"reused\"") != std::string::npos);
+  }
 
   // --no-reuse: everything runs.
   const json fresh = d.run(merged, "refs/heads/main", false);
