@@ -86,10 +86,7 @@ TEST_CASE("reuse: main's run of a tree its pull request tested green reuses ever
   CHECK(step(pr2, 0)["state"] == "succeeded");
 
   // The merge: a new commit of the same tree, on main.
-  REQUIRE(sh("cd " + d.repo.path() + " && git -c user.name=t -c user.email=t@example.com commit -q --allow-empty -m merge") == 0);
-  std::string merged;
-  REQUIRE(sh("cd " + d.repo.path() + " && git rev-parse HEAD", &merged) == 0);
-  merged.pop_back();
+  const std::string merged = d.repo.commit("merge");  // the same tree
   const json main1 = d.run(merged, "refs/heads/main");
   REQUIRE(main1["state"] == "succeeded");
   CHECK(d.ran("unit") == 2);
@@ -180,10 +177,7 @@ TEST_CASE("reuse: a reused step with tests shows the cases of the run it came fr
   const json pr = d.run(a, "refs/pull/4/merge");
   REQUIRE(pr["state"] == "succeeded");
   CHECK(step(pr, 0)["tests"]["passed"] == 2);
-  REQUIRE(sh("cd " + d.repo.path() + " && git -c user.name=t -c user.email=t@example.com commit -q --allow-empty -m merge") == 0);
-  std::string merged;
-  REQUIRE(sh("cd " + d.repo.path() + " && git rev-parse HEAD", &merged) == 0);
-  merged.pop_back();
+  const std::string merged = d.repo.commit("merge");  // the same tree
   const json main = d.run(merged, "refs/heads/main");
   CHECK(step(main, 0)["state"] == "reused");
   CHECK(d.ran("cases") == 1);

@@ -7,7 +7,8 @@
 
 namespace pto::test {
 
-/// A git repository laid out as a project, committed to step by step.
+/// A git repository laid out as a project, committed to step by step (a commit with no change has its parent's
+/// tree: a merge that brings nothing new, a reworded message).
 struct SourceRepo {
   TempDir dir;
   std::string path() const { return (dir.path() / "repo").string(); }
@@ -19,7 +20,7 @@ struct SourceRepo {
   void remove(const std::string& rel) const { fs::remove(fs::path(path()) / rel); }
   std::string commit(const std::string& message) const {
     std::string sha;
-    REQUIRE(sh("cd " + path() + " && git add -A && git -c user.name=t -c user.email=t@example.com commit -q -m '" +
+    REQUIRE(sh("cd " + path() + " && git add -A && git -c user.name=t -c user.email=t@example.com commit -q --allow-empty -m '" +
                message + "' && git rev-parse HEAD", &sha) == 0);
     while (!sha.empty() && sha.back() == '\n') sha.pop_back();
     return sha;
