@@ -78,8 +78,9 @@ struct Harness {
   explicit Harness(const std::string& job, const std::string& runner_yml = "", bool executor_places = false)
       : Harness(Jobs{{"j.yml", job}}, runner_yml, executor_places) {}
   /// `tune`: changes the engine's options before it starts (e.g. an offload the test runs by hand).
+  /// `before_start`: what the engine is told before it starts (e.g. its inputs' trees).
   Harness(const Jobs& jobs, const std::string& runner_yml = "", bool executor_places = false,
-          const std::function<void(EngineOptions&)>& tune = nullptr) {
+          const std::function<void(EngineOptions&)>& tune = nullptr, const std::function<void(RunEngine&)>& before_start = nullptr) {
     executor.places_steps = executor_places;
     observer.journal = &journal;
     write_project(dir, jobs);
@@ -96,6 +97,7 @@ struct Harness {
     if (tune) tune(eo);
     options = eo;
     engine = std::make_unique<RunEngine>(EngineSeams{io, clock, broker, executor, &observer, &journal}, std::move(plan), std::move(eo));
+    if (before_start) before_start(*engine);
     engine->start();
     settle();
   }
@@ -588,4 +590,49 @@ TEST_CASE("engine (fake broker): a simulated run says so, and its steps with tes
   CHECK(sim["simulated"] == true);
   CHECK_FALSE(sim["jobs"][0]["steps"][0].contains("tests"));
   CHECK(run_state_from_json(run_state_json(simulated.engine->record())).simulated);  // kept across a restart
+}
+
+TEST_CASE("engine (reuse): a job whose steps all have green results starts at once, reused; the lead job and the build only "
+          "it needs are skipped, and run for a job that runs", "[engine][reuse]") {
+  auto green = [](EngineOptions& eo) {
+    eo.reuse = EngineOptions::Reuse{[](const std::string& key) {
+                                      ReusableResult r;
+                                      r.key = key, r.run = "earlier", r.step = "1-0", r.label = "t / a";
+                                      return std::optional<ReusableResult>(r);
+                                    },
+                                    [](const ReusableResult&) {}};
+  };
+  auto trees = [](RunEngine& e) { e.set_input_trees({{globs_text({}), "tree1"}}); };
+  const Jobs only_reused = {{"build.yml", "name: build\nreuse: false\nsteps:\n  - run: make\n"},
+                            {"t.yml", "name: t\ntoolchain: ptoas\nneeds: [build]\nsteps:\n  - name: a\n    devices: 1\n    run: test-a\n"}};
+  {
+    Harness h(only_reused, "", false, green, trees);
+    CHECK(h.executor.launched.empty());  // neither the lead, nor the build, nor the step
+    CHECK(h.state(h.job("t"), 0) == StepState::Reused);
+    CHECK(h.engine->record().jobs[h.job("build")].state == JobState::Skipped);
+    CHECK(h.engine->record().jobs[h.job("build")].reason.find("not needed") == 0);
+    CHECK(h.engine->record().jobs[h.job("toolchain")].state == JobState::Skipped);
+    CHECK(h.engine->finished());
+    CHECK(h.engine->result() == ExitCode::Success);
+  }
+  {
+    // Another toolchain job that cannot be reused: the lead runs for it, the build still only for `t`.
+    Jobs jobs = only_reused;
+    jobs["u.yml"] = "name: u\ntoolchain: ptoas\nreuse: false\nsteps:\n  - run: test-u\n";
+    Harness h(jobs, "", false, green, trees);
+    REQUIRE(h.executor.launched.size() == 1);
+    CHECK(h.executor.launched[0].label == h.engine->plan().jobs[h.job("toolchain")].id + " / " + h.engine->plan().jobs[h.job("toolchain")].steps[0].name);
+    CHECK(h.state(h.job("t"), 0) == StepState::Reused);
+    CHECK(h.engine->record().jobs[h.job("build")].state == JobState::Skipped);
+    h.executor.finish(1, 0);
+    h.settle();
+    REQUIRE(h.executor.launched.size() == 2);
+    CHECK(h.executor.launched[1].command.find("test-u") != std::string::npos);
+  }
+  {
+    // Without results (a fresh tree), everything runs in its order: the lead and the build first.
+    Harness h(only_reused, "", false, nullptr, trees);
+    CHECK(h.executor.launched.size() == 2);
+    CHECK(h.state(h.job("t"), 0) == StepState::Pending);
+  }
 }

@@ -18,9 +18,9 @@ struct ReuseDaemon {
   SourceRepo repo;
   Served served;
   std::string out() const { return (served.dir.path() / "out").string(); }
-  void start() {
+  void start(const std::string& more_settings = "") {
     fs::create_directories(out());
-    served.dir.write("runner.yml", "source:\n  repo: " + repo.path() + "\n");
+    served.dir.write("runner.yml", "source:\n  repo: " + repo.path() + "\n" + more_settings);
     served.start();
   }
   json run(const std::string& sha, const std::string& ref, bool reuse = true) const {
@@ -40,6 +40,13 @@ struct ReuseDaemon {
 };
 
 const json& step(const json& run, int i) { return run["jobs"][0]["steps"][i]; }
+
+const json& job_of(const json& run, const std::string& id) {
+  for (const auto& j : run["jobs"])
+    if (j["id"] == id) return j;
+  FAIL("no job " << id);
+  throw;
+}
 
 }  // namespace
 
@@ -191,4 +198,62 @@ TEST_CASE("reuse: a reused step with tests shows the cases of the run it came fr
   INFO(on_pr.dump() << "\n" << on_main.dump());
   CHECK(on_pr.dump().find(pr["id"].get<std::string>()) != std::string::npos);
   CHECK(on_main.dump().find(main["id"].get<std::string>()) == std::string::npos);
+}
+
+TEST_CASE("reuse: a job whose steps were all tested green waits for nothing and its build is not run, while a flaky result, "
+          "a new toolchain pin and another card type make the step run again", "[reuse]") {
+  if (!have_pytest()) FAIL("python3-pytest is not installed (scripts/install-deps.sh installs it)");
+  ReuseDaemon d;
+  d.served.devices = "";  // the cards and their types are runner.yml's
+  d.repo.write("src/a.c", "int a;\n");
+  // test_flaky fails the first time it ever runs (its mark is outside the tree), then passes: a flake.
+  d.repo.write("tests/test_f.py", "import os\nMARK = os.path.join(os.environ['OUT'], 'flaky-once')\n"
+                                  "def test_steady(): pass\n"
+                                  "def test_flaky():\n    first = not os.path.exists(MARK)\n    open(MARK, 'w').close()\n    assert not first\n");
+  d.repo.write("jobs/build.yml", "name: build\nreuse: false\nsteps:\n  - run: echo $PTO_RUNNER_RUN_ID >> \"$OUT/build\"\n");
+  auto tests_job = [](const std::string& type) {
+    return "name: t\nneeds: [build]\nreuse: {inputs: ['src/**', 'tests/**']}\nsteps:\n  - name: cases\n    devices: 1\n"
+           "    device-type: " + type + "\n    tests: pytest\n    run: echo $PTO_RUNNER_RUN_ID >> \"$OUT/cases\" && " +
+           std::string(kPytest) + " tests\n";
+  };
+  d.repo.write("jobs/t.yml", tests_job("a2a3"));
+  const std::string a = d.repo.commit("a");
+  d.start("devices:\n  ids: [0, 1, 2, 3]\n  types: {a2a3: [0, 1], a5: [2, 3]}\n");
+  auto cases = [](const json& run) { return job_of(run, "t")["steps"][0]; };
+
+  // The pull request's run was green only through a flaky test: main's run of its merge runs the step again.
+  const json pr = d.run(a, "refs/pull/7/merge");
+  REQUIRE(pr["state"] == "succeeded");
+  CHECK(cases(pr)["tests"]["flaky"] == 1);
+  CHECK(d.ran("cases") == 2);  // its rerun of the failed test is a second attempt
+  const json main1 = d.run(d.repo.commit("merge"), "refs/heads/main");
+  REQUIRE(main1["state"] == "succeeded");
+  CHECK(cases(main1)["state"] == "succeeded");
+  CHECK(d.ran("cases") == 3);
+  CHECK(d.ran("build") == 2);
+
+  // Now green with nothing doubtful: the next run of the tree reuses it, and the build it needs is not run.
+  const json main2 = d.run(d.repo.commit("again"), "refs/heads/main");
+  REQUIRE(main2["state"] == "succeeded");
+  CHECK(cases(main2)["state"] == "reused");
+  CHECK(job_of(main2, "build")["state"] == "skipped");
+  CHECK(job_of(main2, "build")["reason"].get<std::string>().find("not needed") == 0);
+  CHECK(d.ran("build") == 2);
+  CHECK(d.ran("cases") == 3);
+
+  // A new toolchain pin (the pin is an input of every step, whatever its globs say).
+  std::string pin = valid_versions_env();
+  pin.replace(pin.find("v0.52"), 5, "v0.53");
+  d.repo.write("toolchain/versions.env", pin);
+  const json pinned = d.run(d.repo.commit("pin"), "refs/heads/main");
+  CHECK(cases(pinned)["state"] == "succeeded");
+  CHECK(d.ran("cases") == 4);
+  CHECK(d.ran("build") == 3);  // the job runs, so what it needs runs first
+
+  // Another card type: jobs/ is not among the inputs, but the card type is in the key.
+  d.repo.write("jobs/t.yml", tests_job("a5"));
+  const json a5 = d.run(d.repo.commit("a5"), "refs/heads/main");
+  CHECK(cases(a5)["state"] == "succeeded");
+  CHECK(cases(a5)["cards"][0].get<int>() >= 2);
+  CHECK(d.ran("cases") == 5);
 }

@@ -77,7 +77,10 @@ void RunEngine::start() {
   t0_ = clock_.now();
   fs::create_directories(run_logs(opts_.run_dir));
   fs::create_directories(run_files(opts_.run_dir));
-  boost::asio::post(io_, [this] { pump(); });
+  boost::asio::post(io_, [this] {
+    foresee_reuse();
+    pump();
+  });
 }
 
 std::string RunEngine::label(std::size_t job, std::size_t step) const {
@@ -185,13 +188,15 @@ void RunEngine::pump() {
     pump_again_ = false;
     for (std::size_t j = 0; j < plan_.jobs.size(); ++j) {
       JobRecord& jr = run_.jobs[j];
-      if (jr.state == JobState::Pending && needs_done(j) && (!held(j) || run_.cancelled)) {
+      // A job foreseen reused (engine_reuse.cpp) waits for nothing: none of its steps will run.
+      const bool foreseen = j < foreseen_jobs_.size() && foreseen_jobs_[j];
+      if (jr.state == JobState::Pending && (foreseen || needs_done(j)) && (!held(j) || run_.cancelled)) {
         const PlanJob& pj = plan_.jobs[j];
         if (run_.cancelled) {
           skip_job(j, JobState::Cancelled, "the run was cancelled");
           continue;
         }
-        if (pj.toolchain) {
+        if (pj.toolchain && !foreseen) {
           auto lead = legs_by_name_.find("toolchain");
           bool lead_ok = lead != legs_by_name_.end() &&
                          run_.jobs[lead->second.front()].state == JobState::Succeeded;
@@ -206,7 +211,7 @@ void RunEngine::pump() {
           if (running >= pj.max_parallel) continue;
         }
         ConditionContext ctx = flow_.context(j);
-        ctx.any_failed = !needs_succeeded(j);
+        ctx.any_failed = !foreseen && !needs_succeeded(j);
         ctx.cancelled = run_.cancelled;
         if (!evaluate_condition_text(pj.if_expr, ctx)) {
           skip_job(j, JobState::Skipped,
@@ -318,52 +323,6 @@ bool RunEngine::try_start_step(std::size_t j, std::size_t s) {
   if (reuse_step(j, s)) return false;
   enqueue(j, s);
   return true;
-}
-
-bool RunEngine::reuse_step(std::size_t j, std::size_t s) {
-  const PlanStep& ps = plan_.jobs[j].steps[s];
-  StepRecord& sr = run_.jobs[j].steps[s];
-  if (!opts_.reuse || !ps.reuse || ps.kind != StepKind::Command || opts_.simulate || sr.attempt > 0) return false;
-  auto tree = input_trees_.find(globs_text(ps.reuse_inputs));
-  if (tree == input_trees_.end() || tree->second.empty()) return false;
-  ResultKeyParts k;
-  k.step_key = ps.key;
-  k.inputs_tree = tree->second;
-  k.job_env = plan_.jobs[j].env;
-  for (std::size_t n = 0; n < plan_.jobs.size(); ++n)
-    if (std::count(plan_.jobs[j].needs.begin(), plan_.jobs[j].needs.end(), plan_.jobs[n].name)) k.needs_outputs[plan_.jobs[n].id] = run_.jobs[n].outputs;
-  k.toolchain = plan_.ptoas_version + " " + plan_.arch;
-  k.host_env = opts_.base_env;
-  k.card_type = ps.device_type;
-  sr.result_key = result_key(k);
-  std::optional<ReusableResult> found = opts_.reuse->find(sr.result_key);
-  if (!found) return false;
-  sr.reused_from = StepRecord::ReusedFrom{found->run, found->step, found->label, found->log, found->card_seconds};
-  sr.outputs = found->outputs;
-  sr.tests = std::move(found->tests);  // its cases as they were, in this run's tests and junit.xml
-  if (!sr.tests.empty()) sr.tests_summary = summarize_tests(sr.tests);
-  sr.verdict = "reused from run " + found->run + ", step " + found->label;
-  transition(j, s, StepState::Reused);
-  return true;
-}
-
-void RunEngine::record_result(std::size_t j, std::size_t s) {
-  const PlanStep& ps = plan_.jobs[j].steps[s];
-  const StepRecord& sr = run_.jobs[j].steps[s];
-  if (!opts_.reuse || sr.result_key.empty() || sr.state != StepState::Succeeded || sr.wrote_env || !sr.failures.empty() || !sr.lease_failures.empty() ||
-      !sr.cause.empty() || sr.tests_summary.flaky > 0 || sr.tests_summary.muted > 0 || sr.tests_summary.recovered > 0)
-    return;
-  ReusableResult r;
-  r.key = sr.result_key;
-  r.run = run_.id;
-  r.step = StepId{j, s}.text();
-  r.label = label(j, s);
-  r.log = api_path::step_log(run_.id, r.step);
-  r.finished = epoch_now();
-  r.card_seconds = sr.started_at >= 0 && sr.finished_at >= sr.started_at ? (sr.finished_at - sr.started_at) * ps.devices : 0;
-  r.outputs = sr.outputs;
-  r.tests = sr.tests;
-  opts_.reuse->record(r);
 }
 
 void RunEngine::enqueue(std::size_t j, std::size_t s) {

@@ -163,10 +163,19 @@ class RunEngine {
   /// A step about to be queued whose inputs were already tested green stands in with that result (`reused`):
   /// true when it did. Its result key is kept either way, for record_result.
   bool reuse_step(std::size_t job, std::size_t step);
+  /// The step's result key (reuse/result_key) as its inputs and its needs' outputs stand now; empty when it
+  /// may not be reused.
+  std::string reuse_key(std::size_t job, std::size_t step) const;
+  /// At a fresh run's start: a job each of whose steps has a green result already (its key known before its
+  /// needs run, as they declare no outputs) is foreseen reused and waits for nothing; a lead job, or a job
+  /// that says `reuse: false` (a build, a checkout), needed only by such jobs is skipped, not needed.
+  void foresee_reuse();
   /// A step that ended green with nothing doubtful in it (no failed attempt, no flaky or muted test, no
   /// $GITHUB_ENV or $GITHUB_PATH for later steps) may stand in for the same inputs later.
   void record_result(std::size_t job, std::size_t step);
   std::map<std::string, std::string> input_trees_;
+  std::vector<bool> foreseen_jobs_;
+  std::map<std::pair<std::size_t, std::size_t>, ReusableResult> foreseen_;  // found at the start, taken by reuse_step
   void fail_fast(std::size_t job);
   void finish_job(std::size_t job);
   void cancel_job(std::size_t job, const std::string& reason);
