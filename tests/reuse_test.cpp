@@ -257,3 +257,27 @@ TEST_CASE("reuse: a job whose steps were all tested green waits for nothing and 
   CHECK(cases(a5)["cards"][0].get<int>() >= 2);
   CHECK(d.ran("cases") == 5);
 }
+
+TEST_CASE("reuse: a run taken over by the next daemon keeps the results of its steps that end after the take-over", "[reuse][supervise]") {
+  ReuseDaemon d;
+  d.repo.write("jobs/t.yml", "name: t\nsteps:\n  - name: long\n    devices: 1\n"
+                             "    run: echo $PTO_RUNNER_RUN_ID >> \"$OUT/long\"; touch \"$OUT/started\"; sleep 2\n"
+                             "  - name: after\n    run: echo $PTO_RUNNER_RUN_ID >> \"$OUT/after\"\n");
+  const std::string a = d.repo.commit("a");
+  d.start();
+  const std::string id = d.served.submit_run({{"sha", a}, {"ref", "refs/heads/main"}, {"env", {{"OUT", d.out()}}}});
+  REQUIRE(wait_until([&] { return fs::exists(fs::path(d.out()) / "started"); }, 30));
+  d.served.stop(SIGKILL);
+  d.served.listen = "127.0.0.1:" + std::to_string(d.served.port);
+  d.served.start();
+  const json taken = d.served.wait_run(id, 60);
+  INFO(taken.dump(2));
+  REQUIRE(taken["state"] == "succeeded");
+  // Both ended under the second daemon, which kept them: the same tree runs nothing.
+  const json again = d.run(d.repo.commit("same tree"), "refs/heads/main");
+  CHECK(step(again, 0)["state"] == "reused");
+  CHECK(step(again, 1)["state"] == "reused");
+  CHECK(step(again, 0)["reused_from"]["run"] == id);
+  CHECK(d.ran("long") == 1);
+  CHECK(d.ran("after") == 1);
+}

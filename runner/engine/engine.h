@@ -71,6 +71,7 @@ class RunEngine {
   /// The trees of the run's inputs (reuse/result_key: by globs_text of a step's `reuse.inputs`), known before
   /// it starts: with EngineOptions::reuse, a step whose result key has a green result is `reused`.
   void set_input_trees(std::map<std::string, std::string> trees) { input_trees_ = std::move(trees); }
+  const std::map<std::string, std::string>& input_trees() const { return input_trees_; }
   void run_as(const RunAs& user);
   void start();
   /// How a running step of an adopted run is found again (the daemon's supervisor, hosting/hosted_run): by

@@ -81,6 +81,7 @@ bool HostedRun::begin() {
       },
       [this, trees](const std::string& problem) {
         engine_->set_input_trees(std::move(*trees));
+        if (on_handover_changed_) on_handover_changed_(*this);  // the trees are part of what a next daemon gets
         engine_->start();
         if (!problem.empty()) engine_->abort("the run's directory could not be given to its sandbox user: " + problem);
       });
@@ -103,7 +104,10 @@ std::map<std::string, std::string> HostedRun::read_input_trees() const {
 nlohmann::json HostedRun::handover() const {
   nlohmann::json file_env = nlohmann::json::array();
   for (const JobRecord& j : engine_->record().jobs) file_env.push_back(j.file_env);
-  return {{"base_env", base_env_}, {"mask", engine_->mask().values()}, {"user", user_ ? user_->name : ""}, {"file_env", file_env}};
+  // The inputs' trees were read before the worktree was its user's: the next daemon keeps them rather than read
+  // a worktree its steps may have changed since.
+  return {{"base_env", base_env_}, {"mask", engine_->mask().values()}, {"user", user_ ? user_->name : ""}, {"file_env", file_env},
+          {"input_trees", engine_->input_trees()}};
 }
 
 std::size_t HostedRun::handover_size() const {

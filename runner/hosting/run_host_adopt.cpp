@@ -93,8 +93,12 @@ std::string RunHost::adopt_run(const nlohmann::json& journaled, const nlohmann::
   lend_to_engine(eo, request.value("ref", ""));
   const std::string run_token = eo.base_env.count("PTO_RUNNER_LEASE_TOKEN") ? eo.base_env["PTO_RUNNER_LEASE_TOKEN"] : "";
 
+  // It goes on reusing and keeping results as it began, with the inputs' trees read at its start.
+  const bool reuses = request.value("reuse", true) && !request.value("sha", std::string()).empty() && !request.contains("control");
+  if (reuses && parts_.mirror && parts_.results) eo.reuse = reuse_hooks(eo.caches->scope());
   auto run = make(std::move(plan), std::move(eo), request, run_token);
   HostedRun& r = *run;
+  if (reuses) r.engine().set_input_trees(kept.value("input_trees", std::map<std::string, std::string>{}));
   auto reattach = [this, &r, &slurm_jobs](const StepId& step, const std::string& marker, const std::vector<int>& cards,
                              std::function<void(const StepOutcome&)> done) -> HostedRun::Reattached {
     const PlanJob& pj = r.engine().plan().jobs[step.job];
