@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <regex>
 
 #include "reuse/result_key.h"
 #include "served_daemon.h"
@@ -94,7 +95,16 @@ TEST_CASE("reuse: main's run of a tree its pull request tested green reuses ever
 
   // The merge: a new commit of the same tree, on main.
   const std::string merged = d.repo.commit("merge");  // the same tree
-  const json main1 = d.run(merged, "refs/heads/main");
+  // Through `submit`, as a workflow runs it: its lines and its step summary say what was reused and from where.
+  const std::string summary = (d.served.dir.path() / "summary.md").string();
+  CommandResult submitted = run_cli({"submit", "--server", d.served.url(), "--wait", "--sha", merged, "--ref", "refs/heads/main",
+                                     "--env", "OUT=" + d.out(), "--poll-interval", "0.1"},
+                                    {{"GITHUB_ACTIONS", "true"}, {"PTO_RUNNER_TOKEN", d.served.token}, {"GITHUB_STEP_SUMMARY", summary}});
+  INFO(submitted.out << submitted.err);
+  REQUIRE(submitted.exit_code == 0);
+  std::smatch id;
+  REQUIRE(std::regex_search(submitted.out, id, std::regex("run (\\S+): succeeded")));
+  const json main1 = d.served.get(pto::api_path::run(id[1]));
   REQUIRE(main1["state"] == "succeeded");
   CHECK(d.ran("unit") == 2);
   CHECK(d.ran("system") == 2);
@@ -104,6 +114,10 @@ TEST_CASE("reuse: main's run of a tree its pull request tested green reuses ever
   CHECK((from == pr1["id"] || from == pr2["id"]));
   CHECK(step(main1, 0)["reused_from"]["text"].get<std::string>().find("reused from run " + from) == 0);
   CHECK(step(main1, 0)["log"].get<std::string>().find(from) != std::string::npos);  // its log is the one it came from
+  CHECK(submitted.out.find("<== t / unit: reused") != std::string::npos);
+  CHECK(submitted.out.find("reused from run " + from + ", step t / unit") != std::string::npos);
+  CHECK(read_file(summary).find("| t | unit | reused |") != std::string::npos);
+  CHECK(read_file(summary).find("reused from run " + from) != std::string::npos);
   // A step that hands $GITHUB_ENV to later steps is not kept for reuse: it runs again.
   CHECK(step(main1, 2)["state"] == "succeeded");
   CHECK(d.ran("env") == 3);
