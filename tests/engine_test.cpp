@@ -604,11 +604,13 @@ TEST_CASE("engine (reuse): a job whose steps all have green results starts at on
   };
   auto trees = [](RunEngine& e) { e.set_input_trees({{globs_text({}), "tree1"}}); };
   const Jobs only_reused = {{"build.yml", "name: build\nreuse: false\nsteps:\n  - run: make\n"},
-                            {"t.yml", "name: t\ntoolchain: ptoas\nneeds: [build]\nsteps:\n  - name: a\n    devices: 1\n    run: test-a\n"}};
+                            {"t.yml", "name: t\ntoolchain: ptoas\nneeds: [build]\nsteps:\n  - name: a\n    devices: 1\n    run: test-a\n"
+                                     "  - name: a again\n    devices: 1\n    run: test-a\n"}};  // deduplicated: it is what `a` is
   {
     Harness h(only_reused, "", false, green, trees);
     CHECK(h.executor.launched.empty());  // neither the lead, nor the build, nor the step
     CHECK(h.state(h.job("t"), 0) == StepState::Reused);
+    CHECK(h.state(h.job("t"), 1) == StepState::Deduplicated);
     CHECK(h.engine->record().jobs[h.job("build")].state == JobState::Skipped);
     CHECK(h.engine->record().jobs[h.job("build")].reason.find("not needed") == 0);
     CHECK(h.engine->record().jobs[h.job("toolchain")].state == JobState::Skipped);

@@ -66,16 +66,18 @@ void RunEngine::foresee_reuse() {
         std::any_of(pj.needs.begin(), pj.needs.end(), has_outputs))
       continue;
     std::map<std::pair<std::size_t, std::size_t>, ReusableResult> found;
-    for (std::size_t s = 0; s < pj.steps.size(); ++s) {
+    std::size_t settled = 0;  // steps found, and repeats of them (deduplicated: they do what the step they repeat does)
+    for (std::size_t s = 0; s < pj.steps.size(); ++s, ++settled) {
       const PlanStep& ps = pj.steps[s];
-      if (!ps.if_expr.empty() || ps.deduplicated_from || ps.shard) break;
+      if (ps.deduplicated_from) continue;
+      if (!ps.if_expr.empty() || ps.shard) break;
       const std::string key = reuse_key(j, s);
       std::optional<ReusableResult> r = key.empty() ? std::nullopt : opts_.reuse->find(key);
       if (!r) break;
       r->key = key;
       found.emplace(std::make_pair(j, s), std::move(*r));
     }
-    if (found.size() != pj.steps.size()) continue;
+    if (settled != pj.steps.size()) continue;
     foreseen_jobs_[j] = true;
     foreseen_.merge(found);
   }
