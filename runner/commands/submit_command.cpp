@@ -121,9 +121,17 @@ void report_failed_steps(ActionsOutput& out, const nlohmann::json& run, const st
         }
     }
   for (const auto& job : run["jobs"])
-    for (const auto& s : job["steps"])
-      if (s.value("state", "") == "succeeded" && s.contains("verdict") && s["verdict"].is_string())
-        out.command("warning", {{"title", title_of(job, s) + " passed on a retry (" + s.value("cause", "") + ")"}}, s["verdict"].get<std::string>());
+    for (const auto& s : job["steps"]) {
+      if (s.value("state", "") != "succeeded" || !s.contains("verdict") || !s["verdict"].is_string()) continue;
+      // A benchmark's verdict is its measure: a warning only when it got worse (a gated one is red instead).
+      if (s.contains("perf") && s["perf"].is_object()) {
+        const nlohmann::json& p = s["perf"];
+        if (p.contains("change") && p["change"] == "slower")
+          out.command("warning", {{"title", title_of(job, s) + ": " + p.value("metric", std::string()) + " got worse"}}, s["verdict"].get<std::string>());
+        continue;
+      }
+      out.command("warning", {{"title", title_of(job, s) + " passed on a retry (" + s.value("cause", "") + ")"}}, s["verdict"].get<std::string>());
+    }
 }
 
 /// $GITHUB_STEP_SUMMARY: the run's table, each step's wait against its first forecast.

@@ -12,7 +12,7 @@ const std::vector<std::string> kJobKeys = {"name",     "needs",    "if",       "
 const std::vector<std::string> kStepKeys = {"name",  "run",     "env",     "if",      "timeout-minutes",
                                             "continue-on-error", "working-directory", "shell", "devices", "cpus", "memory",
                                             "retry", "models",  "expected-minutes", "id", "device-type",
-                                            "queue-timeout-minutes", "run-timeout-minutes", "tests", "split", "caches", "reuse"};
+                                            "queue-timeout-minutes", "run-timeout-minutes", "tests", "split", "caches", "reuse", "perf"};
 
 /// A cache variable the step's or the job's `env:` sets too: one of them would silently lose.
 void check_cache_vars(const JobDef& job, Diagnostics& diags) {
@@ -160,6 +160,7 @@ StepDef read_step(const YAML::Node& node, const std::string& file, Diagnostics& 
   }
   if (m.has("caches")) s.caches = read_caches(m.get("caches"), file, diags);
   if (m.has("reuse")) s.reuse = read_reuse(m.get("reuse"), file, diags);
+  if (m.has("perf")) s.perf = read_perf(m.get("perf"), file, diags);
   if (auto v = m.string("if")) {
     s.if_expr = *v;
     s.if_loc = loc_of(m.get("if"));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config/diagnostics.h"
+#include "config/perf_spec.h"
 #include "config/failure_cause.h"
 #include "config/yaml_map.h"
 
@@ -87,6 +88,7 @@ struct StepDef {
   std::map<std::string, std::string> env;
   std::vector<CacheUse> caches;  // beside the job's (a step's own wins for a name both give)
   std::optional<ReuseSpec> reuse;  // in place of the job's
+  std::optional<PerfSpec> perf;
   std::string if_expr;
   std::optional<double> timeout_minutes;
   std::optional<double> queue_timeout_minutes, run_timeout_minutes;

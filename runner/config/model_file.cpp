@@ -71,7 +71,7 @@ static ModelFile load_model_file_unguarded(const std::string& path, const std::s
     ex.loc = loc_of(node);
     MapReader e(node, "example",
                 {"name", "devices", "device-type", "args", "timeout-minutes", "queue-timeout-minutes",
-                 "run-timeout-minutes", "expected-minutes", "env", "cpus", "memory"},
+                 "run-timeout-minutes", "expected-minutes", "env", "cpus", "memory", "perf"},
                 display, diags);
     if (!e.is_map()) continue;
     if (auto v = e.string("name", true)) {
@@ -91,6 +91,7 @@ static ModelFile load_model_file_unguarded(const std::string& path, const std::s
     if (auto v = e.scalar_map("env")) ex.env = *v;
     if (auto v = e.integer("cpus", 1, 65536)) ex.cpus = static_cast<int>(*v), ex.cpus_loc = loc_of(e.get("cpus"));
     if (auto v = e.size("memory", 1 << 20)) ex.memory = *v, ex.memory_loc = loc_of(e.get("memory"));
+    if (e.has("perf")) ex.perf = read_perf(e.get("perf"), display, diags);
     // Two examples of one name would be two steps of one name doing different things (or the same thing
     // twice): an error where the second is written.
     if (!ex.name.empty()) {

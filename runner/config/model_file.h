@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/diagnostics.h"
+#include "config/perf_spec.h"
 #include "config/yaml_map.h"
 
 namespace pto {
@@ -34,6 +35,7 @@ struct ModelExample {
   std::optional<std::uint64_t> memory;
   SourceLoc loc;
   SourceLoc cpus_loc, memory_loc;
+  std::optional<PerfSpec> perf;  // `perf:` (config/perf_spec): the example is a benchmark
 };
 
 struct ModelFile {

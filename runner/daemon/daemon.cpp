@@ -189,7 +189,7 @@ void Daemon::host_runs(std::unique_ptr<SandboxPool> sandbox) {
   on.refresh = [this] { view_.now(); };
   on.changed = [this] { view_changed(); };
   on.after_run = [this] { store_->retention().prune(false); };
-  runs_ = std::make_unique<RunHost>(RunHostParts{io_, *host_, cfg_, store_->history(), store_->reporter(), store_->pools(), store_->mirror(), stop_, view_.model, store_->results()},
+  runs_ = std::make_unique<RunHost>(RunHostParts{io_, *host_, cfg_, store_->history(), store_->reporter(), store_->pools(), store_->mirror(), stop_, view_.model, store_->results(), store_->perf()},
                                     RunDefaults{opts_.load, opts_.simulate, opts_.time_scale}, std::move(sandbox), std::move(on));
 }
 

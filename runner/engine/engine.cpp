@@ -351,7 +351,8 @@ void RunEngine::enqueue(std::size_t j, std::size_t s) {
   // not the 5 real minutes an unknown length counts for.
   double expected = ps.expected_defaulted && !opts_.simulate ? 0 : ps.expected_minutes * 60 * (opts_.simulate ? opts_.time_scale : 1);
   sr.ticket = broker_.request(
-      {ps.devices, ps.device_type, label(j, s), expected, sr.order, {}, opts_.run_id, sr.avoid, ps.cpus, ps.memory},
+      // A perf step's later samples: on the cards of its first (engine_perf.cpp).
+      {ps.devices, ps.device_type, label(j, s), expected, sr.order, sr.perf ? sr.perf->cards : std::vector<int>{}, opts_.run_id, sr.avoid, ps.cpus, ps.memory},
       [this, j, s, asks_host](const std::vector<int>& cards) {
         StepRecord& r = run_.jobs[j].steps[s];
         if (asks_host) r.held = r.ticket;
@@ -419,9 +420,13 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
   fs::create_directories(dir);
   sr.log_path = (dir / (std::to_string(s + 1) + "-" + slug(ps.name) + ".log")).string();
   if (sr.attempt > 1) {
-    std::ofstream(sr.log_path, std::ios::app) << "\npto-runner: attempt " << sr.attempt << "\n";
+    std::ofstream(sr.log_path, std::ios::app) << "\npto-runner: "
+                                              << (sr.perf && !sr.perf->samples.empty() ? "perf sample " + std::to_string(sr.perf->samples.size() + 1)
+                                                                                        : "attempt " + std::to_string(sr.attempt))
+                                              << "\n";
     flow_.forget_step_files(j, s);  // a retry starts with no file-command files
   }
+  begin_perf_sample(j, s);
 
   StepLaunch l;
   l.label = label(j, s);
@@ -681,6 +686,8 @@ void RunEngine::finish_attempt(std::size_t j, std::size_t s, const StepOutcome& 
       sr.cause = "code";
       sr.verdict = "failed: " + e;
     }
+  // A perf step's sample that ran well: its number taken, and another sample queued while more are wanted.
+  if (ps.perf && !opts_.simulate && o.ok() && sr.error.empty() && !failure && !cancelled && take_perf_sample(j, s, cards)) return;
   StepState to;
   // Green by its exit, unless its tests say otherwise ("ran no tests"), or by its tests after a rerun of
   // only those not yet passed (its exit then says how the rerun went).

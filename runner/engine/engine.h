@@ -171,6 +171,11 @@ class RunEngine {
   /// needs run, as they declare no outputs) is foreseen reused and waits for nothing; a lead job, or a job
   /// that says `reuse: false` (a build, a checkout), needed only by such jobs is skipped, not needed.
   void foresee_reuse();
+  /// A perf step (engine_perf.cpp): where a sample's output begins; a sample's end, its number taken (true when
+  /// another sample was queued: the attempt is not the step's end); the samples judged and kept.
+  void begin_perf_sample(std::size_t job, std::size_t step);
+  bool take_perf_sample(std::size_t job, std::size_t step, const std::vector<int>& cards);
+  void judge_perf(std::size_t job, std::size_t step);
   /// A step that ended green with nothing doubtful in it (no failed attempt, no flaky or muted test, no
   /// $GITHUB_ENV or $GITHUB_PATH for later steps) may stand in for the same inputs later.
   void record_result(std::size_t job, std::size_t step);

@@ -13,6 +13,7 @@
 #include "config/runner_config.h"
 #include "caches/cache_tiers.h"
 #include "reuse/result_key.h"
+#include "perf/perf_record.h"
 #include "exec/run_as.h"
 #include "exec/step_limits.h"
 
@@ -64,6 +65,15 @@ struct EngineOptions {
     std::function<void(const ReusableResult& made)> record;
   };
   std::optional<Reuse> reuse;
+  /// Perf steps' history (store/perf_history, perf/): `series` the earlier records of a metric on this run's
+  /// ref and a card type (oldest first), `record` a step's samples and verdict. Unset: a perf step still takes
+  /// its samples and shows them, judged against nothing.
+  struct Perf {
+    std::function<std::vector<PerfRecord>(const std::string& metric, const std::string& card_type)> series;
+    std::function<void(const PerfRecord& made)> record;
+    std::string ref, commit;
+  };
+  std::optional<Perf> perf;
   StepLimits::Spec limits;
   std::vector<std::string> card_files;
   /// When set, each attempt of a step gets a lease token of its own ($PTO_RUNNER_LEASE_TOKEN), from the host

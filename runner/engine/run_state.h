@@ -76,6 +76,16 @@ struct StepRecord {
     double card_seconds = 0;
   };
   std::optional<ReusedFrom> reused_from;
+  /// A step with `perf:` (engine/engine_perf.cpp): each execution is a sample, on the cards of the first; the
+  /// numbers its output gave, where the current sample's output begins in its log, and the judgement.
+  struct Perf {
+    std::vector<double> samples;
+    std::vector<int> cards;
+    std::uint64_t log_offset = 0;
+    std::string change;   // slower | faster | none | "" (not judged yet, or nothing to judge against)
+    std::string verdict;  // "slower by 12.1% since run R ...", "no change beyond +-5% over 12 runs"
+  };
+  std::optional<Perf> perf;
   bool wrote_env = false;  // its final attempt changed $GITHUB_ENV or $GITHUB_PATH for later steps (not kept)
   /// A step with `tests:` (engine/engine_cases.cpp): every attempt's test cases, their sum, why the last
   /// attempt's reports could not be read, and whether its current attempt reruns only the tests not yet done.

@@ -105,6 +105,9 @@ json step_state_json(const StepRecord& s) {
           {"reused_from", s.reused_from ? json{{"run", s.reused_from->run}, {"step", s.reused_from->step}, {"label", s.reused_from->label},
                                                {"log", s.reused_from->log}, {"card_seconds", s.reused_from->card_seconds}}
                                         : json(nullptr)},
+          {"perf", s.perf ? json{{"samples", s.perf->samples}, {"cards", s.perf->cards}, {"log_offset", s.perf->log_offset},
+                                 {"change", s.perf->change}, {"verdict", s.perf->verdict}}
+                          : json(nullptr)},
           {"tests", tests},
           {"tests_error", s.tests_error},
           {"tests_rerun", s.tests_rerun},
@@ -161,6 +164,11 @@ StepRecord step_state_from_json(const json& j) {
   }
   if (j.contains("caches") && j["caches"].is_object())
     for (auto it = j["caches"].begin(); it != j["caches"].end(); ++it) s.caches[it.key()] = CacheCounts::from_json(it.value());
+  if (j.contains("perf") && j["perf"].is_object()) {
+    const json& p = j["perf"];
+    s.perf = StepRecord::Perf{get<std::vector<double>>(p, "samples", {}), get<std::vector<int>>(p, "cards", {}),
+                              get<std::uint64_t>(p, "log_offset", 0), get<std::string>(p, "change", ""), get<std::string>(p, "verdict", "")};
+  }
   for (const auto& c : get<json>(j, "tests", json::array())) s.tests.push_back(TestCase::from_json(c));
   if (!s.tests.empty()) s.tests_summary = summarize_tests(s.tests);  // derived: its flaky marks are set again
   s.tests_error = get<std::string>(j, "tests_error", "");

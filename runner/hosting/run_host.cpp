@@ -27,6 +27,7 @@
 #include "store/learned_durations.h"
 #include "store/run_history.h"
 #include "store/run_reporter.h"
+#include "store/perf_history.h"
 #include "store/step_results.h"
 #include "supervise/wire.h"
 #include "util/api_paths.h"
@@ -150,6 +151,19 @@ Plan RunHost::plan_of(const Project& project, const RunSubmission& s, Diagnostic
   return plan;
 }
 
+std::optional<EngineOptions::Perf> RunHost::perf_hooks(const std::string& ref, const std::string& sha) {
+  if (!parts_.perf) return std::nullopt;
+  EngineOptions::Perf p;
+  p.ref = ref.empty() ? "local" : ref;  // a run of no ref (`serve` without source:) has a history of its own
+  p.commit = sha;
+  // The 50 runs before it: a nightly job's two months, enough to see a change and where it began.
+  p.series = [this, ref = p.ref](const std::string& metric, const std::string& card_type) { return parts_.perf->series(metric, ref, card_type, 50); };
+  p.record = [this](const PerfRecord& made) {
+    if (!parts_.perf->record(made)) spdlog::warn("run {}: its perf samples of {} cannot be kept: {}", made.run, made.metric, parts_.perf->error());
+  };
+  return p;
+}
+
 EngineOptions::Reuse RunHost::reuse_hooks(const CacheScope& scope) {
   EngineOptions::Reuse r;
   if (!parts_.results) return r;
@@ -245,6 +259,7 @@ Answer RunHost::start(EngineOptions eo, const RunSubmission& s, Project project,
   // A run of a commit may take a green result of the same inputs for a step (reuse/), unless it asks not to; a
   // probe or a control run is asked to run, never to remember.
   if (s.reuse && !s.sha.empty() && parts_.mirror && parts_.results && !s.probe) eo.reuse = reuse_hooks(eo.caches->scope());
+  if (!s.probe) eo.perf = perf_hooks(s.ref, s.sha);
   nlohmann::json request = request_of(s, eo);
   const std::string pull_request = request.value("pull_request", "");
 

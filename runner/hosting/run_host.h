@@ -40,6 +40,7 @@ class RunHistory;
 class RunReporter;
 class SandboxPool;
 class Shutdown;
+class PerfHistory;
 class StepResults;
 struct Host;
 struct ReadModel;
@@ -57,6 +58,7 @@ struct RunHostParts {
   Shutdown& stop;     // while the daemon stops, no new run
   ReadModel& model;   // its active runs are listed there
   StepResults* results = nullptr;  // green results a step may be reused from (reuse/); null: every step runs
+  PerfHistory* perf = nullptr;     // perf steps' history (store/perf_history); null: judged against nothing
 };
 
 /// How the daemon was started: where definitions are read without `source:`, and whether steps only sleep.
@@ -129,6 +131,8 @@ class RunHost {
   EngineOptions engine_options() const;
   /// What the host lends every run's engine: the lead executor, the mutes, the learned test durations.
   void lend_to_engine(EngineOptions& eo, const std::string& ref);
+  /// How a run of `ref` reads and keeps its perf steps' history (store/perf_history); none without one.
+  std::optional<EngineOptions::Perf> perf_hooks(const std::string& ref, const std::string& sha);
   /// How a run of `scope` finds and keeps reusable results (store/step_results).
   EngineOptions::Reuse reuse_hooks(const CacheScope& scope);
   /// A run as this host lends it (`run_token`: the one it had, a run taken over); keep() hosts it from then on

@@ -96,6 +96,7 @@ std::string RunHost::adopt_run(const nlohmann::json& journaled, const nlohmann::
   // It goes on reusing and keeping results as it began, with the inputs' trees read at its start.
   const bool reuses = request.value("reuse", true) && !request.value("sha", std::string()).empty() && !request.contains("control");
   if (reuses && parts_.mirror && parts_.results) eo.reuse = reuse_hooks(eo.caches->scope());
+  eo.perf = perf_hooks(request.value("ref", std::string()), request.value("sha", std::string()));
   auto run = make(std::move(plan), std::move(eo), request, run_token);
   HostedRun& r = *run;
   if (reuses) r.engine().set_input_trees(kept.value("input_trees", std::map<std::string, std::string>{}));

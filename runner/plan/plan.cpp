@@ -119,6 +119,13 @@ class Builder {
     return out;
   }
 
+  static void set_perf(PlanStep& s, const std::optional<PerfSpec>& perf) {
+    if (!perf) return;
+    s.perf = perf;
+    if (s.perf->name.empty()) s.perf->name = s.name;
+    s.reuse = false;  // a benchmark measures each time
+  }
+
   PlanJob lead_job(const Plan& plan) {
     PlanJob lead;
     lead.id = lead.name = "toolchain";
@@ -399,6 +406,7 @@ class Builder {
         s.retry = sd.retry;
         s.tests = sd.tests;
           s.split_shards = sd.split_shards;
+        set_perf(s, sd.perf);
         s.origin = s.source = where(def.file, sd.loc);
         s.key = step_key({s.run, s.env, s.working_directory, s.shell, s.devices, s.if_expr, "", nullptr, s.device_type});
         check_pool(s.devices, s.device_type, s.name, def.file,
@@ -431,6 +439,7 @@ class Builder {
           }
           s.if_expr = sd.if_expr;
           s.if_has_status_function = status_fn;
+          set_perf(s, sd.perf ? sd.perf : ex.perf);
           s.devices = explicit_devices.value_or(ex.devices);
           s.cpus = sd.cpus ? *sd.cpus : ex.cpus.value_or(0);
           s.memory = sd.memory ? *sd.memory : ex.memory.value_or(0);
@@ -448,6 +457,7 @@ class Builder {
           s.retry = sd.retry;
           s.tests = sd.tests;
           s.split_shards = sd.split_shards;
+        set_perf(s, sd.perf);
           s.origin = where(def.file, entry_loc);
           s.source = where(mf.file, ex.loc);
           s.model = mf.id;

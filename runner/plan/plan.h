@@ -36,6 +36,9 @@ struct PlanStep {
   /// `reuse:` (the step's, else its job's): whether a green result of its inputs may stand in for running it,
   /// and the globs of those inputs (empty: the whole commit).
   bool reuse = true;
+  /// `perf:` (config/perf_spec; its name defaulted to the step's): the step is a benchmark, run as samples
+  /// and judged (perf/). Never reused: each run measures.
+  std::optional<PerfSpec> perf;
   std::vector<std::string> reuse_inputs;
   std::string if_expr;
   /// The `if:` calls success()/failure()/always()/cancelled(): in a parallel job such a step is cleanup and

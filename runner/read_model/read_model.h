@@ -16,6 +16,7 @@
 #include "read_model/card_history.h"
 #include "read_model/host_view.h"
 #include "read_model/case_queries.h"
+#include "read_model/perf_queries.h"
 #include "util/clock.h"
 
 namespace pto {
@@ -38,6 +39,7 @@ struct ReadModel {
   CardHistory cards;
   /// The test history's queries (store/case_history_queries), called on the API's workers; null: none kept.
   std::shared_ptr<const TestQueries> tests;
+  std::shared_ptr<const PerfQueries> perf;  // perf steps' history (GET /api/v1/perf, /perf); null: none kept
   /// Every mute (runner.yml's, then the API's) and the flip rate's window, as GET /api/v1/tests and /tests show.
   std::vector<TestMute> mutes;
   double tests_window_days = 14;

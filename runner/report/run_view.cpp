@@ -1,6 +1,7 @@
 #include "report/run_view.h"
 #include "plan/plan.h"
 #include "util/api_paths.h"
+#include "perf/perf_record.h"
 #include "util/ids.h"
 
 #include <signal.h>
@@ -59,6 +60,20 @@ nlohmann::json step_to_json(const RunRecord& r, const Plan& p, int job, int step
                         {"log", s.reused_from->log}, {"card_seconds", s.reused_from->card_seconds},
                         {"text", "reused from run " + s.reused_from->run + ", step " + s.reused_from->label}};
   if (s.reused_from && ps.tests.any()) j["reused_from"]["tests"] = api_path::run_tests(s.reused_from->run);  // its cases are that run's
+  if (ps.perf) {  // a benchmark (engine/engine_perf.cpp): its samples and how they were judged
+    nlohmann::json perf = {{"metric", ps.perf->name}, {"unit", ps.perf->unit}, {"better", ps.perf->lower_is_better ? "lower" : "higher"},
+                           {"compare", ps.perf->compare == PerfSpec::Compare::Base ? "base" : "history"}, {"gate", ps.perf->gate},
+                           {"samples", nlohmann::json::array()}, {"cards", nlohmann::json::array()}, {"median", nullptr},
+                           {"change", nullptr}, {"verdict", nullptr}};
+    if (s.perf) {
+      perf["samples"] = s.perf->samples;
+      perf["cards"] = s.perf->cards;
+      if (!s.perf->samples.empty()) perf["median"] = median_of(s.perf->samples);
+      perf["change"] = nullable(s.perf->change);
+      perf["verdict"] = nullable(s.perf->verdict);
+    }
+    j["perf"] = perf;
+  }
   if (!s.caches.empty()) {  // its ccaches' calls, hits and misses (caches/ccache_stats)
     j["caches"] = nlohmann::json::object();
     for (const auto& [name, c] : s.caches) j["caches"][name] = c.json();

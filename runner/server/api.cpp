@@ -9,6 +9,7 @@
 
 #include "engine/engine.h"
 #include "report/run_view.h"
+#include "server/http_responses.h"
 #include "server/log_slice.h"
 #include "server/metrics.h"
 #include "server/status_json.h"
@@ -29,8 +30,6 @@ namespace pto {
 
 namespace {
 
-HttpResponse json_response(int status, const nlohmann::json& j) { return {status, "application/json", dump_json(j), {}}; }
-HttpResponse error_response(int status, const std::string& why) { return json_response(status, {{"error", why}}); }
 HttpResponse not_found(const std::string& what) { return error_response(404, what); }
 HttpResponse method_not_allowed() { return error_response(405, "method not allowed"); }
 
@@ -135,6 +134,9 @@ void Api::route(const HttpRequest& req, const Caller& caller, HttpServer::Respon
   }
   if (is(api_path::kTests)) {
     return read([&] { tests(req, std::move(respond)); });
+  }
+  if (is(api_path::kPerf)) {
+    return read([&] { perf(req, std::move(respond)); });
   }
   if (post && (is(api_path::kTests, {"mute"}) || is(api_path::kTests, {"unmute"}))) {
     if (!allowed(Action::MuteTest)) return;

@@ -45,6 +45,8 @@ class Api {
   nlohmann::json cards_json() const;
   /// GET /api/v1/tests?ref= and GET /api/v1/tests/{id}: the test history's queries, on a worker.
   void tests(const HttpRequest& req, HttpServer::Respond respond);
+  /// GET /api/v1/perf (perf_api.cpp): the metrics kept, or one metric's series on a ref.
+  void perf(const HttpRequest& req, HttpServer::Respond respond);
   /// The queries and window (?days=, ?limit=) of a test history GET; null once it has answered 400 or 503.
   std::shared_ptr<const TestQueries> history_queries(const HttpRequest& req, int default_limit, double& since, int& limit,
                                                      const HttpServer::Respond& respond) const;

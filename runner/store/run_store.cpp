@@ -14,7 +14,7 @@
 #include "store/case_history_queries.h"
 #include "store/step_results.h"
 #include "store/retention.h"
-#include "store/step_results.h"
+#include "store/perf_history.h"
 #include "store/run_history.h"
 #include "store/run_reporter.h"
 #include "store/state_dir_lock.h"
@@ -88,6 +88,10 @@ std::string RunStore::open(boost::asio::io_context& io, RunnerConfig& cfg, ReadM
   std::string results_error;
   results_ = StepResults::open(journal_file(state_dir_), results_error);
   if (!results_) spdlog::error("results cannot be reused: {}", results_error);
+  std::string perf_error;
+  perf_ = PerfHistory::open(journal_file(state_dir_), perf_error);
+  if (!perf_) spdlog::error("perf history cannot be kept: {}", perf_error);
+  model.perf = perf_;
   reporter_ = std::make_unique<RunReporter>(*history_, model.metrics, cfg.main_ref, learn_durations, hooks.request_of, hooks.changed);
   retention_ = std::make_unique<Retention>(io, *history_, cfg, hooks.in_use, hooks.paused, hooks.changed, pools_.reads, model.metrics, results_.get());
   return "";

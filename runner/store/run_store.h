@@ -23,6 +23,7 @@ class io_context;
 
 namespace pto {
 
+class PerfHistory;
 class StepResults;
 
 class GitMirror;
@@ -58,6 +59,8 @@ class RunStore {
   RunReporter& reporter() { return *reporter_; }
   /// The green results steps may be reused from (null when they cannot be kept: every step then runs).
   StepResults* results() { return results_.get(); }
+  /// Perf steps' samples and verdicts (null when they cannot be kept: perf steps are then judged against nothing).
+  PerfHistory* perf() { return perf_.get(); }
   Retention& retention() { return *retention_; }
   WorkerPools& pools() { return pools_; }
   GitMirror* mirror() { return mirror_.get(); }
@@ -83,6 +86,7 @@ class RunStore {
   std::unique_ptr<RunHistory> history_;
   std::unique_ptr<RunReporter> reporter_;
   std::unique_ptr<StepResults> results_;
+  std::shared_ptr<PerfHistory> perf_;  // shared with the read model's queries
   std::unique_ptr<MuteBook> mutes_;
   std::unique_ptr<Retention> retention_;
   ReadModel* model_ = nullptr;

@@ -17,6 +17,7 @@ inline constexpr const char* kCards = "/api/v1/cards";
 /// The test history: ?ref=R (flaky, muted, slowest, most failing), /{id} (one test, its id URL-encoded),
 /// /mute and /unmute (admin).
 inline constexpr const char* kTests = "/api/v1/tests";
+inline constexpr const char* kPerf = "/api/v1/perf";
 /// Bisections (POST admin; GET the list and /{id}; /{id}/cancel admin).
 inline constexpr const char* kBisections = "/api/v1/bisections";
 // The pages a person reads (each draws itself from the JSON above).

@@ -1,0 +1,113 @@
+// Performance judged like an experiment (perf/, engine/engine_perf.cpp; SPEC "Performance, judged like an
+// experiment"): `perf:` read and linted at its line, the history's change point, and a daemon whose perf step's
+// samples come from a stand-in model script (no NPU here: it prints `Total Test Time: X us` from a seeded noise
+// model, 8.5% jitter; a file in the project makes it slower).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+
+#include "perf/history_change.h"
+#include "served_daemon.h"
+#include "test_support.h"
+
+using namespace pto::test;
+
+TEST_CASE("perf: lint refuses a metric without exactly one group, or no regex, at its line, and an unknown compare", "[perf]") {
+  TempDir d;
+  write_project(d, {{"p.yml", "name: p\nsteps:\n  - name: decode\n    devices: 1\n    run: ./bench\n"
+                              "    perf:\n      metric: 'Total (\\d+) (\\d+)'\n"
+                              "  - name: other\n    run: ./bench\n    perf: {metric: '([0-9', compare: yesterday}\n"}});
+  CommandResult r = run_cli({"lint", "--root", d.str()});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("jobs/p.yml:7:15: error: perf: 'metric' needs exactly one group") != std::string::npos);
+  CHECK(r.out.find("[perf-metric]") != std::string::npos);
+  CHECK(r.out.find("jobs/p.yml:10:") != std::string::npos);
+  CHECK(r.out.find("'metric' is not a regex") != std::string::npos);
+  CHECK(r.out.find("'compare' is base or history, got 'yesterday'") != std::string::npos);
+}
+
+TEST_CASE("perf: the history's change point names the run where a change began, and noise alone is no change", "[perf]") {
+  std::mt19937 rng(52);
+  std::normal_distribution<double> noise(0, 0.025);  // a run median's spread (10 samples of 8.5% jitter: ~3%)
+  std::vector<pto::RunMedian> series;
+  for (int i = 0; i < 10; ++i) series.push_back({"r" + std::to_string(i), "c" + std::to_string(i), 1000 * std::exp(noise(rng))});
+  pto::HistoryOptions o;
+  o.threshold = 0.05;
+  pto::HistoryVerdict calm = pto::judge_history(series, o);
+  CHECK(calm.kind == pto::HistoryVerdict::Kind::NoChange);
+  CHECK(calm.text(0.05) == "no change beyond +-5.0% over 10 runs");
+  for (int i = 10; i < 13; ++i) series.push_back({"r" + std::to_string(i), "c" + std::to_string(i), 1200 * std::exp(noise(rng))});
+  pto::HistoryVerdict slow = pto::judge_history(series, o);
+  INFO(slow.text(0.05));
+  CHECK(slow.kind == pto::HistoryVerdict::Kind::Slower);
+  CHECK(slow.since_run == "r10");
+  CHECK(slow.change > 0.12);
+  CHECK(slow.change < 0.28);
+  CHECK_FALSE(slow.began_now);
+  CHECK(slow.text(0.05).find("since run r10 (commit c10): 10 runs before, 3 since") != std::string::npos);
+  CHECK(pto::judge_history({series.begin(), series.begin() + 3}, o).kind == pto::HistoryVerdict::Kind::TooFew);
+}
+
+TEST_CASE("perf: a daemon's perf step takes its samples on one card, keeps them as history, and a gated step goes red for the "
+          "run that made it slower, not for the runs after it", "[perf][daemon]") {
+  Served s;
+  s.devices = "0,1";
+  // The stand-in model: 8.5% log-normal jitter, seeded by a counter (the same sequence every time the test
+  // runs), 20% slower while the project has a file SLOW; card 1 is 6% slower than card 0.
+  s.dir.write("model.py", "import math, os, random\n"
+                          "c = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'count')\n"
+                          "n = int(open(c).read()) if os.path.exists(c) else 0\n"
+                          "open(c, 'w').write(str(n + 1))\n"
+                          "random.seed(n)\n"
+                          "slow = 1.2 if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'SLOW')) else 1.0\n"
+                          "card = 1.06 if os.environ.get('TASK_DEVICE') == '1' else 1.0\n"
+                          "print('warming up')\n"
+                          "print('Total Test Time: %.2f us' % (1000 * slow * card * math.exp(random.gauss(0, 0.085))))\n");
+  write_project(s.dir, {{"perf.yml", "name: perf\nsteps:\n  - name: Qwen3-14B decode\n    devices: 1\n    run: python3 model.py\n"
+                                     "    perf: {name: qwen3-decode, metric: 'Total Test Time: ([0-9.]+) us', unit: us, samples: 10,\n"
+                                     "           compare: history, threshold-pct: 5, gate: true}\n"}});
+  s.start();
+  auto run = [&] { return s.wait_run(s.submit_run({{"ref", "refs/heads/main"}}), 60); };
+  auto step = [](const json& r) { return r["jobs"][0]["steps"][0]; };
+  std::vector<std::string> ids;
+  for (int i = 0; i < 6; ++i) {
+    const json r = run();
+    INFO(r.dump(1));
+    REQUIRE(r["state"] == "succeeded");
+    ids.push_back(r["id"]);
+    const json p = step(r)["perf"];
+    CHECK(p["samples"].size() == 10);
+    CHECK(p["cards"].size() == 1);
+    if (i == 0) CHECK(p["verdict"].get<std::string>().find("no history to judge against yet") == 0);
+  }
+  // Every sample of a run on the card of its first.
+  const json first = step(s.get(pto::api_path::run(ids[0])));
+  const std::string log = pto::api_request("GET", s.url(pto::api_path::step_log(ids[0], "1-1"))).body;
+  CHECK(log.find("pto-runner: perf sample 10 of 10: ") != std::string::npos);
+  CHECK(step(s.get(pto::api_path::run(ids[5])))["perf"]["change"] == "none");
+
+  s.dir.write("SLOW", "");
+  const json slower = run();
+  INFO(slower.dump(1));
+  CHECK(slower["state"] == "failed");  // gate: true, and the change began with this run
+  CHECK(step(slower)["perf"]["change"] == "slower");
+  CHECK(step(slower)["error"].get<std::string>().find("perf: slower by ") == 0);
+  CHECK(step(slower)["verdict"].get<std::string>().find("qwen3-decode: median ") == 0);
+  const json after = run();
+  INFO(after.dump(1));
+  CHECK(after["state"] == "succeeded");  // still slower, but since the run before: that one said so
+  CHECK(step(after)["perf"]["verdict"].get<std::string>().find("since run " + slower["id"].get<std::string>()) != std::string::npos);
+
+  // The history as the API gives it: 8 runs, oldest first, each with its samples and verdict.
+  const json series = s.get(std::string(pto::api_path::kPerf) + "?metric=qwen3-decode&ref=refs/heads/main");
+  INFO(series.dump(1));
+  REQUIRE(series["series"].size() == 8);
+  CHECK(series["series"][0]["run"] == ids[0]);
+  CHECK(series["series"][6]["change"] == "slower");
+  CHECK(series["series"][6]["median"].get<double>() > 1100);
+  CHECK(series["series"][6]["samples"].size() == 10);
+  CHECK(s.get(pto::api_path::kPerf)["metrics"] == json::array({{{"metric", "qwen3-decode"}, {"ref", "refs/heads/main"}}}));
+  CHECK(pto::api_request("GET", s.url(std::string(pto::api_path::kPerf) + "?metric=x&limit=0")).status == 400);
+}
