@@ -7,8 +7,11 @@
 #include <cmath>
 #include <random>
 
+#include <regex>
+
 #include "perf/history_change.h"
 #include "served_daemon.h"
+#include "source_repo.h"
 #include "test_support.h"
 
 using namespace pto::test;
@@ -110,4 +113,74 @@ TEST_CASE("perf: a daemon's perf step takes its samples on one card, keeps them 
   CHECK(series["series"][6]["samples"].size() == 10);
   CHECK(s.get(pto::api_path::kPerf)["metrics"] == json::array({{{"metric", "qwen3-decode"}, {"ref", "refs/heads/main"}}}));
   CHECK(pto::api_request("GET", s.url(std::string(pto::api_path::kPerf) + "?metric=x&limit=0")).status == 400);
+}
+
+TEST_CASE("perf: compare: base measures a pull request's build and its merge base's in turns on one card: 12% slower is found "
+          "with an interval holding 12% and a gated step goes red, an unchanged build is no change and stays green",
+          "[perf][daemon]") {
+  Served s;
+  s.devices = "0,1";
+  SourceRepo repo;
+  // The stand-in model: 8.5% log-normal jitter seeded by a counter outside the trees (the same sequence each
+  // time), card 1 6% slower than card 0, a slow drift, and the build's own factor from its file `slow`.
+  const std::string count = (s.dir.path() / "count").string();
+  repo.write("model.py", "import math, os, random\n"
+                         "c = '" + count + "'\n"
+                         "n = int(open(c).read()) if os.path.exists(c) else 0\n"
+                         "open(c, 'w').write(str(n + 1))\n"
+                         "random.seed(n)\n"
+                         "slow = float(open('slow').read()) if os.path.exists('slow') else 1.0\n"
+                         "card = {'0': 1.0, '1': 1.06}.get(os.environ.get('TASK_DEVICE', ''), 1.0)\n"
+                         "print('Total Test Time: %.2f us' % (1000 * slow * card * (1 + 0.002 * n) * math.exp(random.gauss(0, 0.085))))\n");
+  repo.write("jobs/perf.yml", "name: perf\nsteps:\n  - name: decode\n    devices: 1\n    run: python3 model.py\n"
+                              "    perf: {name: decode, metric: 'Total Test Time: ([0-9.]+) us', unit: us, samples: 16, compare: base,\n"
+                              "           threshold-pct: 4, gate: true}\n");
+  const std::string base = repo.commit("main");
+  const std::string git = "cd " + repo.path() + " && git -c user.name=t -c user.email=t@example.com ";
+  REQUIRE(sh(git + "checkout -q -b slower " + base) == 0);
+  repo.write("slow", "1.12\n");
+  const std::string slower = repo.commit("12% slower");
+  REQUIRE(sh(git + "checkout -q -b same " + base) == 0);
+  repo.write("README.md", "reworded\n");
+  const std::string same = repo.commit("docs");
+  REQUIRE(sh(git + "checkout -q main") == 0);
+  s.dir.write("runner.yml", "sandbox: off\nsource:\n  repo: " + repo.path() + "\n");
+  s.start();
+  auto step = [](const json& r) { return r["jobs"][0]["steps"][0]; };
+
+  const json slow_run = s.wait_run(s.submit_run({{"sha", slower}, {"ref", "refs/pull/1/head"}}), 120);
+  INFO(slow_run.dump(1));
+  const json perf = step(slow_run)["perf"];
+  const std::string verdict = perf["verdict"];
+  std::smatch m;
+  REQUIRE(std::regex_search(verdict, m, std::regex("^slower by ([0-9.]+)% \\(95% CI ([-0-9.]+)% to ([-0-9.]+)%\\) on card ([01]), ([0-9]+) pairs "
+                                                   "against the merge base " + base.substr(0, 12))));
+  CHECK(std::stod(m[2]) <= 12);
+  CHECK(std::stod(m[3]) >= 12);
+  const int pairs = std::stoi(m[5]);
+  CHECK(pairs <= 16);
+  CHECK(perf["samples"].size() == static_cast<std::size_t>(pairs));
+  CHECK(perf["change"] == "slower");
+  CHECK(slow_run["state"] == "failed");  // gate: true
+  CHECK(step(slow_run)["error"].get<std::string>().find("perf: slower by ") == 0);
+  // The merge base measured on the very card of the pull request's build, its samples kept with them.
+  std::string base_id;
+  REQUIRE(wait_until([&] {
+    const json runs = s.get(pto::api_path::kRuns);
+    for (const auto& r : runs["runs"])
+      if (r["request"].value("ref", "") == "refs/pto-runner/perf-base/" + slow_run["id"].get<std::string>()) base_id = r["id"].get<std::string>();
+    return !base_id.empty();
+  }, 10));
+  const json base_run = s.wait_run(base_id, 30);
+  CHECK(step(base_run)["perf"]["cards"] == perf["cards"]);
+  CHECK(step(base_run)["perf"]["samples"].size() == static_cast<std::size_t>(pairs));
+  const json series = s.get(std::string(pto::api_path::kPerf) + "?metric=decode&ref=refs/pull/1/head");
+  REQUIRE(series["series"].size() == 1);
+  CHECK(series["series"][0]["base_samples"].size() == static_cast<std::size_t>(pairs));
+
+  const json same_run = s.wait_run(s.submit_run({{"sha", same}, {"ref", "refs/pull/2/head"}}), 120);
+  INFO(same_run.dump(1));
+  CHECK(same_run["state"] == "succeeded");
+  CHECK(step(same_run)["perf"]["change"] == "none");
+  CHECK(step(same_run)["perf"]["verdict"].get<std::string>().find("against the merge base " + base.substr(0, 12)) != std::string::npos);
 }

@@ -1,7 +1,8 @@
 #pragma once
 // HostQuestions: what a daemon asks of its own cards (SPEC "Find the commit"; docs/maintainers.md, "Bisection"
 // and "Control runs"): bisections (bisect/bisections: kept in the journal's file, resumed after a restart) and a
-// pull request's red step run again on main (bisect/control_runs). Both are answered by probe runs the host
+// pull request's red step run again on main (bisect/control_runs), and a perf step measured against its merge
+// base on one card (bisect/base_comparisons). All are answered by probe runs the host
 // makes as any submission (bisect/probe_host); both hear of every run's end. One owner of the two, as
 // notify/host_notices is of on-call's notifications. Engine thread only.
 #include <functional>
@@ -9,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bisect/base_comparisons.h"
 #include "bisect/bisections.h"
 #include "bisect/control_runs.h"
 #include "bisect/probe_host.h"
@@ -37,13 +39,21 @@ class HostQuestions {
   void step_final(const RunRecord& r, const Plan& p, int job, int step, const nlohmann::json& request) {
     controls_.step_final(r, p, job, step, request);
   }
+  /// A perf step compared with its merge base took a sample (bisect/base_comparisons).
+  void perf_sample(const std::string& run, std::size_t job, std::size_t step, const std::string& ref, const std::string& sha, int priority) {
+    comparisons_.sample(run, job, step, ref, sha, priority);
+  }
   /// A run ended: a probe's verdict goes to its bisection, a control's to its pull request's step.
   void run_finished(const std::string& run, const RunRecord& record, const Plan& plan, const std::string& sha);
   /// A run was cancelled on request: its control runs go too (its end waits for them).
-  void run_cancelled(const std::string& run) { controls_.cancel_of(run); }
+  void run_cancelled(const std::string& run) {
+    controls_.cancel_of(run);
+    comparisons_.cancel_of(run);
+  }
 
  private:
   ControlRuns controls_;
+  BaseComparisons comparisons_;
   Bisections bisections_;
 };
 

@@ -17,6 +17,10 @@ struct ProbeRun {
   std::string sha, ref;
   int priority = 0;
   std::string purpose;  // "bisection ID", "control of RUN": who asks, in logs and the queue
+  /// The other build of a perf comparison (bisect/base_comparisons): its perf step measures on these cards and
+  /// waits between its samples for the comparison's turns.
+  bool perf_base = false;
+  std::vector<int> cards;
 };
 
 /// How the host answered: the run's id, or why none was made. `commit_fault`: the commit's own fault (its

@@ -352,7 +352,7 @@ void RunEngine::enqueue(std::size_t j, std::size_t s) {
   double expected = ps.expected_defaulted && !opts_.simulate ? 0 : ps.expected_minutes * 60 * (opts_.simulate ? opts_.time_scale : 1);
   sr.ticket = broker_.request(
       // A perf step's later samples: on the cards of its first (engine_perf.cpp).
-      {ps.devices, ps.device_type, label(j, s), expected, sr.order, sr.perf ? sr.perf->cards : std::vector<int>{}, opts_.run_id, sr.avoid, ps.cpus, ps.memory},
+      {ps.devices, ps.device_type, label(j, s), expected, sr.order, perf_cards(j, s), opts_.run_id, sr.avoid, ps.cpus, ps.memory},
       [this, j, s, asks_host](const std::vector<int>& cards) {
         StepRecord& r = run_.jobs[j].steps[s];
         if (asks_host) r.held = r.ticket;
@@ -755,6 +755,9 @@ void RunEngine::cancel_job(std::size_t j, const std::string& reason) {
     } else if (sr.state == StepState::Waiting && preflights_.count({j, s})) {
       const std::vector<std::uint64_t> handles = preflights_[{j, s}];  // a copy: their ends erase the entry
       for (auto h : handles) executor_.cancel(h);  // finish_preflight cancels the step
+    } else if (sr.state == StepState::Waiting && sr.perf && sr.perf->awaiting_pair) {  // a perf step between samples
+      sr.perf->awaiting_pair = false;
+      transition(j, s, StepState::Cancelled);
     } else if (sr.state == StepState::Pending) {
       transition(j, s, ps.deduplicated_from ? StepState::Deduplicated : StepState::Cancelled);
     }

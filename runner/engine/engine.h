@@ -122,6 +122,12 @@ class RunEngine {
   /// A step's control on the merge base is in: `control.note` joins its verdict ("also fails on main at ...");
   /// journaled (the step's state does not change).
   void set_control(std::size_t job, std::size_t step, StepRecord::Control control);
+  /// A perf step waiting for its pair (EngineOptions::Perf::paired): take another sample, on its cards; or end
+  /// it, with the comparison's words, how it changed (slower | faster | none | ""), the other build's samples
+  /// and whether it is red (a gate). Nothing when the step is not waiting for its pair.
+  void perf_next(std::size_t job, std::size_t step);
+  void perf_settle(std::size_t job, std::size_t step, const std::string& verdict, const std::string& change,
+                   const std::vector<double>& other_samples, bool red);
   /// The run's secrets' masks (what a step printed is masked with them wherever it is shown or sent).
   const SecretMask& mask() const { return *opts_.mask; }
   /// The same masks, shared (an executor that hears of values a step masked itself adds them here).
@@ -174,8 +180,12 @@ class RunEngine {
   /// A perf step (engine_perf.cpp): where a sample's output begins; a sample's end, its number taken (true when
   /// another sample was queued: the attempt is not the step's end); the samples judged and kept.
   void begin_perf_sample(std::size_t job, std::size_t step);
+  /// The cards a perf step's next sample must have (empty: any, a first sample of its own).
+  std::vector<int> perf_cards(std::size_t job, std::size_t step) const;
   bool take_perf_sample(std::size_t job, std::size_t step, const std::vector<int>& cards);
   void judge_perf(std::size_t job, std::size_t step);
+  /// Its samples as the history keeps them, with `verdict` and `change`; kept, and the step's verdict set.
+  void keep_perf(std::size_t job, std::size_t step);
   /// A step that ended green with nothing doubtful in it (no failed attempt, no flaky or muted test, no
   /// $GITHUB_ENV or $GITHUB_PATH for later steps) may stand in for the same inputs later.
   void record_result(std::size_t job, std::size_t step);

@@ -72,6 +72,13 @@ struct EngineOptions {
     std::function<std::vector<PerfRecord>(const std::string& metric, const std::string& card_type)> series;
     std::function<void(const PerfRecord& made)> record;
     std::string ref, commit;
+    /// `compare: base` (bisect/base_comparisons): after each sample of a perf step that compares with another
+    /// build, the engine waits (its cards given back) and calls this; the comparer answers with perf_next() or
+    /// perf_settle(). Unset: `compare: base` is judged against history.
+    std::function<void(const std::string& run, std::size_t job, std::size_t step)> paired;
+    /// The cards every perf step of this run measures on (the merge base's side of a comparison: the pull
+    /// request's card). Empty: the cards of its first sample.
+    std::vector<int> cards;
   };
   std::optional<Perf> perf;
   StepLimits::Spec limits;

@@ -84,6 +84,8 @@ struct StepRecord {
     std::uint64_t log_offset = 0;
     std::string change;   // slower | faster | none | "" (not judged yet, or nothing to judge against)
     std::string verdict;  // "slower by 12.1% since run R ...", "no change beyond +-5% over 12 runs"
+    std::vector<double> base_samples;  // `compare: base`: the merge base's, paired with `samples`
+    bool awaiting_pair = false;  // paired: its sample is in, the other build's is awaited (not journaled)
   };
   std::optional<Perf> perf;
   bool wrote_env = false;  // its final attempt changed $GITHUB_ENV or $GITHUB_PATH for later steps (not kept)

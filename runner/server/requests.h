@@ -34,6 +34,8 @@ struct RunSubmission {
     std::vector<std::string> tests;
     int priority = 0;
     std::string purpose;  // "bisection ID", "control of RUN"
+    bool perf_base = false;  // the other build of a perf comparison, measuring on `cards` (bisect/base_comparisons)
+    std::vector<int> cards;
   };
   std::optional<Probe> probe;
 };
