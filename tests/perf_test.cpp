@@ -16,6 +16,12 @@
 
 using namespace pto::test;
 
+namespace {
+
+std::string metrics_of(const Served& s) { return pto::api_request("GET", s.url("/metrics")).body; }
+
+}  // namespace
+
 TEST_CASE("perf: lint refuses a metric without exactly one group, or no regex, at its line, and an unknown compare", "[perf]") {
   TempDir d;
   write_project(d, {{"p.yml", "name: p\nsteps:\n  - name: decode\n    devices: 1\n    run: ./bench\n"
@@ -113,6 +119,20 @@ TEST_CASE("perf: a daemon's perf step takes its samples on one card, keeps them 
   CHECK(series["series"][6]["samples"].size() == 10);
   CHECK(s.get(pto::api_path::kPerf)["metrics"] == json::array({{{"metric", "qwen3-decode"}, {"ref", "refs/heads/main"}}}));
   CHECK(pto::api_request("GET", s.url(std::string(pto::api_path::kPerf) + "?metric=x&limit=0")).status == 400);
+  CHECK(metrics_of(s).find("pto_runner_perf_verdicts_total{metric=\"qwen3-decode\",change=\"slower\"} 2") != std::string::npos);
+  CHECK(metrics_of(s).find("pto_runner_perf_samples_total 80") != std::string::npos);
+
+  // The /perf page in Chromium: the series drawn, 8 runs, 80 samples, the change point at the run that began it.
+  std::string dom;
+  if (s.page_dom(dom, pto::api_path::kPerfPage)) {
+    INFO(dom.substr(0, 3000));
+    CHECK(dom.find("data-metric=\"qwen3-decode\"") != std::string::npos);
+    std::size_t samples = 0;
+    for (std::size_t at = 0; (at = dom.find("class=\"sample\"", at)) != std::string::npos; ++at) ++samples;
+    CHECK(samples == 80);
+    CHECK(dom.find("class=\"change-point\" data-change=\"slower\" data-run=\"" + slower["id"].get<std::string>() + "\"") != std::string::npos);
+    CHECK(dom.find("class=\"median\"") != std::string::npos);
+  }
 }
 
 TEST_CASE("perf: compare: base measures a pull request's build and its merge base's in turns on one card: 12% slower is found "

@@ -58,6 +58,10 @@ struct Metrics {
   /// result took: what running them again would have cost.
   long long steps_reused = 0;
   double card_seconds_saved = 0;
+  /// Perf steps (engine/engine_perf.cpp): samples taken, and verdicts by metric and change (slower, faster, none,
+  /// "" for not judged).
+  long long perf_samples = 0;
+  std::map<std::pair<std::string, std::string>, long long> perf_verdicts;
   /// Steps with `tests:` that failed "ran no tests", by branch: "main" (runner.yml main-branch), "pull_request",
   /// "other" (each from 0, so an alert's increase() sees the first one).
   std::map<std::string, long long> ran_no_tests_by_branch = {{"main", 0}, {"pull_request", 0}, {"other", 0}};

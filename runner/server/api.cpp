@@ -17,6 +17,7 @@
 #include "server/cards_page.h"
 #include "server/status_page.h"
 #include "server/tests_page.h"
+#include "server/perf_page.h"
 #include "testcases/mutes.h"
 #include "server/bisection_page.h"
 #include "util/api_paths.h"
@@ -134,6 +135,9 @@ void Api::route(const HttpRequest& req, const Caller& caller, HttpServer::Respon
   }
   if (is(api_path::kTests)) {
     return read([&] { tests(req, std::move(respond)); });
+  }
+  if (is(api_path::kPerfPage)) {
+    return read([&] { respond(render_perf_page()); });
   }
   if (is(api_path::kPerf)) {
     return read([&] { perf(req, std::move(respond)); });

@@ -167,6 +167,11 @@ std::string render_metrics(const HostView& v, const Metrics& m, double uptime_se
   p.sample("pto_runner_steps_reused_total", {}, static_cast<double>(m.steps_reused));
   p.family("pto_runner_card_seconds_saved_total", "counter", "Card-seconds the reused steps' results took when they ran");
   p.sample("pto_runner_card_seconds_saved_total", {}, m.card_seconds_saved);
+  p.family("pto_runner_perf_samples_total", "counter", "Samples perf steps took (one execution of the step each)");
+  p.sample("pto_runner_perf_samples_total", {}, static_cast<double>(m.perf_samples));
+  p.family("pto_runner_perf_verdicts_total", "counter", "Perf steps judged, by metric and change (slower, faster, none; not_judged)");
+  for (const auto& [k, n] : m.perf_verdicts)
+    p.sample("pto_runner_perf_verdicts_total", {{"metric", k.first}, {"change", k.second.empty() ? "not_judged" : k.second}}, static_cast<double>(n));
   p.family("pto_runner_cache_bytes", "gauge", "What each named cache's tiers hold on disk (measured when retention prunes them)");
   for (const auto& [name, bytes] : m.cache_bytes) p.sample("pto_runner_cache_bytes", {{"cache", name}}, static_cast<double>(bytes));
   p.family("pto_runner_cache_hits_total", "counter", "Compiler calls of finished steps answered by a ccache cache");

@@ -22,6 +22,8 @@ const char* kStyle = R"CSS(
   .bar.cancelled, .bar.interrupted, .bar.skipped, .ev.cancelled { fill: #8c959f; } .bar.running { fill: #0969da; }
   .bar.queued { fill: #d0d7de; } .ev.lease { fill: #8250df; } .ev.held { fill: #0969da; } .ev.check-passed { fill: #4ac26b; } .ev.check-failed { fill: #a40e26; }
   .ev.drain { fill: #cf222e; } .ev.return { fill: #1a7f37; } .axis { stroke: #d0d7de; } .now { stroke: #9a6700; }
+  .sample { fill: #0969da; opacity: .6; } .base-sample { fill: #8c959f; opacity: .6; } .median { fill: none; stroke: #0550ae; stroke-width: 1.5; }
+  .change-point { stroke: #cf222e; stroke-width: 2; stroke-dasharray: 4 3; }
   pre.log { background: #fff; border: 1px solid #e4e4e4; padding: .5em; max-height: 24em; overflow: auto; font-size: 12px; }
 )CSS";
 

@@ -52,6 +52,10 @@ void RunReporter::on_step_changed(const RunRecord& r, const Plan& p, int job, in
     ++metrics_.steps_reused;
     metrics_.card_seconds_saved += s.reused_from->card_seconds;
   }
+  if (s.perf && !s.perf->verdict.empty() && p.jobs[job].steps[step].perf) {
+    metrics_.perf_samples += static_cast<long long>(s.perf->samples.size());
+    metrics_.perf_verdicts[{p.jobs[job].steps[step].perf->name, s.perf->change}]++;
+  }
   for (const auto& [name, c] : s.caches) {
     metrics_.cache_hits[name] += c.hits;
     metrics_.cache_misses[name] += c.misses;

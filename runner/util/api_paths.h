@@ -25,6 +25,7 @@ inline constexpr const char* kStatusPage = "/";
 inline constexpr const char* kRunPages = "/runs";
 inline constexpr const char* kCardsPage = "/cards";
 inline constexpr const char* kTestsPage = "/tests";
+inline constexpr const char* kPerfPage = "/perf";
 inline constexpr const char* kBisectionPages = "/bisections";
 
 inline std::string run(const std::string& id) { return std::string(kRuns) + "/" + id; }
