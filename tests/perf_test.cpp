@@ -204,3 +204,54 @@ TEST_CASE("perf: compare: base measures a pull request's build and its merge bas
   CHECK(step(same_run)["perf"]["change"] == "none");
   CHECK(step(same_run)["perf"]["verdict"].get<std::string>().find("against the merge base " + base.substr(0, 12)) != std::string::npos);
 }
+
+TEST_CASE("perf: bisect --metric over 30 commits names the commit that made it 12% slower, each probe a comparison with good on "
+          "one card", "[perf][bisect][daemon]") {
+  Served s;
+  s.devices = "0,1";
+  SourceRepo repo;
+  // A quiet benchmark this time (3% jitter), so each probe's comparison stops at its first look.
+  const std::string count = (s.dir.path() / "count").string();
+  repo.write("model.py", "import math, os, random\n"
+                         "c = '" + count + "'\n"
+                         "n = int(open(c).read()) if os.path.exists(c) else 0\n"
+                         "open(c, 'w').write(str(n + 1))\n"
+                         "random.seed(n)\n"
+                         "slow = float(open('slow').read()) if os.path.exists('slow') else 1.0\n"
+                         "card = {'0': 1.0, '1': 1.06}.get(os.environ.get('TASK_DEVICE', ''), 1.0)\n"
+                         "print('Total Test Time: %.2f us' % (1000 * slow * card * math.exp(random.gauss(0, 0.03))))\n");
+  repo.write("jobs/perf.yml", "name: perf\nsteps:\n  - name: decode\n    devices: 1\n    run: python3 model.py\n"
+                              "    perf: {name: decode, metric: 'Total Test Time: ([0-9.]+) us', unit: us, samples: 8, threshold-pct: 4}\n");
+  std::vector<std::string> shas{repo.commit("commit 0")};
+  for (int i = 1; i <= 30; ++i) {
+    repo.write("n", std::to_string(i) + "\n");
+    if (i == 17) repo.write("slow", "1.12\n");
+    shas.push_back(repo.commit("commit " + std::to_string(i)));
+  }
+  s.dir.write("runner.yml", "sandbox: off\nsource:\n  repo: " + repo.path() + "\n");
+  s.start();
+  CommandResult cli = run_cli({"--root", repo.path(), "bisect", "--server", s.url(), "--metric", "decode", "--good", shas[0], "--bad", shas[30],
+                               "--poll-interval", "0.2"},
+                              {{"PTO_RUNNER_TOKEN", s.token}});
+  INFO(cli.out << cli.err);
+  CHECK(cli.exit_code == 0);
+  CHECK(cli.out.find("first bad commit: " + shas[17]) != std::string::npos);
+  const json list = s.get(pto::api_path::kBisections)["bisections"];
+  REQUIRE(list.size() == 1);
+  const json b = s.get(pto::api_path::bisection(list[0]["id"]));
+  INFO(b.dump(1).substr(0, 4000));
+  CHECK(b["spec"]["metric"] == "decode");
+  // Each probe compared its commit with good on one card: its step's verdict says so.
+  for (const auto& p : b["probes"]) {
+    if (!p["run"].is_string()) continue;
+    const json run = s.get(pto::api_path::run(p["run"]));
+    const std::string verdict = run["jobs"][0]["steps"][0]["perf"]["verdict"];
+    CHECK(verdict.find(" against " + shas[0].substr(0, 12)) != std::string::npos);
+    CHECK(verdict.find(" on card ") != std::string::npos);
+  }
+  // Without --job, a metric no step measures is refused here, naming the ones that are.
+  CommandResult unknown = run_cli({"--root", repo.path(), "bisect", "--server", s.url(), "--metric", "prefill", "--good", shas[0], "--bad", shas[30]},
+                                  {{"PTO_RUNNER_TOKEN", s.token}});
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.err.find("--metric prefill: no step of the definitions at " + repo.path() + " measures it (their metrics: decode)") != std::string::npos);
+}

@@ -16,7 +16,7 @@ std::string BaseComparisons::key(const std::string& run, std::size_t job, std::s
 }
 
 void BaseComparisons::sample(const std::string& run, std::size_t job, std::size_t step, const std::string& ref, const std::string& sha,
-                             int priority) {
+                             int priority, const std::string& against) {
   RunEngine* engine = engine_of_(run);
   if (!engine) return;
   const StepRecord& sr = engine->record().jobs[job].steps[step];
@@ -40,6 +40,8 @@ void BaseComparisons::sample(const std::string& run, std::size_t job, std::size_
   const PlanJob& pj = engine->plan().jobs[job];
   c->run = run, c->job = job, c->step = step, c->job_name = pj.name, c->step_name = pj.steps[step].name;
   c->spec = *pj.steps[step].perf;
+  c->gate = c->spec.gate || !against.empty();
+  c->base_words = against.empty() ? "the merge base " : "";
   c->cards = sr.perf->cards;
   c->pr.push_back(value);
   PairedComparison::Options o;
@@ -47,10 +49,15 @@ void BaseComparisons::sample(const std::string& run, std::size_t job, std::size_
   o.max_pairs = std::max(o.min_pairs, c->spec.sample_count());
   c->cmp = std::make_unique<PairedComparison>(o);
   by_step_[key(run, job, step)] = c;
-  start(c, ref, sha, priority);
+  start(c, ref, sha, priority, against);
 }
 
-void BaseComparisons::start(const std::shared_ptr<Comparison>& c, const std::string& ref, const std::string& sha, int priority) {
+void BaseComparisons::start(const std::shared_ptr<Comparison>& c, const std::string& ref, const std::string& sha, int priority,
+                            const std::string& against) {
+  if (!against.empty()) {  // a perf bisection's probe: its good commit is what it is compared with
+    c->base = against;
+    return submit_base(c, priority);
+  }
   if (!mirror_ || sha.empty() || ref == main_ref_)
     return settle(c, "not compared: no merge base to measure here (" + std::string(!mirror_ || sha.empty() ? "this daemon runs its --root, not commits" : "a run of main") + ")", "", false);
   const bool test_merge = ref.size() > 6 && ref.compare(ref.size() - 6, 6, "/merge") == 0 && ref.rfind("refs/pull/", 0) == 0;
@@ -58,17 +65,20 @@ void BaseComparisons::start(const std::shared_ptr<Comparison>& c, const std::str
   host_.git([this, c, got, sha, test_merge, main = main_ref_] { *got = mirror_->merge_base(sha, main, test_merge, c->base); },
             [this, c, got, priority] {
               if (!got->ok()) return settle(c, "not compared: no merge base (" + got->message + ")", "", false);
-              if (RunEngine* pr = engine_of_(c->run); !pr || pr->record().cancelled) return settle(c, "not compared: the run was cancelled", "", false);
-              ProbeRun run{c->job_name, c->step_name, {}, c->base, "refs/pto-runner/perf-base/" + c->run, priority, "perf base of " + c->run, true, c->cards};
-              host_.submit(std::move(run), [this, c](ProbeAnswer a) {
-                if (a.run.empty()) return settle(c, "not compared: the merge base " + c->base.substr(0, 12) + " could not be measured: " + a.why, "", false);
-                c->base_run = a.run;
-                by_base_run_[a.run] = c;
-                spdlog::info("run {}: {} is compared with the merge base {} (run {}) on card {}", c->run, c->step_name, c->base.substr(0, 12), a.run,
-                             join_ids(c->cards));
-                if (RunEngine* pr = engine_of_(c->run); !pr || pr->record().cancelled) host_.cancel(a.run, "perf base of " + c->run);
-              });
+              submit_base(c, priority);
             });
+}
+
+void BaseComparisons::submit_base(const std::shared_ptr<Comparison>& c, int priority) {
+  if (RunEngine* pr = engine_of_(c->run); !pr || pr->record().cancelled) return settle(c, "not compared: the run was cancelled", "", false);
+  ProbeRun run{c->job_name, c->step_name, {}, c->base, "refs/pto-runner/perf-base/" + c->run, priority, "perf base of " + c->run, true, c->cards, ""};
+  host_.submit(std::move(run), [this, c](ProbeAnswer a) {
+    if (a.run.empty()) return settle(c, "not compared: " + c->base.substr(0, 12) + " could not be measured: " + a.why, "", false);
+    c->base_run = a.run;
+    by_base_run_[a.run] = c;
+    spdlog::info("run {}: {} is compared with {} (run {}) on card {}", c->run, c->step_name, c->base.substr(0, 12), a.run, join_ids(c->cards));
+    if (RunEngine* pr = engine_of_(c->run); !pr || pr->record().cancelled) host_.cancel(a.run, "perf base of " + c->run);
+  });
 }
 
 void BaseComparisons::pair(const std::shared_ptr<Comparison>& c) {
@@ -87,11 +97,11 @@ void BaseComparisons::pair(const std::shared_ptr<Comparison>& c) {
     if (v->kind == PerfVerdict::Kind::Slower) text.replace(0, 6, "worse");
     if (v->kind == PerfVerdict::Kind::Faster) text.replace(0, 6, "better");
   }
-  text += " against the merge base " + c->base.substr(0, 12);
+  text += " against " + c->base_words + c->base.substr(0, 12);
   const std::string change = v->kind == PerfVerdict::Kind::Slower   ? "slower"
                              : v->kind == PerfVerdict::Kind::Faster ? "faster"
                                                                     : "none";
-  settle(c, text, change, c->spec.gate && v->kind == PerfVerdict::Kind::Slower && v->beyond_threshold);
+  settle(c, text, change, c->gate && v->kind == PerfVerdict::Kind::Slower && v->beyond_threshold);
 }
 
 void BaseComparisons::settle(const std::shared_ptr<Comparison>& c, const std::string& verdict, const std::string& change, bool red) {

@@ -28,8 +28,10 @@ class BaseComparisons {
                   std::function<void()> changed);
 
   /// A perf step of `run` took a sample and waits for its pair. `ref`, `sha`, `priority`: the run's (a pull
-  /// request's run asks for its merge base at its own priority).
-  void sample(const std::string& run, std::size_t job, std::size_t step, const std::string& ref, const std::string& sha, int priority);
+  /// request's run asks for its merge base at its own priority); `against`: the commit to compare with instead
+  /// of the merge base (a perf bisection's good commit: then a significant slowdown is always red).
+  void sample(const std::string& run, std::size_t job, std::size_t step, const std::string& ref, const std::string& sha, int priority,
+              const std::string& against = "");
   /// A run ended: a base's run that ended before its comparison did leaves the pull request's step without one
   /// (said in its verdict), and a pull request's run that ended takes its base's run with it. True when it
   /// was a base's run.
@@ -48,9 +50,13 @@ class BaseComparisons {
     std::vector<double> pr, base_samples;
     std::vector<int> cards;
     PerfSpec spec;
+    bool gate = false;       // red when significantly slower past the threshold
+    std::string base_words;  // how the verdict names what it was compared with: "the merge base ", or ""
     std::unique_ptr<PairedComparison> cmp;
   };
-  void start(const std::shared_ptr<Comparison>& c, const std::string& ref, const std::string& sha, int priority);
+  void start(const std::shared_ptr<Comparison>& c, const std::string& ref, const std::string& sha, int priority, const std::string& against);
+  /// Makes the other build's probe run, pinned to the comparison's cards.
+  void submit_base(const std::shared_ptr<Comparison>& c, int priority);
   void pair(const std::shared_ptr<Comparison>& c);
   /// Ends the pull request's step (and the base's, which has nothing more to do).
   void settle(const std::shared_ptr<Comparison>& c, const std::string& verdict, const std::string& change, bool red);

@@ -6,7 +6,10 @@
 namespace pto {
 
 nlohmann::json BisectSpec::json() const {
-  return {{"good", good}, {"bad", bad}, {"job", job}, {"step", step}, {"test", test}, {"repeat", repeat == 0 ? nlohmann::json("auto") : nlohmann::json(repeat)}};
+  nlohmann::json j = {{"good", good}, {"bad", bad}, {"job", job}, {"step", step}, {"test", test},
+                      {"repeat", repeat == 0 ? nlohmann::json("auto") : nlohmann::json(repeat)}};
+  if (!metric.empty()) j["metric"] = metric;
+  return j;
 }
 
 BisectSpec BisectSpec::from_json(const nlohmann::json& j) {
@@ -17,6 +20,7 @@ BisectSpec BisectSpec::from_json(const nlohmann::json& j) {
   s.step = j.value("step", "");
   s.test = j.value("test", "");
   s.repeat = j.contains("repeat") && j["repeat"].is_number_integer() ? j["repeat"].get<int>() : 0;
+  s.metric = j.contains("metric") && j["metric"].is_string() ? j["metric"].get<std::string>() : "";
   return s;
 }
 

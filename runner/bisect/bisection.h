@@ -30,6 +30,9 @@ struct BisectSpec {
   std::string job, step;  // the step's name in the job; "" = the job's last step
   std::string test;       // one test id of the step ("" = the whole step)
   int repeat = 1;         // probes per verdict; 0 = auto (measured at bad)
+  /// `bisect --metric`: the step's perf metric; each probe is then its commit's build compared with good's on one
+  /// card (bisect/base_comparisons), failing when significantly slower. Its own repeat: always 1.
+  std::string metric;
   nlohmann::json json() const;
   static BisectSpec from_json(const nlohmann::json& j);
 };

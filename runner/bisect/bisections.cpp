@@ -104,6 +104,7 @@ void Bisections::pump(const std::string& id) {
     const BisectSpec& spec = e.b->spec();
     ProbeRun run{spec.job, spec.step, spec.test.empty() ? std::vector<std::string>{} : std::vector<std::string>{spec.test}, e.b->sha_of(probe),
                  "refs/pto-runner/bisect/" + id, kProbePriority, "bisection " + id};
+    run.perf_against = spec.metric.empty() ? "" : spec.good;  // `bisect --metric`: compared with good on one card
     host_.submit(std::move(run), [this, id, probe](ProbeAnswer a) {
       auto found = bisections_.find(id);
       if (found == bisections_.end()) return;

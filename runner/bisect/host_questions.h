@@ -40,8 +40,9 @@ class HostQuestions {
     controls_.step_final(r, p, job, step, request);
   }
   /// A perf step compared with its merge base took a sample (bisect/base_comparisons).
-  void perf_sample(const std::string& run, std::size_t job, std::size_t step, const std::string& ref, const std::string& sha, int priority) {
-    comparisons_.sample(run, job, step, ref, sha, priority);
+  void perf_sample(const std::string& run, std::size_t job, std::size_t step, const std::string& ref, const std::string& sha, int priority,
+                   const std::string& against) {
+    comparisons_.sample(run, job, step, ref, sha, priority, against);
   }
   /// A run ended: a probe's verdict goes to its bisection, a control's to its pull request's step.
   void run_finished(const std::string& run, const RunRecord& record, const Plan& plan, const std::string& sha);

@@ -21,6 +21,9 @@ struct ProbeRun {
   /// waits between its samples for the comparison's turns.
   bool perf_base = false;
   std::vector<int> cards;
+  /// A probe of a perf bisection (`bisect --metric`): its perf step is compared with this commit's build on one
+  /// card, and is red when significantly slower (bisect/base_comparisons).
+  std::string perf_against;
 };
 
 /// How the host answered: the run's id, or why none was made. `commit_fault`: the commit's own fault (its

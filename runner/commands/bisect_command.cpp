@@ -16,6 +16,8 @@
 
 #include "client/api_client.h"
 #include "commands/commands.h"
+#include "config/project.h"
+#include "plan/plan.h"
 #include "util/api_paths.h"
 #include "util/exit_code.h"
 #include "util/json_text.h"
@@ -26,6 +28,26 @@ namespace {
 
 std::atomic<int> g_signal{0};
 void on_signal(int sig) { g_signal = sig; }
+
+/// The job and step whose `perf:` is named `metric` in the definitions at `load`'s root; "" or why not.
+std::string find_metric_step(const LoadOptions& load, const std::string& metric, std::string& job, std::string& step) {
+  Diagnostics diags;
+  Project project = load_project(load, diags);
+  if (diags.has_input_errors()) return "the definitions at " + load.root + " do not load (pto-runner lint says why)";
+  Plan plan = build_plan(project, PlanOptions{}, diags);
+  std::vector<std::string> names;
+  for (const PlanJob& j : plan.jobs)
+    for (const PlanStep& s : j.steps) {
+      if (!s.perf) continue;
+      names.push_back(s.perf->name);
+      if (s.perf->name != metric) continue;
+      job = j.name, step = s.name;
+      return "";
+    }
+  std::string known;
+  for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
+  return "no step of the definitions at " + load.root + " measures it (" + (known.empty() ? "none has perf:" : "their metrics: " + known) + ")";
+}
 
 void print_probe(const nlohmann::json& p, const std::string& server) {
   std::cout << "  probe " << p.value("sha", "").substr(0, 12) << " (" << p.value("phase", "") << "): " << p.value("result", "");
@@ -38,7 +60,7 @@ void print_probe(const nlohmann::json& p, const std::string& server) {
 
 void register_bisect_command(CLI::App& app, CommonOptions& common, int& exit_code) {
   struct Opts {
-    std::string server, token_file, good, bad, job, step, test, repeat = "1";
+    std::string server, token_file, good, bad, job, step, test, repeat = "1", metric;
     bool no_wait = false;
     double poll = 1;
   };
@@ -46,7 +68,10 @@ void register_bisect_command(CLI::App& app, CommonOptions& common, int& exit_cod
   auto* cmd = app.add_subcommand("bisect", "Find the commit that broke a step (or one test) between a good and a bad commit, on the cards");
   cmd->add_option("--good", o->good, "A commit where the step passes (full sha)")->required();
   cmd->add_option("--bad", o->bad, "A later commit where it fails (full sha)")->required();
-  cmd->add_option("--job", o->job, "The job of the step")->required();
+  cmd->add_option("--job", o->job, "The job of the step (with --metric: found in the definitions at --root)");
+  cmd->add_option("--metric", o->metric,
+                  "A perf metric (a step's perf.name): find the commit that made it slower; each probe compares its commit's build "
+                  "with --good's on one card");
   cmd->add_option("--step", o->step, "The step's name (default: the job's last step)");
   cmd->add_option("--test", o->test, "Only this test of the step (a pytest node id)");
   cmd->add_option("--repeat", o->repeat, "Probes per verdict: N, or auto (measures the failure rate at bad first)");
@@ -65,7 +90,21 @@ void register_bisect_command(CLI::App& app, CommonOptions& common, int& exit_cod
       exit_code = to_int(ExitCode::BadInput);
       return;
     }
+    if (!o->metric.empty() && o->job.empty()) {
+      // The metric's step, from the definitions here (the checkout the command runs in).
+      if (std::string e = find_metric_step(common.load, o->metric, o->job, o->step); !e.empty()) {
+        std::cerr << "pto-runner bisect: --metric " << o->metric << ": " << e << "\n";
+        exit_code = to_int(ExitCode::BadInput);
+        return;
+      }
+    }
+    if (o->job.empty()) {
+      std::cerr << "pto-runner bisect: --job is required (or --metric, whose step names its job)\n";
+      exit_code = to_int(ExitCode::BadInput);
+      return;
+    }
     nlohmann::json body = {{"good", o->good}, {"bad", o->bad}, {"job", o->job}, {"step", o->step}, {"test", o->test}};
+    if (!o->metric.empty()) body["metric"] = o->metric;
     if (o->repeat == "auto") body["repeat"] = "auto";
     else {
       try {

@@ -186,9 +186,8 @@ void Daemon::host_runs(std::unique_ptr<SandboxPool> sandbox) {
     questions_->run_finished(run.id(), run.engine().record(), run.engine().plan(), run.request().value("sha", ""));
   };
   on.cancelled = [this](const std::string& id) { questions_->run_cancelled(id); };
-  on.perf_sample = [this](const std::string& run, std::size_t job, std::size_t step, const std::string& ref, const std::string& sha, int priority) {
-    questions_->perf_sample(run, job, step, ref, sha, priority);
-  };
+  on.perf_sample = [this](const std::string& run, std::size_t job, std::size_t step, const std::string& ref, const std::string& sha, int priority,
+                          const std::string& against) { questions_->perf_sample(run, job, step, ref, sha, priority, against); };
   on.refresh = [this] { view_.now(); };
   on.changed = [this] { view_changed(); };
   on.after_run = [this] { store_->retention().prune(false); };

@@ -259,17 +259,18 @@ Answer RunHost::start(EngineOptions eo, const RunSubmission& s, Project project,
   // A run of a commit may take a green result of the same inputs for a step (reuse/), unless it asks not to; a
   // probe or a control run is asked to run, never to remember.
   if (s.reuse && !s.sha.empty() && parts_.mirror && parts_.results && !s.probe) eo.reuse = reuse_hooks(eo.caches->scope());
-  if (!s.probe || s.probe->perf_base) eo.perf = perf_hooks(s.ref, s.sha);
+  const bool perf_probe = s.probe && (s.probe->perf_base || !s.probe->perf_against.empty());
+  if (!s.probe || perf_probe) eo.perf = perf_hooks(s.ref, s.sha);
   // A pull request's perf steps with `compare: base` take turns with its merge base's build on one card; the
-  // merge base's probe is that other build (bisect/base_comparisons).
-  if (eo.perf && events_.perf_sample && parts_.mirror && (s.probe || !pull_request_of(s).empty())) {
+  // merge base's probe is that other build, and a perf bisection's probe takes turns with its good commit's
+  // (bisect/base_comparisons).
+  if (eo.perf && events_.perf_sample && parts_.mirror && (perf_probe || !pull_request_of(s).empty())) {
     const int priority = s.probe ? s.probe->priority : parts_.cfg.priority_of(s.ref).first;
-    eo.perf->paired = [this, ref = s.ref, sha = s.sha, priority](const std::string& run, std::size_t j, std::size_t st) {
-      events_.perf_sample(run, j, st, ref, sha, priority);
-    };
+    eo.perf->paired = [this, ref = s.ref, sha = s.sha, priority, against = s.probe ? s.probe->perf_against : std::string()](
+                          const std::string& run, std::size_t j, std::size_t st) { events_.perf_sample(run, j, st, ref, sha, priority, against); };
     if (s.probe) {
       eo.perf->cards = s.probe->cards;
-      eo.perf->record = nullptr;  // its samples are kept with the pull request's
+      eo.perf->record = nullptr;  // a probe's samples are kept with what asked for them, not in a ref's history
     }
   }
   nlohmann::json request = request_of(s, eo);

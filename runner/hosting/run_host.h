@@ -78,9 +78,10 @@ class RunHost {
     std::function<void()> refresh;                         // now: whoever asked reads the change next
     std::function<void()> changed;                         // soon
     std::function<void()> after_run;                       // a run was journaled at its end (retention)
-    /// A perf step compared with another build took a sample (bisect/base_comparisons): the run, its step, and
-    /// the run's ref, commit and priority.
-    std::function<void(const std::string& run, std::size_t job, std::size_t step, const std::string& ref, const std::string& sha, int priority)>
+    /// A perf step compared with another build took a sample (bisect/base_comparisons): the run, its step, the
+    /// run's ref, commit and priority, and the commit it is compared with ("": its merge base).
+    std::function<void(const std::string& run, std::size_t job, std::size_t step, const std::string& ref, const std::string& sha, int priority,
+                       const std::string& against)>
         perf_sample;
   };
   RunHost(RunHostParts parts, RunDefaults defaults, std::unique_ptr<SandboxPool> sandbox, Events events);

@@ -18,7 +18,7 @@ ProbeHost RunHost::probes() {
     s.jobs = {p.job};
     s.sha = p.sha;
     s.ref = p.ref;
-    s.probe = RunSubmission::Probe{p.job, p.step, p.tests, p.priority, p.purpose, p.perf_base, p.cards};
+    s.probe = RunSubmission::Probe{p.job, p.step, p.tests, p.priority, p.purpose, p.perf_base, p.cards, p.perf_against};
     submit(std::move(s), p.purpose, [answered = std::move(answered)](Answer a) {
       ProbeAnswer out;
       if (a.outcome == Outcome::Created) out.run = a.body.value("id", "");

@@ -195,20 +195,23 @@ std::optional<BodyError> parse_bisection(const std::string& text, BisectSpec& s)
   if (body.is_discarded() || !body.is_object())
     return refuse("", "the body must be a JSON object {\"good\": SHA, \"bad\": SHA, \"job\": NAME, \"step\", \"test\", \"repeat\"}");
   for (const auto& [k, v] : body.items())
-    if (k != "good" && k != "bad" && k != "job" && k != "step" && k != "test" && k != "repeat") return refuse(k, "unknown field '" + k + "'");
-  for (const char* f : {"good", "bad", "job", "step", "test"})
+    if (k != "good" && k != "bad" && k != "job" && k != "step" && k != "test" && k != "repeat" && k != "metric")
+      return refuse(k, "unknown field '" + k + "'");
+  for (const char* f : {"good", "bad", "job", "step", "test", "metric"})
     if (body.contains(f) && !body[f].is_string()) return refuse(f, std::string(f) + " must be a string");
   s.good = body.value("good", "");
   s.bad = body.value("bad", "");
   s.job = body.value("job", "");
   s.step = body.value("step", "");
   s.test = body.value("test", "");
+  s.metric = body.value("metric", "");
   for (const auto* f : {"good", "bad"}) {
     const std::string v = body.value(f, "");
     if (!matches(v, "[0-9a-f]{40}|[0-9a-f]{64}")) return refuse(f, std::string(f) + " must be a full commit id (40 lowercase hex digits)");
   }
   if (s.job.empty()) return refuse("job", "job is required: the job whose step to bisect");
   if (s.good == s.bad) return refuse("bad", "good and bad are the same commit");
+  if (!s.metric.empty() && !s.test.empty()) return refuse("test", "a perf bisection (metric) measures its whole step: no test");
   s.repeat = 1;
   if (body.contains("repeat")) {
     const auto& r = body["repeat"];
@@ -216,6 +219,7 @@ std::optional<BodyError> parse_bisection(const std::string& text, BisectSpec& s)
     else if (r.is_number_integer() && r.get<int>() >= 1 && r.get<int>() <= Bisection::kMaxRepeat) s.repeat = r.get<int>();
     else return refuse("repeat", "repeat is \"auto\" or a number of probes per commit from 1 to " + std::to_string(Bisection::kMaxRepeat));
   }
+  if (!s.metric.empty()) s.repeat = 1;  // each probe is a sequential comparison already
   return std::nullopt;
 }
 

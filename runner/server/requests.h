@@ -36,6 +36,7 @@ struct RunSubmission {
     std::string purpose;  // "bisection ID", "control of RUN"
     bool perf_base = false;  // the other build of a perf comparison, measuring on `cards` (bisect/base_comparisons)
     std::vector<int> cards;
+    std::string perf_against;  // a perf bisection's probe: compared with this commit (`bisect --metric`)
   };
   std::optional<Probe> probe;
 };
