@@ -33,8 +33,8 @@ double card_offset(std::mt19937_64& rng) { return std::uniform_real_distribution
 int main(int argc, char** argv) {
   const int trials = argc > 1 ? std::atoi(argv[1]) : 1000;
   const double base = 1016.66;  // us, pypto's committed Qwen3-14B decode baseline
-  std::printf("paired comparison (one card, A B A B, t interval of the log ratios, O'Brien-Fleming looks every 2 pairs\n"
-              "from 4 to 16, one-sided alpha 0.05) against perf_guard (mean of 5 against a baseline from another card,\n"
+  std::printf("paired comparison (one card, A B A B, t interval of the log ratios with the builds' pooled spread, power-family\n"
+              "looks every 2 pairs from 4 to 16, one-sided alpha 0.05) against perf_guard (mean of 5 against a baseline from another card,\n"
               "15%% threshold); %d seeded trials per case\n\n", trials);
   std::printf("%-10s %-22s %-18s %-22s\n", "change", "paired: says slower", "pairs used (mean)", "perf_guard: flags it");
   for (double r : {0.0, 0.05, 0.10, 0.12, 0.20}) {
@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
       for (int k = 0; k < 5; ++k) mean += now.sample(base * (1 + r)) / 5;
       guard += mean > baseline * 1.15;
     }
-    std::printf("%-10s %-22s %-18.1f %-22s\n", (r == 0 ? std::string("none") : std::to_string(static_cast<int>(r * 100)) + "% slower").c_str(),
+    std::printf("%-10s %-22s %-18.2f %-22s\n", (r == 0 ? std::string("none") : std::to_string(static_cast<int>(r * 100)) + "% slower").c_str(),
                 (std::to_string(100.0 * slower / trials).substr(0, 5) + "%").c_str(), static_cast<double>(pairs) / trials,
                 (std::to_string(100.0 * guard / trials).substr(0, 5) + "%").c_str());
   }

@@ -592,7 +592,7 @@ TEST_CASE("engine (fake broker): a simulated run says so, and its steps with tes
   CHECK(run_state_from_json(run_state_json(simulated.engine->record())).simulated);  // kept across a restart
 }
 
-TEST_CASE("engine (reuse): a job whose steps all have green results starts at once, reused; the lead job and the build only "
+TEST_CASE("engine (reuse): a job whose steps all have green results starts at once, reused, and the lead job and the build only "
           "it needs are skipped, and run for a job that runs", "[engine][reuse]") {
   auto green = [](EngineOptions& eo) {
     eo.reuse = EngineOptions::Reuse{[](const std::string& key) {

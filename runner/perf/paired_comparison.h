@@ -1,18 +1,20 @@
 #pragma once
-// PairedComparison (issue 52, its statistics; the perf steps that feed it are not built yet): is B (a pull
-// request's build) slower than A (its merge base's)? Samples come in pairs measured back to back on one card
-// (A B A B ...), so the card's own speed and a slow drift cancel in each pair's log ratio ln(B/A).
+// PairedComparison (`perf: {compare: base}`, bisect/base_comparisons): is B (a pull request's build) slower
+// than A (its merge base's)? Samples come in pairs measured back to back on one card (A B A B ...), so the
+// card's own speed and a slow drift cancel in each pair's log ratio ln(B/A).
 //
 // Timing noise is multiplicative (log-normal): the log ratios are then normal, and a t interval of their mean
-// is exact and the most efficient one. (Wilcoxon's signed-rank test was the other candidate: distribution-free,
-// but its smallest two-sided p with 6 pairs is 1/32, so it could never stop a 20% regression within 6 pairs.)
+// is exact and the most efficient one. Its spread is estimated from each build's own samples (pooled, 2n - 2
+// degrees of freedom, twice the pairs' n - 1: at 4 pairs that is the difference between stopping and not).
+// (Wilcoxon's signed-rank test was the other candidate: distribution-free, but its smallest two-sided p with 6
+// pairs is 1/32, so it could never stop a 20% regression within 6 pairs.)
 //
 // Sequential: looked at after `min_pairs` pairs and every `step` pairs after, up to `max_pairs`. Each look tests
-// at an O'Brien-Fleming-shaped level, so early looks stop only on strong evidence and the whole sequence keeps
-// a false alarm ("slower" with no change) within `alpha` (measured: bench/bench_perf_stats.cpp). It
-// stops once the interval is clear of 0 (slower or faster: significant), or inside +-threshold (no change
-// beyond it); at `max_pairs` it says what it has. The interval reported is the 95% two-sided t interval at the
-// stop, in percent of A.
+// at a level of a power family (strict early, loosest at the last), so early looks stop only on strong evidence
+// and the whole sequence keeps a false alarm ("slower" with no change) within `alpha` (measured:
+// bench/bench_perf_stats.cpp). It stops once the interval is clear of 0 (slower or faster: significant), or
+// inside +-threshold (no change beyond it); at `max_pairs` it says what it has. The interval reported is the
+// 95% two-sided t interval at the stop, in percent of A.
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,7 +49,7 @@ class PairedComparison {
  private:
   PerfVerdict verdict(PerfVerdict::Kind kind) const;
   Options o_;
-  std::vector<double> d_;  // ln(b / a)
+  std::vector<double> a_, b_, d_;  // ln a, ln b, ln(b / a)
 };
 
 }  // namespace pto
