@@ -136,7 +136,7 @@ TEST_CASE("perf: a daemon's perf step takes its samples on one card, keeps them 
 }
 
 TEST_CASE("perf: compare: base measures a pull request's build and its merge base's in turns on one card: 12% slower is found "
-          "with an interval holding 12% and a gated step goes red, an unchanged build is no change and stays green",
+          "with an interval holding 12% and a gated step goes red, an unchanged build is no change beyond +-8% and stays green",
           "[perf][daemon]") {
   Served s;
   s.devices = "0,1";
@@ -154,7 +154,7 @@ TEST_CASE("perf: compare: base measures a pull request's build and its merge bas
                          "print('Total Test Time: %.2f us' % (1000 * slow * card * (1 + 0.002 * n) * math.exp(random.gauss(0, 0.085))))\n");
   repo.write("jobs/perf.yml", "name: perf\nsteps:\n  - name: decode\n    devices: 1\n    run: python3 model.py\n"
                               "    perf: {name: decode, metric: 'Total Test Time: ([0-9.]+) us', unit: us, samples: 16, compare: base,\n"
-                              "           threshold-pct: 4, gate: true}\n");
+                              "           threshold-pct: 8, gate: true}\n");
   const std::string base = repo.commit("main");
   const std::string git = "cd " + repo.path() + " && git -c user.name=t -c user.email=t@example.com ";
   REQUIRE(sh(git + "checkout -q -b slower " + base) == 0);
@@ -202,6 +202,7 @@ TEST_CASE("perf: compare: base measures a pull request's build and its merge bas
   INFO(same_run.dump(1));
   CHECK(same_run["state"] == "succeeded");
   CHECK(step(same_run)["perf"]["change"] == "none");
+  CHECK(step(same_run)["perf"]["verdict"].get<std::string>().rfind("no change beyond +-8.0%: ", 0) == 0);
   CHECK(step(same_run)["perf"]["verdict"].get<std::string>().find("against the merge base " + base.substr(0, 12)) != std::string::npos);
 }
 

@@ -62,6 +62,7 @@ PerfVerdict PairedComparison::verdict(PerfVerdict::Kind kind) const {
   v.change = std::exp(m.mean) - 1;
   v.low = std::exp(m.mean - t * m.se) - 1;
   v.high = std::exp(m.mean + t * m.se) - 1;
+  v.threshold = o_.threshold;
   v.beyond_threshold = (kind == PerfVerdict::Kind::Slower || kind == PerfVerdict::Kind::Faster) && std::fabs(v.change) > o_.threshold;
   return v;
 }
@@ -87,7 +88,7 @@ std::string PerfVerdict::text(const std::string& card) const {
   switch (kind) {
     case Kind::Slower: return "slower by " + pct(change) + ci + where;
     case Kind::Faster: return "faster by " + pct(-change) + ci + where;
-    case Kind::NoChange: return "no change beyond the threshold: " + pct(change) + ci + where;
+    case Kind::NoChange: return "no change beyond +-" + pct(threshold) + ": " + pct(change) + ci + where;
     case Kind::Inconclusive: return "no significant change: " + pct(change) + ci + where;
   }
   return "";

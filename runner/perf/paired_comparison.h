@@ -27,7 +27,9 @@ struct PerfVerdict {
   double change = 0, low = 0, high = 0;  // B against A: +0.098 is 9.8% slower (lower-is-better metrics)
   int pairs = 0;
   bool beyond_threshold = false;  // a significant change whose estimate is past the threshold (a gate's red)
-  /// "slower by 9.8% (95% CI 6.1-13.4%) on card 3, 12 pairs", "no change beyond +-4% (16 pairs)".
+  double threshold = 0;           // the comparison's (0.04 is +-4%)
+  /// "slower by 9.8% (95% CI 6.1% to 13.4%) on card 3, 12 pairs", "no change beyond +-4.0%: 0.3% (95% CI -3.1% to
+  /// 3.8%) on card 3, 16 pairs".
   std::string text(const std::string& card = "") const;
 };
 
