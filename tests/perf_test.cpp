@@ -9,6 +9,9 @@
 
 #include <regex>
 
+#include <yaml-cpp/yaml.h>
+
+#include "config/perf_spec.h"
 #include "perf/history_change.h"
 #include "served_daemon.h"
 #include "source_repo.h"
@@ -35,6 +38,26 @@ TEST_CASE("perf: lint refuses a metric without exactly one group, or no regex, a
   CHECK(r.out.find("jobs/p.yml:10:") != std::string::npos);
   CHECK(r.out.find("'metric' is not a regex") != std::string::npos);
   CHECK(r.out.find("'compare' is base or history, got 'yesterday'") != std::string::npos);
+}
+
+TEST_CASE("perf: a sample's number is the last match on a line, long lines are passed over, and a hostile pattern meets a long "
+          "output in bounded time", "[perf]") {
+  pto::Diagnostics d;
+  auto spec = [&](const std::string& metric) {
+    return pto::read_perf(YAML::Load("{metric: '" + metric + "'}"), "jobs/p.yml", d);
+  };
+  const auto total = spec("Total Test Time: ([0-9.]+) us");
+  REQUIRE(total);
+  CHECK(*total->read("warm up\nTotal Test Time: 1016.66 us\nnoise\nTotal Test Time: 990.5 us\n") == Approx(990.5));
+  CHECK_FALSE(total->read("Total Test Time: -3 us\nTotal Test Time: x us\n"));  // a positive number or nothing
+  CHECK_FALSE(total->read(std::string(8192, ' ') + "Total Test Time: 5 us\n"));  // a line of 8 KiB: passed over
+  // A pull request's own pattern and output: nested repetition over a long line of what almost matches.
+  const auto hostile = spec("^(a|aa)+b");
+  REQUIRE(hostile);
+  std::string output;
+  for (int i = 0; i < 200; ++i) output += std::string(4000, 'a') + "\n";
+  CHECK_FALSE(hostile->read(output));  // answered (no match), without backtracking for ever
+  CHECK(d.items().empty());
 }
 
 TEST_CASE("perf: the history's change point names the run where a change began, and noise alone is no change", "[perf]") {

@@ -1,17 +1,58 @@
 #include "config/perf_spec.h"
 
+#include <regex.h>
+
 #include <cstdlib>
 
 namespace pto {
 
+class PerfSpec::Pattern {
+ public:
+  /// Compiles `text`; `error` says why not.
+  Pattern(const std::string& text, std::string& error) {
+    const int rc = regcomp(&re_, text.c_str(), REG_EXTENDED);
+    ok_ = rc == 0;
+    if (ok_) return;
+    char buf[256];
+    regerror(rc, &re_, buf, sizeof buf);
+    error = buf;
+  }
+  ~Pattern() {
+    if (ok_) regfree(&re_);
+  }
+  Pattern(const Pattern&) = delete;
+  Pattern& operator=(const Pattern&) = delete;
+  bool ok() const { return ok_; }
+  std::size_t groups() const { return ok_ ? re_.re_nsub : 0; }
+  /// Group 1 of the first match in `line`, if it matches.
+  std::optional<std::string> group(const std::string& line) const {
+    regmatch_t m[2];
+    if (!ok_ || regexec(&re_, line.c_str(), 2, m, 0) != 0 || m[1].rm_so < 0) return std::nullopt;
+    return line.substr(static_cast<std::size_t>(m[1].rm_so), static_cast<std::size_t>(m[1].rm_eo - m[1].rm_so));
+  }
+
+ private:
+  regex_t re_{};
+  bool ok_ = false;
+};
+
 std::optional<double> PerfSpec::read(const std::string& output) const {
   if (!pattern) return std::nullopt;
   std::optional<double> last;
-  for (std::sregex_iterator it(output.begin(), output.end(), *pattern), end; it != end; ++it) {
-    const std::string text = (*it)[1].str();
-    char* stop = nullptr;
-    const double v = std::strtod(text.c_str(), &stop);
-    if (!text.empty() && stop == text.c_str() + text.size() && v > 0) last = v;
+  std::size_t at = 0;
+  while (at < output.size()) {
+    std::size_t end = output.find('\n', at);
+    if (end == std::string::npos) end = output.size();
+    if (end - at <= 4096) {
+      const std::string line = output.substr(at, end - at);
+      if (line.find('\0') == std::string::npos)
+        if (std::optional<std::string> text = pattern->group(line)) {
+          char* stop = nullptr;
+          const double v = std::strtod(text->c_str(), &stop);
+          if (!text->empty() && stop == text->c_str() + text->size() && v > 0) last = v;
+        }
+    }
+    at = end + 1;
   }
   return last;
 }
@@ -25,19 +66,18 @@ std::optional<PerfSpec> read_perf(const YAML::Node& node, const std::string& fil
   if (auto v = m.string("name")) p.name = *v;
   if (auto v = m.string("metric", true)) {
     p.metric = *v;
-    try {
-      auto re = std::make_shared<const std::regex>(*v, std::regex::ECMAScript);
-      if (re->mark_count() != 1) {
-        m.error_at(m.get("metric"), "perf-metric",
-                   "perf: 'metric' needs exactly one group, the number (like 'Total Test Time: ([0-9.]+) us'); it has " +
-                       std::to_string(re->mark_count()));
-        ok = false;
-      }
-      p.pattern = std::move(re);
-    } catch (const std::regex_error& e) {
-      m.error_at(m.get("metric"), "perf-metric", std::string("perf: 'metric' is not a regex: ") + e.what());
+    std::string error;
+    auto re = std::make_shared<const PerfSpec::Pattern>(*v, error);
+    if (!re->ok()) {
+      m.error_at(m.get("metric"), "perf-metric", "perf: 'metric' is not a regex (POSIX extended, as grep -E): " + error);
+      ok = false;
+    } else if (re->groups() != 1) {
+      m.error_at(m.get("metric"), "perf-metric",
+                 "perf: 'metric' needs exactly one group, the number (like 'Total Test Time: ([0-9.]+) us'); it has " +
+                     std::to_string(re->groups()));
       ok = false;
     }
+    p.pattern = std::move(re);
   } else {
     ok = false;
   }

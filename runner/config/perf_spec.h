@@ -4,7 +4,6 @@
 // base`, perf/paired_comparison) or against the ref's history on the same card type (`compare: history`).
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 
 #include "config/diagnostics.h"
@@ -15,8 +14,11 @@ namespace pto {
 struct PerfSpec {
   enum class Compare { Base, History };
   std::string name;    // the metric's name in the history, the API and `bisect --metric` (default: the step's name)
-  std::string metric;  // a regex with one group, the number: `Total Test Time: ([0-9.]+) us`
-  std::shared_ptr<const std::regex> pattern;
+  std::string metric;  // a POSIX extended regex (grep -E) with one group, the number: `Total Test Time: ([0-9.]+) us`
+  /// Compiled once. POSIX's matcher (glibc's) has no catastrophic backtracking and no recursion as deep as its
+  /// input: the regex comes from the commit under test and meets its output, both a pull request's to choose.
+  class Pattern;
+  std::shared_ptr<const Pattern> pattern;
   std::string unit;
   bool lower_is_better = true;  // `better: lower|higher`
   int samples = 0;              // at most this many pairs (base) or this many samples (history); 0: the default
@@ -26,11 +28,12 @@ struct PerfSpec {
   SourceLoc loc;
 
   int sample_count() const { return samples > 0 ? samples : compare == Compare::Base ? 16 : 5; }
-  /// The number the last match of `metric` in `output` gives (its group), if any.
+  /// The number the last match of `metric` on a line of `output` gives (its group), if any; lines longer than
+  /// 4 KiB are passed over.
   std::optional<double> read(const std::string& output) const;
 };
 
-/// Reads a `perf:` mapping; errors at their lines: a regex that does not compile or has not exactly one group
+/// Reads a `perf:` mapping; errors at their lines: a regex that does not compile (POSIX extended) or has not exactly one group
 /// (`perf-metric`), unknown keys, values out of range.
 std::optional<PerfSpec> read_perf(const YAML::Node& node, const std::string& file, Diagnostics& diags);
 

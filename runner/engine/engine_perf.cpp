@@ -24,12 +24,12 @@ namespace pto {
 
 namespace {
 
-/// What a sample wrote: the log from `offset`, at most its last 4 MiB (the number is printed at its end).
+/// What a sample wrote: the log from `offset`, at most its last 1 MiB (the number is printed at its end).
 std::string sample_output(const std::string& log, std::uint64_t offset) {
   std::ifstream in(log, std::ios::binary);
   in.seekg(0, std::ios::end);
   const std::uint64_t size = static_cast<std::uint64_t>(std::max<std::streamoff>(0, in.tellg()));
-  const std::uint64_t from = std::max(offset, size > (4u << 20) ? size - (4u << 20) : 0);
+  const std::uint64_t from = std::max(offset, size > (1u << 20) ? size - (1u << 20) : 0);
   if (from >= size) return "";
   std::string text(size - from, '\0');
   in.seekg(static_cast<std::streamoff>(from));
