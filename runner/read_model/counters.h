@@ -62,6 +62,7 @@ struct Metrics {
   /// "" for not judged).
   long long perf_samples = 0;
   std::map<std::pair<std::string, std::string>, long long> perf_verdicts;
+  static constexpr std::size_t kMaxPerfMetricNames = 50;  // then "other"
   /// Steps with `tests:` that failed "ran no tests", by branch: "main" (runner.yml main-branch), "pull_request",
   /// "other" (each from 0, so an alert's increase() sees the first one).
   std::map<std::string, long long> ran_no_tests_by_branch = {{"main", 0}, {"pull_request", 0}, {"other", 0}};

@@ -1,5 +1,7 @@
 #include "store/run_reporter.h"
 
+#include <set>
+
 #include "engine/run_state_json.h"
 #include "report/run_view.h"
 #include "store/run_history.h"
@@ -54,7 +56,13 @@ void RunReporter::on_step_changed(const RunRecord& r, const Plan& p, int job, in
   }
   if (s.perf && !s.perf->verdict.empty() && p.jobs[job].steps[step].perf) {
     metrics_.perf_samples += static_cast<long long>(s.perf->samples.size());
-    metrics_.perf_verdicts[{p.jobs[job].steps[step].perf->name, s.perf->change}]++;
+    // A metric's name is the definitions', which a pull request writes: past 50 names, new ones count as "other",
+    // so no run can grow the metrics without bound.
+    std::string metric = p.jobs[job].steps[step].perf->name;
+    std::set<std::string> names;
+    for (const auto& [k, n] : metrics_.perf_verdicts) names.insert(k.first);
+    if (!names.count(metric) && names.size() >= Metrics::kMaxPerfMetricNames) metric = "other";
+    metrics_.perf_verdicts[{metric, s.perf->change}]++;
   }
   for (const auto& [name, c] : s.caches) {
     metrics_.cache_hits[name] += c.hits;
