@@ -9,9 +9,11 @@
 
 #include <regex>
 
+#include <sqlite3.h>
 #include <yaml-cpp/yaml.h>
 
 #include "config/perf_spec.h"
+#include "store/perf_history.h"
 #include "perf/history_change.h"
 #include "served_daemon.h"
 #include "source_repo.h"
@@ -278,4 +280,29 @@ TEST_CASE("perf: bisect --metric over 30 commits names the commit that made it 1
                                   {{"PTO_RUNNER_TOKEN", s.token}});
   CHECK(unknown.exit_code == 2);
   CHECK(unknown.err.find("--metric prefill: no step of the definitions at " + repo.path() + " measures it (their metrics: decode)") != std::string::npos);
+}
+
+TEST_CASE("perf: the history keeps a branch's rows and lets a pull request's go with its run", "[perf]") {
+  TempDir d;
+  const std::string db = (d.path() / "journal.db").string();
+  sqlite3* raw = nullptr;  // the journal's table of runs, as store/journal makes it: one run kept
+  REQUIRE(sqlite3_open(db.c_str(), &raw) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(raw, "CREATE TABLE runs(id TEXT PRIMARY KEY); INSERT INTO runs VALUES('kept');", nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(raw);
+  std::string error;
+  auto h = pto::PerfHistory::open(db, error);
+  REQUIRE(h);
+  auto row = [](const std::string& ref, const std::string& run, double at) {
+    pto::PerfRecord r;
+    r.metric = "decode", r.ref = ref, r.run = run, r.step = "1-1", r.at = at, r.samples = {1000, 1010}, r.median = 1005;
+    return r;
+  };
+  REQUIRE(h->record(row("refs/heads/main", "gone-main", 1)));
+  REQUIRE(h->record(row("refs/pull/1/merge", "gone-pr", 2)));
+  REQUIRE(h->record(row("refs/pull/2/merge", "kept", 3)));
+  REQUIRE(h->prune());
+  CHECK(h->series("decode", "refs/heads/main", "", 10).size() == 1);  // a branch's history stays
+  CHECK(h->series("decode", "refs/pull/1/merge", "", 10).empty());   // its run is gone: so is the row
+  CHECK(h->series("decode", "refs/pull/2/merge", "", 10).size() == 1);
+  CHECK(h->series("decode", "refs/heads/main", "", 10)[0].samples == std::vector<double>{1000, 1010});
 }

@@ -84,4 +84,12 @@ std::vector<std::pair<std::string, std::string>> PerfHistory::metrics() const {
   return out;
 }
 
+bool PerfHistory::prune() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return side_transaction(db_, error_, "perf history", [&] {
+    Stmt gone(db_, "DELETE FROM perf_samples WHERE ref NOT LIKE 'refs/heads/%' AND run NOT IN (SELECT id FROM runs)");
+    gone.step();
+  });
+}
+
 }  // namespace pto

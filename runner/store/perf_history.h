@@ -25,6 +25,9 @@ class PerfHistory : public PerfQueries {
   bool record(const PerfRecord& r);
   std::vector<PerfRecord> series(const std::string& metric, const std::string& ref, const std::string& card_type, int limit) const override;
   std::vector<std::pair<std::string, std::string>> metrics() const override;
+  /// Rows of a ref that is no branch (a pull request's, a probe's) go once their run is no longer kept; a
+  /// branch's rows are its history and stay.
+  bool prune();
   std::string error() const;
 
  private:

@@ -11,6 +11,7 @@
 #include "caches/cache_prune.h"
 #include "read_model/counters.h"
 #include "store/run_history.h"
+#include "store/perf_history.h"
 #include "store/step_results.h"
 #include "util/clock.h"
 
@@ -18,7 +19,7 @@ namespace pto {
 
 Retention::Retention(boost::asio::io_context& io, RunHistory& history, const RunnerConfig& cfg,
                      std::function<bool(const std::string&)> in_use, std::function<bool()> paused, std::function<void()> changed,
-                     boost::asio::thread_pool& work, Metrics& metrics, StepResults* results)
+                     boost::asio::thread_pool& work, Metrics& metrics, StepResults* results, PerfHistory* perf)
     : history_(history),
       cfg_(cfg),
       in_use_(std::move(in_use)),
@@ -28,7 +29,8 @@ Retention::Retention(boost::asio::io_context& io, RunHistory& history, const Run
       io_(io),
       work_(work),
       metrics_(metrics),
-      results_(results) {}
+      results_(results),
+      perf_(perf) {}
 
 void Retention::prune_caches() {
   std::error_code ec;
@@ -51,6 +53,7 @@ void Retention::prune(bool at_start) {
   history_.prune(cfg_.retention, cfg_.tests.retention_days, cfg_.source.keep_worktrees, at_start, in_use_);
   prune_caches();
   if (results_) results_->prune(epoch_now() - cfg_.reuse_max_age_days * 86400);
+  if (perf_) perf_->prune();
   changed_();
 }
 

@@ -15,6 +15,7 @@
 namespace pto {
 
 class RunHistory;
+class PerfHistory;
 class StepResults;
 struct Metrics;
 
@@ -25,7 +26,7 @@ class Retention {
   /// `work`: where the caches are walked; `metrics`: their sizes, set on the engine's thread.
   Retention(boost::asio::io_context& io, RunHistory& history, const RunnerConfig& cfg, std::function<bool(const std::string&)> in_use,
             std::function<bool()> paused, std::function<void()> changed, boost::asio::thread_pool& work, Metrics& metrics,
-            StepResults* results = nullptr);
+            StepResults* results = nullptr, PerfHistory* perf = nullptr);
   void prune(bool at_start);
   /// Hourly from now on, until stop().
   void start();
@@ -42,6 +43,7 @@ class Retention {
   boost::asio::thread_pool& work_;
   Metrics& metrics_;
   StepResults* results_;  // reusable results past reuse.max-age-days go too
+  PerfHistory* perf_;     // a pull request's perf rows go with its run; a branch's stay (its history)
   bool caches_pruning_ = false;  // one walk at a time
   void prune_caches();
 };

@@ -93,7 +93,7 @@ std::string RunStore::open(boost::asio::io_context& io, RunnerConfig& cfg, ReadM
   if (!perf_) spdlog::error("perf history cannot be kept: {}", perf_error);
   model.perf = perf_;
   reporter_ = std::make_unique<RunReporter>(*history_, model.metrics, cfg.main_ref, learn_durations, hooks.request_of, hooks.changed);
-  retention_ = std::make_unique<Retention>(io, *history_, cfg, hooks.in_use, hooks.paused, hooks.changed, pools_.reads, model.metrics, results_.get());
+  retention_ = std::make_unique<Retention>(io, *history_, cfg, hooks.in_use, hooks.paused, hooks.changed, pools_.reads, model.metrics, results_.get(), perf_.get());
   return "";
 }
 
