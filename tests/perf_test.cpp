@@ -25,6 +25,22 @@ namespace {
 
 std::string metrics_of(const Served& s) { return pto::api_request("GET", s.url("/metrics")).body; }
 
+/// The stand-in model script (no NPU here): prints `Total Test Time: X us`, X being 1000 us times the build's own
+/// factor (its file `slow`, 1 without), its card's (card 1 is 6% slower than card 0), a drift of `drift` a sample
+/// and log-normal jitter of `jitter`, seeded by a counter at `count`, outside the trees: each run of the test sees
+/// the same sequence.
+std::string stand_in_model(const std::string& count, double jitter, double drift) {
+  return "import math, os, random\n"
+         "c = '" + count + "'\n"
+         "n = int(open(c).read()) if os.path.exists(c) else 0\n"
+         "open(c, 'w').write(str(n + 1))\n"
+         "random.seed(n)\n"
+         "slow = float(open('slow').read()) if os.path.exists('slow') else 1.0\n"
+         "card = {'0': 1.0, '1': 1.06}.get(os.environ.get('TASK_DEVICE', ''), 1.0)\n"
+         "print('Total Test Time: %.2f us' % (1000 * slow * card * (1 + " + std::to_string(drift) + " * n) * math.exp(random.gauss(0, " +
+         std::to_string(jitter) + "))))\n";
+}
+
 }  // namespace
 
 TEST_CASE("perf: lint refuses a metric without exactly one group, or no regex, at its line, and an unknown compare", "[perf]") {
@@ -88,17 +104,8 @@ TEST_CASE("perf: a daemon's perf step takes its samples on one card, keeps them 
           "run that made it slower, not for the runs after it", "[perf][daemon]") {
   Served s;
   s.devices = "0,1";
-  // The stand-in model: 8.5% log-normal jitter, seeded by a counter (the same sequence every time the test
-  // runs), 20% slower while the project has a file SLOW; card 1 is 6% slower than card 0.
-  s.dir.write("model.py", "import math, os, random\n"
-                          "c = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'count')\n"
-                          "n = int(open(c).read()) if os.path.exists(c) else 0\n"
-                          "open(c, 'w').write(str(n + 1))\n"
-                          "random.seed(n)\n"
-                          "slow = 1.2 if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'SLOW')) else 1.0\n"
-                          "card = 1.06 if os.environ.get('TASK_DEVICE') == '1' else 1.0\n"
-                          "print('warming up')\n"
-                          "print('Total Test Time: %.2f us' % (1000 * slow * card * math.exp(random.gauss(0, 0.085))))\n");
+  // 8.5% jitter; 20% slower while the project has a file `slow` saying so.
+  s.dir.write("model.py", stand_in_model((s.dir.path() / "count").string(), 0.085, 0));
   write_project(s.dir, {{"perf.yml", "name: perf\nsteps:\n  - name: Qwen3-14B decode\n    devices: 1\n    run: python3 model.py\n"
                                      "    perf: {name: qwen3-decode, metric: 'Total Test Time: ([0-9.]+) us', unit: us, samples: 10,\n"
                                      "           compare: history, threshold-pct: 5, gate: true}\n"}});
@@ -122,7 +129,7 @@ TEST_CASE("perf: a daemon's perf step takes its samples on one card, keeps them 
   CHECK(log.find("pto-runner: perf sample 10 of 10: ") != std::string::npos);
   CHECK(step(s.get(pto::api_path::run(ids[5])))["perf"]["change"] == "none");
 
-  s.dir.write("SLOW", "");
+  s.dir.write("slow", "1.2\n");
   const json slower = run();
   INFO(slower.dump(1));
   CHECK(slower["state"] == "failed");  // gate: true, and the change began with this run
@@ -166,17 +173,8 @@ TEST_CASE("perf: compare: base measures a pull request's build and its merge bas
   Served s;
   s.devices = "0,1";
   SourceRepo repo;
-  // The stand-in model: 8.5% log-normal jitter seeded by a counter outside the trees (the same sequence each
-  // time), card 1 6% slower than card 0, a slow drift, and the build's own factor from its file `slow`.
-  const std::string count = (s.dir.path() / "count").string();
-  repo.write("model.py", "import math, os, random\n"
-                         "c = '" + count + "'\n"
-                         "n = int(open(c).read()) if os.path.exists(c) else 0\n"
-                         "open(c, 'w').write(str(n + 1))\n"
-                         "random.seed(n)\n"
-                         "slow = float(open('slow').read()) if os.path.exists('slow') else 1.0\n"
-                         "card = {'0': 1.0, '1': 1.06}.get(os.environ.get('TASK_DEVICE', ''), 1.0)\n"
-                         "print('Total Test Time: %.2f us' % (1000 * slow * card * (1 + 0.002 * n) * math.exp(random.gauss(0, 0.085))))\n");
+  // 8.5% jitter and a slow drift; the pull request's build says it is 12% slower in its file `slow`.
+  repo.write("model.py", stand_in_model((s.dir.path() / "count").string(), 0.085, 0.002));
   repo.write("jobs/perf.yml", "name: perf\nsteps:\n  - name: decode\n    devices: 1\n    run: python3 model.py\n"
                               "    perf: {name: decode, metric: 'Total Test Time: ([0-9.]+) us', unit: us, samples: 16, compare: base,\n"
                               "           threshold-pct: 8, gate: true}\n");
@@ -237,15 +235,7 @@ TEST_CASE("perf: bisect --metric over 30 commits names the commit that made it 1
   s.devices = "0,1";
   SourceRepo repo;
   // A quiet benchmark this time (3% jitter), so each probe's comparison stops at its first look.
-  const std::string count = (s.dir.path() / "count").string();
-  repo.write("model.py", "import math, os, random\n"
-                         "c = '" + count + "'\n"
-                         "n = int(open(c).read()) if os.path.exists(c) else 0\n"
-                         "open(c, 'w').write(str(n + 1))\n"
-                         "random.seed(n)\n"
-                         "slow = float(open('slow').read()) if os.path.exists('slow') else 1.0\n"
-                         "card = {'0': 1.0, '1': 1.06}.get(os.environ.get('TASK_DEVICE', ''), 1.0)\n"
-                         "print('Total Test Time: %.2f us' % (1000 * slow * card * math.exp(random.gauss(0, 0.03))))\n");
+  repo.write("model.py", stand_in_model((s.dir.path() / "count").string(), 0.03, 0));
   repo.write("jobs/perf.yml", "name: perf\nsteps:\n  - name: decode\n    devices: 1\n    run: python3 model.py\n"
                               "    perf: {name: decode, metric: 'Total Test Time: ([0-9.]+) us', unit: us, samples: 8, threshold-pct: 4}\n");
   std::vector<std::string> shas{repo.commit("commit 0")};

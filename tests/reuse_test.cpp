@@ -181,6 +181,11 @@ TEST_CASE("reuse: a step runs again when a job it needs fetched something else (
   const json same = d.run(a, "refs/heads/main");
   CHECK(moe(same)["state"] == "reused");
   CHECK(moe(same)["reused_from"]["card_seconds"].get<double>() > 0);  // two cards for as long as it ran
+  // The card-seconds it saved are counted in the metrics.
+  const std::string metrics = pto::api_request("GET", d.served.url("/metrics")).body;
+  std::smatch saved;
+  REQUIRE(std::regex_search(metrics, saved, std::regex("\npto_runner_card_seconds_saved_total ([0-9.e+-]+)\n")));
+  CHECK(std::stod(saved[1]) == Approx(moe(same)["reused_from"]["card_seconds"].get<double>()));
   d.served.dir.write("out/lib-commit", "c2\n");
   const json other = d.run(a, "refs/heads/main");
   CHECK(moe(other)["state"] == "succeeded");
