@@ -58,6 +58,25 @@ TEST_CASE("perf: lint refuses a metric without exactly one group, or no regex, a
   CHECK(r.out.find("'compare' is base or history, got 'yesterday'") != std::string::npos);
 }
 
+TEST_CASE("perf: a model example's perf: is its step's, named for the example unless it says, and plan shows it", "[perf]") {
+  TempDir d;
+  write_project(d, {{"m.yml", "name: m\nsteps:\n  - name: Run {model} {example}\n    models: [qwen]\n"}},
+                {{"qwen.yml", "model: Qwen3-14B\ndir: models/qwen3_14b\ncommand: python {dir}/{example}.py -d $TASK_DEVICE {args}\n"
+                              "examples:\n  - {name: decode_fwd, args: --enable-l2-swimlane, perf: {metric: 'Total Test Time: ([0-9.]+) us', "
+                              "unit: us, compare: history}}\n  - {name: prefill_fwd}\n"}});
+  CommandResult plan = run_cli({"--root", d.str(), "plan", "--format", "json"});
+  INFO(plan.out << plan.err);
+  REQUIRE(plan.exit_code == 0);
+  const json steps = json::parse(plan.out)["jobs"][0]["steps"];
+  REQUIRE(steps.size() == 2);
+  CHECK(steps[0]["perf"]["metric"] == "Run Qwen3-14B decode_fwd");
+  CHECK(steps[0]["perf"]["compare"] == "history");
+  CHECK(steps[0]["perf"]["samples"] == 5);
+  CHECK(steps[1]["perf"].is_null());
+  CommandResult text = run_cli({"--root", d.str(), "plan"});
+  CHECK(text.out.find("[perf Run Qwen3-14B decode_fwd: 5 samples against history]") != std::string::npos);
+}
+
 TEST_CASE("perf: a sample's number is the last match on a line, long lines are passed over, and a hostile pattern meets a long "
           "output in bounded time", "[perf]") {
   pto::Diagnostics d;
