@@ -183,6 +183,9 @@ TEST_CASE("perf: a daemon's perf step takes its samples on one card, keeps them 
     CHECK(samples == 80);
     CHECK(dom.find("class=\"change-point\" data-change=\"slower\" data-run=\"" + slower["id"].get<std::string>() + "\"") != std::string::npos);
     CHECK(dom.find("class=\"median\"") != std::string::npos);
+    std::string status;  // the status page leads to it
+    REQUIRE(s.page_dom(status, "/"));
+    CHECK(status.find("id=\"nav-perf\" href=\"/perf\"") != std::string::npos);
   }
 }
 

@@ -15,7 +15,7 @@ namespace {
 const char* kBody = R"HTML(
 <h1>pto-runner <span id="version" class="muted"></span></h1>
 <div id="summary" class="muted">loading /api/v1/status …</div>
-<nav class="muted">pages: <a id="nav-cards" href="/cards">cards</a> (each card's day) · <a id="nav-tests" href="/tests">tests</a> (flaky, muted, slowest, most failing) · <a href="#bisections-title">bisections</a></nav>
+<nav class="muted">pages: <a id="nav-cards" href="/cards">cards</a> (each card's day) · <a id="nav-tests" href="/tests">tests</a> (flaky, muted, slowest, most failing) · <a id="nav-perf" href="/perf">perf</a> (each metric's series, where it changed) · <a href="#bisections-title">bisections</a></nav>
 <div id="banner"></div>
 <div id="slurm" hidden>
 <h2>Slurm nodes</h2>
