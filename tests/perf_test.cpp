@@ -183,6 +183,7 @@ TEST_CASE("perf: a daemon's perf step takes its samples on one card, keeps them 
     CHECK(samples == 80);
     CHECK(dom.find("class=\"change-point\" data-change=\"slower\" data-run=\"" + slower["id"].get<std::string>() + "\"") != std::string::npos);
     CHECK(dom.find("class=\"median\"") != std::string::npos);
+    CHECK(std::regex_search(dom, std::regex("<text x=\"4\" y=\"[0-9.]+\">[0-9]+\\.[0-9]</text>")));  // the axis's values, as text
     std::string status;  // the status page leads to it
     REQUIRE(s.page_dom(status, "/"));
     CHECK(status.find("id=\"nav-perf\" href=\"/perf\"") != std::string::npos);

@@ -27,7 +27,7 @@ const char* kStyle = R"CSS(
   pre.log { background: #fff; border: 1px solid #e4e4e4; padding: .5em; max-height: 24em; overflow: auto; font-size: 12px; }
 )CSS";
 
-// The kit: el, link, ago, duration, when, row, fill; svg() for drawings.
+// The kit: el, link, ago, duration, when, row, fill; svg() for drawings; getJSON() for this daemon's API.
 const char* kKit = R"JS(
 "use strict";
 function el(tag, text, cls) {
@@ -88,6 +88,13 @@ function svg(tag, attrs, text) {
   return e;
 }
 function seconds(iso) { return iso ? Date.parse(iso) / 1000 : null; }
+// GET a JSON path of this daemon; throws with the path and the daemon's error when it is not 2xx.
+async function getJSON(path) {
+  const r = await fetch(path, {cache: "no-store"});
+  const body = await r.json().catch(() => ({}));
+  if (!r.ok) throw new Error(path + ": " + (body.error || "HTTP " + r.status));
+  return body;
+}
 )JS";
 
 std::string escape(const std::string& s) {

@@ -24,12 +24,6 @@ const char* kScript = R"JS(
 const params = new URLSearchParams(location.search);
 const ref = params.get("ref") || "refs/heads/main";
 const only = params.get("metric");
-async function get(path) {
-  const r = await fetch(path, {cache: "no-store"});
-  const body = await r.json().catch(() => ({}));
-  if (!r.ok) throw new Error(path + ": " + (body.error || "HTTP " + r.status));
-  return body;
-}
 function draw(d) {
   const box = el("div", "", "perf-series");
   box.setAttribute("data-metric", d.metric);
@@ -46,21 +40,21 @@ function draw(d) {
   const s = svg("svg", {width: W, height: H, role: "img", class: "perf-chart"});
   for (const v of [lo, (lo + hi) / 2, hi]) {
     s.appendChild(svg("line", {x1: L, x2: W - R, y1: y(v), y2: y(v), class: "axis"}));
-    s.appendChild(svg("text", {x: 4, y: y(v) + 4}, v.toFixed(1)));
+    const label = svg("text", {x: 4, y: y(v) + 4});
+    label.textContent = v.toFixed(1);
+    s.appendChild(label);
   }
   let path = "";
   runs.forEach((r, i) => {
     path += (i ? " L " : "M ") + x(i).toFixed(1) + " " + y(r.median).toFixed(1);
-    const g = svg("g", {class: "perf-run", "data-run": r.run, "data-change": r.change || "none"});
+    // svg()'s text is its hover title: the run, its commit, median and verdict.
+    const g = svg("g", {class: "perf-run", "data-run": r.run, "data-change": r.change || "none"},
+                  r.run + " · " + (r.commit || "").slice(0, 12) + " · median " + r.median.toFixed(2) + " " + r.unit + " · " + r.verdict);
     for (const v of r.samples) g.appendChild(svg("circle", {cx: x(i), cy: y(v), r: 2.5, class: "sample"}));
     for (const v of r.base_samples || []) g.appendChild(svg("circle", {cx: x(i) + 4, cy: y(v), r: 2, class: "base-sample"}));
-    const title = svg("title", {}, r.run + " · " + (r.commit || "").slice(0, 12) + " · median " + r.median.toFixed(2) + " " + r.unit + " · " + r.verdict);
-    g.appendChild(title);
     s.appendChild(g);
     if (r.change === "slower" || r.change === "faster") {
-      const m = svg("line", {x1: x(i), x2: x(i), y1: T, y2: H - B, class: "change-point", "data-change": r.change, "data-run": r.run});
-      m.appendChild(svg("title", {}, r.verdict));
-      s.appendChild(m);
+      s.appendChild(svg("line", {x1: x(i), x2: x(i), y1: T, y2: H - B, class: "change-point", "data-change": r.change, "data-run": r.run}, r.verdict));
     }
   });
   s.appendChild(svg("path", {d: path, class: "median"}));
@@ -83,13 +77,13 @@ async function load() {
   const banner = document.getElementById("banner");
   const out = document.getElementById("series");
   try {
-    const kept = await get("/api/v1/perf");
+    const kept = await getJSON("/api/v1/perf");
     const metrics = [...new Set(kept.metrics.filter(m => m.ref === ref && (!only || m.metric === only)).map(m => m.metric))];
     if (!metrics.length) out.appendChild(el("p", "no perf history on " + ref, "muted"));
     for (const m of metrics) {
       const api = "/api/v1/perf?metric=" + encodeURIComponent(m) + "&ref=" + encodeURIComponent(ref);
       document.getElementById("json-link").href = api;
-      out.appendChild(draw(await get(api)));
+      out.appendChild(draw(await getJSON(api)));
     }
   } catch (e) {
     banner.appendChild(el("div", "Cannot read the perf history: " + e.message, "error"));

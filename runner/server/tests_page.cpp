@@ -65,12 +65,6 @@ function drawOne(d) {
     return tr;
   }), "no result kept");
 }
-async function get(path) {
-  const r = await fetch(path, {cache: "no-store"});
-  const body = await r.json().catch(() => ({}));
-  if (!r.ok) throw new Error(path + ": " + (body.error || "HTTP " + r.status));
-  return body;
-}
 async function load() {
   document.getElementById("ref-input").value = ref;
   const api = "/api/v1/tests?ref=" + encodeURIComponent(ref);
@@ -78,8 +72,8 @@ async function load() {
   const banner = document.getElementById("banner");
   banner.replaceChildren();
   try {
-    drawRef(await get(api));
-    if (oneTest) drawOne(await get("/api/v1/tests/" + encodeURIComponent(oneTest)));
+    drawRef(await getJSON(api));
+    if (oneTest) drawOne(await getJSON("/api/v1/tests/" + encodeURIComponent(oneTest)));
   } catch (e) {
     banner.appendChild(el("div", "Cannot read the test history: " + e.message, "error"));
   }
