@@ -27,13 +27,18 @@ std::string metrics_of(const Served& s) { return pto::api_request("GET", s.url("
 
 /// The stand-in model script (no NPU here): prints `Total Test Time: X us`, X being 1000 us times the build's own
 /// factor (its file `slow`, 1 without), its card's (card 1 is 6% slower than card 0), a drift of `drift` a sample
-/// and log-normal jitter of `jitter`, seeded by a counter at `count`, outside the trees: each run of the test sees
-/// the same sequence.
+/// and log-normal jitter of `jitter`, seeded by a counter at `count`, outside the trees and locked while it is
+/// counted: samples taken one after another see the same sequence each time the test runs.
 std::string stand_in_model(const std::string& count, double jitter, double drift) {
-  return "import math, os, random\n"
-         "c = '" + count + "'\n"
-         "n = int(open(c).read()) if os.path.exists(c) else 0\n"
-         "open(c, 'w').write(str(n + 1))\n"
+  return "import fcntl, math, os, random\n"
+         "with open('" + count + "', 'a+') as f:\n"  // probes of two commits may run at once: one at a time
+         "    fcntl.flock(f, fcntl.LOCK_EX)\n"
+         "    f.seek(0)\n"
+         "    t = f.read()\n"
+         "    n = int(t) if t else 0\n"
+         "    f.seek(0)\n"
+         "    f.truncate()\n"
+         "    f.write(str(n + 1))\n"
          "random.seed(n)\n"
          "slow = float(open('slow').read()) if os.path.exists('slow') else 1.0\n"
          "card = {'0': 1.0, '1': 1.06}.get(os.environ.get('TASK_DEVICE', ''), 1.0)\n"
@@ -284,6 +289,8 @@ TEST_CASE("perf: bisect --metric over 30 commits names the commit that made it 1
   for (const auto& p : b["probes"]) {
     if (!p["run"].is_string()) continue;
     const json run = s.get(pto::api_path::run(p["run"]));
+    INFO(run.dump(1));
+    REQUIRE(run["jobs"][0]["steps"][0]["perf"]["verdict"].is_string());
     const std::string verdict = run["jobs"][0]["steps"][0]["perf"]["verdict"];
     CHECK(verdict.find(" against " + shas[0].substr(0, 12)) != std::string::npos);
     CHECK(verdict.find(" on card ") != std::string::npos);
