@@ -25,6 +25,7 @@
 #include "report/diagnostics_view.h"
 #include "report/run_view.h"
 #include "util/json_text.h"
+#include "commands/run_mirror.h"
 #include "util/clock.h"
 
 namespace pto {
@@ -163,6 +164,7 @@ std::optional<nlohmann::json> follow_run(const SubmitOptions& o, ActionsOutput& 
   auto unreachable_since = steady_now();
   bool unreachable = false;
   nlohmann::json run;
+  RunMirror mirror;
   while (true) {
     if (g_signal && !cancel_sent) {
       std::cerr << "pto-runner submit: " << (g_signal == SIGINT ? "SIGINT" : "SIGTERM") << ": cancelling "
@@ -176,7 +178,8 @@ std::optional<nlohmann::json> follow_run(const SubmitOptions& o, ActionsOutput& 
       }
     }
     // Reads carry the token too: a daemon beyond loopback answers no read without one (the admin token reads).
-    ApiResponse g = api_request("GET", server + api_path::run(id), token);
+    // After the first answer, only what changed since (commands/run_mirror): a poll costs what changed.
+    ApiResponse g = api_request("GET", server + api_path::run(id) + mirror.query(), token);
     if (g.wrong_listener) {  // another user's listener has the daemon's address: it is not coming back there
       std::cerr << "pto-runner submit: " << g.error << "\n";
       exit_code = to_int(ExitCode::Infrastructure);
@@ -192,10 +195,23 @@ std::optional<nlohmann::json> follow_run(const SubmitOptions& o, ActionsOutput& 
       }
     } else {
       unreachable = false;
-      run = nlohmann::json::parse(g.body, nullptr, false);
-      if (!run.is_discarded()) {
+      if (mirror.take(nlohmann::json::parse(g.body, nullptr, false))) {
         bool done = false;
-        const std::string text = follower.poll(run, done);
+        // poll() cuts an attached client's run to its own jobs: a copy, the mirror stays whole.
+        nlohmann::json attached_copy = detach ? mirror.run() : nlohmann::json();
+        nlohmann::json& seen = detach ? attached_copy : mirror.run();
+        std::string text = follower.poll(seen, done);
+        if (done) run = std::move(seen);
+        if (done && mirror.merged()) {
+          // The report and the summary read every field: the whole run once, as it ended (what changed since
+          // the last delta is printed too).
+          ApiResponse whole = api_request("GET", server + api_path::run(id), token);
+          nlohmann::json last = whole.reached && whole.status == 200 ? nlohmann::json::parse(whole.body, nullptr, false) : nlohmann::json();
+          if (last.is_object() && last.contains("jobs")) {
+            run = std::move(last);
+            text += follower.poll(run, done);
+          }
+        }
         if (!text.empty()) out.text(text);
         std::fflush(stdout);
         if (done) return run;

@@ -1,5 +1,7 @@
 #include "daemon/model_refresh.h"
 
+#include <unordered_map>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -131,6 +133,10 @@ HostOccupancy describe_runs(ReadModel& model, std::vector<QueueEntry> queue, con
   for (const Lease* l : leases)
     for (int c : l->cards) who.lease_run_of_card[c] = l->request.run_id;
 
+  // Each ticket's first forecast is kept from refresh to refresh (a client asking what changed is sent it once).
+  std::unordered_map<std::uint64_t, std::uint64_t> forecast_since;
+  for (const QueueView& e : v.queue)
+    if (e.forecast_since) forecast_since.emplace(e.ticket, e.forecast_since);
   v.queue.clear();
   v.oldest_wait_seconds = 0;
   for (auto& q : queue) {
@@ -144,6 +150,10 @@ HostOccupancy describe_runs(ReadModel& model, std::vector<QueueEntry> queue, con
     e.wait_seconds = q.waited_seconds;
     e.since = std::move(q.since);
     e.eta_seconds = q.eta_seconds;
+    if (q.eta_seconds >= 0) {
+      auto seen = forecast_since.find(q.ticket);
+      e.forecast_since = seen != forecast_since.end() ? seen->second : model.generation;
+    }
     if (q.eta_seconds >= 0)
       e.eta = iso_time(wall_now() + std::chrono::milliseconds(static_cast<long long>(q.eta_seconds * 1000)));
     e.priority = q.priority;

@@ -1,5 +1,7 @@
 #include "engine/engine.h"
 
+#include <random>
+
 #include <signal.h>
 
 #include <boost/asio/io_context.hpp>
@@ -47,7 +49,9 @@ RunEngine::RunEngine(EngineSeams seams, Plan plan, EngineOptions opts)
     for (auto& s : jr.steps) s.created = run_.created;
     run_.jobs.push_back(std::move(jr));
     legs_by_name_[plan_.jobs[j].name].push_back(j);
+    step_revisions_.emplace_back(plan_.jobs[j].steps.size(), 0);
   }
+  epoch_ = std::random_device{}() | (static_cast<std::uint64_t>(std::random_device{}()) << 32);
   recount();
 }
 
@@ -133,8 +137,15 @@ void RunEngine::transition(std::size_t j, std::size_t s, StepState to) {
     sr.finished_at = t;
   }
   if (to == StepState::Succeeded) record_result(j, s);
+  touched(j, s);
   if (journal_) journal_->step_changed(run_, plan_, static_cast<int>(j), static_cast<int>(s));
   if (observer_) observer_->on_step_changed(run_, plan_, static_cast<int>(j), static_cast<int>(s), from);
+}
+
+void RunEngine::touched(std::size_t j, std::size_t s) {
+  step_revisions_[j][s] = ++revision_;
+  if (const int c = plan_.jobs[j].steps[s].collect_step; plan_.jobs[j].steps[s].shard && c >= 0)
+    step_revisions_[j][static_cast<std::size_t>(c)] = revision_;
 }
 
 void RunEngine::set_job_state(std::size_t j, JobState to) {
@@ -524,6 +535,7 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
     };
     // Its new attempt is kept before it is handed over (no transition says so until it is placed): a daemon
     // that takes the run over before then submits it again as the next attempt, never under this one's marker.
+    touched(j, s);
     if (journal_) journal_->step_updated(run_, static_cast<int>(j), static_cast<int>(s));
     sr.handle = exec.start(std::move(l), [this, j, s](const StepOutcome& o) { on_done(j, s, o); });
     return;
@@ -603,6 +615,7 @@ void RunEngine::judge_attempt_end(std::size_t j, std::size_t s, const StepOutcom
   // step still running to everyone. Its end is kept first, so a daemon that takes the run over before they are
   // read reads them again (engine/engine_adopt.cpp) instead of finding the step's processes lost.
   sr.ended = o;
+  touched(j, s);
   if (journal_) journal_->step_updated(run_, static_cast<int>(j), static_cast<int>(s));
   auto read = std::make_shared<ParsedReports>();
   auto counts = std::make_shared<std::map<std::string, CacheCounts>>();
@@ -810,6 +823,7 @@ void RunEngine::set_control(std::size_t j, std::size_t s, StepRecord::Control co
   StepRecord& sr = run_.jobs[j].steps[s];
   if (!control.note.empty()) sr.verdict = sr.verdict.empty() ? control.note : sr.verdict + "; " + control.note;
   sr.control = std::move(control);
+  touched(j, s);
   if (journal_) journal_->step_changed(run_, plan_, static_cast<int>(j), static_cast<int>(s));
 }
 

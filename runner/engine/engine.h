@@ -116,6 +116,17 @@ class RunEngine {
   bool finished() const { return finished_; }
   ExitCode result() const;
   const RunRecord& record() const { return run_; }
+  /// How far the run has changed, for a client that looks again (GET /api/v1/runs/{id}?since=): `number` grows
+  /// with every change of a step that is kept (a transition, a verdict, a control, its kept state). Memory
+  /// only: `epoch`, drawn at random for each engine, tells this engine's numbers from another's (a run taken
+  /// over after a restart counts again from zero).
+  struct Revision {
+    std::uint64_t epoch = 0, number = 0;
+  };
+  Revision revision() const { return {epoch_, revision_}; }
+  /// Whether (job, step) changed after revision `number` of this engine (a split step's collection changes
+  /// with each of its shards).
+  bool changed_since(std::size_t job, std::size_t step, std::uint64_t number) const { return step_revisions_[job][step] > number; }
   /// The run does not end while held (a control run of one of its steps is under way); a release lets it.
   void hold_finish() { ++finish_holds_; }
   void release_finish();
@@ -140,6 +151,8 @@ class RunEngine {
  private:
   /// The one place a step changes state: applies `to` with its time, journals, notifies.
   void transition(std::size_t job, std::size_t step, StepState to);
+  /// A step changed (and its collection, for a shard): the next revision is its last change.
+  void touched(std::size_t job, std::size_t step);
   /// A job changes state; when it ends, journaled and notified (its steps' own ends came first).
   void set_job_state(std::size_t job, JobState to);
 
@@ -258,6 +271,8 @@ class RunEngine {
   };
   std::vector<JobTally> tally_;
   void recount();
+  std::uint64_t epoch_ = 0, revision_ = 0;
+  std::vector<std::vector<std::uint64_t>> step_revisions_;  // each step's last change (revision())
   DataFlow flow_;
   std::map<std::size_t, std::unique_ptr<Clock::Timer>> job_timeouts_;
   /// A step waiting for cards under timeout-minutes or queue-timeout-minutes.

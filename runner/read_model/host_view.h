@@ -79,6 +79,9 @@ struct QueueView {
   /// When it is expected to start (sched/start_forecast): seconds from the refresh, and as a time; -1/"": none.
   double eta_seconds = -1;
   std::string eta;
+  /// The model's generation (ReadModel::generation) at which it first had a forecast, 0 none: a client that
+  /// looked before then is sent it (GET /api/v1/runs/{id}?since=, a waiting step's first forecast).
+  std::uint64_t forecast_since = 0;
   /// Why it is where it is, as `sprio` shows a job's priority (sched/queue_order).
   int priority = 0;
   std::string priority_rule;  // the runner.yml `priorities` entry that gave it ("" none)

@@ -172,7 +172,7 @@ nlohmann::json step_tests_json(const RunRecord& r, const Plan& p, int job, int s
   return j;
 }
 
-nlohmann::json job_to_json(const RunRecord& r, const Plan& p, int job, double now, bool with_steps) {
+nlohmann::json job_to_json(const RunRecord& r, const Plan& p, int job, double now, bool with_steps, const StepFilter& only) {
   const PlanJob& pj = p.jobs[job];
   const JobRecord& jr = r.jobs[job];
   nlohmann::json j;
@@ -187,7 +187,8 @@ nlohmann::json job_to_json(const RunRecord& r, const Plan& p, int job, double no
   j["outputs"] = jr.outputs;
   if (with_steps) {
     j["steps"] = nlohmann::json::array();
-    for (std::size_t s = 0; s < pj.steps.size(); ++s) j["steps"].push_back(step_to_json(r, p, job, static_cast<int>(s), now));
+    for (std::size_t s = 0; s < pj.steps.size(); ++s)
+      if (!only || only(job, static_cast<int>(s))) j["steps"].push_back(step_to_json(r, p, job, static_cast<int>(s), now));
   }
   return j;
 }
@@ -297,7 +298,7 @@ std::string run_state_name(const RunRecord& r, bool finished, int result) {
   return result == 0 ? "succeeded" : "failed";
 }
 
-nlohmann::json run_to_json(const RunRecord& r, const Plan& p, const std::string& state, int result, double now) {
+nlohmann::json run_to_json(const RunRecord& r, const Plan& p, const std::string& state, int result, double now, const StepFilter& only) {
   nlohmann::json j;
   j["id"] = r.id;
   j["state"] = state;
@@ -312,7 +313,7 @@ nlohmann::json run_to_json(const RunRecord& r, const Plan& p, const std::string&
   j["jobs"] = nlohmann::json::array();
   int steps = 0, done = 0;
   for (std::size_t k = 0; k < p.jobs.size(); ++k) {
-    j["jobs"].push_back(job_to_json(r, p, static_cast<int>(k), now));
+    j["jobs"].push_back(job_to_json(r, p, static_cast<int>(k), now, true, only));
     for (const auto& s : r.jobs[k].steps) {
       ++steps;
       done += is_final(s.state);

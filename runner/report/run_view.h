@@ -1,6 +1,7 @@
 #pragma once
 // The one JSON rendering of runs, jobs and steps: the HTTP API, the journal's records and `submit`'s progress
 // all read this shape.
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -19,9 +20,12 @@ nlohmann::json split_to_json(const RunRecord& r, const Plan& p, int job, int ste
 /// A step's estimate as every rendering shows it: null, or {minutes, source ("expected-minutes" | "history"),
 /// samples}.
 nlohmann::json estimate_to_json(double minutes, const std::string& source, int samples);
-nlohmann::json job_to_json(const RunRecord& r, const Plan& p, int job, double now, bool with_steps = true);
+/// Which steps a rendering carries (a client's changes since it last looked: server/run_changes); empty: all.
+using StepFilter = std::function<bool(int job, int step)>;
+nlohmann::json job_to_json(const RunRecord& r, const Plan& p, int job, double now, bool with_steps = true, const StepFilter& only = {});
 /// `state`: queued/running/succeeded/failed/cancelled/interrupted; `result` the exit code it ends with (-1 while running).
-nlohmann::json run_to_json(const RunRecord& r, const Plan& p, const std::string& state, int result, double now);
+nlohmann::json run_to_json(const RunRecord& r, const Plan& p, const std::string& state, int result, double now,
+                           const StepFilter& only = {});
 /// A step's failed tests (its JSON's tests.failed_tests) as lines a person reads, each
 /// "    FAILED ID [cause, card N]: first message line (log: SERVER/LOG)", at most `max` and then how many more.
 std::string failed_tests_text(const nlohmann::json& step, const std::string& server, std::size_t max = 20);

@@ -14,6 +14,7 @@
 #include "server/metrics.h"
 #include "server/status_json.h"
 #include "server/run_page.h"
+#include "server/run_changes.h"
 #include "server/cards_page.h"
 #include "server/status_page.h"
 #include "server/tests_page.h"
@@ -208,7 +209,7 @@ void Api::route(const HttpRequest& req, const Caller& caller, HttpServer::Respon
     return read([&] { respond(runs(req)); });
   }
   if (is(api_path::kRuns, {"*"}) && is_run_id(seg[3])) {
-    return read([&] { run(seg[3], std::move(respond)); });
+    return read([&] { run(seg[3], req, std::move(respond)); });
   }
   if ((is(api_path::kRuns, {"*", "tests"}) || is(api_path::kRuns, {"*", "junit.xml"})) && is_run_id(seg[3])) {
     if (!get) return respond(method_not_allowed());
@@ -418,23 +419,13 @@ void Api::test(const std::string& id, const HttpRequest& req, HttpServer::Respon
   });
 }
 
-void Api::run(const std::string& id, HttpServer::Respond respond) {
+void Api::run(const std::string& id, const HttpRequest& req, HttpServer::Respond respond) {
+  std::optional<RunRevision> since;
+  if (auto it = req.query.find("since"); it != req.query.end() && !(since = RunRevision::parse(it->second)))
+    return respond(error_response(400, "since: not a revision (the `revision` of an earlier answer: EPOCH-NUMBER-GENERATION)"));
   if (auto it = model_.active.find(id); it != model_.active.end()) {
-    const RunEngine& e = *it->second.engine;
-    nlohmann::json j = run_to_json(e.record(), e.plan(), e.record().cancelled ? "cancelling" : "running", -1, e.now());
-    // Waiting reasons are the read model's (refreshed after transitions), never computed for a GET.
-    std::map<std::uint64_t, const QueueView*> waiting;
-    for (const auto& q : model_.host.queue) waiting[q.ticket] = &q;
-    for (std::size_t k = 0; k < e.plan().jobs.size(); ++k)
-      for (std::size_t s = 0; s < e.plan().jobs[k].steps.size(); ++s) {
-        const StepRecord& sr = e.record().jobs[k].steps[s];
-        if (sr.state != StepState::Waiting || !waiting.count(sr.ticket)) continue;
-        nlohmann::json& step = j["jobs"][k]["steps"][s];
-        step["wait_reason"] = waiting[sr.ticket]->reason;
-        step["queue"] = queue_entry_json(*waiting[sr.ticket]);  // its position, expected start and why
-      }
-    j["request"] = *it->second.request;
-    j["queue_total"] = model_.host.queue.size();
+    nlohmann::json j = active_run_json(*it->second.engine, model_, since);
+    if (!j.contains("delta")) j["request"] = *it->second.request;
     return respond(json_response(200, j));
   }
   commands_.run_read(id);

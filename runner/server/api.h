@@ -51,7 +51,9 @@ class Api {
   std::shared_ptr<const TestQueries> history_queries(const HttpRequest& req, int default_limit, double& since, int& limit,
                                                      const HttpServer::Respond& respond) const;
   void test(const std::string& id, const HttpRequest& req, HttpServer::Respond respond);
-  void run(const std::string& id, HttpServer::Respond respond);
+  /// GET /api/v1/runs/{id}[?since=REVISION]: an active run rendered now (whole, or what changed: server/run_changes),
+  /// a finished one's record.
+  void run(const std::string& id, const HttpRequest& req, HttpServer::Respond respond);
   void step_log(const std::string& id, const std::string& step, const HttpRequest& req, HttpServer::Respond respond);
   /// A finished run's record from memory or its run.json (on a worker); `found` runs on the engine thread.
   /// A run's JSON, active (rendered now) or finished (its run.json, read on a worker).
