@@ -6,7 +6,7 @@
 set -euo pipefail
 BUILD=(cmake g++ make dpkg-dev libboost1.81-dev libboost-filesystem1.81-dev libyaml-cpp-dev nlohmann-json3-dev
   libcli11-dev libspdlog-dev libssl-dev libcurl4-openssl-dev libarchive-dev libsqlite3-dev libacl1-dev
-  libpugixml-dev git)
+  libpugixml-dev libgoogle-perftools-dev git)
 TESTS=(catch2 python3 python3-venv util-linux procps curl wrk prometheus chromium slurm-wlm munge adduser acl
   openssl mkdocs python3-pytest prometheus-alertmanager systemd ccache nginx-core)
 case "${1:-}" in

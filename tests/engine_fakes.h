@@ -70,12 +70,16 @@ struct FakeExecutor : Executor {
   std::vector<std::uint64_t> cancelled;
   std::uint64_t next = 0;
 
+  std::function<void()> before_effect;  // told before each start and signal (the engine test's durability check)
+
   std::uint64_t start(StepLaunch l, std::function<void(const StepOutcome&)> done) override {
+    if (before_effect) before_effect();
     launched.push_back(l);
     running[++next] = {std::move(l), std::move(done)};
     return next;
   }
   void cancel(std::uint64_t h) override {
+    if (before_effect) before_effect();
     cancelled.push_back(h);
     finish(h, -1, SIGTERM, true);
   }

@@ -39,6 +39,8 @@ struct RecordingJournal : RunJournal {
   void job_finished(const RunRecord& r, const Plan&, int job) override {
     events.push_back("job " + std::to_string(job) + " " + to_string(r.jobs[job].state));
   }
+  std::size_t kept = 0;  // events kept (durable) so far
+  void durable() override { kept = events.size(); }
 };
 
 /// What the views were told, in order, in the journal's words, plus where each step came from.
@@ -82,6 +84,7 @@ struct Harness {
   Harness(const Jobs& jobs, const std::string& runner_yml = "", bool executor_places = false,
           const std::function<void(EngineOptions&)>& tune = nullptr, const std::function<void(RunEngine&)>& before_start = nullptr) {
     executor.places_steps = executor_places;
+    executor.before_effect = [this] { unkept_effects += journal.kept != journal.events.size(); };
     observer.journal = &journal;
     write_project(dir, jobs);
     if (!runner_yml.empty()) dir.write("runner.yml", runner_yml);
@@ -105,7 +108,10 @@ struct Harness {
     // Every transition the views heard of, the journal had heard of first, and nothing else.
     CHECK(observer.journal_lag == 0);
     CHECK(observer.events == journal.events);
+    // No process started or was signalled while a transition before it was journaled but not yet kept.
+    CHECK(unkept_effects == 0);
   }
+  std::size_t unkept_effects = 0;
   void settle() {
     io.restart();
     io.poll();

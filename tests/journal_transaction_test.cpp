@@ -5,8 +5,14 @@
 
 #include <catch2/catch.hpp>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/thread_pool.hpp>
+
 #include "store/engine_state_journal.h"
 #include "store/journal.h"
+#include "store/run_history.h"
+#include "store/side_table.h"
+#include "util/state_paths.h"
 #include "test_support.h"
 
 using namespace pto;
@@ -57,4 +63,47 @@ TEST_CASE("journal: a step's event and its engine state are one transaction on o
   auto kept = state->load("r1");
   REQUIRE(kept);
   CHECK((*kept)["jobs"][0]["steps"][1]["state"] == "waiting");
+}
+
+TEST_CASE("run history: a turn's transitions are one commit, made before another connection writes and at the turn's end",
+          "[store]") {
+  TempDir dir;
+  boost::asio::io_context io;
+  boost::asio::thread_pool removals(1);
+  ReadModel model;
+  std::vector<std::string> failed;
+  RunHistory history(dir.str(), model, removals, nullptr, [&](const std::string& run, const std::string&) { failed.push_back(run); });
+  REQUIRE(history.open(false).empty());
+  history.group_commits(io);
+  const std::string path = journal_file(dir.str());
+  const int events_before = rows(path, "events");
+
+  // Two transitions of one turn: nothing is committed until something asks for it.
+  history.step_changed("r1", 0, 0, {{"state", "succeeded"}});
+  history.step_changed("r1", 0, 1, {{"state", "running"}});
+  history.record_duration("key", 1.5, "2026-12-05T00:00:00Z");
+  CHECK(rows(path, "events") == events_before);
+  // Another connection of the file writing on this thread: the group is committed first (it would otherwise
+  // wait on its busy timeout for a commit only this thread can make, and fail).
+  std::string error;
+  sqlite3* side = open_side_connection(path, "a test table", {"CREATE TABLE IF NOT EXISTS side(x INTEGER)"}, error);
+  REQUIRE(side);
+  CHECK(rows(path, "events") == events_before + 2);
+  CHECK(rows(path, "step_durations") == 1);
+  history.step_changed("r1", 0, 2, {{"state", "waiting"}});
+  CHECK(side_transaction(side, error, "side", [&] { sqlite_exec(side, "INSERT INTO side VALUES(1)"); }));
+  INFO(error);
+  CHECK(rows(path, "events") == events_before + 3);
+  CHECK(rows(path, "side") == 1);
+  sqlite3_close(side);
+
+  // What is left open is committed when the turn ends (or by durable(), before a step starts).
+  history.step_changed("r1", 0, 3, {{"state", "waiting"}});
+  CHECK(rows(path, "events") == events_before + 3);
+  io.poll();
+  CHECK(rows(path, "events") == events_before + 4);
+  history.step_changed("r1", 0, 4, {{"state", "running"}});
+  history.durable();
+  CHECK(rows(path, "events") == events_before + 5);
+  CHECK(failed.empty());
 }

@@ -85,7 +85,7 @@ TEST_CASE("run mirror: deltas merge into the whole run, a place in the queue las
   CHECK_FALSE(m.take(json::parse("[1]")));
 }
 
-TEST_CASE("GET /runs/{id}?since= carries the steps changed since and the first in the queue; another daemon's revision gets the whole run",
+TEST_CASE("GET /runs/{id}?since= carries the steps changed since and the first in the queue, another daemon's revision gets the whole run",
           "[daemon][run_changes]") {
   Served s;
   s.devices = "1";

@@ -5,6 +5,7 @@
 #include "host/host.h"
 #include "hosting/run_host.h"
 #include "hosting/shutdown.h"
+#include "store/run_history.h"
 #include "store/run_store.h"
 
 namespace pto {
@@ -58,5 +59,9 @@ void CommandDesk::end_lease(const std::string& id, const std::string& why, const
 }
 
 void CommandDesk::run_read(const std::string& id) { o_.stop.run_read(id); }
+
+void CommandDesk::durable() {
+  if (o_.store.opened()) o_.store.history().durable();
+}
 
 }  // namespace pto

@@ -142,6 +142,16 @@ void RunEngine::transition(std::size_t j, std::size_t s, StepState to) {
   if (observer_) observer_->on_step_changed(run_, plan_, static_cast<int>(j), static_cast<int>(s), from);
 }
 
+std::uint64_t RunEngine::start_processes(Executor& exec, StepLaunch launch, std::function<void(const StepOutcome&)> done) {
+  if (journal_) journal_->durable();
+  return exec.start(std::move(launch), std::move(done));
+}
+
+void RunEngine::signal_processes(Executor& exec, std::uint64_t handle) {
+  if (journal_) journal_->durable();
+  exec.cancel(handle);
+}
+
 void RunEngine::touched(std::size_t j, std::size_t s) {
   step_revisions_[j][s] = ++revision_;
   if (const int c = plan_.jobs[j].steps[s].collect_step; plan_.jobs[j].steps[s].shard && c >= 0)
@@ -537,12 +547,12 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
     // that takes the run over before then submits it again as the next attempt, never under this one's marker.
     touched(j, s);
     if (journal_) journal_->step_updated(run_, static_cast<int>(j), static_cast<int>(s));
-    sr.handle = exec.start(std::move(l), [this, j, s](const StepOutcome& o) { on_done(j, s, o); });
+    sr.handle = start_processes(exec, std::move(l), [this, j, s](const StepOutcome& o) { on_done(j, s, o); });
     return;
   }
   sr.wait_reason.clear();
   transition(j, s, StepState::Running);
-  sr.handle = exec.start(std::move(l), [this, j, s](const StepOutcome& o) { on_done(j, s, o); });
+  sr.handle = start_processes(exec, std::move(l), [this, j, s](const StepOutcome& o) { on_done(j, s, o); });
   trace("exec", cards);  // the local executor returns once posix_spawn has exec'd the shell
 }
 
@@ -764,10 +774,10 @@ void RunEngine::cancel_job(std::size_t j, const std::string& reason) {
       wait_timeouts_.erase({j, s});
       transition(j, s, StepState::Cancelled);
     } else if ((sr.state == StepState::Running || sr.state == StepState::Waiting) && sr.handle) {  // Waiting: in Slurm's queue
-      executor_for(ps).cancel(sr.handle);  // on_done ends it, once its processes are gone
+      signal_processes(executor_for(ps), sr.handle);  // on_done ends it, once its processes are gone
     } else if (sr.state == StepState::Waiting && preflights_.count({j, s})) {
       const std::vector<std::uint64_t> handles = preflights_[{j, s}];  // a copy: their ends erase the entry
-      for (auto h : handles) executor_.cancel(h);  // finish_preflight cancels the step
+      for (auto h : handles) signal_processes(executor_, h);  // finish_preflight cancels the step
     } else if (sr.state == StepState::Waiting && sr.perf && sr.perf->awaiting_pair) {  // a perf step between samples
       sr.perf->awaiting_pair = false;
       transition(j, s, StepState::Cancelled);
@@ -797,7 +807,7 @@ void RunEngine::cancel(int signal, const std::string& reason) {
     if (run_.jobs[j].state == JobState::Pending) skip_job(j, JobState::Cancelled, why);
     else if (run_.jobs[j].state == JobState::Running) cancel_job(j, why);
   }
-  for (const auto& [card, handle] : health_checks_) executor_.cancel(handle);  // a cancelled check counts as neither
+  for (const auto& [card, handle] : health_checks_) signal_processes(executor_, handle);  // a cancelled check counts as neither
   pump();
 }
 

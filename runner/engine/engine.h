@@ -151,6 +151,10 @@ class RunEngine {
  private:
   /// The one place a step changes state: applies `to` with its time, journals, notifies.
   void transition(std::size_t job, std::size_t step, StepState to);
+  /// Every process the engine starts or signals goes through these: what was journaled is kept first
+  /// (RunJournal::durable), so nothing outside the daemon follows from a transition a SIGKILL could still lose.
+  std::uint64_t start_processes(Executor& exec, StepLaunch launch, std::function<void(const StepOutcome&)> done);
+  void signal_processes(Executor& exec, std::uint64_t handle);
   /// A step changed (and its collection, for a shard): the next revision is its last change.
   void touched(std::size_t job, std::size_t step);
   /// A job changes state; when it ends, journaled and notified (its steps' own ends came first).

@@ -189,7 +189,7 @@ void RunEngine::start_health_check(int card, const std::string& after) {
   StepLaunch l = card_check(card, cmd, "health check of card " + std::to_string(card), "health");
   const std::string log = l.log_path;
   const double began = now();
-  health_checks_[card] = executor_.start(std::move(l), [this, card, cmd, log, began](const StepOutcome& o) {
+  health_checks_[card] = start_processes(executor_, std::move(l), [this, card, cmd, log, began](const StepOutcome& o) {
     health_checks_.erase(card);
     const std::string how = o.failure();
     if (!o.ok() && !o.cancelled)
@@ -213,7 +213,7 @@ void RunEngine::start_preflight(std::size_t j, std::size_t s, const std::vector<
     const std::string cmd = for_card(opts_.health.preflight, card);
     StepLaunch l = card_check(card, cmd, "preflight of card " + std::to_string(card) + " for " + label(j, s), "preflight");
     const double began = now();
-    const std::uint64_t handle = executor_.start(std::move(l), [this, j, s, card, cards, cmd, tally, began](const StepOutcome& o) {
+    const std::uint64_t handle = start_processes(executor_, std::move(l), [this, j, s, card, cards, cmd, tally, began](const StepOutcome& o) {
       const std::string how = o.failure();
       if (!o.ok() && !o.cancelled) tally->failed.push_back(card), tally->why = "`" + cmd + "` " + how;
       if (observer_ && !o.cancelled) observer_->on_health_check(run_, card, cmd, now() - began, how);

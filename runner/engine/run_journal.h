@@ -21,6 +21,10 @@ class RunJournal {
   /// A step's record changed with no transition (a new attempt handed to an executor that places it): kept
   /// for a daemon that takes the run over; no event.
   virtual void step_updated(const RunRecord& run, int job, int step) { (void)run, (void)job, (void)step; }
+  /// What was journaled is kept now (a journal may commit a burst of transitions together): the engine calls
+  /// this before anything outside the daemon follows from them, a step's processes starting or being
+  /// signalled.
+  virtual void durable() {}
 };
 
 }  // namespace pto

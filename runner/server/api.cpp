@@ -90,6 +90,11 @@ void Api::handle(const HttpRequest& req, HttpServer::Respond respond) {
     return respond(error_response(503, "too many connections from this client (max-connections-per-client): close some and retry"));
   if (options_.leases_only && caller.role == Caller::Role::Anonymous)
     return respond(error_response(401, access_.refusal(Action::Lease)));
+  // What a command changed is kept before its answer goes out (the journal commits a turn's writes together).
+  respond = [this, respond = std::move(respond)](HttpResponse r) {
+    commands_.durable();
+    respond(std::move(r));
+  };
   // A rendering that throws (a record it did not expect) answers 500 for that request; the daemon goes on.
   HttpServer::Respond fallback = respond;
   try {

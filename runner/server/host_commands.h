@@ -44,6 +44,8 @@ class HostCommands {
   virtual void end_lease(const std::string& id, const std::string& why, const LeaseReport& report, const Caller& by, Reply reply) = 0;
   /// A finished run's record was served (a draining daemon waits until each run that ended was read once).
   virtual void run_read(const std::string& /*id*/) {}
+  /// What the host changed is kept before an answer goes out (its journal may commit a turn's writes together).
+  virtual void durable() {}
 };
 
 }  // namespace pto

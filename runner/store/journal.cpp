@@ -245,6 +245,34 @@ bool Journal::together(const std::function<bool()>& f) {
   }
 }
 
+bool Journal::begin_group() {
+  if (!sqlite3_get_autocommit(db_)) return false;
+  try {
+    (*stmts_)("BEGIN IMMEDIATE").step();
+    return true;
+  } catch (const std::exception& e) {
+    write_error_ = e.what();
+    return false;
+  }
+}
+
+bool Journal::group_lost() const { return sqlite3_get_autocommit(db_) != 0; }
+
+bool Journal::commit_group() {
+  if (group_lost()) {
+    if (write_error_.empty()) write_error_ = sqlite3_errmsg(db_);
+    return false;
+  }
+  try {
+    (*stmts_)("COMMIT").step();
+    return true;
+  } catch (const std::exception& e) {
+    write_error_ = e.what();
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    return false;
+  }
+}
+
 bool Journal::run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record) {
   return write([&] {
     // A run whose creation could not be journaled (the disk was full then) is inserted now.

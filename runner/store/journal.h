@@ -48,6 +48,13 @@ class Journal {
   /// `f`'s writes (this journal's and those sharing its connection) as one transaction: one commit instead of
   /// one per write. `f`'s answer, false too when the commit failed (write_error() says why).
   bool together(const std::function<bool()>& f);
+  /// A group commit (store/run_history: the transitions of one turn of the daemon's loop). begin_group opens a
+  /// transaction (false: one is open already, or it cannot begin); the writes that follow are in it until
+  /// commit_group, which is false (write_error() says why) when everything since begin_group is gone.
+  /// group_lost(): SQLite rolled the open group back itself (a full disk, an I/O error).
+  bool begin_group();
+  bool commit_group();
+  bool group_lost() const;
   const std::string& write_error() const { return write_error_; }
   const std::string& path() const { return path_; }
 

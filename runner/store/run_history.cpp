@@ -224,6 +224,7 @@ void RunHistory::journal_result(bool ok, const std::string& run_id) {
 
 void RunHistory::run_created(const std::string& id, const std::string& created, const nlohmann::json& request,
                              const nlohmann::json& skeleton) {
+  durable();
   bool ok = journal_->run_created(id, created, request, skeleton);
   // Beside its logs from the start: a run interrupted before its first job ends is still in a rebuilt history.
   write_record(id, skeleton);
@@ -233,11 +234,14 @@ void RunHistory::run_created(const std::string& id, const std::string& created, 
 void RunHistory::step_changed(const std::string& run, int job, int step, const nlohmann::json& data, const nlohmann::json* head,
                               const nlohmann::json* step_state) {
   const bool with_state = head && step_state && engine_state_;
-  const bool ok = journal_->together([&] {
+  const std::function<bool()> write = [&] {
     if (!journal_->event(run, "step", job, step, data)) return false;  // the run ends: its state need not be kept
-    if (with_state) engine_state_changed(run, *head, job, step, *step_state);
+    if (with_state) save_engine_state(run, *head, job, step, *step_state);
     return true;
-  });
+  };
+  // In this turn's group (run_history_commits.cpp), or in a transaction of its own when there is none.
+  if (grouped(run, write)) return;
+  const bool ok = journal_->together(write);
   // Not committed: what the engine state remembers having written is not known to be there.
   if (!ok && with_state) engine_state_->forget_written(run);
   journal_result(ok, run);
@@ -246,6 +250,15 @@ void RunHistory::step_changed(const std::string& run, int job, int step, const n
 void RunHistory::engine_state_changed(const std::string& run, const nlohmann::json& head, int job, int step,
                                       const nlohmann::json& step_state) {
   if (!engine_state_) return;
+  if (grouped(run, [&] {
+        save_engine_state(run, head, job, step, step_state);
+        return true;
+      }))
+    return;
+  save_engine_state(run, head, job, step, step_state);
+}
+
+void RunHistory::save_engine_state(const std::string& run, const nlohmann::json& head, int job, int step, const nlohmann::json& step_state) {
   const bool ok = step_state.is_null() ? engine_state_->save_head(run, head) : engine_state_->save(run, head, job, step, step_state);
   // A failing write costs the run nothing now, only its take-over by a next daemon (it would end interrupted).
   if (!ok && !engine_state_failing_) spdlog::error("run {}: its engine state cannot be kept ({}): a restart now would interrupt it", run, engine_state_->error());
@@ -257,12 +270,14 @@ std::optional<nlohmann::json> RunHistory::engine_state(const std::string& run) {
 }
 
 void RunHistory::job_finished(const std::string& run, int job, const nlohmann::json& data, const nlohmann::json& record) {
+  durable();
   journal_result(journal_->event(run, "job", job, -1, data), run);
   // Each job's end is kept beside the run's logs too, so the history survives a lost journal.
   write_record(run, record);
 }
 
 void RunHistory::record_duration(const std::string& step_key, double seconds, const std::string& finished) {
+  if (grouped("", [&] { return journal_->record_duration(step_key, seconds, finished); })) return;
   journal_result(journal_->record_duration(step_key, seconds, finished), "");
 }
 
@@ -280,6 +295,7 @@ void RunHistory::card_event(CardEvent e) {
 void RunHistory::batch_card_events(boost::asio::io_context& io) { card_flush_ = std::make_unique<boost::asio::steady_timer>(io); }
 
 void RunHistory::flush() {
+  durable();
   if (card_rows_.empty()) return;
   const bool ok = journal_->add_card_events(card_rows_);
   card_rows_.clear();  // the read model has them; a journal refusing them loses them with the next restart only
@@ -288,6 +304,7 @@ void RunHistory::flush() {
 
 RunHistory::~RunHistory() {
   flush();
+  stop_grouping();
   if (tests_writer_) tests_writer_->join();
 }
 
@@ -311,6 +328,7 @@ void RunHistory::record_tests(StepTests step) {
 }
 
 void RunHistory::run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record) {
+  durable();
   write_record(id, record);
   if (engine_state_) engine_state_->drop(id);  // nothing of it is left to take over
   if (!journal_->run_finished(id, state, result, record)) {
@@ -374,6 +392,7 @@ void RunHistory::remove_run_dir(const std::string& run_dir) {
 
 void RunHistory::prune(const RetentionConfig& r, double tests_retention_days, int keep_worktrees, bool at_start,
                        const std::function<bool(const std::string&)>& live) {
+  durable();
   // At most hourly: a day's rows go at a time, and finding them scans the sums table.
   if (tests_writer_ && tests_retention_days > 0 && (at_start || epoch_now() - tests_pruned_at_ > 3600)) {
     tests_pruned_at_ = epoch_now();

@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -75,8 +76,19 @@ class RunHistory {
   void card_event(CardEvent e);
   void batch_card_events(boost::asio::io_context& io);
   static constexpr double kCardEventBatchSeconds = 0.1;
-  /// Writes what is waiting (card events) now.
+  /// Writes what is waiting (this turn's group, card events) now.
   void flush();
+  /// Group commit (store/run_history_commits.cpp): the step transitions and learned durations journaled in one
+  /// turn of `io`'s loop share one transaction, committed when the turn ends or, before that, by durable().
+  /// A commit per transition was a quarter of the daemon's work per step (bench/README.md). Without this,
+  /// each is committed as it is written. Only writes on this thread are grouped.
+  void group_commits(boost::asio::io_context& io);
+  /// What was journaled is committed now. Called before anything that follows from it leaves the daemon: a
+  /// step's processes start or are signalled (RunJournal::durable), an answer goes out (HostCommands::durable),
+  /// another connection of the journal's file writes (store/side_table), and before every other write of the
+  /// journal. A commit that fails loses the group: each run it held is told (on_write_failed), and the engine
+  /// state's memory of what it wrote is dropped.
+  void durable();
   void run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record);
   /// A finished step's test cases into the test history, on the history's writer thread (a failing write is
   /// logged while it lasts, and costs the run nothing: the run's own record keeps its tests).
@@ -101,6 +113,13 @@ class RunHistory {
 
  private:
   void journal_result(bool ok, const std::string& run_id);
+  /// `f`'s writes for `run` ("" none) in this turn's group, opened now when none is: false when there is no group
+  /// (not grouping, another thread, or its transaction cannot begin) and the caller writes on its own.
+  bool grouped(const std::string& run, const std::function<bool()>& f);
+  /// The open group is gone (a failed or lost commit): each run it held is told.
+  void group_failed();
+  void save_engine_state(const std::string& run, const nlohmann::json& head, int job, int step, const nlohmann::json& step_state);
+  void stop_grouping();
   void write_record(const std::string& id, const nlohmann::json& record);  // false: it stays in memory
   std::size_t rebuild();
   void remember_finished(const nlohmann::json& record);
@@ -125,6 +144,14 @@ class RunHistory {
   std::vector<Journal::CardEventRow> card_rows_;         // card events not in the journal yet
   std::unique_ptr<boost::asio::steady_timer> card_flush_;  // null: each is written at once
   bool journal_failing_ = false, record_failing_ = false;
+  // Group commit: the loop whose turns group the writes, the thread they run on, whether a group is open and its
+  // commit posted, the runs it holds; the side-write hook this replaced (store/side_table).
+  boost::asio::io_context* group_io_ = nullptr;
+  std::thread::id group_thread_;
+  bool group_open_ = false, group_posted_ = false;
+  std::set<std::string> group_runs_;
+  std::function<void()> outer_side_write_hook_;
+  std::shared_ptr<int> group_alive_ = std::make_shared<int>(0);  // the posted commit's check that this still lives
 };
 
 /// A finished run's record as the run list shows it.

@@ -29,6 +29,8 @@ void RunReporter::step_updated(const RunRecord& r, int job, int step) {
   if (keep_engine_state_) history_.engine_state_changed(r.id, run_head_json(r, false), job, step, step_state_json(r.jobs[job].steps[step]));
 }
 
+void RunReporter::durable() { history_.durable(); }
+
 void RunReporter::run_changed(const RunRecord& r) {
   if (keep_engine_state_) history_.engine_state_changed(r.id, run_head_json(r, false), -1, -1, nullptr);
 }

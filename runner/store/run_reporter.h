@@ -32,6 +32,7 @@ class RunReporter : public RunObserver, public RunJournal {
   void job_finished(const RunRecord& r, const Plan& p, int job) override;
   void run_changed(const RunRecord& r) override;
   void step_updated(const RunRecord& r, int job, int step) override;
+  void durable() override;
   // RunObserver
   void on_step_changed(const RunRecord& r, const Plan& p, int job, int step, StepState from) override;
   void on_job_finished(const RunRecord& r, const Plan& p, int job) override;

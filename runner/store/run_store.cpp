@@ -67,6 +67,7 @@ std::string RunStore::open(boost::asio::io_context& io, RunnerConfig& cfg, ReadM
   history_ = std::make_unique<RunHistory>(state_dir_, model, pools_.git, mirror_.get(), hooks.write_failed);
   if (std::string e = history_->open(rebuild); !e.empty()) return e;
   history_->batch_card_events(io);
+  history_->group_commits(io);
 
   // The API's mutes are kept in the test history, so a restart keeps them.
   std::vector<TestMute> kept;

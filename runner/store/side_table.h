@@ -6,6 +6,7 @@
 #include <sqlite3.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <string>
@@ -15,9 +16,19 @@
 
 namespace pto {
 
+/// What must happen on this thread before a connection of the journal's file begins a write of its own: the
+/// journal's transaction left open for this turn's group commit (store/run_history_commits.cpp) is committed,
+/// or the write would wait on its busy timeout for a commit that only this thread can make. Set by the run
+/// history that groups; empty otherwise.
+inline std::function<void()>& before_side_write() {
+  thread_local std::function<void()> hook;
+  return hook;
+}
+
 /// A connection to `path` with `schema` run on it (and `pragmas` first); null with `error` naming `what`.
 inline sqlite3* open_side_connection(const std::string& path, const std::string& what, const std::vector<const char*>& schema,
                                      std::string& error, const std::vector<const char*>& pragmas = {}) {
+  if (const auto& hook = before_side_write()) hook();  // its schema is a write too
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
     error = "cannot open " + what + " in " + path + ": " + (db ? sqlite3_errmsg(db) : "out of memory");
@@ -61,6 +72,7 @@ bool side_transaction(sqlite3* db, std::string& error, const std::string& what, 
       return false;
     }
   }
+  if (const auto& hook = before_side_write()) hook();
   try {
     if (stmts) (*stmts)("BEGIN IMMEDIATE").step();
     else sqlite_exec(db, "BEGIN IMMEDIATE");
