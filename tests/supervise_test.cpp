@@ -316,3 +316,30 @@ TEST_CASE("supervise: 12 task-submit clients waiting for cards while 12 one-card
   CHECK(uses.size() == 24);
   CHECK_FALSE(card_shared(uses));
 }
+
+TEST_CASE("supervise: a run nobody can take over (its supervisor died too) is recovered with each step as it last changed",
+          "[supervise]") {
+  Served s;
+  const fs::path marks = marks_dir(s);
+  write_project(s.dir, {{"two.yml", "name: two\nsteps:\n  - {name: first, run: 'echo done'}\n"
+                                    "  - {name: second, run: 'echo $$ > " + (marks / "pid").string() + "; sleep 60'}\n"}});
+  s.start();
+  const int supervisor = s.get(api_path::kStatus)["supervisor"]["pid"].get<int>();
+  const std::string id = s.submit_run({{"jobs", {"two"}}});
+  REQUIRE(wait_for_content(marks / "pid"));
+  const int pid = std::stoi(read_file(marks / "pid"));
+  s.stop(SIGKILL);
+  REQUIRE(::kill(supervisor, SIGKILL) == 0);
+  REQUIRE(wait_until([&] { return !pid_running(supervisor); }, 10));
+  s.start();
+  // Its steps' JSON was kept with the engine's state (no journal events with a supervisor): the step that
+  // ended is shown as it ended, the one that ran is interrupted, and nothing of the run is left running.
+  const json run = s.get(api_path::run(id));
+  INFO(run.dump(2));
+  CHECK(run["state"] == "interrupted");
+  CHECK(run["jobs"][0]["steps"][0]["state"] == "succeeded");
+  CHECK(run["jobs"][0]["steps"][0]["exit_code"] == 0);
+  CHECK(run["jobs"][0]["steps"][1]["state"] == "interrupted");
+  CHECK(run["jobs"][0]["steps"][1]["started"].is_string());
+  CHECK(wait_until([&] { return !pid_running(pid); }, 10));
+}

@@ -8,6 +8,19 @@ namespace pto {
 
 namespace {
 std::string text_of(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+/// engine_steps' `view` column (each step as the API renders it, in place of a journal event), added to a file
+/// an older daemon made.
+bool add_view_column(sqlite3* db, std::string& error) {
+  try {
+    Stmt cols(db, "SELECT 1 FROM pragma_table_info('engine_steps') WHERE name = 'view'");
+    if (!cols.step()) sqlite_exec(db, "ALTER TABLE engine_steps ADD COLUMN view TEXT");
+    return true;
+  } catch (const std::exception& e) {
+    error = std::string("the runs' engine state: ") + e.what();
+    return false;
+  }
+}
 }  // namespace
 
 std::unique_ptr<EngineStateJournal> EngineStateJournal::open(const std::string& path, std::string& error) {
@@ -15,8 +28,12 @@ std::unique_ptr<EngineStateJournal> EngineStateJournal::open(const std::string& 
       path, "the runs' engine state",
       {"CREATE TABLE IF NOT EXISTS engine_runs(run TEXT PRIMARY KEY, head TEXT NOT NULL)",
        "CREATE TABLE IF NOT EXISTS engine_steps(run TEXT NOT NULL, job INTEGER NOT NULL, step INTEGER NOT NULL, state TEXT NOT NULL,"
-       " PRIMARY KEY(run, job, step))"},
+       " view TEXT, PRIMARY KEY(run, job, step))"},
       error);
+  if (db && !add_view_column(db, error)) {
+    sqlite3_close(db);
+    return nullptr;
+  }
   return db ? std::unique_ptr<EngineStateJournal>(new EngineStateJournal(db)) : nullptr;
 }
 
@@ -25,11 +42,12 @@ std::unique_ptr<EngineStateJournal> EngineStateJournal::on(sqlite3* journal, std
     sqlite_exec(journal, "CREATE TABLE IF NOT EXISTS engine_runs(run TEXT PRIMARY KEY, head TEXT NOT NULL)");
     sqlite_exec(journal,
                 "CREATE TABLE IF NOT EXISTS engine_steps(run TEXT NOT NULL, job INTEGER NOT NULL, step INTEGER NOT NULL, state TEXT NOT NULL,"
-                " PRIMARY KEY(run, job, step))");
+                " view TEXT, PRIMARY KEY(run, job, step))");
   } catch (const std::exception& e) {
     error = std::string("the runs' engine state: ") + e.what();
     return nullptr;
   }
+  if (!add_view_column(journal, error)) return nullptr;
   auto j = std::unique_ptr<EngineStateJournal>(new EngineStateJournal(journal));
   j->owns_ = false;
   return j;
@@ -44,11 +62,14 @@ EngineStateJournal::~EngineStateJournal() {
 
 namespace {
 constexpr const char* kSaveHead = "INSERT INTO engine_runs(run, head) VALUES(?, ?) ON CONFLICT(run) DO UPDATE SET head = excluded.head";
+// A step's view is kept with its state at a transition; a change of its state alone keeps the view it had.
 constexpr const char* kSaveStep =
-    "INSERT INTO engine_steps(run, job, step, state) VALUES(?, ?, ?, ?) ON CONFLICT(run, job, step) DO UPDATE SET state = excluded.state";
+    "INSERT INTO engine_steps(run, job, step, state, view) VALUES(?, ?, ?, ?, ?) ON CONFLICT(run, job, step) DO UPDATE SET "
+    "state = excluded.state, view = COALESCE(excluded.view, view)";
 }  // namespace
 
-bool EngineStateJournal::save(const std::string& run, const nlohmann::json& head, int job, int step, const nlohmann::json& step_state) {
+bool EngineStateJournal::save(const std::string& run, const nlohmann::json& head, int job, int step, const nlohmann::json& step_state,
+                              const nlohmann::json* view) {
   // Most transitions change one step and leave the head as it was: the head is written when it changed.
   std::string head_text = text_of(head);
   auto known = heads_.find(run);
@@ -57,7 +78,10 @@ bool EngineStateJournal::save(const std::string& run, const nlohmann::json& head
       db_, error_, "engine state",
       [&] {
         if (head_changed) (*stmts_)(kSaveHead).bind(1, run).bind(2, head_text).step();
-        (*stmts_)(kSaveStep).bind(1, run).bind(2, job).bind(3, step).bind(4, text_of(step_state)).step();
+        Stmt save = (*stmts_)(kSaveStep);
+        save.bind(1, run).bind(2, job).bind(3, step).bind(4, text_of(step_state));
+        if (view) save.bind(5, text_of(*view));  // unbound: NULL, the view it had is kept
+        save.step();
       },
       stmts_.get());
   if (ok && head_changed) heads_[run] = std::move(head_text);
@@ -96,6 +120,23 @@ std::optional<nlohmann::json> EngineStateJournal::load(const std::string& run) {
   } catch (const std::exception& e) {
     error_ = std::string("engine state: ") + e.what();
     return std::nullopt;
+  }
+}
+
+void EngineStateJournal::apply_views(const std::string& run, nlohmann::json& record) {
+  try {
+    Stmt s(db_, "SELECT job, step, view FROM engine_steps WHERE run = ? AND view IS NOT NULL");
+    s.bind(1, run);
+    while (s.step()) {
+      const auto job = static_cast<std::size_t>(s.integer(0)), step = static_cast<std::size_t>(s.integer(1));
+      if (!record.contains("jobs") || job >= record["jobs"].size()) continue;
+      nlohmann::json& steps = record["jobs"][job]["steps"];
+      if (!steps.is_array() || step >= steps.size()) continue;
+      nlohmann::json view = nlohmann::json::parse(s.text(2), nullptr, false);
+      if (view.is_object()) steps[step] = std::move(view);
+    }
+  } catch (const std::exception& e) {
+    error_ = std::string("engine state: ") + e.what();
   }
 }
 

@@ -26,13 +26,19 @@ class EngineStateJournal {
   EngineStateJournal(const EngineStateJournal&) = delete;
   EngineStateJournal& operator=(const EngineStateJournal&) = delete;
 
-  /// The run's head and step (job, step) as they are now, in one transaction.
-  bool save(const std::string& run, const nlohmann::json& head, int job, int step, const nlohmann::json& step_state);
+  /// The run's head and step (job, step) as they are now, in one transaction; with `view`, the step as the API
+  /// renders it too (what a journal event would carry: store/run_history keeps it here instead, one row a
+  /// transition rather than two). Without, the view last kept stays.
+  bool save(const std::string& run, const nlohmann::json& head, int job, int step, const nlohmann::json& step_state,
+            const nlohmann::json* view = nullptr);
   /// The run's head alone (a job ended, the run's own fields changed).
   bool save_head(const std::string& run, const nlohmann::json& head);
   /// The run's whole state (run_state_json's shape): its head with each job's saved steps; nothing when none
   /// was saved. Steps never saved are absent (the caller fills them in from the plan).
   std::optional<nlohmann::json> load(const std::string& run);
+  /// The kept views of run `run`'s steps put into `record` (a run's JSON: its skeleton with its events applied),
+  /// each in place of its step: what the run looked like at its last transitions.
+  void apply_views(const std::string& run, nlohmann::json& record);
   bool drop(const std::string& run);
   /// A transaction that held its writes was not committed: its head is written again next time.
   void forget_written(const std::string& run) { heads_.erase(run); }

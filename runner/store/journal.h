@@ -4,7 +4,9 @@
 //
 // Tables: runs (one row per run: request, plan-shaped skeleton at creation, final record at the end) and
 // events (every transition, carrying the job's or step's whole JSON). A run's state at any moment is its
-// skeleton with its events applied in order, which is exactly what recovery does after a crash.
+// skeleton with its events applied in order, which is exactly what recovery does after a crash. Where the
+// engine's state is kept (a supervised daemon: store/engine_state_journal), a step's JSON is kept in its row
+// there instead of an event, and recovery applies it after the events (RunHistory::recover).
 #include <map>
 #include <functional>
 #include <memory>

@@ -135,6 +135,12 @@ void RunHistory::recover(const std::set<std::string>& adopted) {
   for (auto run : journal_->unfinished_runs()) {
     std::string id = run.value("id", "");
     if (id.empty() || adopted.count(id)) continue;
+    // Its steps as they last changed (kept with the engine's state in place of events), then nothing of it is
+    // left to take over.
+    if (engine_state_) {
+      engine_state_->apply_views(id, run);
+      engine_state_->drop(id);
+    }
     int killed = 0;
     for (int pid : find_processes_with_mark_prefix(ProcessMarker::run_prefix(id)))
       if (::kill(pid, SIGKILL) == 0) ++killed;
@@ -235,9 +241,10 @@ void RunHistory::step_changed(const std::string& run, int job, int step, const n
                               const nlohmann::json* step_state) {
   const bool with_state = head && step_state && engine_state_;
   const std::function<bool()> write = [&] {
-    if (!journal_->event(run, "step", job, step, data)) return false;  // the run ends: its state need not be kept
-    if (with_state) save_engine_state(run, *head, job, step, *step_state);
-    return true;
+    // With the engine's state kept, the step's view goes into its row (one row a transition, not an event and a
+    // row: recover() reads it back); otherwise an event.
+    if (with_state) return save_engine_state(run, *head, job, step, *step_state, &data);
+    return journal_->event(run, "step", job, step, data);
   };
   // In this turn's group (run_history_commits.cpp), or in a transaction of its own when there is none.
   if (grouped(run, write)) return;
@@ -258,11 +265,13 @@ void RunHistory::engine_state_changed(const std::string& run, const nlohmann::js
   save_engine_state(run, head, job, step, step_state);
 }
 
-void RunHistory::save_engine_state(const std::string& run, const nlohmann::json& head, int job, int step, const nlohmann::json& step_state) {
-  const bool ok = step_state.is_null() ? engine_state_->save_head(run, head) : engine_state_->save(run, head, job, step, step_state);
+bool RunHistory::save_engine_state(const std::string& run, const nlohmann::json& head, int job, int step, const nlohmann::json& step_state,
+                                   const nlohmann::json* view) {
+  const bool ok = step_state.is_null() ? engine_state_->save_head(run, head) : engine_state_->save(run, head, job, step, step_state, view);
   // A failing write costs the run nothing now, only its take-over by a next daemon (it would end interrupted).
   if (!ok && !engine_state_failing_) spdlog::error("run {}: its engine state cannot be kept ({}): a restart now would interrupt it", run, engine_state_->error());
   engine_state_failing_ = !ok;
+  return ok;
 }
 
 std::optional<nlohmann::json> RunHistory::engine_state(const std::string& run) {

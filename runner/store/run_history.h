@@ -118,7 +118,8 @@ class RunHistory {
   bool grouped(const std::string& run, const std::function<bool()>& f);
   /// The open group is gone (a failed or lost commit): each run it held is told.
   void group_failed();
-  void save_engine_state(const std::string& run, const nlohmann::json& head, int job, int step, const nlohmann::json& step_state);
+  bool save_engine_state(const std::string& run, const nlohmann::json& head, int job, int step, const nlohmann::json& step_state,
+                         const nlohmann::json* view = nullptr);
   void stop_grouping();
   void write_record(const std::string& id, const nlohmann::json& record);  // false: it stays in memory
   std::size_t rebuild();
