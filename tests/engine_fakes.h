@@ -97,6 +97,7 @@ struct FakeExecutor : Executor {
     o.signal = signal;
     o.cancelled = was_cancelled;
     done(o);
+    if (before_effect) before_effect();  // like a supervisor told the end was read: it forgets it now
   }
   std::string env(std::size_t i, const std::string& key) const {
     for (const auto& kv : launched.at(i).env)

@@ -583,6 +583,9 @@ void RunEngine::on_done(std::size_t j, std::size_t s, const StepOutcome& o) {
     run_.infrastructure_problems.push_back(label(j, s) + ": " + o.survivors);
   }
   judge_attempt_end(j, s, o);
+  // The executor may forget this end once we return (a supervisor drops it when told it was read): what was
+  // journaled of it is kept first.
+  if (journal_) journal_->durable();
 }
 
 std::string RunEngine::cache_stats_log(std::size_t j, std::size_t s, const std::string& name) const {
