@@ -32,7 +32,7 @@ void RunHistory::stop_grouping() {
 }
 
 bool RunHistory::grouped(const std::string& run, const std::function<bool()>& f) {
-  if (!group_io_ || !journal_ || std::this_thread::get_id() != group_thread_) return false;
+  if (std::this_thread::get_id() != group_thread_ || !group_io_ || !journal_) return false;
   if (!group_open_) {
     if (!journal_->begin_group()) return false;
     group_open_ = true;
@@ -53,7 +53,8 @@ bool RunHistory::grouped(const std::string& run, const std::function<bool()>& f)
 }
 
 void RunHistory::durable() {
-  if (!group_open_ || std::this_thread::get_id() != group_thread_) return;
+  // Another thread (an answer sent from a worker) has nothing of its own open, and must not read the group.
+  if (std::this_thread::get_id() != group_thread_ || !group_io_ || !group_open_) return;
   if (!journal_->commit_group()) return group_failed();
   group_open_ = false;
   group_runs_.clear();
