@@ -275,19 +275,20 @@ bool Journal::commit_group() {
 
 bool Journal::run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record) {
   return write([&] {
+    const std::string text = dump_json(record);  // once: a run of thousands of steps is megabytes
     // A run whose creation could not be journaled (the disk was full then) is inserted now.
     stmt("INSERT OR IGNORE INTO runs(id, created, state, request, skeleton) VALUES(?, ?, ?, ?, ?)")
         .bind(1, id)
         .bind(2, record.value("created", std::string()))
         .bind(3, state)
         .bind(4, dump_json(record.value("request", nlohmann::json::object())))
-        .bind(5, dump_json(record))
+        .bind(5, text)
         .step();
     stmt("UPDATE runs SET finished = ?, state = ?, result = ?, record = ? WHERE id = ?")
         .bind(1, record.value("finished", std::string()))
         .bind(2, state)
         .bind(3, result)
-        .bind(4, dump_json(record))
+        .bind(4, text)
         .bind(5, id)
         .step();
     // The final record holds everything the events said; keep the table from growing with history.
