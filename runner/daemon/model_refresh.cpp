@@ -152,11 +152,10 @@ HostOccupancy describe_runs(ReadModel& model, std::vector<QueueEntry> queue, con
     e.since = std::move(q.since);
     e.eta_seconds = q.eta_seconds;
     if (q.eta_seconds >= 0) {
+      e.eta = iso_time(wall_now() + std::chrono::milliseconds(static_cast<long long>(q.eta_seconds * 1000)));
       auto seen = forecast_since.find(q.ticket);
       e.forecast_since = seen != forecast_since.end() ? seen->second : model.generation;
     }
-    if (q.eta_seconds >= 0)
-      e.eta = iso_time(wall_now() + std::chrono::milliseconds(static_cast<long long>(q.eta_seconds * 1000)));
     e.priority = q.priority;
     e.run_card_seconds = q.run_used_card_seconds;
     e.fair_share_tag = q.tag;

@@ -137,8 +137,7 @@ void RunEngine::transition(std::size_t j, std::size_t s, StepState to) {
     sr.finished_at = t;
   }
   if (to == StepState::Succeeded) record_result(j, s);
-  touched(j, s);
-  if (journal_) journal_->step_changed(run_, plan_, static_cast<int>(j), static_cast<int>(s));
+  kept(j, s, true);
   if (observer_) observer_->on_step_changed(run_, plan_, static_cast<int>(j), static_cast<int>(s), from);
 }
 
@@ -152,10 +151,13 @@ void RunEngine::signal_processes(Executor& exec, std::uint64_t handle) {
   exec.cancel(handle);
 }
 
-void RunEngine::touched(std::size_t j, std::size_t s) {
+void RunEngine::kept(std::size_t j, std::size_t s, bool transition) {
   step_revisions_[j][s] = ++revision_;
   if (const int c = plan_.jobs[j].steps[s].collect_step; plan_.jobs[j].steps[s].shard && c >= 0)
     step_revisions_[j][static_cast<std::size_t>(c)] = revision_;
+  if (!journal_) return;
+  if (transition) journal_->step_changed(run_, plan_, static_cast<int>(j), static_cast<int>(s));
+  else journal_->step_updated(run_, static_cast<int>(j), static_cast<int>(s));
 }
 
 void RunEngine::set_job_state(std::size_t j, JobState to) {
@@ -545,8 +547,7 @@ void RunEngine::launch(std::size_t j, std::size_t s, const std::vector<int>& car
     };
     // Its new attempt is kept before it is handed over (no transition says so until it is placed): a daemon
     // that takes the run over before then submits it again as the next attempt, never under this one's marker.
-    touched(j, s);
-    if (journal_) journal_->step_updated(run_, static_cast<int>(j), static_cast<int>(s));
+    kept(j, s, false);
     sr.handle = start_processes(exec, std::move(l), [this, j, s](const StepOutcome& o) { on_done(j, s, o); });
     return;
   }
@@ -628,8 +629,7 @@ void RunEngine::judge_attempt_end(std::size_t j, std::size_t s, const StepOutcom
   // step still running to everyone. Its end is kept first, so a daemon that takes the run over before they are
   // read reads them again (engine/engine_adopt.cpp) instead of finding the step's processes lost.
   sr.ended = o;
-  touched(j, s);
-  if (journal_) journal_->step_updated(run_, static_cast<int>(j), static_cast<int>(s));
+  kept(j, s, false);
   auto read = std::make_shared<ParsedReports>();
   auto counts = std::make_shared<std::map<std::string, CacheCounts>>();
   opts_.offload(
@@ -836,8 +836,7 @@ void RunEngine::set_control(std::size_t j, std::size_t s, StepRecord::Control co
   StepRecord& sr = run_.jobs[j].steps[s];
   if (!control.note.empty()) sr.verdict = sr.verdict.empty() ? control.note : sr.verdict + "; " + control.note;
   sr.control = std::move(control);
-  touched(j, s);
-  if (journal_) journal_->step_changed(run_, plan_, static_cast<int>(j), static_cast<int>(s));
+  kept(j, s, true);
 }
 
 void RunEngine::maybe_finish_run() {

@@ -155,8 +155,10 @@ class RunEngine {
   /// (RunJournal::durable), so nothing outside the daemon follows from a transition a SIGKILL could still lose.
   std::uint64_t start_processes(Executor& exec, StepLaunch launch, std::function<void(const StepOutcome&)> done);
   void signal_processes(Executor& exec, std::uint64_t handle);
-  /// A step changed (and its collection, for a shard): the next revision is its last change.
-  void touched(std::size_t job, std::size_t step);
+  /// A step changed: the next revision is its last change (its collection's too, for a shard), and the journal
+  /// keeps it, as a transition (`transition`: its event) or as the engine's state alone. Every journaled change
+  /// of a step goes through here, so a client asking what changed (revision()) misses none.
+  void kept(std::size_t job, std::size_t step, bool transition);
   /// A job changes state; when it ends, journaled and notified (its steps' own ends came first).
   void set_job_state(std::size_t job, JobState to);
 
