@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "store/sqlite_stmt.h"
+#include "store/wal_checkpointer.h"
 #include "util/json_text.h"
 
 namespace pto {
@@ -57,6 +58,10 @@ std::unique_ptr<Journal> Journal::open(const std::string& path, std::string& err
     error = std::string("journal ") + path + ": " + e.what();
     return nullptr;
   }
+  // Checkpoints on a thread of their own, not in a commit of the daemon's (store/wal_checkpointer). Without a
+  // second connection the commits keep making them, as SQLite does by default.
+  std::string no_checkpointer;
+  j->checkpoints_ = WalCheckpointer::start(path, db, no_checkpointer);
   return j;
 }
 
@@ -192,6 +197,7 @@ std::vector<double> Journal::durations(const std::string& step_key) const {
 Journal::Journal(sqlite3* db, std::string path) : db_(db), stmts_(std::make_unique<StmtCache>(db)), path_(std::move(path)) {}
 
 Journal::~Journal() {
+  checkpoints_.reset();
   stmts_.reset();
   sqlite3_close(db_);
 }

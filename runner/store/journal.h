@@ -22,6 +22,7 @@ namespace pto {
 
 class Stmt;
 class StmtCache;
+class WalCheckpointer;
 
 struct RunSummary {
   std::string id, state, created, finished;
@@ -39,6 +40,8 @@ class Journal {
   /// For the tables that share its connection and its thread (store/engine_state_journal): one connection
   /// writing the file means no other's page cache to invalidate, and a transition's writes in one transaction.
   sqlite3* connection() const { return db_; }
+  /// Who copies the WAL back into the file (store/wal_checkpointer): null when SQLite's commits do it.
+  WalCheckpointer* checkpoints() const { return checkpoints_.get(); }
 
   // Writes never throw: a full disk, an I/O error or a read-only remount must not take the daemon down. Each
   // returns false on failure, with the reason in write_error() (cleared by the next write that succeeds).
@@ -114,6 +117,7 @@ class Journal {
   nlohmann::json replay(const std::string& id, nlohmann::json skeleton) const;
   sqlite3* db_;
   std::unique_ptr<StmtCache> stmts_;  // finalized before db_ closes
+  std::unique_ptr<WalCheckpointer> checkpoints_;  // stopped before db_ closes (store/wal_checkpointer)
   std::string path_;
   std::string write_error_;
   double card_events_pruned_at_ = 0;
