@@ -10,6 +10,13 @@ namespace pto {
 
 namespace {
 
+/// The string at `key` of `j`, or "": a reference, as each poll reads every step of the run (thousands).
+const std::string& text_at(const nlohmann::json& j, const char* key) {
+  static const std::string none;
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get_ref<const std::string&>() : none;
+}
+
 std::string cards_of(const nlohmann::json& step) {
   std::string cards;
   for (const auto& c : step["cards"]) cards += (cards.empty() ? "" : ",") + std::to_string(c.get<int>());
@@ -26,11 +33,13 @@ std::string queue_line(const nlohmann::json& run, std::map<std::string, double>&
   int waiting = 0;
   for (const auto& job : run["jobs"])
     for (const auto& s : job["steps"]) {
-      if (s.value("state", "") != "waiting" || !s.contains("queue") || !s["queue"].is_object()) continue;
-      const nlohmann::json& q = s["queue"];
+      if (text_at(s, "state") != "waiting") continue;
+      auto queue = s.find("queue");
+      if (queue == s.end() || !queue->is_object()) continue;
+      const nlohmann::json& q = *queue;
       ++waiting;
-      if (q["eta_seconds"].is_number() && !expected_wait.count(s.value("id", "")))
-        expected_wait[s.value("id", "")] = q["eta_seconds"].get<double>() + q.value("wait_seconds", 0.0);
+      if (q["eta_seconds"].is_number() && !expected_wait.count(text_at(s, "id")))
+        expected_wait[text_at(s, "id")] = q["eta_seconds"].get<double>() + q.value("wait_seconds", 0.0);
       if (!first || q.value("position", 0) < (*first)["queue"].value("position", 0)) first = &s, first_job = &job;
     }
   if (!first) return "";
@@ -85,16 +94,17 @@ std::string RunFollower::poll(nlohmann::json& run, bool& done) {
   const auto now = steady_now();
   for (const auto& job : run["jobs"])
     for (const auto& s : job["steps"]) {
-      const std::string id = s.value("id", ""), state = s.value("state", "");
-      const bool changed = last_state_[id] != state;
-      last_state_[id] = state;
+      const std::string &id = text_at(s, "id"), &state = text_at(s, "state");
+      Seen& seen = seen_[id];
+      const bool changed = seen.state != state;
+      if (changed) seen.state = state;
       // A step that started and ended between two polls still has its output shown.
       const bool ran = s.contains("started") && s["started"].is_string();
       if (options_.follow && (state == "running" || (changed && ran))) poll_logs(job, s, state != "running", text);
       // A verdict that grew after the step ended (its control run on main came in) is said again.
-      const std::string verdict = s.contains("verdict") && s["verdict"].is_string() ? s["verdict"].get<std::string>() : "";
-      const bool new_verdict = !changed && !verdict.empty() && last_verdict_[id] != verdict && state != "running";
-      last_verdict_[id] = verdict;
+      const std::string& verdict = text_at(s, "verdict");
+      const bool new_verdict = !changed && !verdict.empty() && seen.verdict != verdict && state != "running";
+      if (seen.verdict != verdict) seen.verdict = verdict;
       if (new_verdict) text += "    " + title_of(job, s) + ": " + verdict + "\n";
       if (!changed) {
         if (state == "running" && !options_.follow && now - last_beat_[id] >= std::chrono::duration<double>(options_.heartbeat_seconds)) {

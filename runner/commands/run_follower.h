@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 #include "util/clock.h"
@@ -43,8 +44,10 @@ class RunFollower {
   };
   std::string server_, token_, run_;
   Options options_;
-  std::map<std::string, std::string> last_state_;
-  std::map<std::string, std::string> last_verdict_;  // each step's verdict as last shown
+  struct Seen {  // a step as last shown
+    std::string state, verdict;
+  };
+  std::unordered_map<std::string, Seen> seen_;
   std::map<std::string, std::chrono::steady_clock::time_point> running_since_, last_beat_;
   std::map<std::string, double> expected_wait_;
   std::map<std::string, Tail> tails_;

@@ -17,7 +17,7 @@ class RunMirror {
   std::string query() const;
   /// Takes an answer to that GET; false (nothing changed here) when it is not a run, or a delta that does not
   /// fit what is known (the next GET then asks for the whole run).
-  bool take(const nlohmann::json& answer);
+  bool take(nlohmann::json answer);
   /// The run as known now. Only steps that changed carry fresh times: a step's wait and duration count at
   /// its last change, its `queue` entry only while the last answer carried it.
   const nlohmann::json& run() const { return run_; }
@@ -26,7 +26,7 @@ class RunMirror {
   bool merged() const { return merged_; }
 
  private:
-  bool merge(const nlohmann::json& delta);
+  bool merge(nlohmann::json& delta);  // moves what it takes out of `delta`
   nlohmann::json run_;
   std::string revision_;
   bool merged_ = false;
