@@ -14,6 +14,7 @@
 
 #include "read_model/counters.h"
 #include "read_model/card_history.h"
+#include "read_model/finished_texts.h"
 #include "read_model/host_view.h"
 #include "read_model/case_queries.h"
 #include "read_model/perf_queries.h"
@@ -34,6 +35,8 @@ struct ReadModel {
   std::map<std::string, ActiveRunRef> active;
   /// Finished runs whose record only memory holds for now (the journal or run.json could not take it).
   std::map<std::string, nlohmann::json> held_records;
+  /// The last runs to finish, their run.json's text (read_model/finished_texts).
+  FinishedTexts finished_texts;
   Metrics metrics;
   /// The last day on every card (GET /cards), kept by RunHistory.
   CardHistory cards;

@@ -434,7 +434,9 @@ void Api::run(const std::string& id, const HttpRequest& req, HttpServer::Respond
     return respond(json_response(200, j));
   }
   commands_.run_read(id);
-  finished_record(id, respond, [respond](const nlohmann::json& record) { respond(json_response(200, record)); });
+  finished_record(
+      id, respond, [respond](const nlohmann::json& record) { respond(json_response(200, record)); },
+      [respond](std::string text) { respond(HttpResponse{200, "application/json", std::move(text), {}}); });
 }
 
 void Api::run_json(const std::string& id, HttpServer::Respond respond, std::function<void(const nlohmann::json&)> found) {
@@ -445,20 +447,26 @@ void Api::run_json(const std::string& id, HttpServer::Respond respond, std::func
   finished_record(id, respond, std::move(found));
 }
 
-void Api::finished_record(const std::string& id, HttpServer::Respond respond, std::function<void(const nlohmann::json&)> found) {
+void Api::finished_record(const std::string& id, HttpServer::Respond respond, std::function<void(const nlohmann::json&)> found,
+                          std::function<void(std::string)> verbatim) {
   if (auto h = model_.held_records.find(id); h != model_.held_records.end()) return found(h->second);
+  if (const std::string* text = verbatim ? model_.finished_texts.find(id) : nullptr) return verbatim(*text);
   if (!workers_) return respond(not_found("no run " + id));
   // Its run.json beside its logs, read on a worker; a run the model lists whose record cannot be read is a
   // problem of the host (503), one it does not list is not there (404).
   bool listed = false;
   for (const auto& r : model_.host.recent) listed |= r.id == id;
   const std::string path = run_record(run_dir(model_.state_dir, id));
-  boost::asio::post(*workers_, [this, id, path, listed, respond, found = std::move(found)] {
+  boost::asio::post(*workers_, [this, id, path, listed, respond, found = std::move(found), verbatim = std::move(verbatim)] {
     std::string text, error;
     bool read = read_regular_file(path, 64 << 20, text, error);
     auto record = read ? nlohmann::json::parse(text, nullptr, false) : nlohmann::json();
-    boost::asio::post(io_, [id, listed, respond, found, error, record = std::move(record)] {
-      if (record.is_object() && record.value("state", "") != "running") return found(record);
+    const bool finished = record.is_object() && record.value("state", "") != "running";
+    if (!finished || !verbatim) text.clear();
+    else record = nlohmann::json();  // read and checked here; the engine's thread only hands the text on
+    boost::asio::post(io_, [id, listed, respond, found, verbatim, error, finished, record = std::move(record), text = std::move(text)]() mutable {
+      if (finished && verbatim) return verbatim(std::move(text));
+      if (finished) return found(record);
       if (listed) return respond(error_response(503, "the record of run " + id + " cannot be read now (" +
                                                          (error.empty() ? "run.json is not a finished run's record" : error) + ")"));
       respond(not_found("no run " + id));

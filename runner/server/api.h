@@ -55,11 +55,13 @@ class Api {
   /// a finished one's record.
   void run(const std::string& id, const HttpRequest& req, HttpServer::Respond respond);
   void step_log(const std::string& id, const std::string& step, const HttpRequest& req, HttpServer::Respond respond);
-  /// A finished run's record from memory or its run.json (on a worker); `found` runs on the engine thread.
   /// A run's JSON, active (rendered now) or finished (its run.json, read on a worker).
   void run_json(const std::string& id, HttpServer::Respond respond, std::function<void(const nlohmann::json&)> found);
-  void finished_record(const std::string& id, HttpServer::Respond respond,
-                       std::function<void(const nlohmann::json&)> found);
+  /// A finished run's record from memory or its run.json (on a worker); `found` runs on the engine thread.
+  /// With `verbatim`, a record read from run.json goes there as the file's text instead: dump_json wrote it, so
+  /// it is the answer's body byte for byte, not dumped again on the engine's thread (megabytes for a big run).
+  void finished_record(const std::string& id, HttpServer::Respond respond, std::function<void(const nlohmann::json&)> found,
+                       std::function<void(std::string)> verbatim = nullptr);
 
   boost::asio::io_context& io_;
   boost::asio::thread_pool* workers_;

@@ -207,13 +207,13 @@ Stmt Journal::stmt(const char* sql) const { return (*stmts_)(sql); }
 void Journal::exec(const char* sql) const { sqlite_exec(db_, sql); }
 
 bool Journal::run_created(const std::string& id, const std::string& created, const nlohmann::json& request,
-                          const nlohmann::json& skeleton) {
+                          const std::string& skeleton) {
   return write([&] {
     stmt("INSERT INTO runs(id, created, state, request, skeleton) VALUES(?, ?, 'running', ?, ?)")
         .bind(1, id)
         .bind(2, created)
         .bind(3, dump_json(request))
-        .bind(4, dump_json(skeleton))
+        .bind(4, skeleton)
         .step();
   });
 }
@@ -279,9 +279,9 @@ bool Journal::commit_group() {
   }
 }
 
-bool Journal::run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record) {
+bool Journal::run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record,
+                           const std::string& text) {
   return write([&] {
-    const std::string text = dump_json(record);  // once: a run of thousands of steps is megabytes
     // A run whose creation could not be journaled (the disk was full then) is inserted now.
     stmt("INSERT OR IGNORE INTO runs(id, created, state, request, skeleton) VALUES(?, ?, ?, ?, ?)")
         .bind(1, id)

@@ -45,11 +45,13 @@ class Journal {
 
   // Writes never throw: a full disk, an I/O error or a read-only remount must not take the daemon down. Each
   // returns false on failure, with the reason in write_error() (cleared by the next write that succeeds).
+  /// `skeleton` as dump_json wrote it (the caller writes the same text beside the run's logs).
   bool run_created(const std::string& id, const std::string& created, const nlohmann::json& request,
-                   const nlohmann::json& skeleton);
+                   const std::string& skeleton);
   /// `kind` is "job" or "step"; `data` is that job's or step's JSON as the API renders it.
   bool event(const std::string& run, const std::string& kind, int job, int step, const nlohmann::json& data);
-  bool run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record);
+  /// `text` is `record` as dump_json wrote it.
+  bool run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record, const std::string& text);
   /// `f`'s writes (this journal's and those sharing its connection) as one transaction: one commit instead of
   /// one per write. `f`'s answer, false too when the commit failed (write_error() says why).
   bool together(const std::function<bool()>& f);

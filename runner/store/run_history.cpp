@@ -164,8 +164,9 @@ void RunHistory::recover(const std::set<std::string>& adopted) {
     run["finished"] = now;
     run["result"] = to_int(ExitCode::Infrastructure);
     run["recovered"] = {{"at", now}, {"processes_killed", killed}};
-    journal_->run_finished(id, "interrupted", to_int(ExitCode::Infrastructure), run);
-    write_record(id, run);  // its run.json says so too: a GET of it reads that
+    const std::string text = dump_json(run);
+    journal_->run_finished(id, "interrupted", to_int(ExitCode::Infrastructure), run, text);
+    write_record(id, run, text);  // its run.json says so too: a GET of it reads that
     spdlog::warn("recovered run {}: it was active when the daemon stopped; marked interrupted, {} leftover process(es) killed",
                  id, killed);
   }
@@ -211,7 +212,7 @@ void RunHistory::journal_result(bool ok, const std::string& run_id) {
       // Runs that finished meanwhile are journaled now.
       for (auto it = unjournaled_.begin(); it != unjournaled_.end();) {
         const auto& r = it->second;
-        if (!journal_->run_finished(it->first, r.value("state", ""), r.value("result", 3), r)) break;
+        if (!journal_->run_finished(it->first, r.value("state", ""), r.value("result", 3), r, dump_json(r))) break;
         it = unjournaled_.erase(it);
       }
     }
@@ -231,9 +232,10 @@ void RunHistory::journal_result(bool ok, const std::string& run_id) {
 void RunHistory::run_created(const std::string& id, const std::string& created, const nlohmann::json& request,
                              const nlohmann::json& skeleton) {
   durable();
-  bool ok = journal_->run_created(id, created, request, skeleton);
+  const std::string text = dump_json(skeleton);  // once for both: a run of thousands of steps is megabytes
+  bool ok = journal_->run_created(id, created, request, text);
   // Beside its logs from the start: a run interrupted before its first job ends is still in a rebuilt history.
-  write_record(id, skeleton);
+  write_record(id, skeleton, text);
   journal_result(ok, id);
 }
 
@@ -338,9 +340,10 @@ void RunHistory::record_tests(StepTests step) {
 
 void RunHistory::run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record) {
   durable();
-  write_record(id, record);
+  const std::string text = dump_json(record);  // once for both
+  write_record(id, record, text);
   if (engine_state_) engine_state_->drop(id);  // nothing of it is left to take over
-  if (!journal_->run_finished(id, state, result, record)) {
+  if (!journal_->run_finished(id, state, result, record, text)) {
     journal_result(false, "");
     unjournaled_[id] = record;  // journaled when writes work again
   }
@@ -355,14 +358,15 @@ void RunHistory::remember_finished(const nlohmann::json& record) {
   while (model_.host.recent.size() > kRecentRuns) model_.host.recent.pop_back();
 }
 
-void RunHistory::write_record(const std::string& id, const nlohmann::json& record) {
+void RunHistory::write_record(const std::string& id, const nlohmann::json& record) { write_record(id, record, dump_json(record)); }
+
+void RunHistory::write_record(const std::string& id, const nlohmann::json& record, const std::string& text) {
   // Written whole beside, flushed to the disk, then renamed over the old one: a crash or power loss leaves
   // the old record or the new one, never half of one.
   const std::string dir = run_dir(state_dir_, id);
   const std::string path = run_record(dir), tmp = path + ".tmp";
   std::error_code ec;
   fs::create_directories(dir, ec);
-  const std::string text = dump_json(record);
   std::string error;
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);  // the daemon's alone (run_tree.h)
   if (fd < 0) {
@@ -385,10 +389,13 @@ void RunHistory::write_record(const std::string& id, const nlohmann::json& recor
     if (!record_failing_) spdlog::error("cannot write {} ({}); the journal keeps the run's history", path, error);
     record_failing_ = true;
     if (finished) model_.held_records[id] = record;  // served from memory until a write works
+    model_.finished_texts.forget(id);
     return;
   }
   record_failing_ = false;
   model_.held_records.erase(id);
+  if (finished) model_.finished_texts.keep(id, text);
+  else model_.finished_texts.forget(id);
 }
 
 void RunHistory::remove_run_dir(const std::string& run_dir) {
@@ -422,6 +429,7 @@ void RunHistory::prune(const RetentionConfig& r, double tests_retention_days, in
   for (const auto& id : pruned) {
     remove_run_dir(run_dir(state_dir_, id));
     model_.held_records.erase(id);
+    model_.finished_texts.forget(id);
   }
   if (!pruned.empty() && !at_start) {
     std::set<std::string> gone(pruned.begin(), pruned.end());

@@ -121,7 +121,9 @@ class RunHistory {
   bool save_engine_state(const std::string& run, const nlohmann::json& head, int job, int step, const nlohmann::json& step_state,
                          const nlohmann::json* view = nullptr);
   void stop_grouping();
-  void write_record(const std::string& id, const nlohmann::json& record);  // false: it stays in memory
+  /// run.json, written whole (or, failing, a finished run's record is held in memory). `text` is `record` dumped.
+  void write_record(const std::string& id, const nlohmann::json& record);
+  void write_record(const std::string& id, const nlohmann::json& record, const std::string& text);
   std::size_t rebuild();
   void remember_finished(const nlohmann::json& record);
 
