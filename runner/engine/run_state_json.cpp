@@ -61,66 +61,86 @@ JobState job_state_named(const std::string& s) {
 }  // namespace
 
 json step_state_json(const StepRecord& s) {
-  json intervals = json::array(), failures = json::array(), lease_failures = json::array(), tests = json::array();
-  for (const Interval& i : s.intervals) intervals.push_back({{"start", i.start}, {"end", i.end}, {"cards", i.cards}, {"attempt", i.attempt}});
-  for (const auto& f : s.failures) failures.push_back(failure_json(f));
-  for (const auto& f : s.lease_failures) lease_failures.push_back(failure_json(f));
-  for (const TestCase& c : s.tests) tests.push_back(c.json(true));
-  return {{"state", to_string(s.state)},
-          {"attempt", s.attempt},
-          {"cards", s.cards},
-          {"node", s.node},
-          {"executor_job", s.executor_job},
-          {"created", s.created},
-          {"runnable", s.runnable},
-          {"started", s.started},
-          {"finished", s.finished},
-          {"runnable_at", s.runnable_at},
-          {"started_at", s.started_at},
-          {"finished_at", s.finished_at},
-          {"queued_at", s.queued_at},
-          {"exit_code", s.exit_code},
-          {"signal", s.signal},
-          {"timed_out", s.timed_out},
-          {"wait_reason", s.wait_reason},
-          {"error", s.error},
-          {"log_path", s.log_path},
-          {"intervals", intervals},
-          {"failures", failures},
-          {"lease_failures", lease_failures},
-          {"leased", s.leased},
-          {"lease_markers", s.lease_markers},
-          {"charged", s.charged},
-          {"cause", s.cause},
-          {"verdict", s.verdict},
-          {"avoid", s.avoid},
-          {"outputs", s.outputs},
-          {"summary", s.summary},
-          {"caches", [&] {
-             nlohmann::json c = nlohmann::json::object();
-             for (const auto& [name, counts] : s.caches) c[name] = counts.json();
-             return c;
-           }()},
-          {"result_key", s.result_key},
-          {"reused_from", s.reused_from ? json{{"run", s.reused_from->run}, {"step", s.reused_from->step}, {"label", s.reused_from->label},
-                                               {"log", s.reused_from->log}, {"card_seconds", s.reused_from->card_seconds}}
-                                        : json(nullptr)},
-          {"perf", s.perf ? json{{"samples", s.perf->samples}, {"cards", s.perf->cards}, {"log_offset", s.perf->log_offset},
-                                 {"change", s.perf->change}, {"verdict", s.perf->verdict}}
-                          : json(nullptr)},
-          {"tests", tests},
-          {"tests_error", s.tests_error},
-          {"tests_rerun", s.tests_rerun},
-          {"test_leases", s.test_leases},
-          {"test_lease_faults", s.test_lease_faults},
-          {"control", {{"base", s.control.base}, {"run", s.control.run}, {"result", s.control.result}, {"note", s.control.note}}},
-          {"shard_tests", s.shard_tests},
-          {"shard_expected_seconds", s.shard_expected_seconds},
-          {"collected", s.collected},
-          {"collected_unknown", s.collected_unknown},
-          {"resolved", s.resolved},
-          {"order", s.order},
-          {"ended", s.ended ? outcome_json(*s.ended) : json()}};
+  // What differs from a fresh step only: step_state_from_json reads a field left out as its default, and most
+  // of a step's fifty fields keep it (a daemon writes this for each transition; a waiting step's was 900 bytes).
+  json j = json::object();
+  j["state"] = to_string(s.state);
+  auto text = [&](const char* key, const std::string& v) {
+    if (!v.empty()) j[key] = v;
+  };
+  auto number = [&](const char* key, auto v, decltype(v) fallback) {
+    if (v != fallback) j[key] = v;
+  };
+  auto list = [&](const char* key, const auto& v) {
+    if (!v.empty()) j[key] = v;
+  };
+  number("attempt", s.attempt, 0);
+  list("cards", s.cards);
+  text("node", s.node);
+  text("executor_job", s.executor_job);
+  text("created", s.created);
+  text("runnable", s.runnable);
+  text("started", s.started);
+  text("finished", s.finished);
+  number("runnable_at", s.runnable_at, -1.0);
+  number("started_at", s.started_at, -1.0);
+  number("finished_at", s.finished_at, -1.0);
+  number("queued_at", s.queued_at, -1.0);
+  number("exit_code", s.exit_code, -1);
+  number("signal", s.signal, 0);
+  number("timed_out", s.timed_out, false);
+  text("wait_reason", s.wait_reason);
+  text("error", s.error);
+  text("log_path", s.log_path);
+  if (!s.intervals.empty()) {
+    json& intervals = j["intervals"] = json::array();
+    for (const Interval& i : s.intervals) intervals.push_back({{"start", i.start}, {"end", i.end}, {"cards", i.cards}, {"attempt", i.attempt}});
+  }
+  if (!s.failures.empty()) {
+    json& failures = j["failures"] = json::array();
+    for (const auto& f : s.failures) failures.push_back(failure_json(f));
+  }
+  if (!s.lease_failures.empty()) {
+    json& lease_failures = j["lease_failures"] = json::array();
+    for (const auto& f : s.lease_failures) lease_failures.push_back(failure_json(f));
+  }
+  list("leased", s.leased);
+  text("lease_markers", s.lease_markers);
+  list("charged", s.charged);
+  text("cause", s.cause);
+  text("verdict", s.verdict);
+  list("avoid", s.avoid);
+  list("outputs", s.outputs);
+  text("summary", s.summary);
+  if (!s.caches.empty()) {
+    json& caches = j["caches"] = json::object();
+    for (const auto& [name, counts] : s.caches) caches[name] = counts.json();
+  }
+  text("result_key", s.result_key);
+  if (s.reused_from)
+    j["reused_from"] = {{"run", s.reused_from->run}, {"step", s.reused_from->step}, {"label", s.reused_from->label},
+                        {"log", s.reused_from->log}, {"card_seconds", s.reused_from->card_seconds}};
+  if (s.perf)
+    j["perf"] = {{"samples", s.perf->samples}, {"cards", s.perf->cards}, {"log_offset", s.perf->log_offset},
+                 {"change", s.perf->change}, {"verdict", s.perf->verdict}};
+  if (!s.tests.empty()) {
+    json& tests = j["tests"] = json::array();
+    for (const TestCase& c : s.tests) tests.push_back(c.json(true));
+  }
+  text("tests_error", s.tests_error);
+  number("tests_rerun", s.tests_rerun, false);
+  list("test_leases", s.test_leases);
+  list("test_lease_faults", s.test_lease_faults);
+  if (!s.control.base.empty() || !s.control.run.empty() || !s.control.result.empty() || !s.control.note.empty())
+    j["control"] = {{"base", s.control.base}, {"run", s.control.run}, {"result", s.control.result}, {"note", s.control.note}};
+  list("shard_tests", s.shard_tests);
+  number("shard_expected_seconds", s.shard_expected_seconds, -1.0);
+  number("collected", s.collected, -1);
+  number("collected_unknown", s.collected_unknown, 0);
+  number("resolved", s.resolved, false);
+  number("order", s.order, std::uint64_t{0});
+  if (s.ended) j["ended"] = outcome_json(*s.ended);
+  return j;
 }
 
 StepRecord step_state_from_json(const json& j) {
