@@ -8,6 +8,7 @@
 #include "commands/run_mirror.h"
 #include "served_daemon.h"
 #include "server/run_changes.h"
+#include "util/state_paths.h"
 
 using namespace pto;
 using namespace pto::test;
@@ -158,6 +159,13 @@ TEST_CASE("GET /runs/{id}?since= carries the steps changed since and the first i
   CHECK_FALSE(ended.contains("delta"));
   CHECK(ended["state"] == "succeeded");
   CHECK(step_ids(ended).size() == 3);
+  // Just ended, it is answered from memory with its run.json's own text (read_model/finished_texts), byte for
+  // byte, and so it is with the file gone.
+  const std::string record = run_record(run_dir(s.state(), id));
+  const std::string text = read_file(record);
+  CHECK(api_request("GET", s.url(api_path::run(id))).body == text);
+  fs::remove(record);
+  CHECK(api_request("GET", s.url(api_path::run(id))).body == text);
 }
 
 TEST_CASE("submit --wait follows a run by its changes: every step's end once, the summary whole", "[daemon][run_changes]") {
