@@ -431,12 +431,25 @@ void Api::run(const std::string& id, const HttpRequest& req, HttpServer::Respond
   if (auto it = model_.active.find(id); it != model_.active.end()) {
     nlohmann::json j = active_run_json(*it->second.engine, model_, since);
     if (!j.contains("delta")) j["request"] = *it->second.request;
-    return respond(json_response(200, j));
+    return answer_off_thread(std::move(j), std::move(respond));
   }
   commands_.run_read(id);
   finished_record(
       id, respond, [respond](const nlohmann::json& record) { respond(json_response(200, record)); },
       [respond](std::string text) { respond(HttpResponse{200, "application/json", std::move(text), {}}); });
+}
+
+void Api::answer_off_thread(nlohmann::json j, HttpServer::Respond respond) {
+  // A whole run of 1,000 steps is a megabyte of text: dumping it held the engine's thread for ~10 ms (the
+  // first answer to `submit` came while the run's first steps ended, and their cards waited). What it shows is
+  // kept first, here, as for every answer (Api::handle); the text is made and sent on a worker.
+  if (!workers_) return respond(json_response(200, j));
+  commands_.durable();
+  boost::asio::post(*workers_, [j = std::move(j), respond = std::move(respond)]() mutable {
+    HttpResponse r = json_response(200, j);
+    j = nlohmann::json();  // freed here too
+    respond(std::move(r));
+  });
 }
 
 void Api::run_json(const std::string& id, HttpServer::Respond respond, std::function<void(const nlohmann::json&)> found) {

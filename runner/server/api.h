@@ -55,6 +55,8 @@ class Api {
   /// a finished one's record.
   void run(const std::string& id, const HttpRequest& req, HttpServer::Respond respond);
   void step_log(const std::string& id, const std::string& step, const HttpRequest& req, HttpServer::Respond respond);
+  /// 200 with `j`, dumped and sent on a worker (the journal made durable first, on this thread).
+  void answer_off_thread(nlohmann::json j, HttpServer::Respond respond);
   /// A run's JSON, active (rendered now) or finished (its run.json, read on a worker).
   void run_json(const std::string& id, HttpServer::Respond respond, std::function<void(const nlohmann::json&)> found);
   /// A finished run's record from memory or its run.json (on a worker); `found` runs on the engine thread.
