@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "store/journal.h"
+#include "store/side_table.h"
 #include "store/sqlite_stmt.h"
 #include "store/wal_checkpointer.h"
 #include "test_support.h"
@@ -98,4 +99,10 @@ TEST_CASE("journal: its checkpoints are made by a checkpointer of its own", "[st
   REQUIRE(journal);
   REQUIRE(journal->checkpoints());
   CHECK(autocheckpoint_of(journal->connection()) == 0);
+  // Another store's connection of the file (the test history, the results...) leaves the copy to it too, up
+  // to the cap.
+  sqlite3* side = open_side_connection((dir.path() / "journal.sqlite").string(), "a store", {"CREATE TABLE IF NOT EXISTS s(x)"}, error);
+  REQUIRE(side);
+  CHECK(autocheckpoint_of(side) == WalCheckpointer::kCapPages);
+  sqlite3_close(side);
 }

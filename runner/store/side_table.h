@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "store/sqlite_stmt.h"
+#include "store/wal_checkpointer.h"
 
 namespace pto {
 
@@ -42,6 +43,10 @@ inline sqlite3* open_side_connection(const std::string& path, const std::string&
       sqlite_exec(db, "PRAGMA busy_timeout=5000");
       sqlite_exec(db, "PRAGMA journal_mode=WAL");
       sqlite_exec(db, "PRAGMA synchronous=NORMAL");
+      // The journal's checkpointer copies the WAL back on its own thread (store/wal_checkpointer); a store's
+      // commit does it only past the cap. (At SQLite's 1,000 pages, every commit on the engine's thread while
+      // a busy run keeps the WAL past them would make a checkpoint, and its fsyncs.)
+      sqlite_exec(db, ("PRAGMA wal_autocheckpoint=" + std::to_string(WalCheckpointer::kCapPages)).c_str());
       for (const char* sql : pragmas) sqlite_exec(db, sql);
       for (const char* sql : schema) sqlite_exec(db, sql);
       return db;
