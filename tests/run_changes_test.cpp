@@ -2,8 +2,10 @@
 // /api/v1/runs/{id}?since=REVISION carries what changed, and `submit --wait` merges it into the run it shows.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "commands/run_mirror.h"
 #include "served_daemon.h"
@@ -166,6 +168,38 @@ TEST_CASE("GET /runs/{id}?since= carries the steps changed since and the first i
   CHECK(api_request("GET", s.url(api_path::run(id))).body == text);
   fs::remove(record);
   CHECK(api_request("GET", s.url(api_path::run(id))).body == text);
+}
+
+TEST_CASE("GET /runs/{id}?wait= is held until the run ends or the seconds pass, whichever is first", "[daemon][run_changes]") {
+  Served s;
+  s.devices = "1";
+  const std::string go = (s.dir.path() / "go").string();
+  write_project(s.dir, {{"w.yml", "name: w\nsteps:\n  - {name: a, devices: 1, run: 'while [ ! -e " + go + " ]; do sleep 0.05; done'}\n"}});
+  s.start();
+  const std::string id = s.submit_run();
+  REQUIRE(wait_until([&] { return s.get(api_path::run(id))["jobs"][0]["steps"][0]["state"] == "running"; }, 20));
+  for (const char* bad : {"0", "61", "-1", "soon", ""}) {
+    auto r = api_request("GET", s.url(api_path::run(id) + "?wait=" + bad));
+    CHECK(r.status == 400);
+    CHECK(r.body.find("wait") != std::string::npos);
+  }
+  // The run cannot end (its step waits for `go`): the answer comes when the seconds pass, as without `wait`.
+  const std::string rev = s.get(api_path::run(id))["revision"];
+  json held = s.get(api_path::run(id) + "?since=" + rev + "&wait=0.3");
+  CHECK(held["delta"] == true);
+  CHECK(held["state"] == "running");
+  // Held for up to 30 s, it is answered by the run's end: the finished record, whole. (`go` comes half a second
+  // after the GET is sent: a GET not held would be answered "running" before that.)
+  std::thread release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::ofstream(go) << "1";
+  });
+  json ended = s.get(api_path::run(id) + "?since=" + rev + "&wait=30");
+  release.join();
+  CHECK_FALSE(ended.contains("delta"));
+  CHECK(ended["state"] == "succeeded");
+  // A finished run is answered at once, whatever the wait.
+  CHECK(s.get(api_path::run(id) + "?wait=60")["state"] == "succeeded");
 }
 
 TEST_CASE("submit --wait follows a run by its changes: every step's end once, the summary whole", "[daemon][run_changes]") {

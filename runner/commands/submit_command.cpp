@@ -178,8 +178,12 @@ std::optional<nlohmann::json> follow_run(const SubmitOptions& o, ActionsOutput& 
       }
     }
     // Reads carry the token too: a daemon beyond loopback answers no read without one (the admin token reads).
-    // After the first answer, only what changed since (commands/run_mirror): a poll costs what changed.
-    ApiResponse g = api_request("GET", server + api_path::run(id) + mirror.query(), token);
+    // After the first answer, only what changed since (commands/run_mirror): a poll costs what changed. The
+    // daemon holds each poll until the run ends or the interval passes: the end is heard at once.
+    const auto asked = steady_now();
+    const std::string query = mirror.query();
+    ApiResponse g = api_request("GET", server + api_path::run(id) + query + (query.empty() ? "?" : "&") + "wait=" + std::to_string(o.poll), token,
+                                "", static_cast<long>(o.poll) + 30);  // held up to the interval, then the usual 30 s
     if (g.wrong_listener) {  // another user's listener has the daemon's address: it is not coming back there
       std::cerr << "pto-runner submit: " << g.error << "\n";
       exit_code = to_int(ExitCode::Infrastructure);
@@ -217,7 +221,9 @@ std::optional<nlohmann::json> follow_run(const SubmitOptions& o, ActionsOutput& 
         if (done) return run;
       }
     }
-    std::this_thread::sleep_for(std::chrono::duration<double>(o.poll));
+    // What the interval has left (all of it after an error, none after a held answer; a daemon that does not
+    // hold answers at once).
+    std::this_thread::sleep_for(std::chrono::duration<double>(o.poll) - (steady_now() - asked));
   }
 }
 

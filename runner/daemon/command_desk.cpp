@@ -60,6 +60,10 @@ void CommandDesk::end_lease(const std::string& id, const std::string& why, const
 
 void CommandDesk::run_read(const std::string& id) { o_.stop.run_read(id); }
 
+void CommandDesk::when_run_ends(const std::string& id, std::weak_ptr<const std::function<void()>> ended) {
+  o_.runs.when_ended(id, std::move(ended));
+}
+
 void CommandDesk::durable() {
   if (o_.store.opened()) o_.store.history().durable();
 }

@@ -39,6 +39,7 @@ class CommandDesk : public HostCommands {
   Answer heartbeat_lease(const std::string& id, const Caller& by) override;
   void end_lease(const std::string& id, const std::string& why, const LeaseReport& report, const Caller& by, Reply reply) override;
   void run_read(const std::string& id) override;
+  void when_run_ends(const std::string& id, std::weak_ptr<const std::function<void()>> ended) override;
   void durable() override;
 
  private:

@@ -372,7 +372,20 @@ void RunHost::finished(HostedRun& run) {
   run.give_back([this, id] { returned(id); });
   events_.after_run();
   events_.refresh();  // whoever saw the run end reads a status where it has ended (cards free, counts updated)
-  parts_.stop.check();
+  if (auto w = end_watchers_.find(id); w != end_watchers_.end()) {
+    auto watchers = std::move(w->second);
+    end_watchers_.erase(w);
+    for (const auto& watcher : watchers)
+      if (auto ended = watcher.lock()) (*ended)();
+  }
+  parts_.stop.check();  // after the watchers: a draining daemon waits for each end to be read
+}
+
+void RunHost::when_ended(const std::string& id, std::weak_ptr<const std::function<void()>> ended) {
+  auto& watchers = end_watchers_[id];
+  // Those answered at their own time are gone: a run followed for hours by one client keeps one, not thousands.
+  watchers.erase(std::remove_if(watchers.begin(), watchers.end(), [](const auto& w) { return w.expired(); }), watchers.end());
+  watchers.push_back(std::move(ended));
 }
 
 void RunHost::returned(const std::string& id) {

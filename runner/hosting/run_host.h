@@ -91,6 +91,9 @@ class RunHost {
   void submit(RunSubmission s, const std::string& peer, HostCommands::Reply reply);
   Answer cancel(const std::string& id, const std::string& peer);
   Answer detach(const std::string& run, const std::string& client, bool cancel) { return attached_.detach(run, client, cancel); }
+  /// `ended` is called at run `id`'s end, once its record is kept, unless it expired by then (a client's held
+  /// GET that was answered at its own time: server/api `wait`).
+  void when_ended(const std::string& id, std::weak_ptr<const std::function<void()>> ended);
   /// SIGTERM: no new runs, and no leases but accepted runs'; accepted runs go on to their end, then `done(0)`.
   /// Past `minutes` (shutdown-timeout-minutes) the rest is cancelled, then `done(143)` (hosting/shutdown).
   void drain(double minutes, std::function<void(int exit_code)> done);
@@ -166,6 +169,7 @@ class RunHost {
   std::set<std::string> preparing_;                         // submissions whose commit is being checked out
   UserQueue users_;       // runs waiting for a sandbox user
   AttachedRuns attached_;  // submit --attach
+  std::map<std::string, std::vector<std::weak_ptr<const std::function<void()>>>> end_watchers_;  // when_ended
 };
 
 /// Which pull request a submission is a run of ("" for none): "OWNER/REPO#N" from refs/pull/N/*, else

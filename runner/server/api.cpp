@@ -4,7 +4,9 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <cstdlib>
 #include <regex>
 
 #include "engine/engine.h"
@@ -428,6 +430,30 @@ void Api::run(const std::string& id, const HttpRequest& req, HttpServer::Respond
   std::optional<RunRevision> since;
   if (auto it = req.query.find("since"); it != req.query.end() && !(since = RunRevision::parse(it->second)))
     return respond(error_response(400, "since: not a revision (the `revision` of an earlier answer: EPOCH-NUMBER-GENERATION)"));
+  double wait = 0;
+  if (auto it = req.query.find("wait"); it != req.query.end()) {
+    char* end = nullptr;
+    wait = std::strtod(it->second.c_str(), &end);
+    if (it->second.empty() || *end || !(wait > 0 && wait <= kMaxWaitSeconds))
+      return respond(error_response(400, "wait: the seconds to hold the answer until the run ends, more than 0 and at most 60"));
+  }
+  if (wait <= 0 || !model_.active.count(id)) return answer_run(id, since, std::move(respond));
+  // Held until the run ends (its host calls `answer`) or `wait` passes (the timer does), whichever is first;
+  // the other finds it answered. The timer holds `answer` until it fires: the host keeps only a weak reference.
+  auto answered = std::make_shared<bool>(false);
+  auto answer = std::make_shared<const std::function<void()>>(
+      [this, alive = std::weak_ptr<bool>(alive_), answered, id, since, respond = std::move(respond)] {
+        if (*answered || alive.expired()) return;
+        *answered = true;
+        answer_run(id, since, respond);
+      });
+  commands_.when_run_ends(id, answer);
+  auto timer = std::make_shared<boost::asio::steady_timer>(io_, std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                                     std::chrono::duration<double>(wait)));
+  timer->async_wait([timer, answer](boost::system::error_code) { (*answer)(); });
+}
+
+void Api::answer_run(const std::string& id, const std::optional<RunRevision>& since, HttpServer::Respond respond) {
   if (auto it = model_.active.find(id); it != model_.active.end()) {
     nlohmann::json j = active_run_json(*it->second.engine, model_, since);
     if (!j.contains("delta")) j["request"] = *it->second.request;

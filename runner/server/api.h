@@ -5,10 +5,13 @@
 // files are read on a worker); mutations are checked into types (server/requests) and handed to the commands.
 // Used by `serve` (every route) and by a foreground `run`'s lease endpoints (leases only).
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "server/access.h"
 #include "server/host_commands.h"
+#include "server/run_changes.h"
 #include "server/http_server.h"
 #include "read_model/read_model.h"
 
@@ -34,6 +37,7 @@ class Api {
   void handle(const HttpRequest& req, HttpServer::Respond respond);
 
   static constexpr std::size_t kMaxRunsListed = 1000;  // GET /api/v1/runs?limit=
+  static constexpr double kMaxWaitSeconds = 60;        // GET /api/v1/runs/{id}?wait=
 
  private:
   struct Route;
@@ -51,9 +55,11 @@ class Api {
   std::shared_ptr<const TestQueries> history_queries(const HttpRequest& req, int default_limit, double& since, int& limit,
                                                      const HttpServer::Respond& respond) const;
   void test(const std::string& id, const HttpRequest& req, HttpServer::Respond respond);
-  /// GET /api/v1/runs/{id}[?since=REVISION]: an active run rendered now (whole, or what changed: server/run_changes),
-  /// a finished one's record.
+  /// GET /api/v1/runs/{id}[?since=REVISION][&wait=SECONDS]: an active run rendered now (whole, or what changed:
+  /// server/run_changes), a finished one's record. With `wait` an active run's answer is held until the run ends
+  /// or SECONDS pass, whichever is first (a client following a run hears its end at once, not at its next poll).
   void run(const std::string& id, const HttpRequest& req, HttpServer::Respond respond);
+  void answer_run(const std::string& id, const std::optional<RunRevision>& since, HttpServer::Respond respond);
   void step_log(const std::string& id, const std::string& step, const HttpRequest& req, HttpServer::Respond respond);
   /// 200 with `j`, dumped and sent on a worker (the journal made durable first, on this thread).
   void answer_off_thread(nlohmann::json j, HttpServer::Respond respond);
@@ -74,6 +80,7 @@ class Api {
   std::string status_cache_;  // the rendered status, reused within a generation (at most 100 ms)
   std::uint64_t status_generation_ = 0;
   std::chrono::steady_clock::time_point status_at_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // a held answer outliving the Api gives up
 };
 
 /// The answer a command came to, as HTTP.

@@ -4,6 +4,7 @@
 // run's lease endpoints) acts on its own thread and answers with an outcome and a JSON body. Reads never come
 // here: they render the read model (read_model/read_model.h).
 #include <functional>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -46,6 +47,9 @@ class HostCommands {
   virtual void run_read(const std::string& /*id*/) {}
   /// What the host changed is kept before an answer goes out (its journal may commit a turn's writes together).
   virtual void durable() {}
+  /// `ended` is called at active run `id`'s end, once its record is kept, unless it expired by then (a GET held
+  /// until the run ends: `wait`). Without a host that says so, never: the hold's own time answers.
+  virtual void when_run_ends(const std::string& /*id*/, std::weak_ptr<const std::function<void()>> /*ended*/) {}
 };
 
 }  // namespace pto
