@@ -85,6 +85,9 @@ TEST_CASE("run state: a run's whole state survives JSON and back, and an older o
   const nlohmann::json j = run_state_json(r);
   const RunRecord back = run_state_from_json(nlohmann::json::parse(j.dump()));
   CHECK(run_state_json(back) == j);
+  // A fresh step is written as its state alone (a row per transition): every field it leaves out reads back as
+  // the step's own default, which the round trip above checks for the fresh step beside.
+  CHECK(step_state_json(StepRecord{}) == nlohmann::json{{"state", "pending"}});
   const StepRecord& b = back.jobs.at(0).steps.at(0);
   CHECK(b.state == StepState::Running);
   CHECK(b.cards == std::vector<int>{3, 4});
