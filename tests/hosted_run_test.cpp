@@ -33,6 +33,7 @@ struct FakeLender : UserLender {
   std::map<std::string, std::size_t> lent;
   std::vector<std::string> given_back;
   std::function<void(const std::string&)> on_give_back;
+  std::function<void()> on_sweep;  // null: nothing to sweep
   std::string why_not = "no users in this test";
   bool active() const override { return !users.empty(); }
   const std::string& why() const override { return why_not; }
@@ -47,6 +48,13 @@ struct FakeLender : UserLender {
       }
     }
     return std::nullopt;
+  }
+  std::function<std::string()> leftovers_sweep(const std::string&) override {
+    if (!on_sweep) return nullptr;
+    return [this] {
+      on_sweep();
+      return std::string();
+    };
   }
   std::string give_back(const std::string& run) override {
     if (on_give_back) on_give_back(run);
@@ -215,7 +223,7 @@ TEST_CASE("hosted run: with every sandbox user lent a run waits and nothing of i
 }
 
 TEST_CASE("hosted run: its sandbox user gets its tree before its steps run as it, its leased cards' files while it holds them, "
-          "and goes back only once the tree is root's again",
+          "and goes back only once what it left is swept and the tree is root's again",
           "[hosting]") {
   if (::geteuid() != 0) {
     WARN("SKIPPED: handing a run's tree to another user needs root");
@@ -230,7 +238,12 @@ TEST_CASE("hosted run: its sandbox user gets its tree before its steps run as it
   h.cfg.card_files = {(h.dir.path() / "davinci{id}").string()};
   auto run = h.make(kOneCardStep);
   const fs::path files = fs::path(run->run_dir()) / "files";
-  bool tree_was_root_s = false;
+  bool tree_was_root_s = false, swept_first = false;
+  // The sweep (what still runs as the user killed) comes first: nothing of it writes to the tree once it is root's.
+  h.lender.on_sweep = [&] {
+    struct stat st {};
+    swept_first = h.lender.given_back.empty() && ::stat(files.c_str(), &st) == 0 && st.st_uid == uid;
+  };
   h.lender.on_give_back = [&](const std::string&) {
     struct stat st {};
     // files/ (the $GITHUB_* files, which may hold secrets) is gone, and the run dir is root's.
@@ -264,5 +277,6 @@ TEST_CASE("hosted run: its sandbox user gets its tree before its steps run as it
   run->give_back([&] { returned = true; });
   CHECK(returned);
   CHECK(h.lender.given_back == std::vector<std::string>{run->id()});
+  CHECK(swept_first);
   CHECK(tree_was_root_s);
 }

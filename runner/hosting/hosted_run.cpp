@@ -217,10 +217,14 @@ void HostedRun::give_back(std::function<void()> done) {
   if (host_.leases) host_.leases->access.forget_run(id_);
   step_tokens_.clear();
   if (!user_) return done();
-  // What its user owned in its tree goes back to root first (its $GITHUB_* files may hold secret values, its
-  // home what it left there): the next run lent this user must find nothing of this one.
+  // What still runs as its user is killed and what it left removed (sandbox/user_leftovers), then what it owned
+  // in its tree goes back to root (its $GITHUB_* files may hold secret values, its home what it left there):
+  // the next run lent this user must find nothing of this one. All of it on a worker (it reads all of /proc
+  // and every world-writable directory); the user is lent to nobody else until it is done.
   off_thread(
-      [dir = run_dir_, caches = caches_, names = cache_names_, uid = user_->uid] {
+      [id = id_, dir = run_dir_, caches = caches_, names = cache_names_, uid = user_->uid, sweep = host_.users.leftovers_sweep(id_)] {
+        if (sweep)
+          if (const std::string swept = sweep(); !swept.empty()) spdlog::warn("run {} ended: {}", id, swept);
         std::string e = reclaim_run_tree(dir);
         // What a protected run's user wrote in the protected tiers goes to root before the user is lent again.
         if (caches && !names.empty())

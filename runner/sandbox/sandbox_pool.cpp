@@ -71,7 +71,9 @@ SandboxPool::SandboxPool(const SandboxConfig& cfg, std::vector<std::string> shar
     why_not_ = std::to_string(missing.size()) + " of the sandbox users " + cfg.user(0) + " .. " + cfg.user(cfg.count - 1) +
                " do not exist (pto-runner sandbox setup makes them)";
     users_.clear();
+    return;
   }
+  dirs_found_ = std::async(std::launch::async, [] { world_writable_dirs(); });
 }
 
 bool SandboxPool::lend_index(const std::string& run, std::size_t i) {
@@ -112,6 +114,7 @@ std::optional<RunAs> SandboxPool::lend_again(const std::string& run, const std::
 }
 
 std::string SandboxPool::give_back(const std::string& run) {
+  const bool swept = swept_apart_.erase(run) > 0;
   auto it = lent_.find(run);
   if (it == lent_.end()) return "";
   const std::size_t index = it->second;
@@ -119,12 +122,20 @@ std::string SandboxPool::give_back(const std::string& run) {
   lent_.erase(it);
   revoke_file_access(shared_files_, u.uid);
   revoke_file_access(card_files_, u.uid);
-  const Leftovers left = sweep_leftovers_of(u.uid);
+  const std::string left = swept ? "" : sweep_leftovers_of(u.uid).text(u.name);
   if (auto l = locks_.find(index); l != locks_.end()) {  // only now may another pto-runner lend it
     ::close(l->second);
     locks_.erase(l);
   }
-  return left.text(u.name);
+  return left;
+}
+
+std::function<std::string()> SandboxPool::leftovers_sweep(const std::string& run) {
+  auto it = lent_.find(run);
+  if (it == lent_.end()) return nullptr;
+  swept_apart_.insert(run);
+  // The user stays lent (to `run` alone) until give_back: nothing else runs as it while the sweep runs.
+  return [uid = users_[it->second].uid, name = users_[it->second].name] { return sweep_leftovers_of(uid).text(name); };
 }
 
 std::size_t SandboxPool::free_count() const { return users_.size() - lent_.size(); }

@@ -6,9 +6,11 @@
 //
 // Whether the pool is active is decided once, at start: the daemon is root, `sandbox` is not off, and every
 // user exists. Otherwise why() says so, and the daemon says it loudly (log, status, page).
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,7 @@ class SandboxPool : public UserLender {
   /// (IPC objects, files in world-writable directories: sandbox/user_leftovers) removed, so the next run it is
   /// lent to finds nothing of this one. Returns what was swept, for the log ("" when nothing).
   std::string give_back(const std::string& run) override;
+  std::function<std::string()> leftovers_sweep(const std::string& run) override;
   std::size_t free_count() const;
   /// Whether lend() may find a user (active, and not every user is lent by this pool).
   bool lend_possible() const { return active() && free_count() > 0; }
@@ -50,6 +53,10 @@ class SandboxPool : public UserLender {
   std::vector<RunAs> users_;
   std::map<std::string, std::size_t> lent_;  // run -> index into users_
   std::map<std::size_t, int> locks_;          // index -> its flocked lock file
+  std::set<std::string> swept_apart_;          // runs whose sweep leftovers_sweep handed out: give_back skips it
+  // The host's world-writable directories found on a thread of their own at start (a walk of /), not at the
+  // first run's end: the future's destructor waits for it.
+  std::future<void> dirs_found_;
   std::string lock_dir_;
   std::vector<std::string> shared_files_, card_files_;
   std::string why_not_;

@@ -2,6 +2,7 @@
 // UserLender: what a host's runs need of the sandbox users (SPEC "A step cannot touch the daemon, the host or
 // another run"): one user lent to each run alone, given back once its run has ended. SandboxPool is the real
 // one (sandbox/sandbox_pool); the hosting tests lend with a fake.
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -22,6 +23,11 @@ class UserLender {
   virtual std::optional<RunAs> lend_again(const std::string& run, const std::string& name) { (void)name; return lend(run); }
   /// The user `run` had goes back: nothing of it may run or stay behind. What was swept ("" nothing).
   virtual std::string give_back(const std::string& run) = 0;
+  /// The sweep give_back would make of `run`'s user (what still runs as it killed, what it left removed), for
+  /// the caller to run first on any thread: it reads all of /proc and every world-writable directory, too long
+  /// for the engine's thread. It says what it swept ("" nothing); give_back(run) then sweeps no more. Null
+  /// when there is nothing to sweep.
+  virtual std::function<std::string()> leftovers_sweep(const std::string& run) { (void)run; return nullptr; }
 };
 
 }  // namespace pto

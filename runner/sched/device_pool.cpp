@@ -98,17 +98,33 @@ bool DevicePool::acquire(const std::vector<int>& cards, const std::string& label
   }
   // Locked: but a process no lock speaks for may still use a card (the incumbent's wrapper, which held the
   // flock, exits before its task's detached process does).
-  std::vector<std::string> files;
   const auto t = steady_now();
+  auto needs_scan = [&](const Card& c) {
+    // A scan is fresh for a card not held since: one we let go of has it scanned again (kHandOver's case).
+    const bool fresh = t - c.scanned_at <= kScanFresh && c.scanned_at > c.released_at;
+    return !c.files.empty() && (scan_at_hand_over_ || t - c.released_at > kHandOver) && !fresh;
+  };
+  std::vector<int> scanned;
   for (int id : cards)
-    if (scan_at_hand_over_ || t - cards_[id].released_at > kHandOver)
-      for (const auto& f : cards_[id].files) files.push_back(f);
-  if (const auto users = processes_with_open(files); !users.empty()) {
-    for (const auto& u : users)
-      for (int id : cards)
-        if (std::find(cards_[id].files.begin(), cards_[id].files.end(), u.path) != cards_[id].files.end())
-          cards_[id].outside_holder = u.describe();
-    why = users.front().describe();
+    if (needs_scan(cards_[id])) scanned.push_back(id);
+  if (!scanned.empty())
+    for (const auto& [id, c] : cards_)  // the same pass for every other idle card (kScanFresh)
+      if (!c.lock && c.outside_holder.empty() && !c.drained && needs_scan(c) && std::find(cards.begin(), cards.end(), id) == cards.end())
+        scanned.push_back(id);
+  std::vector<std::string> files;
+  std::map<std::string, int> card_of_file;
+  for (int id : scanned)
+    for (const auto& f : cards_[id].files) files.push_back(f), card_of_file[f] = id;
+  std::string used;  // the first of `cards` found in use
+  for (const auto& u : processes_with_open(files)) {
+    const int id = card_of_file[u.path];
+    if (cards_[id].outside_holder.empty() || std::find(cards.begin(), cards.end(), id) != cards.end()) cards_[id].outside_holder = u.describe();
+    if (used.empty() && std::find(cards.begin(), cards.end(), id) != cards.end()) used = u.describe();
+  }
+  for (int id : scanned)
+    if (cards_[id].outside_holder.empty()) cards_[id].scanned_at = t;
+  if (!used.empty()) {
+    why = used;
     return false;
   }
   std::string now = iso_now();

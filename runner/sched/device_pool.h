@@ -140,12 +140,17 @@ class DevicePool {
     std::chrono::steady_clock::time_point held_since;  // of the current holding
     std::string held_since_iso;                         // the same, as the pages show it
     std::chrono::steady_clock::time_point released_at;  // when we last let it go
+    std::chrono::steady_clock::time_point scanned_at;   // when a /proc scan last found its files unused
   };
   /// Under cgroup containment, a card we let go of moments ago is handed straight on without reading /proc for
   /// its files' users: only what ran under our own lock could have opened it meanwhile, and that is contained
   /// and gone (a scan costs ~1 ms per grant on a busy host, bench/README.md). Cards idle longer, or last held
   /// by someone else, are scanned.
   static constexpr std::chrono::milliseconds kHandOver{2000};
+  /// A scan of /proc for one card's files looks for every other idle card's too (a pass costs the same for one
+  /// file or eight): a run's first steps, granted all cards in one burst, read /proc once, not once a card. A
+  /// card found unused is granted without another scan this soon after.
+  static constexpr std::chrono::milliseconds kScanFresh{100};
   static constexpr double kRetireWindowSeconds = 7 * 86400;
   bool scan_at_hand_over_ = true;
   /// Who outside pto-runner uses each of `ids` now (its lock's holder, or a process with its files open);
