@@ -81,7 +81,6 @@ TEST_CASE("run history: a turn's transitions are one commit, made before another
   // Two transitions of one turn: nothing is committed until something asks for it.
   history.step_changed("r1", 0, 0, {{"state", "succeeded"}});
   history.step_changed("r1", 0, 1, {{"state", "running"}});
-  history.record_duration("key", 1.5, "2026-12-05T00:00:00Z");
   CHECK(rows(path, "events") == events_before);
   // Another connection of the file writing on this thread: the group is committed first (it would otherwise
   // wait on its busy timeout for a commit only this thread can make, and fail).
@@ -89,7 +88,6 @@ TEST_CASE("run history: a turn's transitions are one commit, made before another
   sqlite3* side = open_side_connection(path, "a test table", {"CREATE TABLE IF NOT EXISTS side(x INTEGER)"}, error);
   REQUIRE(side);
   CHECK(rows(path, "events") == events_before + 2);
-  CHECK(rows(path, "step_durations") == 1);
   history.step_changed("r1", 0, 2, {{"state", "waiting"}});
   CHECK(side_transaction(side, error, "side", [&] { sqlite_exec(side, "INSERT INTO side VALUES(1)"); }));
   INFO(error);
@@ -106,4 +104,30 @@ TEST_CASE("run history: a turn's transitions are one commit, made before another
   history.durable();
   CHECK(rows(path, "events") == events_before + 5);
   CHECK(failed.empty());
+}
+
+TEST_CASE("run history: learned durations are written at a run's end and a batch at a time, not in each step's commit",
+          "[store]") {
+  TempDir dir;
+  boost::asio::io_context io;
+  boost::asio::thread_pool removals(1);
+  ReadModel model;
+  RunHistory history(dir.str(), model, removals, nullptr, nullptr);
+  REQUIRE(history.open(false).empty());
+  history.group_commits(io);
+  const std::string path = journal_file(dir.str());
+  history.step_changed("r1", 0, 0, {{"state", "succeeded"}});
+  history.record_duration("key-a", 1.5, "2026-12-05T00:00:00Z");
+  history.durable();  // the step's commit: its transition, not the duration
+  CHECK(rows(path, "events") >= 1);
+  CHECK(rows(path, "step_durations") == 0);
+  // A batch full is written at once, each key pruned to its newest kKeptDurations.
+  for (std::size_t i = 1; i < RunHistory::kDurationBatch; ++i)
+    history.record_duration("key-b", static_cast<double>(i), "2026-12-05T00:00:" + std::string(i < 10 ? "0" : "") + std::to_string(i % 60) + "Z");
+  CHECK(rows(path, "step_durations") == 1 + Journal::kKeptDurations);
+  // At a run's end, what its steps took is there for the next run's estimates.
+  history.record_duration("key-a", 2.5, "2026-12-05T00:01:00Z");
+  CHECK(rows(path, "step_durations") == 1 + Journal::kKeptDurations);
+  history.run_finished("r1", "succeeded", 0, {{"id", "r1"}, {"state", "succeeded"}, {"jobs", nlohmann::json::array()}});
+  CHECK(history.journal().durations("key-a") == std::vector<double>{2.5, 1.5});
 }

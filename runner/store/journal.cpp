@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <stdexcept>
 
 #include "store/sqlite_stmt.h"
@@ -133,15 +134,28 @@ bool Journal::restore_run(const nlohmann::json& r) {
   });
 }
 
-bool Journal::record_duration(const std::string& step_key, double seconds, const std::string& finished) {
+bool Journal::record_durations(const std::vector<DurationRow>& rows) {
+  if (rows.empty()) return true;
   return write([&] {
-  stmt("INSERT INTO step_durations(key, seconds, finished) VALUES(?, ?, ?)").bind(1, step_key).bind(2, seconds).bind(3, finished).step();
-  stmt("DELETE FROM step_durations WHERE key = ? AND rowid NOT IN (SELECT rowid FROM step_durations WHERE key = ? "
-            "ORDER BY finished DESC, rowid DESC LIMIT ?)")
-      .bind(1, step_key)
-      .bind(2, step_key)
-      .bind(3, kKeptDurations)
-      .step();
+    exec("BEGIN");
+    try {
+      std::set<std::string> keys;
+      for (const DurationRow& r : rows) {
+        stmt("INSERT INTO step_durations(key, seconds, finished) VALUES(?, ?, ?)").bind(1, r.key).bind(2, r.seconds).bind(3, r.finished).step();
+        keys.insert(r.key);
+      }
+      for (const std::string& key : keys)  // each key pruned once a batch
+        stmt("DELETE FROM step_durations WHERE key = ? AND rowid NOT IN (SELECT rowid FROM step_durations WHERE key = ? "
+             "ORDER BY finished DESC, rowid DESC LIMIT ?)")
+            .bind(1, key)
+            .bind(2, key)
+            .bind(3, kKeptDurations)
+            .step();
+      exec("COMMIT");
+    } catch (...) {
+      exec("ROLLBACK");
+      throw;
+    }
   });
 }
 

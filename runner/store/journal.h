@@ -88,8 +88,14 @@ class Journal {
   /// Finished runs other than the newest `keep`, newest first.
   std::vector<std::string> finished_runs_after(int keep) const;
 
-  /// How long a step (by its step key) took when it succeeded; the newest `kKeptDurations` are kept.
-  bool record_duration(const std::string& step_key, double seconds, const std::string& finished);
+  /// How long steps (by their step keys) took when they succeeded, in one transaction; the newest
+  /// `kKeptDurations` of each key are kept.
+  struct DurationRow {
+    std::string key;
+    double seconds = 0;
+    std::string finished;
+  };
+  bool record_durations(const std::vector<DurationRow>& rows);
   /// The newest durations of a step key, newest first.
   std::vector<double> durations(const std::string& step_key) const;
   static constexpr int kKeptDurations = 20;

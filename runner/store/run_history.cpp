@@ -288,8 +288,16 @@ void RunHistory::job_finished(const std::string& run, int job, const nlohmann::j
 }
 
 void RunHistory::record_duration(const std::string& step_key, double seconds, const std::string& finished) {
-  if (grouped("", [&] { return journal_->record_duration(step_key, seconds, finished); })) return;
-  journal_result(journal_->record_duration(step_key, seconds, finished), "");
+  durations_.push_back({step_key, seconds, finished});
+  if (durations_.size() >= kDurationBatch) write_durations();
+}
+
+void RunHistory::write_durations() {
+  if (durations_.empty()) return;
+  durable();  // this turn's group first: one transaction of the connection at a time
+  const bool ok = journal_->record_durations(durations_);
+  durations_.clear();  // estimates: a journal refusing them loses them
+  journal_result(ok, "");
 }
 
 void RunHistory::card_event(CardEvent e) {
@@ -307,6 +315,7 @@ void RunHistory::batch_card_events(boost::asio::io_context& io) { card_flush_ = 
 
 void RunHistory::flush() {
   durable();
+  write_durations();
   if (card_rows_.empty()) return;
   const bool ok = journal_->add_card_events(card_rows_);
   card_rows_.clear();  // the read model has them; a journal refusing them loses them with the next restart only
@@ -347,6 +356,7 @@ void RunHistory::run_finished(const std::string& id, const std::string& state, i
     journal_result(false, "");
     unjournaled_[id] = record;  // journaled when writes work again
   }
+  write_durations();  // what its steps took, for the estimates of the runs after it
   model_.metrics.runs_by_result[state]++;
   remember_finished(record);
 }

@@ -68,7 +68,12 @@ class RunHistory {
   void engine_state_changed(const std::string& run, const nlohmann::json& head, int job, int step, const nlohmann::json& step_state);
   /// A run's engine state as last kept (nothing when none was).
   std::optional<nlohmann::json> engine_state(const std::string& run);
+  /// What a successful step took (store/learned_durations): kept here and written kDurationBatch at a time, and
+  /// at each run's end and flush(), in a transaction of their own. A step's commit then writes its own rows,
+  /// not the durations' table and index too (they were a third of the journal's pages a step). Estimates only:
+  /// a SIGKILL loses what was not written yet.
   void record_duration(const std::string& step_key, double seconds, const std::string& finished);
+  static constexpr std::size_t kDurationBatch = 256;
   /// Something happened on a card: into the read model's card history now, and into the journal now or, once
   /// batch_card_events was called, within kCardEventBatchSeconds with the others of that time, in one
   /// transaction (a commit per lease's end was a tenth of the daemon's work per lease: bench/README.md).
@@ -145,6 +150,8 @@ class RunHistory {
   std::unique_ptr<boost::asio::thread_pool> tests_writer_;
   std::map<std::string, nlohmann::json> unjournaled_;  // finished runs the journal could not take yet
   std::vector<Journal::CardEventRow> card_rows_;         // card events not in the journal yet
+  std::vector<Journal::DurationRow> durations_;          // learned durations not in the journal yet
+  void write_durations();
   std::unique_ptr<boost::asio::steady_timer> card_flush_;  // null: each is written at once
   bool journal_failing_ = false, record_failing_ = false;
   // Group commit: the loop whose turns group the writes, the thread they run on, whether a group is open and its
