@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "commands/run_follower.h"
 #include "commands/run_mirror.h"
 #include "served_daemon.h"
 #include "server/run_changes.h"
@@ -52,6 +53,7 @@ TEST_CASE("run mirror: deltas merge into the whole run, a place in the queue las
   whole["jobs"][0]["steps"][1]["queue"] = {{"position", 1}};
   REQUIRE(m.take(whole));
   CHECK_FALSE(m.merged());
+  CHECK(m.changed() == nullptr);  // whole: any step may have changed
   CHECK(m.query() == "?since=00000000000000aa-3-1");
 
   // 1-1 ended, 1-2 started; 1-3 is first in the queue now. 1-2's old place is dropped with its change.
@@ -62,6 +64,9 @@ TEST_CASE("run mirror: deltas merge into the whole run, a place in the queue las
   delta["jobs"][0]["steps"][2]["queue"] = {{"position", 1}};
   REQUIRE(m.take(delta));
   CHECK(m.merged());
+  REQUIRE(m.changed());
+  CHECK(*m.changed() == std::set<RunMirror::StepPlace>{{0, 0}, {0, 1}, {0, 2}});
+  CHECK(m.queued() == std::set<RunMirror::StepPlace>{{0, 2}});
   CHECK(m.query() == "?since=00000000000000aa-5-2");
   const json& steps = m.run()["jobs"][0]["steps"];
   REQUIRE(steps.size() == 3);
@@ -75,6 +80,8 @@ TEST_CASE("run mirror: deltas merge into the whole run, a place in the queue las
   json quiet = {{"delta", true}, {"state", "cancelling"}, {"revision", "00000000000000aa-5-3"},
                 {"jobs", json::array({{{"id", "1"}, {"state", "running"}, {"steps", json::array()}}})}};
   REQUIRE(m.take(quiet));
+  REQUIRE(m.changed());
+  CHECK(m.changed()->empty());
   CHECK(m.run()["state"] == "cancelling");
   CHECK(m.run()["jobs"][0]["steps"].size() == 3);
   CHECK_FALSE(m.run()["jobs"][0]["steps"][2].contains("queue"));
@@ -86,6 +93,32 @@ TEST_CASE("run mirror: deltas merge into the whole run, a place in the queue las
   CHECK(m.query().empty());
   CHECK(m.run()["jobs"][0]["steps"].size() == 3);
   CHECK_FALSE(m.take(json::parse("[1]")));
+}
+
+TEST_CASE("run follower: reading the steps a delta carried and those running says what reading every step says", "[run_changes]") {
+  auto run_of = [](std::vector<json> steps) {
+    for (auto& s : steps) s["cards"] = s["state"] == "running" || s["state"] == "succeeded" ? json::array({0}) : json::array();
+    return json{{"state", "running"}, {"queue_total", 1},
+                {"jobs", json::array({{{"id", "j"}, {"name", "j"}, {"state", "running"}, {"steps", steps}}})}};
+  };
+  json first = run_of({step_json("1-1", "running"), step_json("1-2", "running"), step_json("1-3", "waiting"), step_json("1-4", "pending")});
+  first["jobs"][0]["steps"][2]["queue"] = {{"position", 1}, {"eta_seconds", 5.0}};
+  // 1-1 ended, 1-4 queued; 1-2 runs on (not carried: it is read for its heartbeat), 1-3 keeps its place.
+  json second = run_of({step_json("1-1", "succeeded"), step_json("1-2", "running"), step_json("1-3", "waiting"), step_json("1-4", "waiting")});
+  second["jobs"][0]["steps"][2]["queue"] = {{"position", 1}, {"eta_seconds", 4.0}};
+  const std::set<RunFollower::StepPlace> changed = {{0, 0}, {0, 3}}, queued = {{0, 2}};
+  RunFollower::Options o;
+  o.heartbeat_seconds = 0;  // every poll beats for a running step
+  RunFollower every("http://127.0.0.1:9", "", "r", o), some("http://127.0.0.1:9", "", "r", o);
+  bool done = false;
+  json a = first, b = first;
+  CHECK(every.poll(a, done) == some.poll(b, done));
+  a = second, b = second;
+  const std::string all = every.poll(a, done), part = some.poll(b, done, &changed, &queued);
+  INFO(all);
+  CHECK(all.find("<== j / 1-1: succeeded") != std::string::npos);
+  CHECK(all.find("... j / 1-2: still running") != std::string::npos);
+  CHECK(part == all);
 }
 
 TEST_CASE("GET /runs/{id}?since= carries the steps changed since and the first in the queue, another daemon's revision gets the whole run",

@@ -27,9 +27,13 @@ class RunFollower {
   };
   /// `token` goes with every read (a daemon beyond loopback wants one).
   RunFollower(std::string server, std::string token, std::string run, Options options);
+  using StepPlace = std::pair<std::size_t, std::size_t>;  // (job, step) indexes in the run JSON
   /// One poll: `run` is the run JSON as the API answered (an attached client's is cut to its jobs). What to
-  /// print; `done` once the run, or this client's part of it, has ended.
-  std::string poll(nlohmann::json& run, bool& done);
+  /// print; `done` once the run, or this client's part of it, has ended. With `changed` (the steps a delta
+  /// carried, commands/run_mirror) only those and the steps running are read, and with `queued` only those
+  /// for the queue line: not every step of a run of thousands at every poll. Null: every step.
+  std::string poll(nlohmann::json& run, bool& done, const std::set<StepPlace>* changed = nullptr,
+                   const std::set<StepPlace>* queued = nullptr);
   /// Each waiting step's expected wait as first forecast (for the summary's Waited column).
   const std::map<std::string, double>& expected_wait() const { return expected_wait_; }
 
@@ -37,6 +41,9 @@ class RunFollower {
   /// An attached client's jobs: its own and what they need; the rest are cut from `run`. True when they ended.
   bool keep_own_jobs(nlohmann::json& run);
   void poll_logs(const nlohmann::json& job, const nlohmann::json& step, bool finished, std::string& out);
+  /// What one step has to say since it was last read.
+  void read_step(const nlohmann::json& job, const nlohmann::json& s, const StepPlace& place, std::chrono::steady_clock::time_point now,
+                 std::string& text);
 
   struct Tail {
     std::uint64_t offset = 0;
@@ -48,6 +55,7 @@ class RunFollower {
     std::string state, verdict;
   };
   std::unordered_map<std::string, Seen> seen_;
+  std::set<StepPlace> running_;  // as last read: read again at every poll (heartbeats, live output)
   std::map<std::string, std::chrono::steady_clock::time_point> running_since_, last_beat_;
   std::map<std::string, double> expected_wait_;
   std::map<std::string, Tail> tails_;

@@ -53,6 +53,7 @@ bool RunMirror::merge(nlohmann::json& delta) {
   // A place in the queue is only as good as its answer: the ones not carried again are dropped.
   for (const auto& [k, s] : with_queue_) jobs[k]["steps"][s].erase("queue");
   with_queue_.clear();
+  changed_.clear();
   for (auto it = delta.begin(); it != delta.end(); ++it)
     if (it.key() != "jobs" && it.key() != "delta") run_[it.key()] = std::move(it.value());
   for (std::size_t k = 0; k < jobs.size(); ++k) {
@@ -63,6 +64,7 @@ bool RunMirror::merge(nlohmann::json& delta) {
     for (auto& s : j["steps"]) {
       const StepId id = *StepId::parse(s["id"].get<std::string>());
       if (s.contains("queue")) with_queue_.insert({id.job, id.step});
+      changed_.insert({id.job, id.step});
       jobs[id.job]["steps"][id.step] = std::move(s);
     }
   }

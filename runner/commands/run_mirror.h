@@ -24,13 +24,20 @@ class RunMirror {
   nlohmann::json& run() { return run_; }
   /// Whether run() has deltas merged into it (a caller that needs every field current asks for the whole run).
   bool merged() const { return merged_; }
+  using StepPlace = std::pair<std::size_t, std::size_t>;  // (job, step) indexes in run()
+  /// The steps the last answer carried when it was a delta; null after a whole answer (any step may have
+  /// changed). A follower reads those, not every step of the run again.
+  const std::set<StepPlace>* changed() const { return merged_ ? &changed_ : nullptr; }
+  /// The steps whose `queue` entry came with the last answer.
+  const std::set<StepPlace>& queued() const { return with_queue_; }
 
  private:
   bool merge(nlohmann::json& delta);  // moves what it takes out of `delta`
   nlohmann::json run_;
   std::string revision_;
   bool merged_ = false;
-  std::set<std::pair<std::size_t, std::size_t>> with_queue_;  // steps whose `queue` came with the last answer
+  std::set<StepPlace> with_queue_;  // steps whose `queue` came with the last answer
+  std::set<StepPlace> changed_;     // steps the last delta carried
 };
 
 }  // namespace pto

@@ -204,7 +204,8 @@ std::optional<nlohmann::json> follow_run(const SubmitOptions& o, ActionsOutput& 
         // poll() cuts an attached client's run to its own jobs: a copy, the mirror stays whole.
         nlohmann::json attached_copy = detach ? mirror.run() : nlohmann::json();
         nlohmann::json& seen = detach ? attached_copy : mirror.run();
-        std::string text = follower.poll(seen, done);
+        // What the delta carried is what is read (with the steps running); an attached client's cut copy whole.
+        std::string text = detach ? follower.poll(seen, done) : follower.poll(seen, done, mirror.changed(), &mirror.queued());
         if (done) run = std::move(seen);
         if (done && mirror.merged()) {
           // The report and the summary read every field: the whole run once, as it ended (what changed since
