@@ -11,6 +11,7 @@
 #include "store/engine_state_journal.h"
 #include "store/journal.h"
 #include "store/run_history.h"
+#include "store/run_reporter.h"
 #include "store/side_table.h"
 #include "util/state_paths.h"
 #include "test_support.h"
@@ -47,7 +48,7 @@ TEST_CASE("journal: a step's event and its engine state are one transaction on o
 
   const bool ok = journal->together([&] {
     const bool wrote = journal->event("r1", "step", 0, 0, {{"state", "running"}});
-    CHECK(state->save("r1", kHead, 0, 0, {{"state", "running"}}));
+    CHECK(state->save("r1", &kHead, 0, 0, {{"state", "running"}}));
     // Not committed yet: another connection sees neither write.
     CHECK(rows(path, "events") == events_before);
     CHECK(rows(path, "engine_steps") == 0);
@@ -58,7 +59,7 @@ TEST_CASE("journal: a step's event and its engine state are one transaction on o
   CHECK(rows(path, "engine_steps") == 1);
   CHECK(rows(path, "engine_runs") == 1);
   // Outside a transaction each write commits on its own, as before.
-  CHECK(state->save("r1", kHead, 0, 1, {{"state", "waiting"}}));
+  CHECK(state->save("r1", &kHead, 0, 1, {{"state", "waiting"}}));
   CHECK(rows(path, "engine_steps") == 2);
   auto kept = state->load("r1");
   REQUIRE(kept);
@@ -130,4 +131,55 @@ TEST_CASE("run history: learned durations are written at a run's end and a batch
   CHECK(rows(path, "step_durations") == 1 + Journal::kKeptDurations);
   history.run_finished("r1", "succeeded", 0, {{"id", "r1"}, {"state", "succeeded"}, {"jobs", nlohmann::json::array()}});
   CHECK(history.journal().durations("key-a") == std::vector<double>{2.5, 1.5});
+}
+
+TEST_CASE("run reporter: a run's head is written once a group, as the group's commit finds it, or when its engine goes first",
+          "[store]") {
+  TempDir dir;
+  boost::asio::io_context io;
+  boost::asio::thread_pool removals(1);
+  ReadModel model;
+  RunHistory history(dir.str(), model, removals, nullptr, nullptr);
+  REQUIRE(history.open(false).empty());
+  history.group_commits(io);
+  const std::string main_ref = "main";
+  RunReporter reporter(history, model.metrics, main_ref, false, [](const std::string&) -> const nlohmann::json* { return nullptr; }, [] {});
+  reporter.set_keep_engine_state(true);
+  Plan p;
+  p.jobs.resize(1);
+  p.jobs[0].id = "j";
+  p.jobs[0].steps.resize(2);
+  auto record = [](const std::string& id) {
+    RunRecord r;
+    r.id = id;
+    r.jobs.resize(1);
+    r.jobs[0].steps.resize(2);
+    return r;
+  };
+  RunRecord r = record("r1");
+  r.jobs[0].steps[0].state = StepState::Waiting;
+  reporter.step_changed(r, p, 0, 0);
+  r.jobs[0].state = JobState::Running;
+  r.jobs[0].steps[1].state = StepState::Waiting;
+  reporter.step_changed(r, p, 0, 1);
+  // Within the turn the steps' rows are written and the head is not: it waits for the group's commit.
+  CHECK_FALSE(history.engine_state("r1"));
+  io.poll();
+  auto kept = history.engine_state("r1");
+  REQUIRE(kept);
+  CHECK((*kept)["jobs"][0]["state"] == "running");  // the head as the commit found it
+  CHECK((*kept)["jobs"][0]["steps"][1]["state"] == "waiting");
+
+  // A run whose engine goes before its group's commit: its head is written then, from the record still there.
+  {
+    RunRecord gone = record("r2");
+    gone.jobs[0].steps[0].state = StepState::Waiting;
+    reporter.step_changed(gone, p, 0, 0);
+    gone.jobs[0].state = JobState::Running;
+    reporter.run_gone(gone);
+  }
+  history.durable();
+  auto kept_gone = history.engine_state("r2");
+  REQUIRE(kept_gone);
+  CHECK((*kept_gone)["jobs"][0]["state"] == "running");
 }

@@ -55,7 +55,9 @@ RunEngine::RunEngine(EngineSeams seams, Plan plan, EngineOptions opts)
   recount();
 }
 
-RunEngine::~RunEngine() = default;
+RunEngine::~RunEngine() {
+  if (journal_) journal_->run_gone(run_);
+}
 
 double RunEngine::now() const { return clock_.now() - t0_; }
 

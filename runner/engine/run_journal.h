@@ -25,6 +25,9 @@ class RunJournal {
   /// this before anything outside the daemon follows from them, a step's processes starting or being
   /// signalled.
   virtual void durable() {}
+  /// The run's engine is going (its destructor): what the journal meant to read of `run` later (a head written
+  /// at its group's commit) is read now.
+  virtual void run_gone(const RunRecord& run) { (void)run; }
 };
 
 }  // namespace pto

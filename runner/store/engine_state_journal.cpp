@@ -68,12 +68,12 @@ constexpr const char* kSaveStep =
     "state = excluded.state, view = COALESCE(excluded.view, view)";
 }  // namespace
 
-bool EngineStateJournal::save(const std::string& run, const nlohmann::json& head, int job, int step, const nlohmann::json& step_state,
+bool EngineStateJournal::save(const std::string& run, const nlohmann::json* head, int job, int step, const nlohmann::json& step_state,
                               const nlohmann::json* view) {
   // Most transitions change one step and leave the head as it was: the head is written when it changed.
-  std::string head_text = text_of(head);
+  std::string head_text = head ? text_of(*head) : "";
   auto known = heads_.find(run);
-  const bool head_changed = known == heads_.end() || known->second != head_text;
+  const bool head_changed = head && (known == heads_.end() || known->second != head_text);
   const bool ok = side_transaction(
       db_, error_, "engine state",
       [&] {
@@ -91,6 +91,7 @@ bool EngineStateJournal::save(const std::string& run, const nlohmann::json& head
 
 bool EngineStateJournal::save_head(const std::string& run, const nlohmann::json& head) {
   std::string head_text = text_of(head);
+  if (auto known = heads_.find(run); known != heads_.end() && known->second == head_text) return true;
   const bool ok = side_transaction(
       db_, error_, "engine state", [&] { (*stmts_)(kSaveHead).bind(1, run).bind(2, head_text).step(); }, stmts_.get());
   if (ok) heads_[run] = std::move(head_text);

@@ -26,12 +26,12 @@ class EngineStateJournal {
   EngineStateJournal(const EngineStateJournal&) = delete;
   EngineStateJournal& operator=(const EngineStateJournal&) = delete;
 
-  /// The run's head and step (job, step) as they are now, in one transaction; with `view`, the step as the API
-  /// renders it too (what a journal event would carry: store/run_history keeps it here instead, one row a
-  /// transition rather than two). Without, the view last kept stays.
-  bool save(const std::string& run, const nlohmann::json& head, int job, int step, const nlohmann::json& step_state,
+  /// Step (job, step) as it is now, with the run's head (unless null), in one transaction; with `view`, the
+  /// step as the API renders it too (what a journal event would carry: store/run_history keeps it here
+  /// instead, one row a transition rather than two). Without, the view last kept stays.
+  bool save(const std::string& run, const nlohmann::json* head, int job, int step, const nlohmann::json& step_state,
             const nlohmann::json* view = nullptr);
-  /// The run's head alone (a job ended, the run's own fields changed).
+  /// The run's head alone (a job ended, the run's own fields changed, a group's commit); unchanged, not written.
   bool save_head(const std::string& run, const nlohmann::json& head);
   /// The run's whole state (run_state_json's shape): its head with each job's saved steps; nothing when none
   /// was saved. Steps never saved are absent (the caller fills them in from the plan).

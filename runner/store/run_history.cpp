@@ -241,11 +241,11 @@ void RunHistory::run_created(const std::string& id, const std::string& created, 
 
 void RunHistory::step_changed(const std::string& run, int job, int step, const nlohmann::json& data, const nlohmann::json* head,
                               const nlohmann::json* step_state) {
-  const bool with_state = head && step_state && engine_state_;
+  const bool with_state = step_state && engine_state_;
   const std::function<bool()> write = [&] {
     // With the engine's state kept, the step's view goes into its row (one row a transition, not an event and a
     // row: recover() reads it back); otherwise an event.
-    if (with_state) return save_engine_state(run, *head, job, step, *step_state, &data);
+    if (with_state) return save_engine_state(run, head, job, step, *step_state, &data);
     return journal_->event(run, "step", job, step, data);
   };
   // In this turn's group (run_history_commits.cpp), or in a transaction of its own when there is none.
@@ -260,16 +260,16 @@ void RunHistory::engine_state_changed(const std::string& run, const nlohmann::js
                                       const nlohmann::json& step_state) {
   if (!engine_state_) return;
   if (grouped(run, [&] {
-        save_engine_state(run, head, job, step, step_state);
+        save_engine_state(run, &head, job, step, step_state);
         return true;
       }))
     return;
-  save_engine_state(run, head, job, step, step_state);
+  save_engine_state(run, &head, job, step, step_state);
 }
 
-bool RunHistory::save_engine_state(const std::string& run, const nlohmann::json& head, int job, int step, const nlohmann::json& step_state,
+bool RunHistory::save_engine_state(const std::string& run, const nlohmann::json* head, int job, int step, const nlohmann::json& step_state,
                                    const nlohmann::json* view) {
-  const bool ok = step_state.is_null() ? engine_state_->save_head(run, head) : engine_state_->save(run, head, job, step, step_state, view);
+  const bool ok = step_state.is_null() ? (!head || engine_state_->save_head(run, *head)) : engine_state_->save(run, head, job, step, step_state, view);
   // A failing write costs the run nothing now, only its take-over by a next daemon (it would end interrupted).
   if (!ok && !engine_state_failing_) spdlog::error("run {}: its engine state cannot be kept ({}): a restart now would interrupt it", run, engine_state_->error());
   engine_state_failing_ = !ok;
@@ -280,11 +280,11 @@ std::optional<nlohmann::json> RunHistory::engine_state(const std::string& run) {
   return engine_state_ ? engine_state_->load(run) : std::nullopt;
 }
 
-void RunHistory::job_finished(const std::string& run, int job, const nlohmann::json& data, const nlohmann::json& record) {
+void RunHistory::job_finished(const std::string& run, int job, const nlohmann::json& data, const nlohmann::json* record) {
   durable();
   journal_result(journal_->event(run, "job", job, -1, data), run);
   // Each job's end is kept beside the run's logs too, so the history survives a lost journal.
-  write_record(run, record);
+  if (record) write_record(run, *record);
 }
 
 void RunHistory::record_duration(const std::string& step_key, double seconds, const std::string& finished) {

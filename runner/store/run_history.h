@@ -58,11 +58,14 @@ class RunHistory {
   void load();
 
   void run_created(const std::string& id, const std::string& created, const nlohmann::json& request, const nlohmann::json& skeleton);
-  /// A step's transition: its event (`data`) and, with `head` and `step_state`, the engine's own state of it
-  /// (engine_state_changed), in one transaction of the journal's connection.
+  /// A step's transition: its event (`data`) and, with `step_state`, the engine's own state of it
+  /// (engine_state_changed), in one transaction of the journal's connection; with `head` the run's head too
+  /// (null: written by its group's commit, RunReporter).
   void step_changed(const std::string& run, int job, int step, const nlohmann::json& data, const nlohmann::json* head = nullptr,
                     const nlohmann::json* step_state = nullptr);
-  void job_finished(const std::string& run, int job, const nlohmann::json& data, const nlohmann::json& record);
+  /// A job ended: its event, and the run's record as it is now beside the logs (`record` null: not written,
+  /// the run's own end writes it at once).
+  void job_finished(const std::string& run, int job, const nlohmann::json& data, const nlohmann::json* record);
   /// The engine's own state of a run at step (job, step)'s transition (store/engine_state_journal), for a
   /// daemon that takes the run over after this one; `step_state` null: only the head changed.
   void engine_state_changed(const std::string& run, const nlohmann::json& head, int job, int step, const nlohmann::json& step_state);
@@ -94,6 +97,12 @@ class RunHistory {
   /// journal. A commit that fails loses the group: each run it held is told (on_write_failed), and the engine
   /// state's memory of what it wrote is dropped.
   void durable();
+  /// Whether this thread's writes go into a group (group_commits, on its thread): what is written then may be
+  /// left to its commit.
+  bool grouping() const;
+  /// Called in durable() before a group is committed, with the group open: a writer that leaves the last of a
+  /// turn's writes to the commit (RunReporter: a run's head once a group, not once a transition) makes them.
+  void set_before_commit(std::function<void()> f) { before_commit_ = std::move(f); }
   void run_finished(const std::string& id, const std::string& state, int result, const nlohmann::json& record);
   /// A finished step's test cases into the test history, on the history's writer thread (a failing write is
   /// logged while it lasts, and costs the run nothing: the run's own record keeps its tests).
@@ -123,7 +132,7 @@ class RunHistory {
   bool grouped(const std::string& run, const std::function<bool()>& f);
   /// The open group is gone (a failed or lost commit): each run it held is told.
   void group_failed();
-  bool save_engine_state(const std::string& run, const nlohmann::json& head, int job, int step, const nlohmann::json& step_state,
+  bool save_engine_state(const std::string& run, const nlohmann::json* head, int job, int step, const nlohmann::json& step_state,
                          const nlohmann::json* view = nullptr);
   void stop_grouping();
   /// run.json, written whole (or, failing, a finished run's record is held in memory). `text` is `record` dumped.
@@ -161,6 +170,7 @@ class RunHistory {
   bool group_open_ = false, group_posted_ = false;
   std::set<std::string> group_runs_;
   std::function<void()> outer_side_write_hook_;
+  std::function<void()> before_commit_;
   std::shared_ptr<int> group_alive_ = std::make_shared<int>(0);  // the posted commit's check that this still lives
 };
 

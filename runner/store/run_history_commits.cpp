@@ -52,9 +52,13 @@ bool RunHistory::grouped(const std::string& run, const std::function<bool()>& f)
   return true;
 }
 
+bool RunHistory::grouping() const { return group_io_ && journal_ && std::this_thread::get_id() == group_thread_; }
+
 void RunHistory::durable() {
   // Another thread (an answer sent from a worker) has nothing of its own open, and must not read the group.
   if (std::this_thread::get_id() != group_thread_ || !group_io_ || !group_open_) return;
+  if (before_commit_) before_commit_();  // what was left to the commit, into the group
+  if (!group_open_) return;              // it lost the group (group_failed)
   if (!journal_->commit_group()) return group_failed();
   group_open_ = false;
   group_runs_.clear();

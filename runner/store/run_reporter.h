@@ -4,6 +4,7 @@
 // history, learned durations, the toolchain's state, and a nudge to refresh the read model). One for all of
 // the daemon's runs; a foreground `run` has the console instead (report/console).
 #include <functional>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -24,6 +25,9 @@ class RunReporter : public RunObserver, public RunJournal {
   /// `main_ref`: runner.yml's main branch, read when asked (it outlives this; a reload changes it).
   RunReporter(RunHistory& history, Metrics& metrics, const std::string& main_ref, bool learn_durations,
               std::function<const nlohmann::json*(const std::string& id)> request_of, std::function<void()> changed);
+  ~RunReporter() override;
+  RunReporter(const RunReporter&) = delete;
+  RunReporter& operator=(const RunReporter&) = delete;
   /// The pinned toolchain as the last lead job left it (the status shows it).
   const ToolchainStatus& toolchain() const { return toolchain_; }
 
@@ -33,6 +37,7 @@ class RunReporter : public RunObserver, public RunJournal {
   void run_changed(const RunRecord& r) override;
   void step_updated(const RunRecord& r, int job, int step) override;
   void durable() override;
+  void run_gone(const RunRecord& r) override;
   // RunObserver
   void on_step_changed(const RunRecord& r, const Plan& p, int job, int step, StepState from) override;
   void on_job_finished(const RunRecord& r, const Plan& p, int job) override;
@@ -53,6 +58,10 @@ class RunReporter : public RunObserver, public RunJournal {
   /// A step with `tests:` failed having run none: counted by its run's branch.
   void ran_no_tests(const RunRecord& r);
 
+  /// The heads of the runs whose steps changed in the open group, written by its commit (RunHistory's
+  /// before-commit hook) or when the run's engine goes, whichever is first: the record outlives neither.
+  void write_due_heads();
+  std::map<std::string, const RunRecord*> heads_due_;
   RunHistory& history_;
   Metrics& metrics_;
   const std::string& main_ref_;

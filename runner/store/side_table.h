@@ -43,6 +43,7 @@ inline sqlite3* open_side_connection(const std::string& path, const std::string&
       sqlite_exec(db, "PRAGMA busy_timeout=5000");
       sqlite_exec(db, "PRAGMA journal_mode=WAL");
       sqlite_exec(db, "PRAGMA synchronous=NORMAL");
+      sqlite_exec(db, "PRAGMA secure_delete=FAST");  // as the journal's own connection (store/journal.cpp)
       // The journal's checkpointer copies the WAL back on its own thread (store/wal_checkpointer); a store's
       // commit does it only past the cap. (At SQLite's 1,000 pages, every commit on the engine's thread while
       // a busy run keeps the WAL past them would make a checkpoint, and its fsyncs.)
