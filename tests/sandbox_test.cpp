@@ -136,15 +136,19 @@ touch "$MARKS/attacker.done"
   CHECK(pid_running(s.proc.pid));
   CHECK(s.get(api_path::kStatus)["sandbox"]["active"] == true);
   CHECK_FALSE(fs::exists(fs::path(s.state()) / "filler"));
-  // Nothing of the attacker is left: its escaped sleep and its /tmp file went with its user's return.
-  std::string left;
-  sh("pgrep -u " + std::to_string(au) + " || true", &left);
+  // Nothing of the attacker is left: its escaped sleep and its /tmp file went with its user's return (a worker
+  // sweeps them after the run's end, then the user goes back).
+  std::string left, left_files, acl;
+  auto attacker_gone = [&] {
+    sh("pgrep -u " + std::to_string(au) + " || true", &left);
+    sh("find /tmp -maxdepth 1 -user " + std::to_string(au) + " || true", &left_files);
+    sh("getfacl -cp " + dev.string() + "/davinci0 " + dev.string() + "/davinci1 " + dev.string() + "/davinci_manager 2>/dev/null", &acl);
+    return left.empty() && left_files.empty() && acl.find("user:" + users.prefix) == std::string::npos;
+  };
+  wait_until(attacker_gone, 20);
   CHECK(left.empty());
-  sh("find /tmp -maxdepth 1 -user " + std::to_string(au) + " || true", &left);
-  CHECK(left.empty());
+  CHECK(left_files.empty());
   // The cards' files are closed again: no ACL entry of a run's user is left on them.
-  std::string acl;
-  sh("getfacl -cp " + dev.string() + "/davinci0 " + dev.string() + "/davinci1 " + dev.string() + "/davinci_manager 2>/dev/null", &acl);
   CHECK(acl.find("user:" + users.prefix) == std::string::npos);
   CHECK(acl.find("user:" + std::to_string(au)) == std::string::npos);
 }
