@@ -199,12 +199,22 @@ std::vector<std::pair<int, nlohmann::json>> Journal::card_events(double since) c
 }
 
 std::vector<double> Journal::durations(const std::string& step_key) const {
-  return read<std::vector<double>>({}, [&]() -> std::vector<double> {
-    std::vector<double> out;
+  auto found = durations(std::vector<std::string>{step_key});
+  return found.empty() ? std::vector<double>{} : std::move(found.begin()->second);
+}
+
+std::map<std::string, std::vector<double>> Journal::durations(const std::vector<std::string>& step_keys) const {
+  using Found = std::map<std::string, std::vector<double>>;
+  return read<Found>({}, [&]() -> Found {
+    Found out;
     try {
-      Stmt s = stmt("SELECT seconds FROM step_durations WHERE key = ? ORDER BY finished DESC, rowid DESC LIMIT ?");
-      s.bind(1, step_key).bind(2, kKeptDurations);
-      while (s.step()) out.push_back(s.real(0));
+      Stmt s = stmt("SELECT key, seconds FROM step_durations WHERE key IN (SELECT value FROM json_each(?)) "
+                    "ORDER BY key, finished DESC, rowid DESC");
+      s.bind(1, nlohmann::json(step_keys).dump());
+      while (s.step()) {
+        std::vector<double>& kept = out[s.text(0)];
+        if (static_cast<int>(kept.size()) < kKeptDurations) kept.push_back(s.real(1));  // a batch not pruned yet
+      }
     } catch (const std::exception&) {
       // A journal from before durations were kept (opened read-only): no history yet.
     }

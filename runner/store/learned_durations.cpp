@@ -13,10 +13,18 @@ double percentile(std::vector<double> samples, double q) {
 }
 
 void apply_learned_durations(Plan& plan, const Journal& journal) {
+  auto asks = [](const PlanStep& s) { return s.expected_defaulted && s.kind == StepKind::Command; };
+  std::vector<std::string> keys;
+  for (const auto& job : plan.jobs)
+    for (const auto& s : job.steps)
+      if (asks(s)) keys.push_back(s.key);
+  const auto learned = journal.durations(keys);  // one query for the plan
   for (auto& job : plan.jobs)
     for (auto& s : job.steps) {
-      if (!s.expected_defaulted || s.kind != StepKind::Command) continue;
-      std::vector<double> history = journal.durations(s.key);
+      if (!asks(s)) continue;
+      auto found = learned.find(s.key);
+      if (found == learned.end()) continue;
+      const std::vector<double>& history = found->second;
       if (static_cast<int>(history.size()) < kMinDurationSamples) continue;
       s.expected_minutes = percentile(history, kLearnedPercentile) / 60;
       s.expected_defaulted = false;
