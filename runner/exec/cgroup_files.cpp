@@ -44,8 +44,10 @@ bool read_whole(int fd, std::string& out) {
   for (off_t at = 0;;) {
     ssize_t n = ::pread(fd, buf, sizeof buf, at);
     if (n < 0) return false;
-    if (n == 0) return true;
     out.append(buf, static_cast<std::size_t>(n));
+    // A cgroup file is made whole at each read (a seq_file): one shorter than asked for is all of it, and
+    // reading on at its end would make it all over again, for nothing (twice the kernel's work a step).
+    if (static_cast<std::size_t>(n) < sizeof buf) return true;
     at += n;
   }
 }

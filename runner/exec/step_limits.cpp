@@ -8,7 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <map>
 #include <fstream>
 #include <mutex>
@@ -22,11 +24,12 @@ namespace {
 
 /// The counter `key` in a cgroup's "key value" lines file (pids.events, memory.events, memory.oom_control).
 std::uint64_t counter(const std::string& file, const std::string& key) {
-  std::istringstream in(cgroup_files::read(file));
-  for (std::string k; in >> k;) {
-    std::uint64_t v = 0;
-    in >> v;
-    if (k == key) return v;
+  const std::string text = cgroup_files::read(file);
+  for (std::size_t at = 0; at < text.size();) {  // one "key value" a line
+    const std::size_t end = std::min(text.find('\n', at), text.size());
+    const std::size_t space = text.find(' ', at);
+    if (space < end && text.compare(at, space - at, key) == 0) return std::strtoull(text.c_str() + space + 1, nullptr, 10);
+    at = end + 1;
   }
   return 0;
 }
