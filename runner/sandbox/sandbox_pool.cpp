@@ -28,7 +28,9 @@ namespace fs = std::filesystem;
 namespace pto {
 
 SandboxPool::~SandboxPool() {
-  // Whatever is still lent (a run that never started, a host stopping) goes back as at a run's end.
+  // Whatever is still lent (a run that never started, a host stopping) goes back as at a run's end, swept
+  // here even when a sweep was handed out (a stopping host's worker may not have run it).
+  swept_apart_.clear();
   while (!lent_.empty()) give_back(lent_.begin()->first);
   for (const auto& [i, fd] : locks_) ::close(fd);
 }
