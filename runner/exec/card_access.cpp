@@ -2,7 +2,6 @@
 
 #include <acl/libacl.h>
 #include <sys/acl.h>
-#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
@@ -26,12 +25,15 @@ acl_entry_t user_entry(acl_t acl, uid_t uid) {
 }
 
 std::string change(const std::string& file, uid_t uid, bool grant) {
-  struct stat st {};
-  if (::stat(file.c_str(), &st) != 0) return "";  // no such card file here
   acl_t acl = acl_get_file(file.c_str(), ACL_TYPE_ACCESS);
+  if (!acl && errno == ENOENT) return "";  // no such card file here
   if (!acl) return file + ": cannot read its ACL: " + std::strerror(errno);
   std::string error;
   acl_entry_t e = user_entry(acl, uid);
+  if (!grant && !e) {  // nothing to take back: the file is not written (a user given back revokes every card's)
+    acl_free(acl);
+    return "";
+  }
   if (grant) {
     if (!e && acl_create_entry(&acl, &e) == 0) {
       acl_set_tag_type(e, ACL_USER);
