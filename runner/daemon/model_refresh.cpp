@@ -104,7 +104,12 @@ HostOccupancy describe_runs(ReadModel& model, std::vector<QueueEntry> queue, con
   HostView& v = model.host;
   // Which step of which run waits on a queue ticket, and runs on a card.
   HostOccupancy who;
-  std::map<std::uint64_t, CardUser> waiting;
+  struct WaitingStep {  // what a queue entry shows of the step behind its ticket
+    const std::string* run;
+    StepId step;
+    const PlanStep* plan;
+  };
+  std::unordered_map<std::uint64_t, WaitingStep> waiting;
   v.active.clear();
   for (const auto& [id, r] : model.active) {
     const RunRecord& rec = r.engine->record();
@@ -112,7 +117,8 @@ HostOccupancy describe_runs(ReadModel& model, std::vector<QueueEntry> queue, con
     for (std::size_t k = 0; k < rec.jobs.size(); ++k)
       for (std::size_t s = 0; s < rec.jobs[k].steps.size(); ++s) {
         const StepRecord& sr = rec.jobs[k].steps[s];
-        if (sr.state != StepState::Waiting && sr.state != StepState::Running) continue;
+        if (sr.state == StepState::Waiting && sr.ticket) waiting[sr.ticket] = {&id, StepId{k, s}, &plan.jobs[k].steps[s]};
+        if (sr.state != StepState::Running) continue;  // a waiting step shows in its queue entry, below
         const PlanStep& ps = plan.jobs[k].steps[s];
         CardUser u;
         u.run = id;
@@ -123,11 +129,8 @@ HostOccupancy describe_runs(ReadModel& model, std::vector<QueueEntry> queue, con
         u.cards = sr.cards;
         u.node = sr.node;
         u.executor_job = sr.executor_job;
-        if (sr.state == StepState::Waiting && sr.ticket) waiting[sr.ticket] = u;
-        if (sr.state == StepState::Running) {
-          for (int c : sr.cards) who.on_card[c] = u;
-          if (!sr.node.empty()) who.placed.push_back(u);
-        }
+        for (int c : sr.cards) who.on_card[c] = u;
+        if (!sr.node.empty()) who.placed.push_back(u);
       }
     v.active.push_back(overview_of(id, r));
   }
@@ -167,9 +170,10 @@ HostOccupancy describe_runs(ReadModel& model, std::vector<QueueEntry> queue, con
       e.run = marker->run;
       e.step = StepId{static_cast<std::size_t>(marker->job), static_cast<std::size_t>(marker->step)}.text();
     } else if (auto it = waiting.find(q.ticket); it != waiting.end() && q.marker.empty()) {
-      e.run = it->second.run;
-      e.step = it->second.step;
-      e.estimate = it->second.estimate;
+      const PlanStep& ps = *it->second.plan;
+      e.run = *it->second.run;
+      e.step = it->second.step.text();
+      e.estimate = {ps.expected_minutes, ps.expected_source, ps.expected_samples};
     }
     if (!e.run.empty()) {
       e.run_url = api_path::run(e.run);
