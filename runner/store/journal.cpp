@@ -42,7 +42,7 @@ std::unique_ptr<Journal> Journal::open(const std::string& path, std::string& err
     j->exec("PRAGMA busy_timeout=5000");
     // Debian builds SQLite with secure_delete on: every page a delete frees is written again, zeroed (a run's
     // engine state dropped, a record replaced: hundreds of pages into the WAL). FAST zeroes what is deleted
-    // within the pages written anyway; the file is the daemon's alone (0600 in a 0700 directory).
+    // within the pages written anyway; the file is the daemon's alone (0600: docs/security.md).
     j->exec("PRAGMA secure_delete=FAST");
     // The daemon's alone: SQLite makes files 0644 and its -wal and -shm files take the database's mode.
     for (const char* suffix : {"", "-wal", "-shm"}) ::chmod((path + suffix).c_str(), 0600);
