@@ -20,10 +20,11 @@ namespace pto {
 namespace {
 constexpr auto kInterval = std::chrono::milliseconds(10);
 // A refresh of a large host (thousands of steps queued) walks them all: the wait between refreshes grows with
-// what one costs, so they take at most a twentieth of the engine thread (a tenth was 10% of the daemon's work
-// in the dispatch benchmark, 1,000 steps queued: bench/README.md), and the status lags by at most this much.
+// what one costs, so they take at most a fortieth of the engine thread (a tenth was 10% of the daemon's work
+// in the dispatch benchmark, 1,000 steps queued, a twentieth 7%: bench/README.md), and the status lags by at
+// most this much.
 constexpr auto kMaxInterval = std::chrono::milliseconds(100);
-constexpr int kCostShare = 20;
+constexpr int kCostShare = 40;
 }  // namespace
 
 ModelRefresh::ModelRefresh(boost::asio::io_context& io)

@@ -1,7 +1,7 @@
 #pragma once
 // ModelRefresh: how the read model stays current without a GET ever computing it. After a transition the
 // host calls changed(); the model is refreshed on the next turn of the loop after a burst of them, at most
-// once per 10 ms however many there are (once per twenty times what a refresh costs where that is more, at most
+// once per 10 ms however many there are (once per forty times what a refresh costs where that is more, at most
 // 100 ms: a host with thousands of steps queued); while anything waits or holds a card it is refreshed at least once a
 // second, so waits and busy times keep counting with no transition at all. A command (submit, cancel, drain)
 // refreshes it before answering, so its client reads its own change.
