@@ -34,6 +34,21 @@ int rows(const std::string& path, const std::string& table) {
   sqlite3_close(db);
   return n;
 }
+
+/// A run history whose writes on this thread go into groups committed at the end of a turn of `io`.
+struct GroupedHistory {
+  TempDir dir;
+  boost::asio::io_context io;
+  boost::asio::thread_pool removals{1};
+  ReadModel model;
+  std::vector<std::string> failed;  // runs told their journal write failed
+  RunHistory history{dir.str(), model, removals, nullptr, [this](const std::string& run, const std::string&) { failed.push_back(run); }};
+  const std::string path = journal_file(dir.str());
+  GroupedHistory() {
+    REQUIRE(history.open(false).empty());
+    history.group_commits(io);
+  }
+};
 }  // namespace
 
 TEST_CASE("journal: a step's event and its engine state are one transaction on one connection", "[store]") {
@@ -68,15 +83,10 @@ TEST_CASE("journal: a step's event and its engine state are one transaction on o
 
 TEST_CASE("run history: a turn's transitions are one commit, made before another connection writes and at the turn's end",
           "[store]") {
-  TempDir dir;
-  boost::asio::io_context io;
-  boost::asio::thread_pool removals(1);
-  ReadModel model;
-  std::vector<std::string> failed;
-  RunHistory history(dir.str(), model, removals, nullptr, [&](const std::string& run, const std::string&) { failed.push_back(run); });
-  REQUIRE(history.open(false).empty());
-  history.group_commits(io);
-  const std::string path = journal_file(dir.str());
+  GroupedHistory g;
+  RunHistory& history = g.history;
+  auto& io = g.io;
+  const std::string& path = g.path;
   const int events_before = rows(path, "events");
 
   // Two transitions of one turn: nothing is committed until something asks for it.
@@ -104,19 +114,14 @@ TEST_CASE("run history: a turn's transitions are one commit, made before another
   history.step_changed("r1", 0, 4, {{"state", "running"}});
   history.durable();
   CHECK(rows(path, "events") == events_before + 5);
-  CHECK(failed.empty());
+  CHECK(g.failed.empty());
 }
 
 TEST_CASE("run history: learned durations are written at a run's end and a batch at a time, not in each step's commit",
           "[store]") {
-  TempDir dir;
-  boost::asio::io_context io;
-  boost::asio::thread_pool removals(1);
-  ReadModel model;
-  RunHistory history(dir.str(), model, removals, nullptr, nullptr);
-  REQUIRE(history.open(false).empty());
-  history.group_commits(io);
-  const std::string path = journal_file(dir.str());
+  GroupedHistory g;
+  RunHistory& history = g.history;
+  const std::string& path = g.path;
   history.step_changed("r1", 0, 0, {{"state", "succeeded"}});
   history.record_duration("key-a", 1.5, "2026-12-05T00:00:00Z");
   history.durable();  // the step's commit: its transition, not the duration
@@ -135,15 +140,10 @@ TEST_CASE("run history: learned durations are written at a run's end and a batch
 
 TEST_CASE("run reporter: a run's head is written once a group, as the group's commit finds it, or when its engine goes first",
           "[store]") {
-  TempDir dir;
-  boost::asio::io_context io;
-  boost::asio::thread_pool removals(1);
-  ReadModel model;
-  RunHistory history(dir.str(), model, removals, nullptr, nullptr);
-  REQUIRE(history.open(false).empty());
-  history.group_commits(io);
+  GroupedHistory g;
+  RunHistory& history = g.history;
   const std::string main_ref = "main";
-  RunReporter reporter(history, model.metrics, main_ref, false, [](const std::string&) -> const nlohmann::json* { return nullptr; }, [] {});
+  RunReporter reporter(history, g.model.metrics, main_ref, false, [](const std::string&) -> const nlohmann::json* { return nullptr; }, [] {});
   reporter.set_keep_engine_state(true);
   Plan p;
   p.jobs.resize(1);
@@ -164,7 +164,7 @@ TEST_CASE("run reporter: a run's head is written once a group, as the group's co
   reporter.step_changed(r, p, 0, 1);
   // Within the turn the steps' rows are written and the head is not: it waits for the group's commit.
   CHECK_FALSE(history.engine_state("r1"));
-  io.poll();
+  g.io.poll();
   auto kept = history.engine_state("r1");
   REQUIRE(kept);
   CHECK((*kept)["jobs"][0]["state"] == "running");  // the head as the commit found it
