@@ -44,8 +44,9 @@ void RunReporter::write_due_heads() {
 void RunReporter::run_gone(const RunRecord& r) {
   auto due = heads_due_.find(r.id);
   if (due == heads_due_.end()) return;
-  history_.engine_state_changed(r.id, run_head_json(r, false), -1, -1, nullptr);
   heads_due_.erase(due);
+  // A finished run's engine state is dropped with its end (RunHistory::run_finished): not written again.
+  if (r.finished.empty()) history_.engine_state_changed(r.id, run_head_json(r, false), -1, -1, nullptr);
 }
 
 void RunReporter::step_updated(const RunRecord& r, int job, int step) {
