@@ -1,6 +1,9 @@
 // CPUs and memory beside the cards (SPEC "CPU steps beside card steps"): the scheduler's policy on fake
 // hosts, then real runs on a host of `host: {cpus: 4}`: how many steps run at once, the cgroup's cpu quota
 // and memory limit as the step itself reads them, a step over its memory, lint, and the daemon's status.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -186,6 +189,35 @@ TEST_CASE("host resources: on host cpus 4 six 2-CPU steps run at most two at a t
   CHECK(r.out.find("jobs/huge.yml:4:11: error: step 'big' asks for 8 CPUs; runner.yml host: has 4 [exceeds-host]") != std::string::npos);
   CHECK(r.out.find("jobs/huge.yml:5:13: error: step 'big' asks for 64 GiB of memory; runner.yml host: has 8 GiB [exceeds-host]") !=
         std::string::npos);
+}
+
+TEST_CASE("host resources: a process whose steps had v1 limit cgroups leaves none of its own behind, and removes what a "
+          "killed one left",
+          "[sched][run]") {
+  // Where a step's memory limit is a v1 cgroup beside this process's (the test machines: no controller in v2).
+  std::string own;
+  sh("sed -n 's/^[0-9]*:memory:\\(.*\\)/\\1/p' /proc/self/cgroup", &own);
+  while (!own.empty() && own.back() == '\n') own.pop_back();
+  const fs::path parent = "/sys/fs/cgroup/memory" + own;
+  if (own.empty() || !fs::exists(parent / "memory.limit_in_bytes") || ::access(parent.c_str(), W_OK) != 0) {
+    WARN("SKIPPED: no writable v1 memory hierarchy here");
+    return;
+  }
+  // What a pto-runner killed mid-step left: its place (named by a pid no process can have) and a step's cgroup.
+  const fs::path stale = parent / "pto-runner-4194305";
+  REQUIRE(::mkdir(stale.c_str(), 0755) == 0);
+  REQUIRE(::mkdir((stale / "step-1").c_str(), 0755) == 0);
+  TempDir d;
+  write_project(d, {{"m.yml", "name: m\nsteps:\n  - {name: a, memory: 64M, run: 'true'}\n  - {name: b, memory: 64M, run: 'true'}\n"}});
+  d.write("runner.yml", "sandbox: off\n");
+  Spawned run = spawn_cli({"run", "--root", d.str(), "--devices", "1", "--state-dir", (d.path() / "st").string(), "--lock-dir",
+                           (d.path() / "locks").string()});
+  const fs::path place = parent / ("pto-runner-" + std::to_string(run.pid));
+  CommandResult r = wait_cli(run);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_FALSE(fs::exists(stale));
+  CHECK_FALSE(fs::exists(place));  // its steps' cgroups (kept for the next step) and its place went at its exit
 }
 
 TEST_CASE("host resources: the daemon's status shows CPUs in use and a 1-card step waiting for CPUs with its card free", "[daemon]") {

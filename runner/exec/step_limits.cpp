@@ -4,11 +4,14 @@
 
 #include "exec/cgroup_tree.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <cstdlib>
 #include <map>
@@ -21,7 +24,6 @@ namespace pto {
 
 namespace {
 
-
 /// The counter `key` in a cgroup's "key value" lines file (pids.events, memory.events, memory.oom_control).
 std::uint64_t counter(const std::string& file, const std::string& key) {
   const std::string text = cgroup_files::read(file);
@@ -32,6 +34,62 @@ std::uint64_t counter(const std::string& file, const std::string& key) {
     at = end + 1;
   }
   return 0;
+}
+
+/// Empty v1 cgroups of finished steps, by hierarchy, handed to the next step instead of made again: making
+/// and removing a memory cgroup per step was most of what the sandbox added to a step's start (bench/README).
+/// Each keeps what it was left with: the limit written into it and its event counter as its last step's end
+/// read it, so the next step with the same limit writes and reads nothing at its start (four cgroup file
+/// opens a step: bench/dispatch_overhead.sh with SANDBOX=on).
+struct FreeCgroup {
+  std::string dir;
+  std::uint64_t limit = 0;                // 0: unknown, written at the start
+  std::optional<std::uint64_t> counter;   // pids.events max / oom_kill at its last end; unknown: read
+};
+struct Recycled {
+  std::mutex mu;
+  std::map<std::string, std::vector<FreeCgroup>> free;  // base -> cgroups
+  std::vector<std::string> bases;                        // this process's pto-runner-PID, one a hierarchy
+  // The process ends: its steps' cgroups and its own go with it (an empty v1 memory cgroup left behind costs
+  // the kernel memory, and every later cgroup operation walks it). What a killed process left is removed by
+  // the next one (remove_stale_places).
+  ~Recycled() {
+    for (const auto& [base, cgroups] : free)
+      for (const FreeCgroup& c : cgroups) ::rmdir(c.dir.c_str());
+    for (const std::string& base : bases) ::rmdir(base.c_str());  // fails while a step's processes are in it
+  }
+};
+Recycled& recycled() {
+  static Recycled r;
+  return r;
+}
+constexpr std::size_t kKeepPerHierarchy = 64;
+
+/// The places of pto-runner processes that are gone (`pto-runner-PID` beside this one's, PID not running): what
+/// their steps left (empty cgroups) and the place itself are removed. A cgroup a process is still in stays.
+void remove_stale_places(const std::string& parent) {
+  DIR* d = ::opendir(parent.c_str());
+  if (!d) return;
+  std::vector<std::string> stale;
+  while (dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind("pto-runner-", 0) != 0) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(name.c_str() + 11, &end, 10);
+    if (*end || pid <= 0 || pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    stale.push_back(parent + "/" + name);
+  }
+  ::closedir(d);
+  for (const std::string& place : stale) {
+    if (DIR* s = ::opendir(place.c_str())) {
+      std::vector<std::string> steps;
+      while (dirent* e = ::readdir(s))
+        if (std::string(e->d_name).rfind("step-", 0) == 0) steps.push_back(place + "/" + e->d_name);
+      ::closedir(s);
+      for (const std::string& step : steps) ::rmdir(step.c_str());
+    }
+    ::rmdir(place.c_str());
+  }
 }
 
 struct Hierarchies {
@@ -65,8 +123,12 @@ std::string v1_place(const std::string& controller) {
     std::istringstream names(line.substr(a + 1, b - a - 1));
     for (std::string n; std::getline(names, n, ',');)
       if (n == controller) {
-        std::string dir = mount + line.substr(b + 1) + "/pto-runner-" + std::to_string(::getpid());
+        const std::string parent = mount + line.substr(b + 1);
+        remove_stale_places(parent);
+        std::string dir = parent + "/pto-runner-" + std::to_string(::getpid());
         if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return "";
+        std::lock_guard<std::mutex> g(recycled().mu);
+        recycled().bases.push_back(dir);
         return dir;
       }
   }
@@ -96,26 +158,6 @@ const Hierarchies& hierarchies(const std::string& any_v2_cgroup) {
 }
 
 std::atomic<unsigned> g_next{0};
-
-/// Empty v1 cgroups of finished steps, by hierarchy, handed to the next step instead of made again: making
-/// and removing a memory cgroup per step was most of what the sandbox added to a step's start (bench/README).
-/// Each keeps what it was left with: the limit written into it and its event counter as its last step's end
-/// read it, so the next step with the same limit writes and reads nothing at its start (four cgroup file
-/// opens a step: bench/dispatch_overhead.sh with SANDBOX=on).
-struct FreeCgroup {
-  std::string dir;
-  std::uint64_t limit = 0;                // 0: unknown, written at the start
-  std::optional<std::uint64_t> counter;   // pids.events max / oom_kill at its last end; unknown: read
-};
-struct Recycled {
-  std::mutex mu;
-  std::map<std::string, std::vector<FreeCgroup>> free;  // base -> cgroups
-};
-Recycled& recycled() {
-  static Recycled r;
-  return r;
-}
-constexpr std::size_t kKeepPerHierarchy = 64;
 
 }  // namespace
 
